@@ -1,0 +1,236 @@
+//! Application wiring: [`AppState`], [`router`] and [`Application`] (bind, run, shut down).
+//! This is the only place where features are put together.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use tokio::net::TcpListener;
+use tower_http::set_header::SetResponseHeaderLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::config::Config;
+use crate::domain::account::{Email, validate_password};
+use crate::domain::secret::{Secret, TokenKind};
+use crate::store::Store;
+
+/// Shared state of every handler. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    /// The configuration read at start.
+    pub config: Arc<Config>,
+    /// The database.
+    pub store: Store,
+}
+
+/// Content-Security-Policy of every response: nothing may frame our pages, no scripts run.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'";
+
+/// The whole HTTP surface.
+pub fn router(state: AppState) -> Router {
+    let mut app = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(state.clone())
+        .merge(crate::web::router(state.clone()));
+    if state.config.oauth_enabled {
+        app = app.merge(crate::oauth::router(state.clone()));
+    }
+    app.layer(SetResponseHeaderLayer::if_not_present(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    ))
+    .layer(SetResponseHeaderLayer::if_not_present(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    ))
+    .layer(SetResponseHeaderLayer::if_not_present(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    ))
+    .layer(
+        TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
+            tracing::info_span!("http", method = %req.method(), path = %req.uri().path())
+        }),
+    )
+}
+
+/// `GET /healthz`: the process is up.
+async fn healthz() -> impl IntoResponse {
+    Json(serde_json::json!({"status": "ok"}))
+}
+
+/// `GET /readyz`: the database answers (503 otherwise).
+async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    if state.store.ping().await {
+        (
+            axum::http::StatusCode::OK,
+            Json(serde_json::json!({"status": "ready", "database": "ok"})),
+        )
+    } else {
+        (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({"status": "unavailable", "database": "unreachable"})),
+        )
+    }
+}
+
+/// A start-up failure: one line naming the variable at fault.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StartupError(pub String);
+
+/// A built server, bound to its port, ready to run.
+pub struct Application {
+    listener: TcpListener,
+    port: u16,
+    router: Router,
+    state: AppState,
+}
+
+impl Application {
+    /// Connects and migrates the database, creates the bootstrap account or prints the first-run
+    /// link, and binds `config.bind`.
+    ///
+    /// Errors: [`StartupError`] naming `DATABASE_URL`, `GATEHOUSE_BIND` or the bootstrap variables.
+    pub async fn build(config: Config) -> Result<Application, StartupError> {
+        let listener = TcpListener::bind(config.bind).await.map_err(|e| {
+            StartupError(format!(
+                "GATEHOUSE_BIND: cannot listen on {}: {e}",
+                config.bind
+            ))
+        })?;
+        Self::build_with_listener(config, listener).await
+    }
+
+    /// Like [`Application::build`] with a listener bound by the caller (tests bind port 0 first
+    /// so that `MCP_SERVER_URL` can name the real port).
+    pub async fn build_with_listener(
+        config: Config,
+        listener: TcpListener,
+    ) -> Result<Application, StartupError> {
+        let store = open_store(&config.database_url).await?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| StartupError(format!("GATEHOUSE_BIND: {e}")))?
+            .port();
+        let state = AppState {
+            config: Arc::new(config),
+            store,
+        };
+        first_run(&state).await?;
+        let router = router(state.clone());
+        Ok(Application {
+            listener,
+            port,
+            router,
+            state,
+        })
+    }
+
+    /// The bound port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The shared state (tests reach the database through it).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until SIGINT/SIGTERM, then finishes in-flight requests and returns.
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        self.run_until(shutdown_signal()).await
+    }
+
+    /// Serves until `stop` completes, then finishes in-flight requests and returns.
+    pub async fn run_until(
+        self,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let service = self
+            .router
+            .into_make_service_with_connect_info::<SocketAddr>();
+        axum::serve(self.listener, service)
+            .with_graceful_shutdown(stop)
+            .await
+    }
+}
+
+/// Connects to `DATABASE_URL` and applies migrations; the error names the variable.
+pub async fn open_store(url: &str) -> Result<Store, StartupError> {
+    let store = Store::connect(url)
+        .await
+        .map_err(|e| StartupError(format!("DATABASE_URL: cannot connect: {e}")))?;
+    store
+        .migrate()
+        .await
+        .map_err(|e| StartupError(format!("DATABASE_URL: cannot migrate: {e}")))?;
+    Ok(store)
+}
+
+async fn first_run(state: &AppState) -> Result<(), StartupError> {
+    let store = &state.store;
+    let now = crate::store::now();
+    let count = store
+        .count_accounts()
+        .await
+        .map_err(|e| StartupError(format!("DATABASE_URL: {e}")))?;
+    if count > 0 {
+        return Ok(());
+    }
+    if let Some((email, password)) = &state.config.bootstrap_account {
+        let email = Email::parse(email)
+            .map_err(|e| StartupError(format!("GATEHOUSE_BOOTSTRAP_EMAIL: {e}")))?;
+        validate_password(password)
+            .map_err(|e| StartupError(format!("GATEHOUSE_BOOTSTRAP_PASSWORD: {e}")))?;
+        let hash = crate::password::hash_password(password.clone())
+            .await
+            .map_err(|e| StartupError(format!("GATEHOUSE_BOOTSTRAP_PASSWORD: {e}")))?;
+        store
+            .create_account(&email, &hash, now)
+            .await
+            .map_err(|e| StartupError(format!("GATEHOUSE_BOOTSTRAP_EMAIL: {e}")))?;
+        tracing::info!("created the bootstrap account");
+        return Ok(());
+    }
+    let token = Secret::generate(TokenKind::SetupToken);
+    store
+        .create_setup_token(&token.hash(), now, now + 24 * 3600)
+        .await
+        .map_err(|e| StartupError(format!("DATABASE_URL: {e}")))?;
+    // The one place a secret is printed: the operator needs this link to create the first account.
+    println!(
+        "No account yet. Create the first one within 24 hours at: {}",
+        state
+            .config
+            .url(&format!("/setup?token={}", token.expose()))
+    );
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+    tracing::info!("shutting down: finishing in-flight requests");
+}

@@ -1,0 +1,444 @@
+//! Typed configuration from environment variables and an optional TOML file.
+//!
+//! Every variable of the product specification is read here, once, at start. Each bad value is
+//! reported as one [`ConfigError`] line that names the variable and what is wrong; the server
+//! never starts half-configured.
+//!
+//! The optional file given by `--config` is a flat TOML table whose keys are the variable names
+//! (`MCP_SERVER_URL = "https://mcp.example.com/mcp"`). Environment variables override the file.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use url::Url;
+
+/// Default canonical URL of the MCP endpoint.
+pub const DEFAULT_MCP_SERVER_URL: &str = "http://127.0.0.1:8080/mcp";
+/// Default SQLite database: a file in the working directory, created when missing.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://gatehouse.db?mode=rwc";
+
+/// One bad configuration value: `VARIABLE: what is wrong`.
+#[derive(Debug, thiserror::Error)]
+#[error("{variable}: {message}")]
+pub struct ConfigError {
+    /// The environment variable (or file key) at fault.
+    pub variable: &'static str,
+    /// What is wrong with its value.
+    pub message: String,
+}
+
+impl ConfigError {
+    /// Builds an error for `variable`.
+    pub fn new(variable: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            variable,
+            message: message.into(),
+        }
+    }
+}
+
+/// Which browser origins may call the MCP route (`GATEHOUSE_ALLOWED_ORIGINS`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowedOrigins {
+    /// `*`: any origin.
+    Any,
+    /// Exact origins (`scheme://host[:port]`, no trailing slash).
+    List(Vec<String>),
+}
+
+impl AllowedOrigins {
+    /// Whether a present `Origin` header value is allowed.
+    pub fn allows(&self, origin: &str) -> bool {
+        match self {
+            AllowedOrigins::Any => true,
+            AllowedOrigins::List(list) => list.iter().any(|o| o == origin),
+        }
+    }
+}
+
+/// Log line format (`GATEHOUSE_LOG_FORMAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines (default).
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The whole configuration of a Gatehouse process.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `MCP_SERVER_URL`: canonical URL of the MCP endpoint; tokens are bound to it (RFC 8707).
+    pub mcp_server_url: String,
+    /// The path of `MCP_SERVER_URL`, where the MCP route is mounted (e.g. `/mcp`).
+    pub mcp_path: String,
+    /// `GATEHOUSE_ISSUER`: OAuth issuer, no trailing slash (RFC 8414 §2).
+    pub issuer: String,
+    /// `FRONTEND_URL`: where console pages live, no trailing slash.
+    pub frontend_url: String,
+    /// `DATABASE_URL`: `sqlite://…` or `postgres://…`.
+    pub database_url: String,
+    /// `GATEHOUSE_BIND`: listen address.
+    pub bind: SocketAddr,
+    /// `OPENAI_APPS_CHALLENGE`: served at `/.well-known/openai-apps-challenge` when set.
+    pub openai_apps_challenge: Option<String>,
+    /// `GATEHOUSE_OAUTH`: `false` when set to `off` (API keys only; no OAuth routes).
+    pub oauth_enabled: bool,
+    /// `GATEHOUSE_ALLOWED_ORIGINS`: origins allowed to call the MCP route.
+    pub allowed_origins: AllowedOrigins,
+    /// `GATEHOUSE_ACCESS_TOKEN_TTL`: access-token lifetime in seconds.
+    pub access_token_ttl_secs: i64,
+    /// `GATEHOUSE_REFRESH_GRACE_SECONDS`: window for retried/concurrent refreshes (0 disables).
+    pub refresh_grace_secs: i64,
+    /// `GATEHOUSE_MAX_RESULT_BYTES`: largest tool result sent, in bytes.
+    pub max_result_bytes: usize,
+    /// `GATEHOUSE_BOOTSTRAP_EMAIL` + `GATEHOUSE_BOOTSTRAP_PASSWORD`: first account, created headlessly.
+    pub bootstrap_account: Option<(String, String)>,
+    /// `GATEHOUSE_LOG_FORMAT`: `text` (default) or `json`.
+    pub log_format: LogFormat,
+}
+
+impl Config {
+    /// Reads the process environment, layered over the optional TOML file.
+    ///
+    /// Errors: [`ConfigError`] naming the first bad variable (or `--config` for an unreadable file).
+    pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        let mut vars = match file {
+            Some(path) => read_file(path)?,
+            None => HashMap::new(),
+        };
+        for (k, v) in std::env::vars() {
+            vars.insert(k, v);
+        }
+        Config::from_vars(&vars)
+    }
+
+    /// Builds the configuration from a map of variable names to values (missing = default).
+    pub fn from_vars(vars: &HashMap<String, String>) -> Result<Config, ConfigError> {
+        let get = |name: &str| vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+
+        let mcp_raw = get("MCP_SERVER_URL").unwrap_or(DEFAULT_MCP_SERVER_URL);
+        let mcp = parse_http_url("MCP_SERVER_URL", mcp_raw)?;
+        if mcp.query().is_some() || mcp.fragment().is_some() {
+            return Err(ConfigError::new(
+                "MCP_SERVER_URL",
+                "must not have a query or fragment",
+            ));
+        }
+        let mut mcp_server_url = mcp.to_string();
+        if mcp.path() == "/" {
+            return Err(ConfigError::new(
+                "MCP_SERVER_URL",
+                format!("must have a path for the MCP endpoint, such as {mcp_server_url}mcp"),
+            ));
+        }
+        if mcp_server_url.ends_with('/') {
+            mcp_server_url.pop();
+        }
+        let mcp_path = mcp.path().trim_end_matches('/').to_string();
+        let origin = mcp.origin().ascii_serialization();
+
+        let issuer = match get("GATEHOUSE_ISSUER") {
+            Some(raw) => {
+                let url = parse_http_url("GATEHOUSE_ISSUER", raw)?;
+                if raw.ends_with('/') {
+                    return Err(ConfigError::new(
+                        "GATEHOUSE_ISSUER",
+                        format!(
+                            "must not end with a slash (got \"{raw}\"; use \"{}\")",
+                            raw.trim_end_matches('/')
+                        ),
+                    ));
+                }
+                if url.query().is_some() || url.fragment().is_some() {
+                    return Err(ConfigError::new(
+                        "GATEHOUSE_ISSUER",
+                        "must not have a query or fragment (RFC 8414 §2)",
+                    ));
+                }
+                raw.to_string()
+            }
+            None => origin,
+        };
+
+        let frontend_url = match get("FRONTEND_URL") {
+            Some(raw) => {
+                parse_http_url("FRONTEND_URL", raw)?;
+                raw.trim_end_matches('/').to_string()
+            }
+            None => issuer.clone(),
+        };
+
+        let database_url = get("DATABASE_URL")
+            .unwrap_or(DEFAULT_DATABASE_URL)
+            .to_string();
+        crate::store::Backend::from_url(&database_url)
+            .map_err(|m| ConfigError::new("DATABASE_URL", m))?;
+
+        let bind_raw = get("GATEHOUSE_BIND").unwrap_or("127.0.0.1:8080");
+        let bind: SocketAddr = bind_raw.parse().map_err(|_| {
+            ConfigError::new(
+                "GATEHOUSE_BIND",
+                format!("must be an address and port such as 127.0.0.1:8080 (got \"{bind_raw}\")"),
+            )
+        })?;
+
+        let oauth_enabled = match get("GATEHOUSE_OAUTH").map(|v| v.to_ascii_lowercase()) {
+            None => true,
+            Some(v) if v == "on" || v == "true" || v == "1" => true,
+            Some(v) if v == "off" || v == "false" || v == "0" => false,
+            Some(v) => {
+                return Err(ConfigError::new(
+                    "GATEHOUSE_OAUTH",
+                    format!("must be on or off (got \"{v}\")"),
+                ));
+            }
+        };
+
+        let allowed_origins = match get("GATEHOUSE_ALLOWED_ORIGINS") {
+            Some("*") => AllowedOrigins::Any,
+            Some(raw) => {
+                let mut list = Vec::new();
+                for item in raw.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    let url = parse_http_url("GATEHOUSE_ALLOWED_ORIGINS", item)?;
+                    list.push(url.origin().ascii_serialization());
+                }
+                let issuer_origin = parse_http_url("GATEHOUSE_ISSUER", &issuer)?
+                    .origin()
+                    .ascii_serialization();
+                if !list.contains(&issuer_origin) {
+                    list.push(issuer_origin);
+                }
+                AllowedOrigins::List(list)
+            }
+            None => AllowedOrigins::List(vec![
+                parse_http_url("GATEHOUSE_ISSUER", &issuer)?
+                    .origin()
+                    .ascii_serialization(),
+            ]),
+        };
+
+        let access_token_ttl_secs = parse_int(
+            "GATEHOUSE_ACCESS_TOKEN_TTL",
+            get("GATEHOUSE_ACCESS_TOKEN_TTL"),
+            3600,
+            1,
+        )?;
+        let refresh_grace_secs = parse_int(
+            "GATEHOUSE_REFRESH_GRACE_SECONDS",
+            get("GATEHOUSE_REFRESH_GRACE_SECONDS"),
+            60,
+            0,
+        )?;
+        let max_result_bytes = parse_int(
+            "GATEHOUSE_MAX_RESULT_BYTES",
+            get("GATEHOUSE_MAX_RESULT_BYTES"),
+            65536,
+            1024,
+        )? as usize;
+
+        let bootstrap_account = match (
+            get("GATEHOUSE_BOOTSTRAP_EMAIL"),
+            vars.get("GATEHOUSE_BOOTSTRAP_PASSWORD"),
+        ) {
+            (Some(e), Some(p)) if !p.is_empty() => Some((e.to_string(), p.clone())),
+            (None, None) => None,
+            (Some(_), _) => {
+                return Err(ConfigError::new(
+                    "GATEHOUSE_BOOTSTRAP_PASSWORD",
+                    "must be set together with GATEHOUSE_BOOTSTRAP_EMAIL",
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError::new(
+                    "GATEHOUSE_BOOTSTRAP_EMAIL",
+                    "must be set together with GATEHOUSE_BOOTSTRAP_PASSWORD",
+                ));
+            }
+        };
+
+        let log_format = match get("GATEHOUSE_LOG_FORMAT").map(|v| v.to_ascii_lowercase()) {
+            None => LogFormat::Text,
+            Some(v) if v == "text" => LogFormat::Text,
+            Some(v) if v == "json" => LogFormat::Json,
+            Some(v) => {
+                return Err(ConfigError::new(
+                    "GATEHOUSE_LOG_FORMAT",
+                    format!("must be text or json (got \"{v}\")"),
+                ));
+            }
+        };
+
+        Ok(Config {
+            mcp_server_url,
+            mcp_path,
+            issuer,
+            frontend_url,
+            database_url,
+            bind,
+            openai_apps_challenge: get("OPENAI_APPS_CHALLENGE").map(str::to_string),
+            oauth_enabled,
+            allowed_origins,
+            access_token_ttl_secs,
+            refresh_grace_secs,
+            max_result_bytes,
+            bootstrap_account,
+            log_format,
+        })
+    }
+
+    /// Whether session cookies must carry `Secure` (the issuer is https).
+    pub fn secure_cookies(&self) -> bool {
+        self.issuer.starts_with("https://")
+    }
+
+    /// URL of this server's page or endpoint at `path` (which starts with `/`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.issuer, path)
+    }
+
+    /// URL of the protected-resource metadata for the MCP endpoint (RFC 9728 §3.1): the
+    /// well-known segment inserted between the origin and the MCP path.
+    pub fn protected_resource_metadata_url(&self) -> String {
+        let origin = Url::parse(&self.mcp_server_url)
+            .map(|u| u.origin().ascii_serialization())
+            .unwrap_or_default();
+        format!(
+            "{origin}/.well-known/oauth-protected-resource{}",
+            self.mcp_path
+        )
+    }
+}
+
+fn read_file(path: &Path) -> Result<HashMap<String, String>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigError::new("--config", format!("cannot read {}: {e}", path.display()))
+    })?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e| ConfigError::new("--config", format!("{}: {e}", path.display())))?;
+    let mut vars = HashMap::new();
+    for (k, v) in table {
+        let value = match v {
+            toml::Value::String(s) => s,
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Boolean(b) => if b { "on" } else { "off" }.to_string(),
+            other => {
+                return Err(ConfigError::new(
+                    "--config",
+                    format!("{k}: unsupported value {other}"),
+                ));
+            }
+        };
+        vars.insert(k, value);
+    }
+    Ok(vars)
+}
+
+fn parse_http_url(variable: &'static str, raw: &str) -> Result<Url, ConfigError> {
+    let url = Url::parse(raw).map_err(|_| {
+        ConfigError::new(
+            variable,
+            format!("must be an absolute http(s) URL (got \"{raw}\")"),
+        )
+    })?;
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(ConfigError::new(
+            variable,
+            format!("must be an absolute http(s) URL (got \"{raw}\")"),
+        ));
+    }
+    if url.host_str().is_none() {
+        return Err(ConfigError::new(
+            variable,
+            format!("must have a host (got \"{raw}\")"),
+        ));
+    }
+    Ok(url)
+}
+
+fn parse_int(
+    variable: &'static str,
+    raw: Option<&str>,
+    default: i64,
+    min: i64,
+) -> Result<i64, ConfigError> {
+    match raw {
+        None => Ok(default),
+        Some(v) => match v.parse::<i64>() {
+            Ok(n) if n >= min => Ok(n),
+            _ => Err(ConfigError::new(
+                variable,
+                format!("must be a whole number of at least {min} (got \"{v}\")"),
+            )),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_follow_the_specification() {
+        let c = Config::from_vars(&HashMap::new()).unwrap();
+        assert_eq!(c.mcp_server_url, "http://127.0.0.1:8080/mcp");
+        assert_eq!(c.mcp_path, "/mcp");
+        assert_eq!(c.issuer, "http://127.0.0.1:8080");
+        assert_eq!(c.frontend_url, "http://127.0.0.1:8080");
+        assert_eq!(c.bind.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.access_token_ttl_secs, 3600);
+        assert_eq!(c.refresh_grace_secs, 60);
+        assert_eq!(c.max_result_bytes, 65536);
+        assert!(c.oauth_enabled);
+        assert_eq!(
+            c.allowed_origins,
+            AllowedOrigins::List(vec!["http://127.0.0.1:8080".into()])
+        );
+        assert_eq!(
+            c.protected_resource_metadata_url(),
+            "http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp"
+        );
+    }
+
+    #[test]
+    fn issuer_with_trailing_slash_is_refused() {
+        let e =
+            Config::from_vars(&vars(&[("GATEHOUSE_ISSUER", "https://a.example/")])).unwrap_err();
+        assert_eq!(e.variable, "GATEHOUSE_ISSUER");
+        assert!(e.to_string().contains("must not end with a slash"), "{e}");
+    }
+
+    #[test]
+    fn relative_mcp_url_is_refused() {
+        let e = Config::from_vars(&vars(&[("MCP_SERVER_URL", "/mcp")])).unwrap_err();
+        assert_eq!(e.variable, "MCP_SERVER_URL");
+        assert!(e.to_string().contains("absolute"), "{e}");
+    }
+
+    #[test]
+    fn unknown_database_scheme_is_refused() {
+        let e = Config::from_vars(&vars(&[("DATABASE_URL", "mysql://x/y")])).unwrap_err();
+        assert_eq!(e.variable, "DATABASE_URL");
+    }
+
+    #[test]
+    fn issuer_path_is_kept_byte_identical() {
+        let c = Config::from_vars(&vars(&[
+            ("MCP_SERVER_URL", "https://mcp.example.com/tenant/mcp"),
+            ("GATEHOUSE_ISSUER", "https://auth.example.com/tenant"),
+        ]))
+        .unwrap();
+        assert_eq!(c.issuer, "https://auth.example.com/tenant");
+        assert_eq!(c.mcp_path, "/tenant/mcp");
+        assert!(c.secure_cookies());
+    }
+}

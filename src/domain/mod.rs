@@ -1,0 +1,8 @@
+//! Pure domain rules of Gatehouse: no I/O, no async, no framework types.
+
+pub mod account;
+pub mod pkce;
+pub mod redirect_uri;
+pub mod scope;
+pub mod secret;
+pub mod successor;

@@ -1,0 +1,16 @@
+//! Gatehouse: an OAuth 2.1 authorization server and an MCP resource server in one binary.
+//!
+//! Layers (dependencies point one way):
+//! `main → app → {oauth, mcp, web} → {store, domain}`; `store → domain`; `domain` imports nothing
+//! from the crate. See `docs/architecture.md`.
+
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod domain;
+pub mod error;
+pub mod oauth;
+pub mod password;
+pub mod store;
+pub mod telemetry;
+pub mod web;

@@ -1,0 +1,183 @@
+//! Accounts and first-run setup tokens.
+
+use sqlx::Row;
+
+use super::{Store, StoreError, new_id, parse_column};
+use crate::domain::account::{AccountStatus, Email};
+use crate::domain::secret::TokenHash;
+
+/// A stored account.
+#[derive(Debug, Clone)]
+pub struct Account {
+    /// Random identifier (UUID text).
+    pub id: String,
+    /// Lowercased email address.
+    pub email: String,
+    /// argon2id PHC string.
+    pub password_hash: String,
+    /// Active or disabled.
+    pub status: AccountStatus,
+    /// Unix seconds.
+    pub created_at: i64,
+}
+
+fn account_from_row(row: &sqlx::any::AnyRow) -> Result<Account, StoreError> {
+    let status: String = row.try_get("status")?;
+    Ok(Account {
+        id: row.try_get("id")?,
+        email: row.try_get("email")?,
+        password_hash: row.try_get("password_hash")?,
+        status: parse_column(&status, "accounts.status")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+const ACCOUNT_COLUMNS: &str = "id, email, password_hash, status, created_at";
+
+impl Store {
+    /// Creates an active account. Errors: [`StoreError::Conflict`] when the email exists.
+    pub async fn create_account(
+        &self,
+        email: &Email,
+        password_hash: &str,
+        now: i64,
+    ) -> Result<Account, StoreError> {
+        let id = new_id();
+        sqlx::query(
+            "INSERT INTO accounts (id, email, password_hash, status, created_at) \
+             VALUES ($1, $2, $3, 'active', $4)",
+        )
+        .bind(&id)
+        .bind(email.as_str())
+        .bind(password_hash)
+        .bind(now)
+        .execute(self.pool())
+        .await
+        .map_err(|e| StoreError::from_insert(e, &format!("account {}", email.as_str())))?;
+        Ok(Account {
+            id,
+            email: email.as_str().to_string(),
+            password_hash: password_hash.to_string(),
+            status: AccountStatus::Active,
+            created_at: now,
+        })
+    }
+
+    /// The account with this (lowercased) email, if any.
+    pub async fn account_by_email(&self, email: &Email) -> Result<Option<Account>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE email = $1"
+        ))
+        .bind(email.as_str())
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(account_from_row).transpose()
+    }
+
+    /// The account with this id, if any.
+    pub async fn account_by_id(&self, id: &str) -> Result<Option<Account>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(account_from_row).transpose()
+    }
+
+    /// Sets an account's status. Errors: [`StoreError::NotFound`] for an unknown email.
+    pub async fn set_account_status(
+        &self,
+        email: &Email,
+        status: AccountStatus,
+    ) -> Result<(), StoreError> {
+        let done = sqlx::query("UPDATE accounts SET status = $1 WHERE email = $2")
+            .bind(status.as_str())
+            .bind(email.as_str())
+            .execute(self.pool())
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound(format!("account {}", email.as_str())));
+        }
+        Ok(())
+    }
+
+    /// How many accounts exist.
+    pub async fn count_accounts(&self) -> Result<i64, StoreError> {
+        Ok(sqlx::query("SELECT COUNT(*) AS n FROM accounts")
+            .fetch_one(self.pool())
+            .await?
+            .try_get("n")?)
+    }
+
+    /// Stores a first-run setup token's hash, valid until `expires_at` (Unix seconds) or used.
+    pub async fn create_setup_token(
+        &self,
+        hash: &TokenHash,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO setup_tokens (token_hash, created_at, expires_at) VALUES ($1, $2, $3)",
+        )
+        .bind(hash.as_str())
+        .bind(now)
+        .bind(expires_at)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Whether a setup token is unused and unexpired.
+    pub async fn setup_token_valid(&self, hash: &TokenHash, now: i64) -> Result<bool, StoreError> {
+        Ok(sqlx::query(
+            "SELECT 1 AS ok FROM setup_tokens WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2",
+        )
+        .bind(hash.as_str())
+        .bind(now)
+        .fetch_optional(self.pool())
+        .await?
+        .is_some())
+    }
+
+    /// Spends a setup token and creates the first account, atomically: returns `Ok(None)` when
+    /// the token is unknown, used or expired (nothing is written then).
+    pub async fn create_account_with_setup_token(
+        &self,
+        hash: &TokenHash,
+        email: &Email,
+        password_hash: &str,
+        now: i64,
+    ) -> Result<Option<Account>, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let spent = sqlx::query(
+            "UPDATE setup_tokens SET used_at = $1 WHERE token_hash = $2 AND used_at IS NULL AND expires_at > $1",
+        )
+        .bind(now)
+        .bind(hash.as_str())
+        .execute(&mut *tx)
+        .await?;
+        if spent.rows_affected() != 1 {
+            return Ok(None);
+        }
+        let id = new_id();
+        sqlx::query(
+            "INSERT INTO accounts (id, email, password_hash, status, created_at) VALUES ($1, $2, $3, 'active', $4)",
+        )
+        .bind(&id)
+        .bind(email.as_str())
+        .bind(password_hash)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| StoreError::from_insert(e, &format!("account {}", email.as_str())))?;
+        tx.commit().await?;
+        Ok(Some(Account {
+            id,
+            email: email.as_str().to_string(),
+            password_hash: password_hash.to_string(),
+            status: AccountStatus::Active,
+            created_at: now,
+        }))
+    }
+}

@@ -1,0 +1,210 @@
+//! Storage: one interface over SQLite (embedded default) and PostgreSQL.
+//!
+//! Both backends run the same SQL through sqlx's `Any` driver: statements use `$1`-style
+//! placeholders (understood by both engines), integers are `BIGINT`/`INTEGER` (`i64`), times are
+//! Unix seconds, identifiers are text. Where the dialects really differ (full-text search), the
+//! SQL lives in [`sqlite`] and [`postgres`] behind [`Dialect`]. Schema migrations live in
+//! `migrations/sqlite` and `migrations/postgres` with the same file names and are applied at
+//! start. Rotation and single-use checks are conditional updates, atomic on both engines.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{AnyPool, Executor};
+
+pub mod accounts;
+pub mod audit;
+pub mod oauth;
+pub mod postgres;
+pub mod projects;
+pub mod sessions;
+pub mod sqlite;
+
+pub use sessions::SessionBackend;
+
+/// Errors from the storage layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness rule was broken (e.g. an email already registered).
+    #[error("already exists: {0}")]
+    Conflict(String),
+    /// The named row does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The database could not be reached or failed.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A migration failed.
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+impl StoreError {
+    /// Maps a unique-constraint violation to [`StoreError::Conflict`], anything else to
+    /// [`StoreError::Database`].
+    pub fn from_insert(e: sqlx::Error, what: &str) -> StoreError {
+        if let sqlx::Error::Database(db) = &e {
+            if db.is_unique_violation() {
+                return StoreError::Conflict(what.to_string());
+            }
+        }
+        StoreError::Database(e)
+    }
+}
+
+/// Which database engine a `DATABASE_URL` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `sqlite://path` (file, WAL, foreign keys on).
+    Sqlite,
+    /// `postgres://…` or `postgresql://…`.
+    Postgres,
+}
+
+impl Backend {
+    /// Detects the backend from the URL scheme; the error says which schemes are accepted.
+    pub fn from_url(url: &str) -> Result<Backend, String> {
+        let scheme = url.split(':').next().unwrap_or("");
+        match scheme {
+            "sqlite" => Ok(Backend::Sqlite),
+            "postgres" | "postgresql" => Ok(Backend::Postgres),
+            other => Err(format!(
+                "unsupported scheme \"{other}\" (use sqlite://FILE or postgres://…)"
+            )),
+        }
+    }
+}
+
+/// Dialect-specific SQL for the few statements the engines spell differently.
+pub trait Dialect: Send + Sync + 'static {
+    /// Full-text note search: binds `$1` project id, `$2` query text, `$3` limit; returns
+    /// `id, title, snippet, rank` ordered by relevance.
+    fn search_notes_sql(&self) -> &'static str;
+}
+
+/// The storage handle shared by every part of the server. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+    sessions: SessionBackend,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("backend", &self.backend)
+            .finish()
+    }
+}
+
+impl Store {
+    /// Connects to `url` (see [`Backend::from_url`]); SQLite files are created when missing.
+    ///
+    /// Errors: [`StoreError::Database`] when the database cannot be reached.
+    pub async fn connect(url: &str) -> Result<Store, StoreError> {
+        install_default_drivers();
+        let backend = Backend::from_url(url)
+            .map_err(|m| StoreError::Database(sqlx::Error::Configuration(m.into())))?;
+        let url = match backend {
+            Backend::Sqlite if !url.contains("mode=") => {
+                let sep = if url.contains('?') { '&' } else { '?' };
+                format!("{url}{sep}mode=rwc")
+            }
+            _ => url.to_string(),
+        };
+        let options = AnyPoolOptions::new()
+            .max_connections(match backend {
+                Backend::Sqlite => 8,
+                Backend::Postgres => 16,
+            })
+            .acquire_timeout(Duration::from_secs(5));
+        let options = if backend == Backend::Sqlite {
+            options.after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    conn.execute("PRAGMA journal_mode = WAL").await?;
+                    conn.execute("PRAGMA foreign_keys = ON").await?;
+                    conn.execute("PRAGMA busy_timeout = 10000").await?;
+                    conn.execute("PRAGMA synchronous = NORMAL").await?;
+                    Ok(())
+                })
+            })
+        } else {
+            options
+        };
+        let pool = options.connect(&url).await?;
+        let sessions = SessionBackend::connect(backend, &url).await?;
+        Ok(Store {
+            pool,
+            backend,
+            sessions,
+        })
+    }
+
+    /// Applies the migrations of this backend's folder and the session table's schema.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        match self.backend {
+            Backend::Sqlite => sqlx::migrate!("migrations/sqlite").run(&self.pool).await?,
+            Backend::Postgres => {
+                sqlx::migrate!("migrations/postgres")
+                    .run(&self.pool)
+                    .await?
+            }
+        }
+        self.sessions.migrate().await?;
+        Ok(())
+    }
+
+    /// The connection pool (both engines, `$n` placeholders).
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Which engine this store talks to.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The SQL spellings for this engine.
+    pub fn dialect(&self) -> &'static dyn Dialect {
+        match self.backend {
+            Backend::Sqlite => &sqlite::Sqlite,
+            Backend::Postgres => &postgres::Postgres,
+        }
+    }
+
+    /// The tower-sessions store, kept in this same database.
+    pub fn session_store(&self) -> SessionBackend {
+        self.sessions.clone()
+    }
+
+    /// Whether the database answers a trivial query (`/readyz`).
+    pub async fn ping(&self) -> bool {
+        sqlx::query("SELECT 1").execute(&self.pool).await.is_ok()
+    }
+
+    /// Closes every connection.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Current time in Unix seconds; read once per request and passed down.
+pub fn now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+/// A new random identifier (UUID v4, hyphenated text).
+pub fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Parses a stored enum-like text column.
+pub(crate) fn parse_column<T: FromStr>(value: &str, column: &str) -> Result<T, StoreError> {
+    value.parse().map_err(|_| {
+        StoreError::Database(sqlx::Error::Decode(
+            format!("unexpected value in {column}").into(),
+        ))
+    })
+}

@@ -1,0 +1,1 @@
+//! OAuth clients, consents, authorization codes, refresh-token families and tokens.

@@ -1,0 +1,16 @@
+//! PostgreSQL spellings of the statements that differ between engines (`tsvector` search).
+
+use super::Dialect;
+
+/// The PostgreSQL dialect.
+pub struct Postgres;
+
+impl Dialect for Postgres {
+    fn search_notes_sql(&self) -> &'static str {
+        "SELECT n.id AS id, n.title AS title, \
+         ts_headline('simple', n.body, websearch_to_tsquery('simple', $2)) AS snippet, \
+         -ts_rank(n.search, websearch_to_tsquery('simple', $2))::float8 AS rank \
+         FROM notes n WHERE n.project_id = $1 AND n.search @@ websearch_to_tsquery('simple', $2) \
+         ORDER BY rank LIMIT $3"
+    }
+}

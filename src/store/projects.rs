@@ -1,0 +1,135 @@
+//! Projects and memberships.
+
+use sqlx::Row;
+
+use super::{Store, StoreError, new_id, parse_column};
+use crate::domain::account::Role;
+
+/// A project as seen by one member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectMembership {
+    /// Project id (UUID text).
+    pub project_id: String,
+    /// Project name.
+    pub name: String,
+    /// The member's role.
+    pub role: Role,
+    /// Unix seconds.
+    pub created_at: i64,
+}
+
+impl Store {
+    /// Creates an active project owned by `owner_account_id`, who becomes a `write` member.
+    /// Returns the new project id.
+    pub async fn create_project(
+        &self,
+        name: &str,
+        owner_account_id: &str,
+        now: i64,
+    ) -> Result<String, StoreError> {
+        let id = new_id();
+        let mut tx = self.pool().begin().await?;
+        sqlx::query(
+            "INSERT INTO projects (id, name, owner_account_id, status, created_at) VALUES ($1, $2, $3, 'active', $4)",
+        )
+        .bind(&id)
+        .bind(name)
+        .bind(owner_account_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO memberships (project_id, account_id, role, created_at) VALUES ($1, $2, 'write', $3)",
+        )
+        .bind(&id)
+        .bind(owner_account_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    /// Adds (or changes the role of) a member. Errors: [`StoreError::NotFound`] for an unknown
+    /// project.
+    pub async fn add_member(
+        &self,
+        project_id: &str,
+        account_id: &str,
+        role: Role,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let exists = sqlx::query("SELECT 1 AS ok FROM projects WHERE id = $1")
+            .bind(project_id)
+            .fetch_optional(self.pool())
+            .await?;
+        if exists.is_none() {
+            return Err(StoreError::NotFound(format!("project {project_id}")));
+        }
+        sqlx::query(
+            "INSERT INTO memberships (project_id, account_id, role, created_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (project_id, account_id) DO UPDATE SET role = excluded.role",
+        )
+        .bind(project_id)
+        .bind(account_id)
+        .bind(role.as_str())
+        .bind(now)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// The account's active projects with its role in each, oldest first.
+    pub async fn projects_of_account(
+        &self,
+        account_id: &str,
+    ) -> Result<Vec<ProjectMembership>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT p.id AS id, p.name AS name, m.role AS role, p.created_at AS created_at \
+             FROM memberships m JOIN projects p ON p.id = m.project_id \
+             WHERE m.account_id = $1 AND p.status = 'active' ORDER BY p.created_at, p.id",
+        )
+        .bind(account_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let role: String = r.try_get("role")?;
+                Ok(ProjectMembership {
+                    project_id: r.try_get("id")?,
+                    name: r.try_get("name")?,
+                    role: parse_column(&role, "memberships.role")?,
+                    created_at: r.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// The account's membership in one active project; `None` both for a project that does not
+    /// exist and for one the account is not a member of (callers must not tell them apart).
+    pub async fn membership(
+        &self,
+        account_id: &str,
+        project_id: &str,
+    ) -> Result<Option<ProjectMembership>, StoreError> {
+        let row = sqlx::query(
+            "SELECT p.id AS id, p.name AS name, m.role AS role, p.created_at AS created_at \
+             FROM memberships m JOIN projects p ON p.id = m.project_id \
+             WHERE m.account_id = $1 AND m.project_id = $2 AND p.status = 'active'",
+        )
+        .bind(account_id)
+        .bind(project_id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|r| {
+            let role: String = r.try_get("role")?;
+            Ok(ProjectMembership {
+                project_id: r.try_get("id")?,
+                name: r.try_get("name")?,
+                role: parse_column(&role, "memberships.role")?,
+                created_at: r.try_get("created_at")?,
+            })
+        })
+        .transpose()
+    }
+}

@@ -1,0 +1,77 @@
+//! Server-side browser sessions: tower-sessions' sqlx stores, kept in Gatehouse's database.
+
+use async_trait::async_trait;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use std::str::FromStr;
+use tower_sessions::session::{Id, Record};
+use tower_sessions::session_store::{self, SessionStore};
+use tower_sessions_sqlx_store::{PostgresStore, SqliteStore};
+
+use super::{Backend, StoreError};
+
+/// The session store of the configured engine.
+#[derive(Debug, Clone)]
+pub enum SessionBackend {
+    /// Sessions in the SQLite file (table `tower_sessions`).
+    Sqlite(SqliteStore),
+    /// Sessions in PostgreSQL (schema `tower_sessions`).
+    Postgres(PostgresStore),
+}
+
+impl SessionBackend {
+    pub(super) async fn connect(backend: Backend, url: &str) -> Result<Self, StoreError> {
+        Ok(match backend {
+            Backend::Sqlite => {
+                let opts = SqliteConnectOptions::from_str(url)?
+                    .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+                    .busy_timeout(std::time::Duration::from_secs(10));
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(4)
+                    .connect_with(opts)
+                    .await?;
+                SessionBackend::Sqlite(SqliteStore::new(pool))
+            }
+            Backend::Postgres => {
+                let pool = PgPoolOptions::new().max_connections(4).connect(url).await?;
+                SessionBackend::Postgres(PostgresStore::new(pool))
+            }
+        })
+    }
+
+    pub(super) async fn migrate(&self) -> Result<(), StoreError> {
+        match self {
+            SessionBackend::Sqlite(s) => s.migrate().await?,
+            SessionBackend::Postgres(s) => s.migrate().await?,
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl SessionStore for SessionBackend {
+    async fn create(&self, record: &mut Record) -> session_store::Result<()> {
+        match self {
+            SessionBackend::Sqlite(s) => s.create(record).await,
+            SessionBackend::Postgres(s) => s.create(record).await,
+        }
+    }
+    async fn save(&self, record: &Record) -> session_store::Result<()> {
+        match self {
+            SessionBackend::Sqlite(s) => s.save(record).await,
+            SessionBackend::Postgres(s) => s.save(record).await,
+        }
+    }
+    async fn load(&self, id: &Id) -> session_store::Result<Option<Record>> {
+        match self {
+            SessionBackend::Sqlite(s) => s.load(id).await,
+            SessionBackend::Postgres(s) => s.load(id).await,
+        }
+    }
+    async fn delete(&self, id: &Id) -> session_store::Result<()> {
+        match self {
+            SessionBackend::Sqlite(s) => s.delete(id).await,
+            SessionBackend::Postgres(s) => s.delete(id).await,
+        }
+    }
+}

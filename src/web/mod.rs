@@ -1,0 +1,78 @@
+//! HTML pages for people: sign-in, first-run setup, the account page, the authorization consent
+//! page and connected apps. Server-side sessions (tower-sessions in our database), CSRF tokens on
+//! every form, no JavaScript.
+
+use askama::Template;
+use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use tower_sessions::cookie::SameSite;
+use tower_sessions::{Expiry, SessionManagerLayer};
+
+use crate::app::AppState;
+use crate::error::AppError;
+use crate::store::SessionBackend;
+
+pub mod session;
+pub mod setup;
+pub mod signin;
+
+/// Name of the session cookie.
+pub const SESSION_COOKIE: &str = "gatehouse_session";
+
+/// The routes of the pages, with the session layer.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/", get(signin::home))
+        .route("/signin", get(signin::show).post(signin::submit))
+        .route("/signout", post(signin::sign_out))
+        .route("/setup", get(setup::show).post(setup::submit))
+        .layer(session_layer(&state))
+        .with_state(state)
+}
+
+/// Session cookies: `HttpOnly`, `SameSite=Lax`, `Secure` when the issuer is https, expiring after
+/// seven days without use.
+pub fn session_layer(state: &AppState) -> SessionManagerLayer<SessionBackend> {
+    SessionManagerLayer::new(state.store.session_store())
+        .with_name(SESSION_COOKIE)
+        .with_http_only(true)
+        .with_same_site(SameSite::Lax)
+        .with_secure(state.config.secure_cookies())
+        .with_path("/")
+        .with_expiry(Expiry::OnInactivity(time::Duration::days(7)))
+}
+
+/// Renders a template as an HTML page that is never cached.
+pub fn render<T: Template>(status: StatusCode, page: &T) -> Result<Response, AppError> {
+    let body = page.render()?;
+    Ok((status, [(header::CACHE_CONTROL, "no-store")], Html(body)).into_response())
+}
+
+#[derive(Template)]
+#[template(path = "error.html")]
+struct ErrorPage<'a> {
+    title: &'a str,
+    message: &'a str,
+}
+
+/// An HTML error page (never a redirect).
+pub fn error_page(status: StatusCode, title: &str, message: &str) -> Response {
+    match render(status, &ErrorPage { title, message }) {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `303 See Other` to `location` (a path on this server or a validated redirect URI).
+pub fn see_other(location: &str) -> Response {
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::LOCATION, location.to_string()),
+            (header::CACHE_CONTROL, "no-store".to_string()),
+        ],
+    )
+        .into_response()
+}

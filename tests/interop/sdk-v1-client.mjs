@@ -1,0 +1,210 @@
+#!/usr/bin/env node
+// Official TypeScript SDK 1.x client against Gatehouse, starting with no token:
+// 401 -> protected resource metadata -> AS metadata -> dynamic registration ->
+// authorization (sign-in + consent walked headlessly) -> token -> MCP tools ->
+// refresh without any form.
+//
+// Env: MCP_URL (required), ISSUER, PROJECT_ID, GATEHOUSE_EMAIL,
+// GATEHOUSE_PASSWORD, REDIRECT_URL, TOKEN_FILE (written for auth-proxy.mjs).
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
+import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
+
+import {
+  HeadlessOAuthProvider,
+  Reporter,
+  assert,
+  exerciseTools,
+  fetchJson,
+  probeUnauthenticated,
+  runScript,
+  settings,
+  structured,
+  writeTokenFile,
+} from './lib/harness.mjs';
+
+const rep = new Reporter('sdk-v1');
+const s = settings();
+const serverUrl = new URL(s.mcpUrl);
+const clientInfo = { name: 'gatehouse-interop-sdk-v1', version: '1.32.2' };
+
+function apiFor(client) {
+  return {
+    listTools: () => client.listTools(),
+    callTool: (name, args) => client.callTool({ name, arguments: args }),
+  };
+}
+
+await runScript(rep, async () => {
+  rep.info(`server ${s.mcpUrl}, SDK protocol ${LATEST_PROTOCOL_VERSION}`);
+
+  await rep.check('POST /mcp without token -> 401 + WWW-Authenticate (resource_metadata, scope)', () => probeUnauthenticated(s.mcpUrl, s.issuer).then(() => undefined));
+
+  let asMeta;
+  await rep.check('AS metadata issuer matches', async () => {
+    asMeta = await fetchJson(`${s.issuer}/.well-known/oauth-authorization-server`);
+    assert(asMeta.issuer === s.issuer, `issuer is ${asMeta.issuer}, expected ${s.issuer}`);
+  });
+
+  // --- 1. full authorization through the SDK ------------------------------
+  const provider = new HeadlessOAuthProvider({
+    redirectUrl: s.redirectUrl,
+    clientName: 'Gatehouse interop (SDK v1)',
+    email: s.email,
+    password: s.password,
+  });
+
+  let transport = new StreamableHTTPClientTransport(serverUrl, { authProvider: provider });
+  let client = new Client(clientInfo);
+
+  await rep.check(
+    'connect without token triggers discovery, registration and authorization',
+    async () => {
+      try {
+        await client.connect(transport);
+      } catch (err) {
+        if (err instanceof UnauthorizedError) {
+          assert(provider.lastWalk, `UnauthorizedError but the authorization page was never walked: ${err.message}`);
+          return `registered client ${provider.clientInformation()?.client_id}`;
+        }
+        throw err;
+      }
+      throw new Error('connect() succeeded without any token');
+    },
+    { fatal: true },
+  );
+
+  const walk = provider.lastWalk;
+  await rep.check('authorization request carries PKCE S256, resource and scope', () => {
+    const u = new URL(walk.authorizationUrl);
+    assert(u.searchParams.get('code_challenge_method') === 'S256', 'code_challenge_method is not S256');
+    assert(u.searchParams.get('resource') === s.mcpUrl, `resource is ${u.searchParams.get('resource')}`);
+    return `scope="${u.searchParams.get('scope')}"`;
+  });
+  await rep.check('sign-in and consent walked headlessly', () => {
+    assert(walk.signedIn, `never signed in (steps: ${walk.steps.join(', ')})`);
+    assert(walk.consentShown, `consent page not shown on first authorization (steps: ${walk.steps.join(', ')})`);
+    return walk.steps.join(' | ');
+  });
+  await rep.check(
+    'redirect carries code, matching state and iss == issuer',
+    () => {
+      const cb = new URL(walk.callbackUrl);
+      assert(`${cb.origin}${cb.pathname}` === s.redirectUrl, `redirected to ${cb.origin}${cb.pathname}, expected ${s.redirectUrl}`);
+      assert(walk.code, 'no code in redirect');
+      assert(walk.state === walk.sentState, `state ${walk.state} != sent ${walk.sentState}`);
+      assert(walk.iss === s.issuer, `iss is ${walk.iss}, expected ${s.issuer}`);
+    },
+    { fatal: true },
+  );
+
+  await rep.check(
+    'finishAuth exchanges the code for tokens',
+    async () => {
+      await transport.finishAuth(walk.code);
+      const t = provider.tokens();
+      assert(t?.access_token, 'no access_token saved');
+      assert(/^bearer$/i.test(t.token_type ?? ''), `token_type is ${t.token_type}`);
+      assert(t.refresh_token, 'no refresh_token issued');
+      return `scope="${t.scope ?? ''}" expires_in=${t.expires_in}`;
+    },
+    { fatal: true },
+  );
+
+  transport = new StreamableHTTPClientTransport(serverUrl, { authProvider: provider });
+  client = new Client(clientInfo);
+  await rep.check(
+    'reconnect with the access token (initialize)',
+    async () => {
+      await client.connect(transport);
+      const v = client.getServerVersion();
+      return `server ${v?.name} ${v?.version}, session ${transport.sessionId ?? '(stateless)'}`;
+    },
+    { fatal: true },
+  );
+
+  const { projectId } = await exerciseTools(rep, apiFor(client), s, { tag: 'sdkv1' });
+  await client.close().catch(() => {});
+
+  // --- 2. a second authorization skips the consent page -------------------
+  await rep.check('second authorization for the same client skips consent', async () => {
+    const p2 = new HeadlessOAuthProvider({
+      redirectUrl: s.redirectUrl,
+      clientName: 'unused',
+      email: s.email,
+      password: s.password,
+      clientInformation: provider.clientInformation(),
+      jar: provider.jar, // same browser: already signed in
+    });
+    const t2 = new StreamableHTTPClientTransport(serverUrl, { authProvider: p2 });
+    const c2 = new Client(clientInfo);
+    try {
+      await c2.connect(t2);
+      throw new Error('connect() succeeded without any token');
+    } catch (err) {
+      if (!(err instanceof UnauthorizedError)) throw err;
+    }
+    assert(p2.registrations === 0, 'client registered again although client information was stored');
+    const w = p2.lastWalk;
+    assert(w, 'authorization not walked');
+    assert(!w.consentShown, `consent page shown again (steps: ${w.steps.join(', ')})`);
+    assert(!w.signedIn, `sign-in shown again although the session cookie was sent (steps: ${w.steps.join(', ')})`);
+    assert(w.code && w.state === w.sentState && w.iss === s.issuer, `bad redirect ${w.callbackUrl}`);
+    await t2.finishAuth(w.code);
+    assert(p2.tokens()?.access_token, 'no token from the second code');
+    await t2.close().catch(() => {});
+    return w.steps.join(' | ');
+  });
+
+  // --- 3. refresh through the SDK, no form allowed ------------------------
+  const stored = provider.tokens();
+  const refresher = new HeadlessOAuthProvider({
+    redirectUrl: s.redirectUrl,
+    clientName: 'unused',
+    email: s.email,
+    password: s.password,
+    interactive: false,
+    clientInformation: provider.clientInformation(),
+    tokens: { ...stored, access_token: `invalidated-${stored.access_token.slice(0, 8)}` },
+  });
+  const t3 = new StreamableHTTPClientTransport(serverUrl, { authProvider: refresher });
+  const c3 = new Client(clientInfo);
+  await rep.check(
+    'rejected access token is refreshed by the SDK without any form',
+    async () => {
+      await c3.connect(t3);
+      assert(refresher.authorizationUrls.length === 0, 'the SDK asked for interactive authorization');
+      assert(refresher.savedTokens.length >= 1, 'no refreshed tokens were saved');
+      const nt = refresher.tokens();
+      assert(nt.access_token && nt.access_token !== stored.access_token, 'refresh returned no new access token');
+      return nt.refresh_token !== stored.refresh_token ? 'refresh token rotated' : 'refresh token NOT rotated';
+    },
+    { fatal: true },
+  );
+  await rep.check('tool call works with the refreshed token', async () => {
+    const sc = structured(await c3.callTool({ name: 'list_projects', arguments: {} }), 'list_projects');
+    assert(sc.projects.some((p) => String(p.id) === String(projectId)), 'project missing after refresh');
+  });
+  await rep.check('public-client refresh token is rotated (OAuth 2.1 §4.3.1)', () => {
+    const nt = refresher.tokens();
+    assert(nt.refresh_token, 'refresh response carried no refresh_token');
+    assert(nt.refresh_token !== stored.refresh_token, 'same refresh token returned');
+  });
+  await c3.close().catch(() => {});
+
+  // --- 4. hand the live token to the conformance proxy --------------------
+  if (process.env.TOKEN_FILE) {
+    const final = refresher.tokens();
+    writeTokenFile(process.env.TOKEN_FILE, {
+      access_token: final.access_token,
+      refresh_token: final.refresh_token,
+      client_id: provider.clientInformation()?.client_id,
+      token_endpoint: asMeta?.token_endpoint,
+      resource: s.mcpUrl,
+    });
+    rep.info(`token written for the auth proxy`);
+  }
+});
+
