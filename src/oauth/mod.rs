@@ -1,12 +1,72 @@
 //! The OAuth 2.1 authorization server: metadata (RFC 8414), dynamic client registration
-//! (RFC 7591), the token endpoint, introspection (RFC 7662) and revocation (RFC 7009). The
+//! (RFC 7591), the token endpoint, revocation (RFC 7009) and introspection (RFC 7662). The
 //! authorization endpoint's pages live in `web`, which calls [`authorize`] for the rules.
 
 use axum::Router;
+use axum::http::{HeaderName, Method, header};
+use axum::routing::{get, post};
+use tower_http::cors::{Any, CorsLayer};
 
 use crate::app::AppState;
 
-/// The OAuth routes that carry no browser session (CORS-enabled).
+pub mod authorize;
+pub mod client_auth;
+pub mod error;
+pub mod introspect;
+pub mod metadata;
+pub mod register;
+pub mod revoke;
+pub mod token;
+
+pub use error::OAuthError;
+
+/// CORS for the machine-facing OAuth endpoints and metadata: any origin, no cookies, and
+/// `WWW-Authenticate` readable by browser-based clients.
+pub fn cors() -> CorsLayer {
+    CorsLayer::new()
+        .allow_origin(Any)
+        .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::ACCEPT,
+            HeaderName::from_static("mcp-protocol-version"),
+        ])
+        .expose_headers([header::WWW_AUTHENTICATE])
+        .max_age(std::time::Duration::from_secs(86400))
+}
+
+/// The OAuth routes that carry no browser session.
 pub fn router(state: AppState) -> Router {
-    Router::new().with_state(state)
+    let mut router = Router::new()
+        .route(
+            "/.well-known/oauth-authorization-server",
+            get(metadata::authorization_server),
+        )
+        .route(
+            "/.well-known/mcp-configuration",
+            get(metadata::authorization_server),
+        )
+        .route("/oauth/register", post(register::register))
+        .route("/oauth/token", post(token::token))
+        .route("/oauth/revoke", post(revoke::revoke))
+        .route("/oauth/introspect", post(introspect::introspect));
+    // RFC 8414 §3.1: for an issuer with a path, the well-known segment goes before the path.
+    if let Ok(url) = url::Url::parse(&state.config.issuer) {
+        let path = url.path().trim_end_matches('/');
+        if !path.is_empty() {
+            router = router.route(
+                &format!("/.well-known/oauth-authorization-server{path}"),
+                get(metadata::authorization_server),
+            );
+        }
+    }
+    let router = router.layer(cors());
+    Router::new()
+        .route(
+            "/.well-known/openai-apps-challenge",
+            get(metadata::openai_apps_challenge),
+        )
+        .merge(router)
+        .with_state(state)
 }

@@ -15,6 +15,8 @@ use sqlx::{AnyPool, Executor};
 
 pub mod accounts;
 pub mod audit;
+pub mod mcp_auth;
+pub mod notes;
 pub mod oauth;
 pub mod postgres;
 pub mod projects;

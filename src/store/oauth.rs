@@ -1,1 +1,687 @@
-//! OAuth clients, consents, authorization codes, refresh-token families and tokens.
+//! OAuth clients, remembered consents, authorization codes, refresh-token families and tokens.
+//!
+//! Every secret arrives here already hashed ([`TokenHash`]). Single use of a code and rotation
+//! of a refresh token are conditional `UPDATE … WHERE used_at IS NULL` / `rotated_at IS NULL`
+//! statements inside a transaction, so two requests — or two server instances — can never both
+//! win (OAuth 2.1 §4.1.3, §4.3.1).
+
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+use super::{Store, StoreError, new_id};
+use crate::domain::secret::TokenHash;
+
+/// A registered client (RFC 7591 §2).
+#[derive(Debug, Clone)]
+pub struct ClientRecord {
+    /// `client_id`.
+    pub client_id: String,
+    /// SHA-256 of `client_secret`; `None` for public clients.
+    pub client_secret_hash: Option<TokenHash>,
+    /// `none`, `client_secret_basic` or `client_secret_post`.
+    pub auth_method: String,
+    /// `client_name`, if given.
+    pub client_name: Option<String>,
+    /// Registered redirect URIs.
+    pub redirect_uris: Vec<String>,
+    /// Registered grant types.
+    pub grant_types: Vec<String>,
+    /// Registered scope restriction, if any.
+    pub scope: Option<String>,
+    /// The registered metadata as echoed at registration (JSON object).
+    pub metadata: serde_json::Value,
+    /// Whether this client may call the introspection endpoint.
+    pub can_introspect: bool,
+    /// Unix seconds.
+    pub created_at: i64,
+}
+
+/// A live remembered consent.
+#[derive(Debug, Clone)]
+pub struct Consent {
+    /// Consent id.
+    pub id: String,
+    /// Scopes granted (space-delimited).
+    pub scope: String,
+}
+
+/// An authorization code's bindings (OAuth 2.1 §4.1.2).
+#[derive(Debug, Clone)]
+pub struct CodeRecord {
+    /// SHA-256 of the code.
+    pub code_hash: TokenHash,
+    /// The client it was issued to.
+    pub client_id: String,
+    /// The account that approved.
+    pub account_id: String,
+    /// The consent it came from.
+    pub consent_id: String,
+    /// The redirect URI of the authorization request, exactly as sent.
+    pub redirect_uri: String,
+    /// PKCE S256 challenge.
+    pub code_challenge: String,
+    /// RFC 8707 resource (the MCP server URL).
+    pub resource: String,
+    /// Granted scopes (space-delimited).
+    pub scope: String,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// Unix seconds.
+    pub expires_at: i64,
+    /// When it was redeemed.
+    pub used_at: Option<i64>,
+}
+
+/// Tokens to create when a code is redeemed or a refresh token rotated.
+#[derive(Debug, Clone)]
+pub struct NewTokens {
+    /// SHA-256 of the new refresh token.
+    pub refresh_hash: TokenHash,
+    /// SHA-256 of the new access token.
+    pub access_hash: TokenHash,
+    /// Access-token expiry, Unix seconds.
+    pub access_expires_at: i64,
+    /// Scopes of the access token.
+    pub scope: String,
+}
+
+/// What redeeming a code did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redeemed {
+    /// The code was unused and unexpired: the family and tokens now exist.
+    Issued {
+        /// The new family.
+        family_id: String,
+    },
+    /// The code had already been redeemed: the family it produced is now revoked.
+    Replayed {
+        /// The revoked family, if the first redemption had produced one.
+        family_id: Option<String>,
+    },
+    /// Unknown or expired code.
+    Invalid,
+}
+
+/// A refresh token with its family, read in one query.
+#[derive(Debug, Clone)]
+pub struct RefreshState {
+    /// Family id.
+    pub family_id: String,
+    /// The family's client.
+    pub client_id: String,
+    /// The family's account.
+    pub account_id: String,
+    /// Scopes of the family (the consent at redemption time).
+    pub scope: String,
+    /// The family's resource.
+    pub resource: String,
+    /// Whether the family is revoked.
+    pub family_revoked: bool,
+    /// Whether the account is active.
+    pub account_active: bool,
+    /// Whether the consent behind the family is revoked.
+    pub consent_revoked: bool,
+    /// When this token was rotated (`None` = current).
+    pub rotated_at: Option<i64>,
+    /// The successor pair sealed under a key derived from this token.
+    pub successor_sealed: Option<Vec<u8>>,
+    /// Whether the successor refresh token has itself been rotated (used).
+    pub successor_used: bool,
+}
+
+/// An access token that authenticates a request (one round trip: token, family, consent, account).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessGrant {
+    /// The account the token acts for.
+    pub account_id: String,
+    /// The client it was issued to.
+    pub client_id: String,
+    /// Scopes (space-delimited).
+    pub scope: String,
+    /// The audience (RFC 8707 resource) it is bound to.
+    pub audience: String,
+    /// Issued at, Unix seconds.
+    pub issued_at: i64,
+    /// Expiry, Unix seconds.
+    pub expires_at: i64,
+    /// The family it descends from.
+    pub family_id: String,
+}
+
+/// A client the account has granted, for the connected-apps page.
+#[derive(Debug, Clone)]
+pub struct ConnectedApp {
+    /// Consent id (what is revoked).
+    pub consent_id: String,
+    /// Client id.
+    pub client_id: String,
+    /// Client name, if registered.
+    pub client_name: Option<String>,
+    /// Redirect URI approved.
+    pub redirect_uri: String,
+    /// Scopes granted.
+    pub scope: String,
+    /// Unix seconds of the last approval.
+    pub updated_at: i64,
+}
+
+fn client_from_row(r: &AnyRow) -> Result<ClientRecord, StoreError> {
+    let json = |col: &str| -> Result<serde_json::Value, StoreError> {
+        let s: String = r.try_get(col)?;
+        serde_json::from_str(&s).map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))
+    };
+    let strings = |v: serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let secret: Option<String> = r.try_get("client_secret_hash")?;
+    let can_introspect: i64 = r.try_get("can_introspect")?;
+    Ok(ClientRecord {
+        client_id: r.try_get("client_id")?,
+        client_secret_hash: secret.map(TokenHash::from_hex),
+        auth_method: r.try_get("auth_method")?,
+        client_name: r.try_get("client_name")?,
+        redirect_uris: strings(json("redirect_uris")?),
+        grant_types: strings(json("grant_types")?),
+        scope: r.try_get("scope")?,
+        metadata: json("metadata")?,
+        can_introspect: can_introspect != 0,
+        created_at: r.try_get("created_at")?,
+    })
+}
+
+async fn insert_tokens(
+    tx: &mut Transaction<'static, Any>,
+    family_id: &str,
+    account_id: &str,
+    client_id: &str,
+    audience: &str,
+    new: &NewTokens,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO refresh_tokens (token_hash, family_id, created_at) VALUES ($1, $2, $3)",
+    )
+    .bind(new.refresh_hash.as_str())
+    .bind(family_id)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query(
+        "INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(new.access_hash.as_str())
+    .bind(family_id)
+    .bind(account_id)
+    .bind(client_id)
+    .bind(&new.scope)
+    .bind(audience)
+    .bind(now)
+    .bind(new.access_expires_at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+impl Store {
+    /// Stores a newly registered client.
+    pub async fn create_client(&self, c: &ClientRecord) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO oauth_clients (client_id, client_secret_hash, auth_method, client_name, redirect_uris, \
+             grant_types, scope, metadata, can_introspect, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(&c.client_id)
+        .bind(c.client_secret_hash.as_ref().map(|h| h.as_str().to_string()))
+        .bind(&c.auth_method)
+        .bind(&c.client_name)
+        .bind(serde_json::to_string(&c.redirect_uris).unwrap_or_default())
+        .bind(serde_json::to_string(&c.grant_types).unwrap_or_default())
+        .bind(&c.scope)
+        .bind(c.metadata.to_string())
+        .bind(i64::from(c.can_introspect))
+        .bind(c.created_at)
+        .execute(self.pool())
+        .await
+        .map_err(|e| StoreError::from_insert(e, &format!("client {}", c.client_id)))?;
+        Ok(())
+    }
+
+    /// The client with this `client_id`, if registered.
+    pub async fn client(&self, client_id: &str) -> Result<Option<ClientRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT client_id, client_secret_hash, auth_method, client_name, redirect_uris, grant_types, scope, \
+             metadata, can_introspect, created_at FROM oauth_clients WHERE client_id = $1",
+        )
+        .bind(client_id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(client_from_row).transpose()
+    }
+
+    /// The live consent of `account_id` for `client_id` at `redirect_uri`, if any.
+    pub async fn consent(
+        &self,
+        account_id: &str,
+        client_id: &str,
+        redirect_uri: &str,
+    ) -> Result<Option<Consent>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, scope FROM consents WHERE account_id = $1 AND client_id = $2 AND redirect_uri = $3 \
+             AND revoked_at IS NULL",
+        )
+        .bind(account_id)
+        .bind(client_id)
+        .bind(redirect_uri)
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|r| {
+            Ok(Consent {
+                id: r.try_get("id")?,
+                scope: r.try_get("scope")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Records an approval: creates the consent, or renews a revoked one, with `scope` (the caller
+    /// passes the union of what was granted before and now). Returns the consent id.
+    pub async fn approve_consent(
+        &self,
+        account_id: &str,
+        client_id: &str,
+        redirect_uri: &str,
+        scope: &str,
+        now: i64,
+    ) -> Result<String, StoreError> {
+        let id = new_id();
+        let row = sqlx::query(
+            "INSERT INTO consents (id, account_id, client_id, redirect_uri, scope, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $6) \
+             ON CONFLICT (account_id, client_id, redirect_uri) DO UPDATE \
+             SET scope = excluded.scope, updated_at = excluded.updated_at, revoked_at = NULL \
+             RETURNING id",
+        )
+        .bind(&id)
+        .bind(account_id)
+        .bind(client_id)
+        .bind(redirect_uri)
+        .bind(scope)
+        .bind(now)
+        .fetch_one(self.pool())
+        .await?;
+        Ok(row.try_get("id")?)
+    }
+
+    /// Stores an authorization code's bindings.
+    pub async fn insert_code(&self, c: &CodeRecord) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO authorization_codes (code_hash, client_id, account_id, consent_id, redirect_uri, \
+             code_challenge, resource, scope, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(c.code_hash.as_str())
+        .bind(&c.client_id)
+        .bind(&c.account_id)
+        .bind(&c.consent_id)
+        .bind(&c.redirect_uri)
+        .bind(&c.code_challenge)
+        .bind(&c.resource)
+        .bind(&c.scope)
+        .bind(c.created_at)
+        .bind(c.expires_at)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// The code's bindings, used or not.
+    pub async fn code(&self, hash: &TokenHash) -> Result<Option<CodeRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT code_hash, client_id, account_id, consent_id, redirect_uri, code_challenge, resource, scope, \
+             created_at, expires_at, used_at FROM authorization_codes WHERE code_hash = $1",
+        )
+        .bind(hash.as_str())
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|r| {
+            Ok(CodeRecord {
+                code_hash: TokenHash::from_hex(r.try_get("code_hash")?),
+                client_id: r.try_get("client_id")?,
+                account_id: r.try_get("account_id")?,
+                consent_id: r.try_get("consent_id")?,
+                redirect_uri: r.try_get("redirect_uri")?,
+                code_challenge: r.try_get("code_challenge")?,
+                resource: r.try_get("resource")?,
+                scope: r.try_get("scope")?,
+                created_at: r.try_get("created_at")?,
+                expires_at: r.try_get("expires_at")?,
+                used_at: r.try_get("used_at")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Redeems a code once: marks it used and creates its family and first token pair in one
+    /// transaction. A second redemption revokes the family the first one created.
+    pub async fn redeem_code(
+        &self,
+        code: &CodeRecord,
+        new: &NewTokens,
+        now: i64,
+    ) -> Result<Redeemed, StoreError> {
+        let family_id = new_id();
+        let mut tx = self.pool().begin().await?;
+        let won = sqlx::query(
+            "UPDATE authorization_codes SET used_at = $1, family_id = $2 \
+             WHERE code_hash = $3 AND used_at IS NULL AND expires_at > $1",
+        )
+        .bind(now)
+        .bind(&family_id)
+        .bind(code.code_hash.as_str())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        if won {
+            sqlx::query(
+                "INSERT INTO token_families (id, account_id, client_id, consent_id, scope, resource, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(&family_id)
+            .bind(&code.account_id)
+            .bind(&code.client_id)
+            .bind(&code.consent_id)
+            .bind(&code.scope)
+            .bind(&code.resource)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            insert_tokens(
+                &mut tx,
+                &family_id,
+                &code.account_id,
+                &code.client_id,
+                &code.resource,
+                new,
+                now,
+            )
+            .await?;
+            tx.commit().await?;
+            return Ok(Redeemed::Issued { family_id });
+        }
+        tx.rollback().await?;
+        let row =
+            sqlx::query("SELECT used_at, family_id FROM authorization_codes WHERE code_hash = $1")
+                .bind(code.code_hash.as_str())
+                .fetch_optional(self.pool())
+                .await?;
+        let Some(row) = row else {
+            return Ok(Redeemed::Invalid);
+        };
+        let used_at: Option<i64> = row.try_get("used_at")?;
+        if used_at.is_none() {
+            return Ok(Redeemed::Invalid); // expired, never used
+        }
+        let family: Option<String> = row.try_get("family_id")?;
+        if let Some(f) = &family {
+            self.revoke_family(f, "authorization code replayed", now)
+                .await?;
+        }
+        Ok(Redeemed::Replayed { family_id: family })
+    }
+
+    /// Revokes a family and every access token it issued. Returns whether it was live.
+    pub async fn revoke_family(
+        &self,
+        family_id: &str,
+        reason: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let changed = sqlx::query(
+            "UPDATE token_families SET revoked_at = $1, revoked_reason = $2 WHERE id = $3 AND revoked_at IS NULL",
+        )
+        .bind(now)
+        .bind(reason)
+        .bind(family_id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        sqlx::query(
+            "UPDATE access_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL",
+        )
+        .bind(now)
+        .bind(family_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(changed == 1)
+    }
+
+    /// A refresh token with its family, consent and account, in one query.
+    pub async fn refresh_state(
+        &self,
+        hash: &TokenHash,
+    ) -> Result<Option<RefreshState>, StoreError> {
+        let row = sqlx::query(
+            "SELECT f.id AS family_id, f.client_id AS client_id, f.account_id AS account_id, f.scope AS scope, \
+             f.resource AS resource, f.revoked_at AS family_revoked_at, a.status AS account_status, \
+             c.revoked_at AS consent_revoked_at, r.rotated_at AS rotated_at, r.successor_sealed AS successor_sealed, \
+             s.rotated_at AS successor_rotated_at \
+             FROM refresh_tokens r \
+             JOIN token_families f ON f.id = r.family_id \
+             JOIN accounts a ON a.id = f.account_id \
+             JOIN consents c ON c.id = f.consent_id \
+             LEFT JOIN refresh_tokens s ON s.token_hash = r.successor_hash \
+             WHERE r.token_hash = $1",
+        )
+        .bind(hash.as_str())
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|r| {
+            let family_revoked: Option<i64> = r.try_get("family_revoked_at")?;
+            let consent_revoked: Option<i64> = r.try_get("consent_revoked_at")?;
+            let status: String = r.try_get("account_status")?;
+            let successor_rotated: Option<i64> = r.try_get("successor_rotated_at")?;
+            Ok(RefreshState {
+                family_id: r.try_get("family_id")?,
+                client_id: r.try_get("client_id")?,
+                account_id: r.try_get("account_id")?,
+                scope: r.try_get("scope")?,
+                resource: r.try_get("resource")?,
+                family_revoked: family_revoked.is_some(),
+                account_active: status == "active",
+                consent_revoked: consent_revoked.is_some(),
+                rotated_at: r.try_get("rotated_at")?,
+                successor_sealed: r.try_get("successor_sealed")?,
+                successor_used: successor_rotated.is_some(),
+            })
+        })
+        .transpose()
+    }
+
+    /// Rotates a refresh token: the one conditional update that marks it rotated (storing the
+    /// sealed successor) and the insert of the successor pair, in one transaction. Returns
+    /// `false`, writing nothing, when another request rotated it first.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn rotate_refresh(
+        &self,
+        presented: &TokenHash,
+        state: &RefreshState,
+        successor_sealed: &[u8],
+        new: &NewTokens,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let won = sqlx::query(
+            "UPDATE refresh_tokens SET rotated_at = $1, successor_hash = $2, successor_sealed = $3 \
+             WHERE token_hash = $4 AND rotated_at IS NULL",
+        )
+        .bind(now)
+        .bind(new.refresh_hash.as_str())
+        .bind(successor_sealed.to_vec())
+        .bind(presented.as_str())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        if !won {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        insert_tokens(
+            &mut tx,
+            &state.family_id,
+            &state.account_id,
+            &state.client_id,
+            &state.resource,
+            new,
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Authenticates an access token in one round trip: the token must be unrevoked and
+    /// unexpired, its family and consent live, its account active.
+    pub async fn authenticate_access_token(
+        &self,
+        hash: &TokenHash,
+        now: i64,
+    ) -> Result<Option<AccessGrant>, StoreError> {
+        let row = sqlx::query(
+            "SELECT t.account_id AS account_id, t.client_id AS client_id, t.scope AS scope, t.audience AS audience, \
+             t.created_at AS created_at, t.expires_at AS expires_at, t.family_id AS family_id \
+             FROM access_tokens t \
+             JOIN token_families f ON f.id = t.family_id \
+             JOIN consents c ON c.id = f.consent_id \
+             JOIN accounts a ON a.id = t.account_id \
+             WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > $2 \
+             AND f.revoked_at IS NULL AND c.revoked_at IS NULL AND a.status = 'active'",
+        )
+        .bind(hash.as_str())
+        .bind(now)
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|r| {
+            Ok(AccessGrant {
+                account_id: r.try_get("account_id")?,
+                client_id: r.try_get("client_id")?,
+                scope: r.try_get("scope")?,
+                audience: r.try_get("audience")?,
+                issued_at: r.try_get("created_at")?,
+                expires_at: r.try_get("expires_at")?,
+                family_id: r.try_get("family_id")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// RFC 7009 revocation of a token presented by `client_id`: a refresh token revokes its
+    /// whole family; an access token is revoked alone. Unknown tokens and other clients' tokens
+    /// change nothing. Returns the revoked family id, if any.
+    pub async fn revoke_token(
+        &self,
+        hash: &TokenHash,
+        client_id: &str,
+        now: i64,
+    ) -> Result<Option<String>, StoreError> {
+        let family: Option<String> = sqlx::query(
+            "SELECT f.id AS id FROM refresh_tokens r JOIN token_families f ON f.id = r.family_id \
+             WHERE r.token_hash = $1 AND f.client_id = $2",
+        )
+        .bind(hash.as_str())
+        .bind(client_id)
+        .fetch_optional(self.pool())
+        .await?
+        .map(|r| r.try_get("id"))
+        .transpose()?;
+        if let Some(f) = &family {
+            self.revoke_family(f, "revoked by the client", now).await?;
+            return Ok(family);
+        }
+        sqlx::query(
+            "UPDATE access_tokens SET revoked_at = $1 WHERE token_hash = $2 AND client_id = $3 AND revoked_at IS NULL",
+        )
+        .bind(now)
+        .bind(hash.as_str())
+        .bind(client_id)
+        .execute(self.pool())
+        .await?;
+        Ok(None)
+    }
+
+    /// The clients an account has granted (live consents), most recent first.
+    pub async fn connected_apps(&self, account_id: &str) -> Result<Vec<ConnectedApp>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT c.id AS id, c.client_id AS client_id, k.client_name AS client_name, c.redirect_uri AS redirect_uri, \
+             c.scope AS scope, c.updated_at AS updated_at FROM consents c JOIN oauth_clients k ON k.client_id = c.client_id \
+             WHERE c.account_id = $1 AND c.revoked_at IS NULL ORDER BY c.updated_at DESC, c.id",
+        )
+        .bind(account_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ConnectedApp {
+                    consent_id: r.try_get("id")?,
+                    client_id: r.try_get("client_id")?,
+                    client_name: r.try_get("client_name")?,
+                    redirect_uri: r.try_get("redirect_uri")?,
+                    scope: r.try_get("scope")?,
+                    updated_at: r.try_get("updated_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Revokes one of the account's consents and, at once, every family and access token that
+    /// came from it. Returns the client id when something was revoked (`None` for a consent
+    /// that is not the account's or already revoked).
+    pub async fn revoke_consent(
+        &self,
+        account_id: &str,
+        consent_id: &str,
+        now: i64,
+    ) -> Result<Option<String>, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let row = sqlx::query(
+            "UPDATE consents SET revoked_at = $1 WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL \
+             RETURNING client_id",
+        )
+        .bind(now)
+        .bind(consent_id)
+        .bind(account_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        let client_id: String = row.try_get("client_id")?;
+        sqlx::query(
+            "UPDATE access_tokens SET revoked_at = $1 WHERE revoked_at IS NULL AND family_id IN \
+             (SELECT id FROM token_families WHERE consent_id = $2)",
+        )
+        .bind(now)
+        .bind(consent_id)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE token_families SET revoked_at = $1, revoked_reason = 'consent revoked' \
+             WHERE consent_id = $2 AND revoked_at IS NULL",
+        )
+        .bind(now)
+        .bind(consent_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(client_id))
+    }
+}

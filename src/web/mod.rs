@@ -14,6 +14,8 @@ use crate::app::AppState;
 use crate::error::AppError;
 use crate::store::SessionBackend;
 
+pub mod apps;
+pub mod consent;
 pub mod session;
 pub mod setup;
 pub mod signin;
@@ -23,13 +25,22 @@ pub const SESSION_COOKIE: &str = "gatehouse_session";
 
 /// The routes of the pages, with the session layer.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let mut pages = Router::new()
         .route("/", get(signin::home))
         .route("/signin", get(signin::show).post(signin::submit))
         .route("/signout", post(signin::sign_out))
-        .route("/setup", get(setup::show).post(setup::submit))
-        .layer(session_layer(&state))
-        .with_state(state)
+        .route("/setup", get(setup::show).post(setup::submit));
+    if state.config.oauth_enabled {
+        pages = pages
+            .route(
+                "/oauth/authorize",
+                get(consent::authorize_get).post(consent::authorize_post),
+            )
+            .route("/oauth/authorize/decision", post(consent::decide))
+            .route("/apps", get(apps::list))
+            .route("/apps/revoke", post(apps::revoke));
+    }
+    pages.layer(session_layer(&state)).with_state(state)
 }
 
 /// Session cookies: `HttpOnly`, `SameSite=Lax`, `Secure` when the issuer is https, expiring after

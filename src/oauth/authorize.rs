@@ -1,0 +1,297 @@
+//! The rules of the authorization endpoint (OAuth 2.1 §4.1.1–4.1.2, RFC 7636, RFC 8707,
+//! RFC 9207). The pages (sign-in, consent) are in `web::consent`, which calls these.
+//!
+//! An unknown `client_id` or a `redirect_uri` that matches no registered one is shown as an
+//! error page and never redirected to (§4.1.2.1). Every other error goes back to the client's
+//! redirect URI with `error`, `error_description`, `state` and `iss`.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use url::Url;
+
+use crate::app::AppState;
+use crate::domain::pkce::is_valid_challenge;
+use crate::domain::redirect_uri::matches;
+use crate::domain::scope::{Scope, ScopeSet};
+use crate::domain::secret::{Secret, TokenKind};
+use crate::store::StoreError;
+use crate::store::oauth::CodeRecord;
+
+/// Lifetime of an authorization code, in seconds (OAuth 2.1 §4.1.2 recommends at most 10 min).
+pub const CODE_TTL_SECS: i64 = 600;
+
+/// A validated authorization request, kept in the session while the consent page is shown.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AuthorizationRequest {
+    /// The client.
+    pub client_id: String,
+    /// Its registered name, if any (shown as unverified).
+    pub client_name: Option<String>,
+    /// The redirect URI to answer at, exactly as requested.
+    pub redirect_uri: String,
+    /// The registered redirect URI it matched (consent is remembered per this one).
+    pub registered_redirect_uri: String,
+    /// Requested scopes (never empty of MCP scopes).
+    pub scope: String,
+    /// `state`, echoed unchanged.
+    pub state: Option<String>,
+    /// PKCE S256 challenge.
+    pub code_challenge: String,
+    /// RFC 8707 resource: the MCP server URL.
+    pub resource: String,
+    /// `prompt` (`none`, `consent`, `login`), if sent.
+    pub prompt: Option<String>,
+}
+
+impl AuthorizationRequest {
+    /// The scopes as a set.
+    pub fn scopes(&self) -> ScopeSet {
+        ScopeSet::parse(&self.scope).unwrap_or_default()
+    }
+}
+
+/// Why an authorization request cannot go on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthorizeError {
+    /// Show this message on an error page; never redirect.
+    Page(String),
+    /// Redirect back to the client with an error.
+    Redirect {
+        /// Where to.
+        redirect_uri: String,
+        /// `state` to echo.
+        state: Option<String>,
+        /// The RFC 6749 §4.1.2.1 error code.
+        error: &'static str,
+        /// `error_description`.
+        description: String,
+    },
+}
+
+/// Validates the parameters of `GET/POST /oauth/authorize`. Repeated parameters are refused.
+pub async fn validate(
+    app: &AppState,
+    pairs: &[(String, String)],
+) -> Result<AuthorizationRequest, AuthorizeError> {
+    let mut params: HashMap<&str, &str> = HashMap::new();
+    let mut repeated = None;
+    for (k, v) in pairs {
+        if v.is_empty() {
+            continue;
+        }
+        if params.insert(k.as_str(), v.as_str()).is_some() {
+            repeated = Some(k.clone());
+        }
+    }
+    let page = |m: &str| AuthorizeError::Page(m.to_string());
+    if let Some(k) = &repeated {
+        if k == "client_id" || k == "redirect_uri" {
+            return Err(page(&format!("The parameter {k} was sent more than once.")));
+        }
+    }
+    let Some(client_id) = params.get("client_id") else {
+        return Err(page("The request has no client_id."));
+    };
+    let client = app
+        .store
+        .client(client_id)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "storage failure at authorize");
+            page("The server could not look up this application. Try again later.")
+        })?
+        .ok_or_else(|| {
+            page("This application is not registered with this server (unknown client_id).")
+        })?;
+    let (redirect_uri, registered) = match params.get("redirect_uri") {
+        Some(requested) => {
+            let registered = client
+                .redirect_uris
+                .iter()
+                .find(|r| matches(r, requested))
+                .ok_or_else(|| page("The redirect_uri does not match any redirect URI registered for this application."))?;
+            (requested.to_string(), registered.clone())
+        }
+        None if client.redirect_uris.len() == 1 => (
+            client.redirect_uris[0].clone(),
+            client.redirect_uris[0].clone(),
+        ),
+        None => {
+            return Err(page(
+                "The request has no redirect_uri and the application registered several.",
+            ));
+        }
+    };
+    let state = params.get("state").map(|s| s.to_string());
+    let fail = |error: &'static str, description: String| AuthorizeError::Redirect {
+        redirect_uri: redirect_uri.clone(),
+        state: state.clone(),
+        error,
+        description,
+    };
+    if let Some(k) = repeated {
+        return Err(fail(
+            "invalid_request",
+            format!("parameter {k} is repeated"),
+        ));
+    }
+    match params.get("response_type") {
+        Some(&"code") => {}
+        Some(other) => {
+            return Err(fail(
+                "unsupported_response_type",
+                format!("response_type {other} is not supported; use code"),
+            ));
+        }
+        None => return Err(fail("invalid_request", "response_type is required".into())),
+    }
+    let Some(challenge) = params.get("code_challenge") else {
+        return Err(fail(
+            "invalid_request",
+            "code_challenge is required (PKCE with S256)".into(),
+        ));
+    };
+    match params.get("code_challenge_method") {
+        Some(&"S256") => {}
+        Some(m) => {
+            return Err(fail(
+                "invalid_request",
+                format!("code_challenge_method {m} is not supported; use S256"),
+            ));
+        }
+        None => {
+            return Err(fail(
+                "invalid_request",
+                "code_challenge_method is required: the default (plain) is not supported; use S256"
+                    .into(),
+            ));
+        }
+    }
+    if !is_valid_challenge(challenge) {
+        return Err(fail(
+            "invalid_request",
+            "code_challenge must be the 43-character base64url S256 digest".into(),
+        ));
+    }
+    let resource = match params.get("resource") {
+        Some(r) if *r == app.config.mcp_server_url => r.to_string(),
+        Some(r) => {
+            return Err(fail(
+                "invalid_target",
+                format!(
+                    "resource {r} is not served here; use {}",
+                    app.config.mcp_server_url
+                ),
+            ));
+        }
+        None => app.config.mcp_server_url.clone(),
+    };
+    let mut scopes = match params.get("scope") {
+        Some(s) => ScopeSet::parse(s).map_err(|e| fail("invalid_scope", e.to_string()))?,
+        None => ScopeSet::default_mcp(),
+    };
+    // offline_access changes nothing (refresh tokens are always issued); a request for it alone
+    // means the default MCP scopes.
+    scopes = scopes.without_offline_access();
+    if scopes.is_empty() {
+        scopes = ScopeSet::default_mcp();
+    }
+    if let Some(allowed) = client
+        .scope
+        .as_deref()
+        .and_then(|s| ScopeSet::parse(s).ok())
+    {
+        if !scopes.is_subset(&allowed.without_offline_access()) {
+            return Err(fail(
+                "invalid_scope",
+                format!("this application may only request \"{allowed}\""),
+            ));
+        }
+    }
+    let prompt = params.get("prompt").map(|s| s.to_string());
+    Ok(AuthorizationRequest {
+        client_id: client.client_id,
+        client_name: client.client_name,
+        redirect_uri,
+        registered_redirect_uri: registered,
+        scope: scopes.to_string(),
+        state,
+        code_challenge: challenge.to_string(),
+        resource,
+        prompt,
+    })
+}
+
+/// Whether a remembered consent's scopes cover the request (`mcp:write` implies `mcp:read`).
+pub fn consent_covers(granted: &str, requested: &ScopeSet) -> bool {
+    let granted = ScopeSet::parse(granted).unwrap_or_default();
+    requested
+        .iter()
+        .filter(|s| *s != Scope::OfflineAccess)
+        .all(|s| granted.satisfies(s))
+}
+
+/// `redirect_uri` with `params` and `iss` appended to its query (RFC 9207 §2).
+pub fn redirect_url(redirect_uri: &str, issuer: &str, params: &[(&str, &str)]) -> String {
+    match Url::parse(redirect_uri) {
+        Ok(mut url) => {
+            {
+                let mut q = url.query_pairs_mut();
+                for (k, v) in params {
+                    q.append_pair(k, v);
+                }
+                q.append_pair("iss", issuer);
+            }
+            url.to_string()
+        }
+        Err(_) => redirect_uri.to_string(),
+    }
+}
+
+/// The redirect for an [`AuthorizeError::Redirect`].
+pub fn error_redirect(
+    issuer: &str,
+    redirect_uri: &str,
+    state: Option<&str>,
+    error: &str,
+    description: &str,
+) -> String {
+    let mut params = vec![("error", error), ("error_description", description)];
+    if let Some(s) = state {
+        params.push(("state", s));
+    }
+    redirect_url(redirect_uri, issuer, &params)
+}
+
+/// Issues a code for an approved request and returns the success redirect
+/// (`code`, `state`, `iss`).
+pub async fn issue_code(
+    app: &AppState,
+    req: &AuthorizationRequest,
+    account_id: &str,
+    consent_id: &str,
+    now: i64,
+) -> Result<String, StoreError> {
+    let code = Secret::generate(TokenKind::AuthorizationCode);
+    app.store
+        .insert_code(&CodeRecord {
+            code_hash: code.hash(),
+            client_id: req.client_id.clone(),
+            account_id: account_id.to_string(),
+            consent_id: consent_id.to_string(),
+            redirect_uri: req.redirect_uri.clone(),
+            code_challenge: req.code_challenge.clone(),
+            resource: req.resource.clone(),
+            scope: req.scope.clone(),
+            created_at: now,
+            expires_at: now + CODE_TTL_SECS,
+            used_at: None,
+        })
+        .await?;
+    let mut params = vec![("code", code.expose())];
+    if let Some(s) = &req.state {
+        params.push(("state", s));
+    }
+    Ok(redirect_url(&req.redirect_uri, &app.config.issuer, &params))
+}

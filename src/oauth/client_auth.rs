@@ -1,0 +1,152 @@
+//! Form bodies and client authentication at the token, revocation and introspection endpoints
+//! (RFC 6749 §2.3.1, §3.2.1; OAuth 2.1 §2.4).
+
+use std::collections::HashMap;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, header};
+use base64::Engine;
+
+use super::OAuthError;
+use crate::domain::secret::{Secret, constant_time_eq};
+use crate::store::Store;
+use crate::store::oauth::ClientRecord;
+
+/// Largest form body accepted, in bytes.
+pub const MAX_FORM_BYTES: usize = 16 * 1024;
+
+/// Reads an `application/x-www-form-urlencoded` body. A repeated parameter is refused
+/// (OAuth 2.1 §3.2: "parameters MUST NOT be included more than once").
+pub async fn read_form(
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<HashMap<String, String>, OAuthError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if !content_type.starts_with("application/x-www-form-urlencoded") {
+        return Err(OAuthError::InvalidRequest(
+            "the request body must be application/x-www-form-urlencoded".into(),
+        ));
+    }
+    let bytes = axum::body::to_bytes(body, MAX_FORM_BYTES)
+        .await
+        .map_err(|_| {
+            OAuthError::InvalidRequest(format!(
+                "the request body is larger than {MAX_FORM_BYTES} bytes"
+            ))
+        })?;
+    parse_params(url::form_urlencoded::parse(&bytes))
+}
+
+/// Collects parameters, refusing repeats; empty values count as absent (RFC 6749 §3.1).
+pub fn parse_params<'a>(
+    pairs: impl Iterator<Item = (std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)>,
+) -> Result<HashMap<String, String>, OAuthError> {
+    let mut out = HashMap::new();
+    for (k, v) in pairs {
+        if v.is_empty() {
+            continue;
+        }
+        if out.insert(k.to_string(), v.to_string()).is_some() {
+            return Err(OAuthError::InvalidRequest(format!(
+                "parameter {k} is repeated"
+            )));
+        }
+    }
+    Ok(out)
+}
+
+fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, OAuthError> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let value = value.to_str().unwrap_or("");
+    let Some(encoded) = value
+        .strip_prefix("Basic ")
+        .or_else(|| value.strip_prefix("basic "))
+    else {
+        return Ok(None);
+    };
+    let invalid = || OAuthError::InvalidClient {
+        description: "malformed HTTP Basic credentials".into(),
+        basic: true,
+    };
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .map_err(|_| invalid())?;
+    let decoded = String::from_utf8(decoded).map_err(|_| invalid())?;
+    let (id, secret) = decoded.split_once(':').ok_or_else(invalid)?;
+    // RFC 6749 §2.3.1: both parts are form-urlencoded before base64.
+    let unescape = |s: &str| -> String {
+        url::form_urlencoded::parse(format!("x={s}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default()
+    };
+    Ok(Some((unescape(id), unescape(secret))))
+}
+
+/// Authenticates the calling client as it registered: `client_secret_basic`,
+/// `client_secret_post` or `none` (public, `client_id` in the body). Secrets are compared as
+/// SHA-256 digests in constant time.
+///
+/// Errors: `invalid_client` (401) for an unknown client, a wrong secret or a method other than
+/// the registered one; `invalid_request` for two methods at once.
+pub async fn authenticate_client(
+    store: &Store,
+    headers: &HeaderMap,
+    params: &HashMap<String, String>,
+) -> Result<ClientRecord, OAuthError> {
+    let basic = basic_credentials(headers)?;
+    let used_basic = basic.is_some();
+    let (client_id, secret, method) = match basic {
+        Some((id, secret)) => {
+            if params.contains_key("client_secret") {
+                return Err(OAuthError::InvalidRequest(
+                    "use one client authentication method, not two".into(),
+                ));
+            }
+            if params.get("client_id").is_some_and(|b| b != &id) {
+                return Err(OAuthError::InvalidRequest(
+                    "client_id in the body differs from the authenticated client".into(),
+                ));
+            }
+            (id, Some(secret), "client_secret_basic")
+        }
+        None => match (params.get("client_id"), params.get("client_secret")) {
+            (Some(id), Some(secret)) => (id.clone(), Some(secret.clone()), "client_secret_post"),
+            (Some(id), None) => (id.clone(), None, "none"),
+            (None, _) => {
+                return Err(OAuthError::InvalidClient {
+                    description: "client authentication is required (client_id missing)".into(),
+                    basic: false,
+                });
+            }
+        },
+    };
+    let fail = |d: &str| OAuthError::InvalidClient {
+        description: d.to_string(),
+        basic: used_basic,
+    };
+    let Some(client) = store.client(&client_id).await? else {
+        return Err(fail("unknown client"));
+    };
+    if client.auth_method != method {
+        return Err(fail(&format!(
+            "this client is registered for {} authentication",
+            client.auth_method
+        )));
+    }
+    if let (Some(expected), Some(presented)) = (&client.client_secret_hash, &secret) {
+        let presented = Secret::from_presented(presented.clone()).hash();
+        if !constant_time_eq(expected.as_str().as_bytes(), presented.as_str().as_bytes()) {
+            return Err(fail("wrong client secret"));
+        }
+    } else if client.client_secret_hash.is_some() != secret.is_some() {
+        return Err(fail("client authentication failed"));
+    }
+    Ok(client)
+}

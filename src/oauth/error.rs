@@ -1,0 +1,103 @@
+//! [`OAuthError`]: the RFC error codes, answered in the RFC 6749 §5.2 JSON shape.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+/// An OAuth error response (RFC 6749 §5.2, RFC 7591 §3.2.2, RFC 8707 §2, RFC 7009 §2.2.1).
+/// `Display` gives the `error` code; the payload is the `error_description`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OAuthError {
+    /// `invalid_request` (400).
+    #[error("invalid_request")]
+    InvalidRequest(String),
+    /// `invalid_client` (401). `basic` adds `WWW-Authenticate: Basic` (RFC 6749 §5.2).
+    #[error("invalid_client")]
+    InvalidClient {
+        /// Description.
+        description: String,
+        /// Whether the client tried HTTP Basic authentication.
+        basic: bool,
+    },
+    /// `invalid_grant` (400).
+    #[error("invalid_grant")]
+    InvalidGrant(String),
+    /// `unauthorized_client` (400).
+    #[error("unauthorized_client")]
+    UnauthorizedClient(String),
+    /// `unsupported_grant_type` (400).
+    #[error("unsupported_grant_type")]
+    UnsupportedGrantType(String),
+    /// `invalid_scope` (400).
+    #[error("invalid_scope")]
+    InvalidScope(String),
+    /// `invalid_target` (400, RFC 8707 §2).
+    #[error("invalid_target")]
+    InvalidTarget(String),
+    /// `invalid_redirect_uri` (400, RFC 7591 §3.2.2).
+    #[error("invalid_redirect_uri")]
+    InvalidRedirectUri(String),
+    /// `invalid_client_metadata` (400, RFC 7591 §3.2.2).
+    #[error("invalid_client_metadata")]
+    InvalidClientMetadata(String),
+    /// `unsupported_token_type` (400, RFC 7009 §2.2.1).
+    #[error("unsupported_token_type")]
+    UnsupportedTokenType(String),
+    /// `server_error` (500): an unexpected failure, details logged, not sent.
+    #[error("server_error")]
+    ServerError,
+}
+
+impl OAuthError {
+    /// The `error_description`.
+    pub fn description(&self) -> &str {
+        match self {
+            OAuthError::InvalidRequest(d)
+            | OAuthError::InvalidGrant(d)
+            | OAuthError::UnauthorizedClient(d)
+            | OAuthError::UnsupportedGrantType(d)
+            | OAuthError::InvalidScope(d)
+            | OAuthError::InvalidTarget(d)
+            | OAuthError::InvalidRedirectUri(d)
+            | OAuthError::InvalidClientMetadata(d)
+            | OAuthError::UnsupportedTokenType(d) => d,
+            OAuthError::InvalidClient { description, .. } => description,
+            OAuthError::ServerError => "the server could not complete the request",
+        }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            OAuthError::InvalidClient { .. } => StatusCode::UNAUTHORIZED,
+            OAuthError::ServerError => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for OAuthError {
+    fn from(e: crate::store::StoreError) -> Self {
+        tracing::error!(error = %e, "storage failure in an OAuth endpoint");
+        OAuthError::ServerError
+    }
+}
+
+impl IntoResponse for OAuthError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({
+            "error": self.to_string(),
+            "error_description": self.description(),
+        });
+        let mut r = (self.status(), Json(body)).into_response();
+        let h = r.headers_mut();
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+        if let OAuthError::InvalidClient { basic: true, .. } = self {
+            h.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"gatehouse\""),
+            );
+        }
+        r
+    }
+}

@@ -1,0 +1,295 @@
+//! Dynamic client registration (RFC 7591) at `POST /oauth/register`.
+//!
+//! Public clients register with `token_endpoint_auth_method: none`; confidential ones with
+//! `client_secret_basic` or `client_secret_post` and receive a `client_secret` once (stored as
+//! SHA-256). Omitted members take RFC 7591 §2 defaults, except `grant_types`, which defaults to
+//! `authorization_code` + `refresh_token`. Unknown members are ignored; known ones we store are
+//! echoed back (§3.2.1), never as empty strings.
+
+use std::net::SocketAddr;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+use super::OAuthError;
+use crate::app::AppState;
+use crate::domain::redirect_uri::validate_registration;
+use crate::domain::scope::ScopeSet;
+use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
+use crate::store::audit::AuditEvent;
+use crate::store::now;
+use crate::store::oauth::ClientRecord;
+
+/// Largest registration body accepted, in bytes.
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+/// Most redirect URIs one client may register.
+pub const MAX_REDIRECT_URIS: usize = 20;
+/// Longest `client_name`, in characters.
+pub const MAX_CLIENT_NAME_CHARS: usize = 200;
+/// Longest URI member (`client_uri`, `logo_uri`, …), in bytes.
+pub const MAX_URI_BYTES: usize = 2000;
+
+const ECHOED_STRINGS: [&str; 8] = [
+    "client_uri",
+    "logo_uri",
+    "tos_uri",
+    "policy_uri",
+    "software_id",
+    "software_version",
+    "application_type",
+    "jwks_uri",
+];
+
+/// `POST /oauth/register`.
+pub async fn register(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: axum::http::HeaderMap,
+    body: Body,
+) -> Response {
+    match register_inner(&state, &headers, body, &peer.ip().to_string()).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn register_inner(
+    state: &AppState,
+    headers: &axum::http::HeaderMap,
+    body: Body,
+    ip: &str,
+) -> Result<Response, OAuthError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !content_type
+        .to_ascii_lowercase()
+        .starts_with("application/json")
+    {
+        return Err(OAuthError::InvalidClientMetadata(
+            "the request body must be JSON (Content-Type: application/json)".into(),
+        ));
+    }
+    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| {
+            OAuthError::InvalidClientMetadata(format!(
+                "the request body is larger than {MAX_BODY_BYTES} bytes"
+            ))
+        })?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+        OAuthError::InvalidClientMetadata(format!("the request body is not valid JSON: {e}"))
+    })?;
+    let Value::Object(req) = value else {
+        return Err(OAuthError::InvalidClientMetadata(
+            "the request body must be a JSON object".into(),
+        ));
+    };
+    let parsed = parse_metadata(&req)?;
+    let now = now();
+    let client_id = format!("gc_{}", random_urlsafe(18));
+    let secret = (parsed.auth_method != "none").then(|| Secret::generate(TokenKind::ClientSecret));
+
+    let mut echoed = Map::new();
+    echoed.insert("redirect_uris".into(), json!(parsed.redirect_uris));
+    echoed.insert(
+        "token_endpoint_auth_method".into(),
+        json!(parsed.auth_method),
+    );
+    echoed.insert("grant_types".into(), json!(parsed.grant_types));
+    echoed.insert("response_types".into(), json!(["code"]));
+    if let Some(n) = &parsed.client_name {
+        echoed.insert("client_name".into(), json!(n));
+    }
+    if let Some(s) = &parsed.scope {
+        echoed.insert("scope".into(), json!(s));
+    }
+    for (k, v) in parsed.extra {
+        echoed.insert(k, v);
+    }
+
+    let record = ClientRecord {
+        client_id: client_id.clone(),
+        client_secret_hash: secret.as_ref().map(Secret::hash),
+        auth_method: parsed.auth_method.clone(),
+        client_name: parsed.client_name.clone(),
+        redirect_uris: parsed.redirect_uris.clone(),
+        grant_types: parsed.grant_types.clone(),
+        scope: parsed.scope.clone(),
+        metadata: Value::Object(echoed.clone()),
+        can_introspect: false,
+        created_at: now,
+    };
+    state.store.create_client(&record).await?;
+    state
+        .store
+        .audit(
+            AuditEvent {
+                event: "client_registered",
+                outcome: "success",
+                client_id: Some(&client_id),
+                source_ip: Some(ip),
+                detail: Some(&parsed.auth_method),
+                ..Default::default()
+            },
+            now,
+        )
+        .await;
+
+    let mut out = Map::new();
+    out.insert("client_id".into(), json!(client_id));
+    out.insert("client_id_issued_at".into(), json!(now));
+    if let Some(s) = &secret {
+        out.insert("client_secret".into(), json!(s.expose()));
+        out.insert("client_secret_expires_at".into(), json!(0));
+    }
+    out.extend(echoed);
+    Ok((
+        StatusCode::CREATED,
+        [
+            (header::CACHE_CONTROL, "no-store"),
+            (header::PRAGMA, "no-cache"),
+        ],
+        axum::Json(Value::Object(out)),
+    )
+        .into_response())
+}
+
+struct Parsed {
+    redirect_uris: Vec<String>,
+    auth_method: String,
+    grant_types: Vec<String>,
+    client_name: Option<String>,
+    scope: Option<String>,
+    extra: Vec<(String, Value)>,
+}
+
+fn bad(msg: impl Into<String>) -> OAuthError {
+    OAuthError::InvalidClientMetadata(msg.into())
+}
+
+/// A string member: absent, `null` or `""` → `None`; another type → an error naming it.
+fn opt_string(req: &Map<String, Value>, key: &str) -> Result<Option<String>, OAuthError> {
+    match req.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(bad(format!("{key} must be a string"))),
+    }
+}
+
+fn string_list(req: &Map<String, Value>, key: &str) -> Result<Option<Vec<String>>, OAuthError> {
+    match req.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s.clone()),
+                _ => Err(bad(format!("{key} must be an array of strings"))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(_) => Err(bad(format!("{key} must be an array of strings"))),
+    }
+}
+
+fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
+    let auth_method = opt_string(req, "token_endpoint_auth_method")?
+        .unwrap_or_else(|| "client_secret_basic".to_string());
+    if !super::metadata::AUTH_METHODS.contains(&auth_method.as_str()) {
+        return Err(bad(format!(
+            "token_endpoint_auth_method \"{auth_method}\" is not supported (use none, client_secret_basic or client_secret_post)"
+        )));
+    }
+
+    let grant_types = string_list(req, "grant_types")?
+        .filter(|g| !g.is_empty())
+        .unwrap_or_else(|| vec!["authorization_code".into(), "refresh_token".into()]);
+    for g in &grant_types {
+        if !super::metadata::GRANT_TYPES.contains(&g.as_str()) {
+            return Err(bad(format!(
+                "grant type \"{g}\" is not supported (use authorization_code and refresh_token)"
+            )));
+        }
+    }
+    if !grant_types.iter().any(|g| g == "authorization_code") {
+        return Err(bad("grant_types must include authorization_code"));
+    }
+
+    if let Some(rt) = string_list(req, "response_types")? {
+        if rt.iter().any(|r| r != "code") {
+            return Err(bad("response_types may only contain \"code\""));
+        }
+    }
+
+    let redirect_uris = string_list(req, "redirect_uris")?.unwrap_or_default();
+    if redirect_uris.is_empty() {
+        return Err(OAuthError::InvalidRedirectUri(
+            "redirect_uris is required: at least one redirect URI for the authorization_code grant"
+                .into(),
+        ));
+    }
+    if redirect_uris.len() > MAX_REDIRECT_URIS {
+        return Err(OAuthError::InvalidRedirectUri(format!(
+            "at most {MAX_REDIRECT_URIS} redirect URIs may be registered"
+        )));
+    }
+    for uri in &redirect_uris {
+        validate_registration(uri).map_err(|e| {
+            OAuthError::InvalidRedirectUri(format!("redirect URI \"{}\": {e}", truncate(uri)))
+        })?;
+    }
+
+    let client_name = opt_string(req, "client_name")?;
+    if let Some(n) = &client_name {
+        if n.chars().count() > MAX_CLIENT_NAME_CHARS {
+            return Err(bad(format!(
+                "client_name must be at most {MAX_CLIENT_NAME_CHARS} characters"
+            )));
+        }
+        if n.chars().any(char::is_control) {
+            return Err(bad("client_name must not contain control characters"));
+        }
+    }
+
+    let scope = opt_string(req, "scope")?;
+    if let Some(s) = &scope {
+        ScopeSet::parse(s).map_err(|e| bad(format!("scope: {e}")))?;
+    }
+
+    let mut extra = Vec::new();
+    for key in ECHOED_STRINGS {
+        if let Some(v) = opt_string(req, key)? {
+            if v.len() > MAX_URI_BYTES {
+                return Err(bad(format!("{key} must be at most {MAX_URI_BYTES} bytes")));
+            }
+            extra.push((key.to_string(), Value::String(v)));
+        }
+    }
+    if let Some(contacts) = string_list(req, "contacts")? {
+        let contacts: Vec<String> = contacts
+            .into_iter()
+            .filter(|c| !c.is_empty())
+            .take(10)
+            .collect();
+        if !contacts.is_empty() {
+            extra.push(("contacts".into(), json!(contacts)));
+        }
+    }
+    Ok(Parsed {
+        redirect_uris,
+        auth_method,
+        grant_types,
+        client_name,
+        scope,
+        extra,
+    })
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(100).collect()
+}

@@ -1,0 +1,391 @@
+//! The token endpoint `POST /oauth/token` (OAuth 2.1 §3.2, §4.1.3, §4.3): one function per grant.
+//!
+//! Access tokens are opaque (`gate_at_` + 256 random bits), stored as SHA-256, bound to
+//! `MCP_SERVER_URL` (RFC 8707). Refresh tokens rotate on every use, belong to a family (one
+//! redeemed authorization), and never expire by time. A rotated token presented again within the
+//! grace window, while its successor is unused, receives the same successor pair (sealed under a
+//! key derived from the presented token); otherwise it is reuse and revokes the whole family.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::OAuthError;
+use super::client_auth::{authenticate_client, read_form};
+use crate::app::AppState;
+use crate::domain::pkce::verify_s256;
+use crate::domain::scope::ScopeSet;
+use crate::domain::secret::{Secret, TokenKind};
+use crate::domain::successor;
+use crate::store::audit::AuditEvent;
+use crate::store::now;
+use crate::store::oauth::{ClientRecord, NewTokens, Redeemed, RefreshState};
+
+/// The successful token response (OAuth 2.1 §3.2.3).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TokenResponse {
+    /// The access token.
+    pub access_token: String,
+    /// Always `Bearer`.
+    pub token_type: String,
+    /// Seconds until the access token expires.
+    pub expires_in: i64,
+    /// The refresh token.
+    pub refresh_token: String,
+    /// Granted scopes, space-delimited.
+    pub scope: String,
+}
+
+/// What a successor pair's sealed record holds.
+#[derive(Serialize, Deserialize)]
+struct SealedPair {
+    refresh_token: String,
+    access_token: String,
+    access_expires_at: i64,
+    scope: String,
+}
+
+struct Ctx<'a> {
+    state: &'a AppState,
+    client: &'a ClientRecord,
+    params: &'a HashMap<String, String>,
+    ip: &'a str,
+    now: i64,
+}
+
+/// `POST /oauth/token`.
+pub async fn token(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let ip = peer.ip().to_string();
+    let result = async {
+        let params = read_form(&headers, body).await?;
+        let client = authenticate_client(&state.store, &headers, &params).await?;
+        let ctx = Ctx {
+            state: &state,
+            client: &client,
+            params: &params,
+            ip: &ip,
+            now: now(),
+        };
+        let grant = params
+            .get("grant_type")
+            .ok_or_else(|| OAuthError::InvalidRequest("grant_type is required".into()))?;
+        if !client.grant_types.iter().any(|g| g == grant)
+            && super::metadata::GRANT_TYPES.contains(&grant.as_str())
+        {
+            return Err(OAuthError::UnauthorizedClient(format!(
+                "this client is not registered for the {grant} grant"
+            )));
+        }
+        match grant.as_str() {
+            "authorization_code" => authorization_code(&ctx).await,
+            "refresh_token" => refresh_token(&ctx).await,
+            other => Err(OAuthError::UnsupportedGrantType(format!(
+                "grant_type {other} is not supported (use authorization_code or refresh_token)"
+            ))),
+        }
+    }
+    .await;
+    match result {
+        Ok(body) => (
+            [
+                (header::CACHE_CONTROL, "no-store"),
+                (header::PRAGMA, "no-cache"),
+            ],
+            Json(body),
+        )
+            .into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+fn check_resource(ctx: &Ctx<'_>) -> Result<(), OAuthError> {
+    match ctx.params.get("resource") {
+        Some(r) if r != &ctx.state.config.mcp_server_url => Err(OAuthError::InvalidTarget(
+            format!("resource must be {}", ctx.state.config.mcp_server_url),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn new_pair(ctx: &Ctx<'_>, scope: &str) -> (Secret, Secret, NewTokens) {
+    let refresh = Secret::generate(TokenKind::RefreshToken);
+    let access = Secret::generate(TokenKind::AccessToken);
+    let tokens = NewTokens {
+        refresh_hash: refresh.hash(),
+        access_hash: access.hash(),
+        access_expires_at: ctx.now + ctx.state.config.access_token_ttl_secs,
+        scope: scope.to_string(),
+    };
+    (refresh, access, tokens)
+}
+
+fn response(refresh: &Secret, access: &Secret, ttl: i64, scope: &str) -> TokenResponse {
+    TokenResponse {
+        access_token: access.expose().to_string(),
+        token_type: "Bearer".into(),
+        expires_in: ttl,
+        refresh_token: refresh.expose().to_string(),
+        scope: scope.to_string(),
+    }
+}
+
+async fn audit(
+    ctx: &Ctx<'_>,
+    event: &str,
+    outcome: &str,
+    account: Option<&str>,
+    subject: Option<&str>,
+    detail: Option<&str>,
+) {
+    ctx.state
+        .store
+        .audit(
+            AuditEvent {
+                event,
+                outcome,
+                account_id: account,
+                client_id: Some(&ctx.client.client_id),
+                subject,
+                source_ip: Some(ctx.ip),
+                detail,
+            },
+            ctx.now,
+        )
+        .await;
+}
+
+/// The `authorization_code` grant (OAuth 2.1 §4.1.3): the code is bound to the client, the
+/// redirect URI, the PKCE challenge, the resource, the scopes and the account; single use; a
+/// replay revokes every token the first redemption issued.
+async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
+    let code = ctx
+        .params
+        .get("code")
+        .ok_or_else(|| OAuthError::InvalidRequest("code is required".into()))?;
+    let verifier = ctx
+        .params
+        .get("code_verifier")
+        .ok_or_else(|| OAuthError::InvalidRequest("code_verifier is required (PKCE)".into()))?;
+    let hash = Secret::from_presented(code.clone()).hash();
+    let invalid = || {
+        OAuthError::InvalidGrant(
+            "the authorization code is invalid, expired or already used".into(),
+        )
+    };
+    let Some(record) = ctx.state.store.code(&hash).await? else {
+        return Err(invalid());
+    };
+    if record.client_id != ctx.client.client_id {
+        return Err(OAuthError::InvalidGrant(
+            "the authorization code was issued to another client".into(),
+        ));
+    }
+    if record.used_at.is_none() {
+        if let Some(uri) = ctx.params.get("redirect_uri") {
+            if uri != &record.redirect_uri {
+                return Err(OAuthError::InvalidGrant(
+                    "redirect_uri differs from the one in the authorization request".into(),
+                ));
+            }
+        }
+        check_resource(ctx)?;
+        if !verify_s256(verifier, &record.code_challenge) {
+            return Err(OAuthError::InvalidGrant(
+                "code_verifier does not match the code_challenge".into(),
+            ));
+        }
+        if record.expires_at <= ctx.now {
+            return Err(invalid());
+        }
+    }
+    let (refresh, access, tokens) = new_pair(ctx, &record.scope);
+    match ctx
+        .state
+        .store
+        .redeem_code(&record, &tokens, ctx.now)
+        .await?
+    {
+        Redeemed::Issued { family_id } => {
+            audit(
+                ctx,
+                "code_redeemed",
+                "success",
+                Some(&record.account_id),
+                Some(&family_id),
+                None,
+            )
+            .await;
+            Ok(response(
+                &refresh,
+                &access,
+                ctx.state.config.access_token_ttl_secs,
+                &record.scope,
+            ))
+        }
+        Redeemed::Replayed { family_id } => {
+            audit(
+                ctx,
+                "code_replay",
+                "denied",
+                Some(&record.account_id),
+                family_id.as_deref(),
+                None,
+            )
+            .await;
+            if let Some(f) = &family_id {
+                audit(
+                    ctx,
+                    "family_revoked",
+                    "success",
+                    Some(&record.account_id),
+                    Some(f),
+                    Some("authorization code replayed"),
+                )
+                .await;
+            }
+            Err(invalid())
+        }
+        Redeemed::Invalid => Err(invalid()),
+    }
+}
+
+/// The `refresh_token` grant (OAuth 2.1 §4.3) with rotation, families, the grace window and
+/// reuse detection. A request that fails validation leaves the token usable.
+async fn refresh_token(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
+    let presented = ctx
+        .params
+        .get("refresh_token")
+        .ok_or_else(|| OAuthError::InvalidRequest("refresh_token is required".into()))?;
+    let hash = Secret::from_presented(presented.clone()).hash();
+    let invalid = |d: &str| OAuthError::InvalidGrant(d.to_string());
+    let Some(state) = ctx.state.store.refresh_state(&hash).await? else {
+        return Err(invalid("the refresh token is invalid"));
+    };
+    if state.client_id != ctx.client.client_id {
+        return Err(invalid("the refresh token was issued to another client"));
+    }
+    if state.family_revoked || state.consent_revoked {
+        return Err(invalid(
+            "the authorization behind this refresh token was revoked",
+        ));
+    }
+    if !state.account_active {
+        return Err(invalid("the account is disabled"));
+    }
+    check_resource(ctx)?;
+    let granted = ScopeSet::parse(&state.scope).unwrap_or_default();
+    let scope = match ctx.params.get("scope") {
+        Some(s) => {
+            let requested =
+                ScopeSet::parse(s).map_err(|e| OAuthError::InvalidScope(e.to_string()))?;
+            if !requested.without_offline_access().is_subset(&granted) {
+                return Err(OAuthError::InvalidScope(format!(
+                    "the requested scope exceeds the granted scope \"{granted}\""
+                )));
+            }
+            requested.without_offline_access().to_string()
+        }
+        None => state.scope.clone(),
+    };
+
+    let mut state = state;
+    if state.rotated_at.is_none() {
+        let (refresh, access, tokens) = new_pair(ctx, &scope);
+        let sealed = successor::seal(
+            presented,
+            &serde_json::to_vec(&SealedPair {
+                refresh_token: refresh.expose().to_string(),
+                access_token: access.expose().to_string(),
+                access_expires_at: tokens.access_expires_at,
+                scope: scope.clone(),
+            })
+            .expect("serializable"),
+        );
+        if ctx
+            .state
+            .store
+            .rotate_refresh(&hash, &state, &sealed, &tokens, ctx.now)
+            .await?
+        {
+            audit(
+                ctx,
+                "token_refreshed",
+                "success",
+                Some(&state.account_id),
+                Some(&state.family_id),
+                None,
+            )
+            .await;
+            return Ok(response(
+                &refresh,
+                &access,
+                ctx.state.config.access_token_ttl_secs,
+                &scope,
+            ));
+        }
+        // Another request rotated it first: read what it stored.
+        state = ctx
+            .state
+            .store
+            .refresh_state(&hash)
+            .await?
+            .ok_or_else(|| invalid("the refresh token is invalid"))?;
+    }
+    if let Some(pair) = grace_successor(ctx, &state, presented) {
+        return Ok(pair);
+    }
+    // Reuse of a rotated token: treat as theft, revoke the family and its access tokens.
+    ctx.state
+        .store
+        .revoke_family(&state.family_id, "refresh token reuse", ctx.now)
+        .await?;
+    audit(
+        ctx,
+        "refresh_reuse",
+        "denied",
+        Some(&state.account_id),
+        Some(&state.family_id),
+        None,
+    )
+    .await;
+    audit(
+        ctx,
+        "family_revoked",
+        "success",
+        Some(&state.account_id),
+        Some(&state.family_id),
+        Some("refresh token reuse"),
+    )
+    .await;
+    Err(invalid(
+        "the refresh token was already used; the authorization has been revoked",
+    ))
+}
+
+fn grace_successor(ctx: &Ctx<'_>, state: &RefreshState, presented: &str) -> Option<TokenResponse> {
+    let grace = ctx.state.config.refresh_grace_secs;
+    let rotated_at = state.rotated_at?;
+    if grace == 0 || ctx.now - rotated_at > grace || state.successor_used || state.family_revoked {
+        return None;
+    }
+    let plain = successor::open(presented, state.successor_sealed.as_deref()?)?;
+    let pair: SealedPair = serde_json::from_slice(&plain).ok()?;
+    Some(TokenResponse {
+        access_token: pair.access_token,
+        token_type: "Bearer".into(),
+        expires_in: (pair.access_expires_at - ctx.now).max(0),
+        refresh_token: pair.refresh_token,
+        scope: pair.scope,
+    })
+}

@@ -1,0 +1,463 @@
+//! Notes (a per-project knowledge base with full-text search) and background jobs.
+//!
+//! These are the domain services behind the MCP tools, written so the console pages can call
+//! them too: every method takes ids that the caller has already checked against the account's
+//! memberships ([`Store::membership`]); none of them checks access itself.
+
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::{Store, StoreError, new_id, parse_column};
+use crate::domain::notes::{JobKind, JobStatus, full_text_query};
+
+/// One note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// Note id (UUID text).
+    pub id: String,
+    /// The project it belongs to.
+    pub project_id: String,
+    /// Short title.
+    pub title: String,
+    /// Markdown or plain text.
+    pub body: String,
+    /// Labels, in the order given.
+    pub tags: Vec<String>,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// Unix seconds.
+    pub updated_at: i64,
+}
+
+/// What a new note holds.
+#[derive(Debug, Clone, Copy)]
+pub struct NewNote<'a> {
+    /// The project it goes into.
+    pub project_id: &'a str,
+    /// Who writes it (kept for the record; not shown to other members).
+    pub author_account_id: &'a str,
+    /// Short title.
+    pub title: &'a str,
+    /// Text.
+    pub body: &'a str,
+    /// Labels.
+    pub tags: &'a [String],
+}
+
+/// A change to a note: `None` keeps the current value.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NotePatch<'a> {
+    /// New title.
+    pub title: Option<&'a str>,
+    /// New text.
+    pub body: Option<&'a str>,
+    /// New labels (replace the old list).
+    pub tags: Option<&'a [String]>,
+}
+
+/// A full-text search hit, best first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoteHit {
+    /// Note id.
+    pub id: String,
+    /// Note title.
+    pub title: String,
+    /// The matching passage of the body, matched words marked by the engine.
+    pub snippet: String,
+}
+
+/// A note as listed among resources (no body).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoteRef {
+    /// Note id.
+    pub id: String,
+    /// The project it belongs to.
+    pub project_id: String,
+    /// Note title.
+    pub title: String,
+    /// Unix seconds.
+    pub updated_at: i64,
+}
+
+/// A background job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// Job id (UUID text).
+    pub id: String,
+    /// What it does.
+    pub kind: JobKind,
+    /// Where it is.
+    pub status: JobStatus,
+    /// The project it works on.
+    pub project_id: String,
+    /// Who started it.
+    pub account_id: String,
+    /// The OAuth client that started it, if any.
+    pub client_id: Option<String>,
+    /// The finished document (JSON text), once completed.
+    pub result: Option<String>,
+    /// Why it failed, once failed.
+    pub error: Option<String>,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// Unix seconds.
+    pub finished_at: Option<i64>,
+}
+
+const NOTE_COLUMNS: &str = "id, project_id, title, body, tags, created_at, updated_at";
+const JOB_COLUMNS: &str =
+    "id, kind, status, project_id, account_id, client_id, result, error, created_at, finished_at";
+
+fn tags_to_json(tags: &[String]) -> String {
+    serde_json::to_string(tags).unwrap_or_else(|_| "[]".to_string())
+}
+
+fn note_from_row(r: &AnyRow) -> Result<Note, StoreError> {
+    let tags: String = r.try_get("tags")?;
+    Ok(Note {
+        id: r.try_get("id")?,
+        project_id: r.try_get("project_id")?,
+        title: r.try_get("title")?,
+        body: r.try_get("body")?,
+        tags: serde_json::from_str(&tags).unwrap_or_default(),
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
+}
+
+fn job_from_row(r: &AnyRow) -> Result<Job, StoreError> {
+    let kind: String = r.try_get("kind")?;
+    let status: String = r.try_get("status")?;
+    Ok(Job {
+        id: r.try_get("id")?,
+        kind: parse_column(&kind, "jobs.kind")?,
+        status: parse_column(&status, "jobs.status")?,
+        project_id: r.try_get("project_id")?,
+        account_id: r.try_get("account_id")?,
+        client_id: r.try_get("client_id")?,
+        result: r.try_get("result")?,
+        error: r.try_get("error")?,
+        created_at: r.try_get("created_at")?,
+        finished_at: r.try_get("finished_at")?,
+    })
+}
+
+impl Store {
+    /// Stores a new note and returns it.
+    pub async fn create_note(&self, new: &NewNote<'_>, now: i64) -> Result<Note, StoreError> {
+        let id = new_id();
+        sqlx::query(
+            "INSERT INTO notes (id, project_id, author_account_id, title, body, tags, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
+        )
+        .bind(&id)
+        .bind(new.project_id)
+        .bind(new.author_account_id)
+        .bind(new.title)
+        .bind(new.body)
+        .bind(tags_to_json(new.tags))
+        .bind(now)
+        .execute(self.pool())
+        .await?;
+        Ok(Note {
+            id,
+            project_id: new.project_id.to_string(),
+            title: new.title.to_string(),
+            body: new.body.to_string(),
+            tags: new.tags.to_vec(),
+            created_at: now,
+            updated_at: now,
+        })
+    }
+
+    /// The note `note_id` of `project_id`; `None` if there is none (a note id of another project
+    /// is not found either).
+    pub async fn note(&self, project_id: &str, note_id: &str) -> Result<Option<Note>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {NOTE_COLUMNS} FROM notes WHERE project_id = $1 AND id = $2"
+        ))
+        .bind(project_id)
+        .bind(note_id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(note_from_row).transpose()
+    }
+
+    /// Applies `patch` to a note and returns the result; `None` if there is no such note.
+    pub async fn update_note(
+        &self,
+        project_id: &str,
+        note_id: &str,
+        patch: &NotePatch<'_>,
+        now: i64,
+    ) -> Result<Option<Note>, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let row = sqlx::query(&format!(
+            "SELECT {NOTE_COLUMNS} FROM notes WHERE project_id = $1 AND id = $2"
+        ))
+        .bind(project_id)
+        .bind(note_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let mut note = note_from_row(&row)?;
+        if let Some(title) = patch.title {
+            note.title = title.to_string();
+        }
+        if let Some(body) = patch.body {
+            note.body = body.to_string();
+        }
+        if let Some(tags) = patch.tags {
+            note.tags = tags.to_vec();
+        }
+        note.updated_at = now;
+        sqlx::query(
+            "UPDATE notes SET title = $1, body = $2, tags = $3, updated_at = $4 \
+             WHERE project_id = $5 AND id = $6",
+        )
+        .bind(&note.title)
+        .bind(&note.body)
+        .bind(tags_to_json(&note.tags))
+        .bind(now)
+        .bind(project_id)
+        .bind(note_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(note))
+    }
+
+    /// Full-text search in one project's notes (title, body and tags), most relevant first, at
+    /// most `limit` hits. Every word of `query` must match; punctuation and search operators in
+    /// it are ignored (see [`full_text_query`]), so no query is an error. Ranking and snippets
+    /// come from the engine (FTS5 bm25 / PostgreSQL ts_rank).
+    pub async fn search_notes(
+        &self,
+        project_id: &str,
+        query: &str,
+        limit: i64,
+    ) -> Result<Vec<NoteHit>, StoreError> {
+        let Some(fts) = full_text_query(query) else {
+            return Ok(Vec::new());
+        };
+        let rows = sqlx::query(self.dialect().search_notes_sql())
+            .bind(project_id)
+            .bind(fts)
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(NoteHit {
+                    id: r.try_get("id")?,
+                    title: r.try_get("title")?,
+                    snippet: r
+                        .try_get::<Option<String>, _>("snippet")?
+                        .unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+
+    /// How many notes a project holds.
+    pub async fn count_notes(&self, project_id: &str) -> Result<i64, StoreError> {
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM notes WHERE project_id = $1")
+            .bind(project_id)
+            .fetch_one(self.pool())
+            .await?;
+        Ok(row.try_get("n")?)
+    }
+
+    /// Every note of a project, oldest first (for exports).
+    pub async fn notes_of_project(&self, project_id: &str) -> Result<Vec<Note>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {NOTE_COLUMNS} FROM notes WHERE project_id = $1 ORDER BY created_at, id"
+        ))
+        .bind(project_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(note_from_row).collect()
+    }
+
+    /// One page of the notes in all active projects the account is a member of, in a stable
+    /// order (project creation, then note creation).
+    pub async fn notes_of_account(
+        &self,
+        account_id: &str,
+        offset: i64,
+        limit: i64,
+    ) -> Result<Vec<NoteRef>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT n.id AS id, n.project_id AS project_id, n.title AS title, n.updated_at AS updated_at \
+             FROM notes n \
+             JOIN memberships m ON m.project_id = n.project_id \
+             JOIN projects p ON p.id = n.project_id \
+             WHERE m.account_id = $1 AND p.status = 'active' \
+             ORDER BY p.created_at, p.id, n.created_at, n.id LIMIT $2 OFFSET $3",
+        )
+        .bind(account_id)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(NoteRef {
+                    id: r.try_get("id")?,
+                    project_id: r.try_get("project_id")?,
+                    title: r.try_get("title")?,
+                    updated_at: r.try_get("updated_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Records a new pending job and returns it.
+    pub async fn create_job(
+        &self,
+        kind: JobKind,
+        project_id: &str,
+        account_id: &str,
+        client_id: Option<&str>,
+        now: i64,
+    ) -> Result<Job, StoreError> {
+        let id = new_id();
+        sqlx::query(
+            "INSERT INTO jobs (id, kind, status, project_id, account_id, client_id, created_at, updated_at) \
+             VALUES ($1, $2, 'pending', $3, $4, $5, $6, $6)",
+        )
+        .bind(&id)
+        .bind(kind.as_str())
+        .bind(project_id)
+        .bind(account_id)
+        .bind(client_id)
+        .bind(now)
+        .execute(self.pool())
+        .await?;
+        Ok(Job {
+            id,
+            kind,
+            status: JobStatus::Pending,
+            project_id: project_id.to_string(),
+            account_id: account_id.to_string(),
+            client_id: client_id.map(str::to_string),
+            result: None,
+            error: None,
+            created_at: now,
+            finished_at: None,
+        })
+    }
+
+    /// The job `job_id`, if it exists. Callers check that the account may see its project.
+    pub async fn job(&self, job_id: &str) -> Result<Option<Job>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1"))
+            .bind(job_id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(job_from_row).transpose()
+    }
+
+    /// One page of the jobs of the account's active projects, newest first.
+    pub async fn jobs_of_account(
+        &self,
+        account_id: &str,
+        offset: i64,
+        limit: i64,
+    ) -> Result<Vec<Job>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT j.id AS id, j.kind AS kind, j.status AS status, j.project_id AS project_id, \
+             j.account_id AS account_id, j.client_id AS client_id, j.result AS result, \
+             j.error AS error, j.created_at AS created_at, j.finished_at AS finished_at \
+             FROM jobs j \
+             JOIN memberships m ON m.project_id = j.project_id \
+             JOIN projects p ON p.id = j.project_id \
+             WHERE m.account_id = $1 AND p.status = 'active' \
+             ORDER BY j.created_at DESC, j.id LIMIT $2 OFFSET $3",
+        )
+        .bind(account_id)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(job_from_row).collect()
+    }
+
+    /// Moves a pending job to running; `false` if it was not pending (another worker has it).
+    pub async fn start_job(&self, job_id: &str, now: i64) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE jobs SET status = 'running', updated_at = $1 WHERE id = $2 AND status = 'pending'",
+        )
+        .bind(now)
+        .bind(job_id)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Finishes a running job with its document or the reason it failed.
+    pub async fn finish_job(
+        &self,
+        job_id: &str,
+        outcome: Result<&str, &str>,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let (status, result, error) = match outcome {
+            Ok(doc) => (JobStatus::Completed, Some(doc), None),
+            Err(why) => (JobStatus::Failed, None, Some(why)),
+        };
+        sqlx::query(
+            "UPDATE jobs SET status = $1, result = $2, error = $3, updated_at = $4, finished_at = $4 \
+             WHERE id = $5 AND status = 'running'",
+        )
+        .bind(status.as_str())
+        .bind(result)
+        .bind(error)
+        .bind(now)
+        .bind(job_id)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Runs an export job to its end: the project's notes as one JSON document
+    /// `{project_id, exported_at, notes: [...]}` stored on the job. Meant to be spawned after
+    /// [`Store::create_job`]; a job another worker already started is left alone.
+    pub async fn run_export_job(&self, job_id: &str) -> Result<(), StoreError> {
+        let started = super::now();
+        if !self.start_job(job_id, started).await? {
+            return Ok(());
+        }
+        let Some(job) = self.job(job_id).await? else {
+            return Ok(());
+        };
+        let outcome = match self.notes_of_project(&job.project_id).await {
+            Ok(notes) => {
+                let doc = serde_json::json!({
+                    "project_id": job.project_id,
+                    "exported_at": started,
+                    "notes": notes.iter().map(|n| serde_json::json!({
+                        "id": n.id,
+                        "title": n.title,
+                        "body": n.body,
+                        "tags": n.tags,
+                        "created_at": n.created_at,
+                        "updated_at": n.updated_at,
+                    })).collect::<Vec<_>>(),
+                });
+                Ok(doc.to_string())
+            }
+            Err(e) => {
+                tracing::error!(job_id, error = %e, "export job failed");
+                Err("the notes could not be read; start a new export".to_string())
+            }
+        };
+        self.finish_job(
+            job_id,
+            outcome.as_deref().map_err(String::as_str),
+            super::now(),
+        )
+        .await
+    }
+}

@@ -1,0 +1,269 @@
+//! The authorization endpoint's pages: `GET/POST /oauth/authorize` (sign-in redirect, remembered
+//! consent, the consent page) and `POST /oauth/authorize/decision`. The rules are in
+//! [`crate::oauth::authorize`].
+
+use std::net::SocketAddr;
+
+use askama::Template;
+use axum::Form;
+use axum::extract::{ConnectInfo, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::Deserialize;
+use tower_sessions::Session;
+
+use super::session::{csrf_ok, csrf_token, signed_in};
+use super::{error_page, render, see_other};
+use crate::app::AppState;
+use crate::domain::redirect_uri::{host_for_display, is_loopback_host};
+use crate::domain::secret::random_urlsafe;
+use crate::error::AppError;
+use crate::oauth::authorize::{
+    AuthorizationRequest, AuthorizeError, consent_covers, error_redirect, issue_code, validate,
+};
+use crate::store::audit::AuditEvent;
+use crate::store::now;
+
+const PENDING_PREFIX: &str = "authorization_request:";
+
+#[derive(Template)]
+#[template(path = "consent.html")]
+struct ConsentPage<'a> {
+    client_name: &'a str,
+    client_id: &'a str,
+    redirect_host: &'a str,
+    loopback: bool,
+    scopes: Vec<&'static str>,
+    email: &'a str,
+    csrf_token: &'a str,
+    request_id: &'a str,
+}
+
+/// `GET /oauth/authorize?…`.
+pub async fn authorize_get(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    session: Session,
+    RawQuery(query): RawQuery,
+) -> Result<Response, AppError> {
+    let pairs: Vec<(String, String)> =
+        url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
+    authorize(state, peer, session, pairs).await
+}
+
+/// `POST /oauth/authorize` with a form body (OAuth 2.1 §4.1.1 allows POST).
+pub async fn authorize_post(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    session: Session,
+    Form(pairs): Form<Vec<(String, String)>>,
+) -> Result<Response, AppError> {
+    authorize(state, peer, session, pairs).await
+}
+
+fn redirect_error(state: &AppState, e: AuthorizeError) -> Response {
+    match e {
+        AuthorizeError::Page(message) => error_page(
+            StatusCode::BAD_REQUEST,
+            "This sign-in request is not valid",
+            &message,
+        ),
+        AuthorizeError::Redirect {
+            redirect_uri,
+            state: s,
+            error,
+            description,
+        } => see_other(&error_redirect(
+            &state.config.issuer,
+            &redirect_uri,
+            s.as_deref(),
+            error,
+            &description,
+        )),
+    }
+}
+
+async fn authorize(
+    state: AppState,
+    peer: SocketAddr,
+    session: Session,
+    pairs: Vec<(String, String)>,
+) -> Result<Response, AppError> {
+    let req = match validate(&state, &pairs).await {
+        Ok(r) => r,
+        Err(e) => return Ok(redirect_error(&state, e)),
+    };
+    let fail = |error: &'static str, description: &str| {
+        redirect_error(
+            &state,
+            AuthorizeError::Redirect {
+                redirect_uri: req.redirect_uri.clone(),
+                state: req.state.clone(),
+                error,
+                description: description.to_string(),
+            },
+        )
+    };
+    let prompt = req.prompt.as_deref().unwrap_or("");
+    let Some(account) = signed_in(&state, &session).await? else {
+        if prompt.split(' ').any(|p| p == "none") {
+            return Ok(fail("login_required", "the user is not signed in"));
+        }
+        let query: String = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(pairs.iter())
+            .finish();
+        let next = format!("/oauth/authorize?{query}");
+        let signin: String = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("next", &next)
+            .finish();
+        return Ok(see_other(&format!("/signin?{signin}")));
+    };
+    let now = now();
+    let forced = prompt.split(' ').any(|p| p == "consent" || p == "login");
+    if !forced {
+        if let Some(consent) = state
+            .store
+            .consent(&account.id, &req.client_id, &req.registered_redirect_uri)
+            .await?
+        {
+            if consent_covers(&consent.scope, &req.scopes()) {
+                let location = issue_code(&state, &req, &account.id, &consent.id, now).await?;
+                return Ok(see_other(&location));
+            }
+        }
+    }
+    if prompt.split(' ').any(|p| p == "none") {
+        return Ok(fail(
+            "consent_required",
+            "the user has not approved this application",
+        ));
+    }
+    let request_id = random_urlsafe(16);
+    session
+        .insert(&format!("{PENDING_PREFIX}{request_id}"), &req)
+        .await?;
+    let csrf = csrf_token(&session).await?;
+    let host = host_for_display(&req.redirect_uri);
+    let loopback = url::Url::parse(&req.redirect_uri)
+        .ok()
+        .and_then(|u| u.host_str().map(is_loopback_host))
+        .unwrap_or(false);
+    let _ = peer;
+    render(
+        StatusCode::OK,
+        &ConsentPage {
+            client_name: req
+                .client_name
+                .as_deref()
+                .unwrap_or("An unnamed application"),
+            client_id: &req.client_id,
+            redirect_host: &host,
+            loopback,
+            scopes: req.scopes().iter().map(|s| s.describe()).collect(),
+            email: &account.email,
+            csrf_token: &csrf,
+            request_id: &request_id,
+        },
+    )
+}
+
+/// Body of `POST /oauth/authorize/decision`.
+#[derive(Deserialize)]
+pub struct DecisionForm {
+    #[serde(default)]
+    csrf_token: String,
+    #[serde(default)]
+    request: String,
+    #[serde(default)]
+    decision: String,
+}
+
+/// `POST /oauth/authorize/decision`: approve (`code`, `state`, `iss`) or deny
+/// (`error=access_denied`), always by a 303 so the browser follows with GET.
+pub async fn decide(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    session: Session,
+    Form(form): Form<DecisionForm>,
+) -> Result<Response, AppError> {
+    if !csrf_ok(&session, &form.csrf_token).await? {
+        return Ok(error_page(
+            StatusCode::FORBIDDEN,
+            "Form expired",
+            "This form has expired or was not sent by this site. Start the connection again from the application.",
+        ));
+    }
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(error_page(
+            StatusCode::FORBIDDEN,
+            "Signed out",
+            "You were signed out. Start the connection again from the application.",
+        ));
+    };
+    let key = format!("{PENDING_PREFIX}{}", form.request);
+    let Some(req) = session.remove::<AuthorizationRequest>(&key).await? else {
+        return Ok(error_page(
+            StatusCode::BAD_REQUEST,
+            "Request expired",
+            "This authorization request was already answered or has expired. Start the connection again from the application.",
+        ));
+    };
+    let now = now();
+    let ip = peer.ip().to_string();
+    let approved = match form.decision.as_str() {
+        "approve" => true,
+        "deny" => false,
+        _ => {
+            return Ok(error_page(
+                StatusCode::BAD_REQUEST,
+                "Unknown choice",
+                "Choose Allow or Deny.",
+            ));
+        }
+    };
+    state
+        .store
+        .audit(
+            AuditEvent {
+                event: "consent",
+                outcome: if approved { "granted" } else { "denied" },
+                account_id: Some(&account.id),
+                client_id: Some(&req.client_id),
+                subject: Some(&req.scope),
+                source_ip: Some(&ip),
+                detail: None,
+            },
+            now,
+        )
+        .await;
+    if !approved {
+        return Ok(see_other(&error_redirect(
+            &state.config.issuer,
+            &req.redirect_uri,
+            req.state.as_deref(),
+            "access_denied",
+            "the user denied the request",
+        )));
+    }
+    let previous = state
+        .store
+        .consent(&account.id, &req.client_id, &req.registered_redirect_uri)
+        .await?
+        .map(|c| crate::domain::scope::ScopeSet::parse(&c.scope).unwrap_or_default())
+        .unwrap_or_default();
+    let scope = previous.union(&req.scopes()).to_string();
+    let consent_id = state
+        .store
+        .approve_consent(
+            &account.id,
+            &req.client_id,
+            &req.registered_redirect_uri,
+            &scope,
+            now,
+        )
+        .await?;
+    let location = issue_code(&state, &req, &account.id, &consent_id, now).await?;
+    Ok(see_other(&location))
+}
