@@ -6,5 +6,9 @@
 mod helpers;
 
 mod config_startup;
+mod oauth;
+#[allow(dead_code)]
+mod oauth_helpers;
 mod signin;
 mod store_contract;
+mod token;

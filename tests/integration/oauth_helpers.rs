@@ -1,0 +1,266 @@
+//! Shared steps of the OAuth tests: registration and the browser walk through sign-in and
+//! consent, done with a cookie-keeping HTTP client as a person's browser would.
+
+use crate::helpers::{TestApp, hidden_input, new_client};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+pub const EMAIL: &str = "alice@example.com";
+pub const PASSWORD: &str = "a-long-password";
+pub const REDIRECT: &str = "http://127.0.0.1:7777/callback";
+
+/// Registers a public client; returns its `client_id`.
+pub async fn register_public(app: &TestApp, redirect_uris: &[&str]) -> String {
+    let r = app
+        .client
+        .post(app.url("/oauth/register"))
+        .json(&json!({
+            "redirect_uris": redirect_uris,
+            "token_endpoint_auth_method": "none",
+            "client_name": "Test Client",
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    r.json::<Value>().await.unwrap()["client_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A browser that has signed in as `EMAIL` (the account is created if missing).
+pub async fn signed_in_browser(app: &TestApp) -> reqwest::Client {
+    if app
+        .store
+        .account_by_email(&gatehouse::domain::account::Email::parse(EMAIL).unwrap())
+        .await
+        .unwrap()
+        .is_none()
+    {
+        app.create_account(EMAIL, PASSWORD).await;
+    }
+    let browser = new_client();
+    let r = app.sign_in(&browser, EMAIL, PASSWORD).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    browser
+}
+
+/// Follows `authorize_url` in `browser` (signed in or not: the sign-in form is filled when
+/// shown) and answers the consent page with `decision` when it appears. Returns the final
+/// `Location` sent back to the client.
+pub async fn walk(
+    app: &TestApp,
+    browser: &reqwest::Client,
+    authorize_url: &str,
+    decision: &str,
+) -> String {
+    let mut r = browser.get(authorize_url).send().await.unwrap();
+    if r.status() == StatusCode::SEE_OTHER {
+        let loc = r.headers()["location"].to_str().unwrap().to_string();
+        if loc.starts_with("/signin") {
+            if app
+                .store
+                .account_by_email(&gatehouse::domain::account::Email::parse(EMAIL).unwrap())
+                .await
+                .unwrap()
+                .is_none()
+            {
+                app.create_account(EMAIL, PASSWORD).await;
+            }
+            let page = browser
+                .get(app.url(&loc))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let csrf = hidden_input(&page, "csrf_token").unwrap();
+            let next = hidden_input(&page, "next").unwrap();
+            let s = browser
+                .post(app.url("/signin"))
+                .form(&[
+                    ("csrf_token", csrf.as_str()),
+                    ("next", next.as_str()),
+                    ("email", EMAIL),
+                    ("password", PASSWORD),
+                ])
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(s.status(), StatusCode::SEE_OTHER);
+            let next = s.headers()["location"].to_str().unwrap().to_string();
+            assert!(
+                next.starts_with("/oauth/authorize?"),
+                "back to the same request: {next}"
+            );
+            r = browser.get(app.url(&next)).send().await.unwrap();
+        } else {
+            return loc;
+        }
+    }
+    assert_eq!(r.status(), StatusCode::OK, "consent page expected");
+    assert!(
+        r.headers().get("access-control-allow-origin").is_none(),
+        "no CORS on pages"
+    );
+    let page = r.text().await.unwrap();
+    assert!(
+        page.contains("Test Client") || page.contains("application"),
+        "names the client"
+    );
+    let csrf = hidden_input(&page, "csrf_token").unwrap();
+    let request = hidden_input(&page, "request").unwrap();
+    let d = browser
+        .post(app.url("/oauth/authorize/decision"))
+        .form(&[
+            ("csrf_token", csrf.as_str()),
+            ("request", request.as_str()),
+            ("decision", decision),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        d.status(),
+        StatusCode::SEE_OTHER,
+        "a 303, never a 307 that re-POSTs"
+    );
+    d.headers()["location"].to_str().unwrap().to_string()
+}
+
+/// The query parameters of a redirect `Location`.
+pub fn query_of(location: &str) -> std::collections::HashMap<String, String> {
+    let url = url::Url::parse(location).unwrap();
+    let mut out = std::collections::HashMap::new();
+    for (k, v) in url.query_pairs() {
+        assert!(
+            out.insert(k.to_string(), v.to_string()).is_none(),
+            "{k} at most once"
+        );
+    }
+    out
+}
+
+/// A PKCE pair (verifier, S256 challenge).
+pub fn pkce() -> (String, String) {
+    let verifier = gatehouse::domain::secret::random_urlsafe(32);
+    let challenge = gatehouse::domain::pkce::s256_challenge(&verifier);
+    (verifier, challenge)
+}
+
+/// An authorize URL with every parameter right; `extra` overrides or adds parameters
+/// (an empty value removes one).
+pub fn authorize_url(
+    app: &TestApp,
+    client_id: &str,
+    challenge: &str,
+    extra: &[(&str, &str)],
+) -> String {
+    let mcp = format!("{}/mcp", app.address);
+    let mut params: Vec<(String, String)> = vec![
+        ("response_type".into(), "code".into()),
+        ("client_id".into(), client_id.into()),
+        ("redirect_uri".into(), REDIRECT.into()),
+        ("code_challenge".into(), challenge.into()),
+        ("code_challenge_method".into(), "S256".into()),
+        ("state".into(), "xyz-state".into()),
+        ("scope".into(), "mcp:read mcp:write".into()),
+        ("resource".into(), mcp),
+    ];
+    for (k, v) in extra {
+        params.retain(|(pk, _)| pk != k);
+        if !v.is_empty() {
+            params.push((k.to_string(), v.to_string()));
+        }
+    }
+    let q: String = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(params)
+        .finish();
+    app.url(&format!("/oauth/authorize?{q}"))
+}
+
+/// Exchanges a code at the token endpoint as a public client; returns status and JSON.
+pub async fn exchange(
+    app: &TestApp,
+    client_id: &str,
+    code: &str,
+    verifier: &str,
+    extra: &[(&str, &str)],
+) -> (StatusCode, Value, reqwest::header::HeaderMap) {
+    let mut form = vec![
+        ("grant_type", "authorization_code"),
+        ("code", code),
+        ("code_verifier", verifier),
+        ("client_id", client_id),
+        ("redirect_uri", REDIRECT),
+    ];
+    for (k, v) in extra {
+        form.retain(|(fk, _)| fk != k);
+        if !v.is_empty() {
+            form.push((k, v));
+        }
+    }
+    let r = app
+        .client
+        .post(app.url("/oauth/token"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let headers = r.headers().clone();
+    (status, r.json().await.unwrap(), headers)
+}
+
+/// Refreshes as a public client; returns status and JSON.
+pub async fn refresh(
+    app: &TestApp,
+    client_id: &str,
+    refresh_token: &str,
+    extra: &[(&str, &str)],
+) -> (StatusCode, Value) {
+    let mut form = vec![
+        ("grant_type", "refresh_token"),
+        ("refresh_token", refresh_token),
+        ("client_id", client_id),
+    ];
+    form.extend_from_slice(extra);
+    let r = app
+        .client
+        .post(app.url("/oauth/token"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    (r.status(), r.json().await.unwrap())
+}
+
+/// Runs the whole flow for a fresh public client; returns (client_id, token response JSON).
+pub async fn full_grant(app: &TestApp) -> (String, Value) {
+    let client_id = register_public(app, &[REDIRECT]).await;
+    let (verifier, challenge) = pkce();
+    let browser = new_client();
+    let loc = walk(
+        app,
+        &browser,
+        &authorize_url(app, &client_id, &challenge, &[]),
+        "approve",
+    )
+    .await;
+    let code = query_of(&loc)["code"].clone();
+    let (status, body, _) = exchange(app, &client_id, &code, &verifier, &[]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    (client_id, body)
+}
+
+/// Whether the store still accepts an access token.
+pub async fn access_token_live(app: &TestApp, token: &str) -> bool {
+    let hash = gatehouse::domain::secret::Secret::from_presented(token.to_string()).hash();
+    app.store
+        .authenticate_access_token(&hash, gatehouse::store::now())
+        .await
+        .unwrap()
+        .is_some()
+}

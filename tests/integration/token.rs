@@ -1,0 +1,424 @@
+//! The token endpoint: client authentication, code binding and replay, refresh rotation,
+//! the grace window, reuse detection and revocation.
+
+use crate::helpers::{TestApp, new_client, spawn_app, spawn_app_with};
+use crate::oauth_helpers::*;
+use gatehouse::domain::account::{AccountStatus, Email};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+async fn code_for(app: &TestApp, client_id: &str) -> (String, String) {
+    let (verifier, challenge) = pkce();
+    let browser = signed_in_browser(app).await;
+    let loc = walk(
+        app,
+        &browser,
+        &authorize_url(app, client_id, &challenge, &[]),
+        "approve",
+    )
+    .await;
+    (query_of(&loc)["code"].clone(), verifier)
+}
+
+#[tokio::test]
+async fn responses_are_no_store_and_errors_have_the_rfc_shape() {
+    let app = spawn_app().await;
+    let client_id = register_public(&app, &[REDIRECT]).await;
+    let (code, verifier) = code_for(&app, &client_id).await;
+    let (s, body, h) = exchange(&app, &client_id, &code, &verifier, &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(h["cache-control"], "no-store");
+    assert_eq!(body["token_type"], "Bearer");
+    assert_eq!(body["expires_in"], 3600);
+    assert_eq!(body["scope"], "mcp:read mcp:write");
+    let (s, body, h) = exchange(&app, &client_id, "gate_ac_nope", &verifier, &[]).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(h["cache-control"], "no-store");
+    assert_eq!(body["error"], "invalid_grant");
+    assert!(body["error_description"].is_string());
+    let r = app
+        .client
+        .post(app.url("/oauth/token"))
+        .form(&[
+            ("grant_type", "password"),
+            ("client_id", client_id.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"],
+        "unsupported_grant_type"
+    );
+    let r = app
+        .client
+        .post(app.url("/oauth/token"))
+        .json(&json!({"grant_type": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"], "invalid_request");
+}
+
+#[tokio::test]
+async fn client_authentication_as_registered() {
+    let app = spawn_app().await;
+    let (s, b, _) = exchange(&app, "gc_unknown", "gate_ac_x", "v", &[]).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert_eq!(b["error"], "invalid_client");
+    // A confidential client (client_secret_basic).
+    let reg: Value = app
+        .client
+        .post(app.url("/oauth/register"))
+        .json(&json!({"redirect_uris": [REDIRECT], "client_name": "Test Client"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = reg["client_id"].as_str().unwrap().to_string();
+    let secret = reg["client_secret"].as_str().unwrap().to_string();
+    let (code, verifier) = code_for(&app, &id).await;
+    let form = [
+        ("grant_type", "authorization_code"),
+        ("code", code.as_str()),
+        ("code_verifier", verifier.as_str()),
+        ("redirect_uri", REDIRECT),
+    ];
+    let wrong = app
+        .client
+        .post(app.url("/oauth/token"))
+        .basic_auth(&id, Some("gate_cs_wrong"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    assert!(
+        wrong.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .starts_with("Basic")
+    );
+    assert_eq!(
+        wrong.json::<Value>().await.unwrap()["error"],
+        "invalid_client"
+    );
+    // client_secret_post is not how it registered.
+    let mut post_form = form.to_vec();
+    post_form.push(("client_id", &id));
+    post_form.push(("client_secret", &secret));
+    let r = app
+        .client
+        .post(app.url("/oauth/token"))
+        .form(&post_form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // No secret at all for a confidential client.
+    let mut none_form = form.to_vec();
+    none_form.push(("client_id", &id));
+    let r = app
+        .client
+        .post(app.url("/oauth/token"))
+        .form(&none_form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // The right way works, and the failed attempts did not burn the code.
+    let ok = app
+        .client
+        .post(app.url("/oauth/token"))
+        .basic_auth(&id, Some(&secret))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn code_is_bound_to_client_redirect_verifier_and_resource() {
+    let app = spawn_app().await;
+    let client_id = register_public(&app, &[REDIRECT]).await;
+    let other = register_public(&app, &[REDIRECT]).await;
+    let (code, verifier) = code_for(&app, &client_id).await;
+    let (s, b, _) = exchange(&app, &other, &code, &verifier, &[]).await;
+    assert_eq!(
+        (s, b["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant")),
+        "other client"
+    );
+    let (_, b, _) = exchange(
+        &app,
+        &client_id,
+        &code,
+        &verifier,
+        &[("redirect_uri", "http://127.0.0.1:7777/other")],
+    )
+    .await;
+    assert_eq!(b["error"], "invalid_grant", "redirect mismatch");
+    let (_, b, _) = exchange(&app, &client_id, &code, &pkce().0, &[]).await;
+    assert_eq!(b["error"], "invalid_grant", "wrong verifier");
+    let (_, b, _) = exchange(&app, &client_id, &code, &verifier, &[("code_verifier", "")]).await;
+    assert_eq!(b["error"], "invalid_request", "missing verifier");
+    let (_, b, _) = exchange(
+        &app,
+        &client_id,
+        &code,
+        &verifier,
+        &[("resource", "https://other.example/mcp")],
+    )
+    .await;
+    assert_eq!(b["error"], "invalid_target");
+    let mcp = format!("{}/mcp", app.address);
+    let (s, b, _) = exchange(&app, &client_id, &code, &verifier, &[("resource", &mcp)]).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+}
+
+#[tokio::test]
+async fn code_replay_fails_and_revokes_what_the_code_issued() {
+    let app = spawn_app().await;
+    let client_id = register_public(&app, &[REDIRECT]).await;
+    let (code, verifier) = code_for(&app, &client_id).await;
+    let (s, first, _) = exchange(&app, &client_id, &code, &verifier, &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    let access = first["access_token"].as_str().unwrap();
+    assert!(access_token_live(&app, access).await);
+    let (s, b, _) = exchange(&app, &client_id, &code, &verifier, &[]).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(b["error"], "invalid_grant");
+    assert!(
+        !access_token_live(&app, access).await,
+        "replay revokes the issued access token"
+    );
+    let (s, b) = refresh(
+        &app,
+        &client_id,
+        first["refresh_token"].as_str().unwrap(),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        (s, b["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+    let audit = app.store.recent_audit(30).await.unwrap();
+    assert!(audit.iter().any(|e| e.event == "code_replay"));
+    assert!(audit.iter().any(|e| e.event == "family_revoked"));
+}
+
+#[tokio::test]
+async fn twenty_parallel_refreshes_get_one_identical_successor() {
+    let app = spawn_app().await;
+    let (client_id, grant) = full_grant(&app).await;
+    let rt = grant["refresh_token"].as_str().unwrap().to_string();
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let (url, id, rt) = (app.url("/oauth/token"), client_id.clone(), rt.clone());
+        tasks.push(tokio::spawn(async move {
+            let r = new_client()
+                .post(url)
+                .form(&[
+                    ("grant_type", "refresh_token"),
+                    ("refresh_token", rt.as_str()),
+                    ("client_id", id.as_str()),
+                ])
+                .send()
+                .await
+                .unwrap();
+            (r.status(), r.json::<Value>().await.unwrap())
+        }));
+    }
+    let mut successors = std::collections::HashSet::new();
+    let mut accesses = std::collections::HashSet::new();
+    for t in tasks {
+        let (s, b) = t.await.unwrap();
+        assert_eq!(s, StatusCode::OK, "{b}");
+        successors.insert(b["refresh_token"].as_str().unwrap().to_string());
+        accesses.insert(b["access_token"].as_str().unwrap().to_string());
+    }
+    assert_eq!(successors.len(), 1, "one successor for all");
+    assert_eq!(accesses.len(), 1);
+    let successor = successors.into_iter().next().unwrap();
+    assert_ne!(successor, rt);
+    // The successor works; once it is used, the old token is reuse and kills the family.
+    let (s, next) = refresh(&app, &client_id, &successor, &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, b) = refresh(&app, &client_id, &rt, &[]).await;
+    assert_eq!(
+        (s, b["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+    assert!(!access_token_live(&app, next["access_token"].as_str().unwrap()).await);
+    let (s, _) = refresh(
+        &app,
+        &client_id,
+        next["refresh_token"].as_str().unwrap(),
+        &[],
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "the family is revoked");
+    let audit = app.store.recent_audit(60).await.unwrap();
+    assert!(audit.iter().any(|e| e.event == "refresh_reuse"));
+}
+
+#[tokio::test]
+async fn rotated_token_after_the_window_revokes_the_family_and_its_access_tokens() {
+    let app = spawn_app_with(|v| {
+        v.insert("GATEHOUSE_REFRESH_GRACE_SECONDS".into(), "0".into());
+    })
+    .await;
+    let (client_id, grant) = full_grant(&app).await;
+    let rt = grant["refresh_token"].as_str().unwrap();
+    let (s, next) = refresh(&app, &client_id, rt, &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    let live = next["access_token"].as_str().unwrap();
+    assert!(access_token_live(&app, live).await);
+    let (s, b) = refresh(&app, &client_id, rt, &[]).await;
+    assert_eq!(
+        (s, b["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+    assert!(
+        !access_token_live(&app, live).await,
+        "family access tokens revoked at once"
+    );
+    assert!(!access_token_live(&app, grant["access_token"].as_str().unwrap()).await);
+    let (s, _) = refresh(
+        &app,
+        &client_id,
+        next["refresh_token"].as_str().unwrap(),
+        &[],
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn failed_refresh_validation_leaves_the_token_usable() {
+    let app = spawn_app().await;
+    let (client_id, grant) = full_grant(&app).await;
+    let other = register_public(&app, &[REDIRECT]).await;
+    let rt = grant["refresh_token"].as_str().unwrap();
+    let (s, b) = refresh(
+        &app,
+        &client_id,
+        rt,
+        &[("resource", "https://other.example/mcp")],
+    )
+    .await;
+    assert_eq!(
+        (s, b["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_target"))
+    );
+    let (_, b) = refresh(&app, &other, rt, &[]).await;
+    assert_eq!(b["error"], "invalid_grant", "another client");
+    let (_, b) = refresh(&app, &client_id, rt, &[("scope", "mcp:read admin")]).await;
+    assert_eq!(b["error"], "invalid_scope");
+    let (s, b) = refresh(&app, &client_id, rt, &[("scope", "mcp:read")]).await;
+    assert_eq!(s, StatusCode::OK, "still usable: {b}");
+    assert_eq!(b["scope"], "mcp:read", "down-scoped refresh");
+}
+
+#[tokio::test]
+async fn disabled_accounts_and_revoked_consents_cannot_refresh() {
+    let app = spawn_app().await;
+    let (client_id, grant) = full_grant(&app).await;
+    app.store
+        .set_account_status(&Email::parse(EMAIL).unwrap(), AccountStatus::Disabled)
+        .await
+        .unwrap();
+    assert!(!access_token_live(&app, grant["access_token"].as_str().unwrap()).await);
+    let (_, b) = refresh(
+        &app,
+        &client_id,
+        grant["refresh_token"].as_str().unwrap(),
+        &[],
+    )
+    .await;
+    assert_eq!(b["error"], "invalid_grant");
+    app.store
+        .set_account_status(&Email::parse(EMAIL).unwrap(), AccountStatus::Active)
+        .await
+        .unwrap();
+    // Revoke through the connected-apps page.
+    let browser = signed_in_browser(&app).await;
+    let page = browser
+        .get(app.url("/apps"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("Test Client"));
+    let csrf = crate::helpers::hidden_input(&page, "csrf_token").unwrap();
+    let consent = crate::helpers::hidden_input(&page, "consent_id").unwrap();
+    let r = browser
+        .post(app.url("/apps/revoke"))
+        .form(&[
+            ("csrf_token", csrf.as_str()),
+            ("consent_id", consent.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert!(!access_token_live(&app, grant["access_token"].as_str().unwrap()).await);
+    let (_, b) = refresh(
+        &app,
+        &client_id,
+        grant["refresh_token"].as_str().unwrap(),
+        &[],
+    )
+    .await;
+    assert_eq!(b["error"], "invalid_grant");
+    let page = browser
+        .get(app.url("/apps"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!page.contains("Test Client"));
+}
+
+#[tokio::test]
+async fn revocation_endpoint_revokes_the_family() {
+    let app = spawn_app().await;
+    let (client_id, grant) = full_grant(&app).await;
+    let r = app
+        .client
+        .post(app.url("/oauth/revoke"))
+        .form(&[
+            ("token", grant["refresh_token"].as_str().unwrap()),
+            ("client_id", client_id.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(!access_token_live(&app, grant["access_token"].as_str().unwrap()).await);
+    let r = app
+        .client
+        .post(app.url("/oauth/revoke"))
+        .form(&[
+            ("token", "gate_rt_unknown"),
+            ("client_id", client_id.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::OK,
+        "unknown tokens answer 200 (RFC 7009 §2.2)"
+    );
+}
