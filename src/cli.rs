@@ -10,6 +10,8 @@ use clap::{Parser, Subcommand};
 use crate::app::open_store;
 use crate::config::Config;
 use crate::domain::account::{AccountStatus, Email, Role, validate_password};
+use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
+use crate::store::oauth::ClientRecord;
 use crate::store::{StoreError, now};
 
 /// Gatehouse: an OAuth 2.1 authorization server and MCP resource server.
@@ -37,6 +39,23 @@ pub enum Command {
     /// Manage projects.
     #[command(subcommand)]
     Project(ProjectCommand),
+    /// Manage OAuth clients.
+    #[command(subcommand)]
+    Client(ClientCommand),
+}
+
+/// `gatehouse client …`
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// Create a confidential client (client_secret_basic) for a service; prints its id and
+    /// secret once.
+    Add {
+        /// A name for the service.
+        name: String,
+        /// Allow it to call the introspection endpoint (RFC 7662).
+        #[arg(long)]
+        introspect: bool,
+    },
 }
 
 /// `gatehouse account …`
@@ -170,6 +189,34 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                     other => other.into(),
                 })?;
             format!("{email} is now a {} member of {project_id}", role.as_str())
+        }
+        Command::Client(ClientCommand::Add { name, introspect }) => {
+            let name = name.trim();
+            if name.is_empty() || name.chars().count() > 200 {
+                return Err(CliError(
+                    "client name must be 1 to 200 characters".to_string(),
+                ));
+            }
+            let client_id = format!("gc_{}", random_urlsafe(18));
+            let secret = Secret::generate(TokenKind::ClientSecret);
+            store
+                .create_client(&ClientRecord {
+                    client_id: client_id.clone(),
+                    client_secret_hash: Some(secret.hash()),
+                    auth_method: "client_secret_basic".into(),
+                    client_name: Some(name.to_string()),
+                    redirect_uris: Vec::new(),
+                    grant_types: Vec::new(),
+                    scope: None,
+                    metadata: serde_json::json!({"client_name": name}),
+                    can_introspect: introspect,
+                    created_at: now,
+                })
+                .await?;
+            format!(
+                "client_id: {client_id}\nclient_secret: {}\n(the secret is shown once; it is stored hashed)",
+                secret.expose()
+            )
         }
     };
     store.close().await;

@@ -422,3 +422,92 @@ async fn revocation_endpoint_revokes_the_family() {
         "unknown tokens answer 200 (RFC 7009 §2.2)"
     );
 }
+
+#[tokio::test]
+async fn introspection_for_a_service_client_created_on_the_command_line() {
+    let app = spawn_app().await;
+    let (client_id, grant) = full_grant(&app).await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["client", "add", "Billing service", "--introspect"])
+        .env("DATABASE_URL", &app.db.url)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+            .unwrap()
+            .to_string()
+    };
+    let (svc_id, svc_secret) = (field("client_id"), field("client_secret"));
+    let access = grant["access_token"].as_str().unwrap();
+    let r = app
+        .client
+        .post(app.url("/oauth/introspect"))
+        .basic_auth(&svc_id, Some(&svc_secret))
+        .form(&[("token", access)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["active"], true);
+    assert_eq!(v["client_id"], client_id.as_str());
+    assert_eq!(v["aud"], format!("{}/mcp", app.address));
+    assert_eq!(v["iss"], app.address);
+    assert_eq!(v["scope"], "mcp:read mcp:write");
+    assert_eq!(v["token_type"], "Bearer");
+    assert_eq!(
+        v["exp"].as_i64().unwrap() - v["iat"].as_i64().unwrap(),
+        3600
+    );
+    assert!(v["sub"].is_string());
+    // A public client may not introspect.
+    let r = app
+        .client
+        .post(app.url("/oauth/introspect"))
+        .form(&[("token", access), ("client_id", client_id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error"],
+        "unauthorized_client"
+    );
+    // A wrong secret is invalid_client.
+    let r = app
+        .client
+        .post(app.url("/oauth/introspect"))
+        .basic_auth(&svc_id, Some("gate_cs_wrong"))
+        .form(&[("token", access)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // After revocation the token is inactive.
+    app.client
+        .post(app.url("/oauth/revoke"))
+        .form(&[("token", access), ("client_id", client_id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    let v: Value = app
+        .client
+        .post(app.url("/oauth/introspect"))
+        .basic_auth(&svc_id, Some(&svc_secret))
+        .form(&[("token", access)])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v, json!({"active": false}));
+}
