@@ -16,6 +16,7 @@ use tower_http::trace::TraceLayer;
 use crate::config::Config;
 use crate::domain::account::{Email, validate_password};
 use crate::domain::secret::{Secret, TokenKind};
+use crate::oauth::clients::{ClientResolver, HttpsFetcher, MetadataFetcher};
 use crate::store::Store;
 
 /// Shared state of every handler. Cheap to clone.
@@ -25,6 +26,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// The database.
     pub store: Store,
+    /// Finds clients: registered ones and URL-shaped ones (client ID metadata documents).
+    pub clients: Arc<ClientResolver>,
 }
 
 /// Content-Security-Policy of every response: nothing may frame our pages, no scripts run.
@@ -36,7 +39,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .with_state(state.clone())
-        .merge(crate::web::router(state.clone()));
+        .merge(crate::web::router(state.clone()))
+        .merge(crate::mcp::router(state.clone()));
     if state.config.oauth_enabled {
         app = app.merge(crate::oauth::router(state.clone()));
     }
@@ -113,6 +117,16 @@ impl Application {
         config: Config,
         listener: TcpListener,
     ) -> Result<Application, StartupError> {
+        Self::build_with_fetcher(config, listener, Arc::new(HttpsFetcher)).await
+    }
+
+    /// Like [`Application::build_with_listener`] with the fetcher of client metadata documents
+    /// chosen by the caller (tests serve documents without the network).
+    pub async fn build_with_fetcher(
+        config: Config,
+        listener: TcpListener,
+        fetcher: Arc<dyn MetadataFetcher>,
+    ) -> Result<Application, StartupError> {
         let store = open_store(&config.database_url).await?;
         let port = listener
             .local_addr()
@@ -121,6 +135,7 @@ impl Application {
         let state = AppState {
             config: Arc::new(config),
             store,
+            clients: Arc::new(ClientResolver::new(fetcher)),
         };
         first_run(&state).await?;
         let router = router(state.clone());

@@ -196,27 +196,21 @@ impl Config {
             }
         };
 
+        let issuer_url = parse_http_url("GATEHOUSE_ISSUER", &issuer)?;
         let allowed_origins = match get("GATEHOUSE_ALLOWED_ORIGINS") {
             Some("*") => AllowedOrigins::Any,
             Some(raw) => {
-                let mut list = Vec::new();
+                let mut list = self_origins(&issuer_url);
                 for item in raw.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                     let url = parse_http_url("GATEHOUSE_ALLOWED_ORIGINS", item)?;
-                    list.push(url.origin().ascii_serialization());
-                }
-                let issuer_origin = parse_http_url("GATEHOUSE_ISSUER", &issuer)?
-                    .origin()
-                    .ascii_serialization();
-                if !list.contains(&issuer_origin) {
-                    list.push(issuer_origin);
+                    let origin = url.origin().ascii_serialization();
+                    if !list.contains(&origin) {
+                        list.push(origin);
+                    }
                 }
                 AllowedOrigins::List(list)
             }
-            None => AllowedOrigins::List(vec![
-                parse_http_url("GATEHOUSE_ISSUER", &issuer)?
-                    .origin()
-                    .ascii_serialization(),
-            ]),
+            None => AllowedOrigins::List(self_origins(&issuer_url)),
         };
 
         let access_token_ttl_secs = parse_int(
@@ -311,6 +305,25 @@ impl Config {
     }
 }
 
+/// The issuer's own origin; for a loopback issuer also its other loopback spellings on the same
+/// scheme and port (`127.0.0.1`, `localhost`, `[::1]` name the same server).
+fn self_origins(issuer: &Url) -> Vec<String> {
+    let own = issuer.origin().ascii_serialization();
+    let host = issuer.host_str().unwrap_or("");
+    if !crate::domain::redirect_uri::is_loopback_host(host) {
+        return vec![own];
+    }
+    let port = issuer.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let mut out = vec![own];
+    for alias in ["127.0.0.1", "localhost", "[::1]"] {
+        let origin = format!("{}://{alias}{port}", issuer.scheme());
+        if !out.contains(&origin) {
+            out.push(origin);
+        }
+    }
+    out
+}
+
 fn read_file(path: &Path) -> Result<HashMap<String, String>, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         ConfigError::new("--config", format!("cannot read {}: {e}", path.display()))
@@ -401,7 +414,11 @@ mod tests {
         assert!(c.oauth_enabled);
         assert_eq!(
             c.allowed_origins,
-            AllowedOrigins::List(vec!["http://127.0.0.1:8080".into()])
+            AllowedOrigins::List(vec![
+                "http://127.0.0.1:8080".into(),
+                "http://localhost:8080".into(),
+                "http://[::1]:8080".into()
+            ])
         );
         assert_eq!(
             c.protected_resource_metadata_url(),

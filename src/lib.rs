@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod error;
+pub mod mcp;
 pub mod oauth;
 pub mod password;
 pub mod store;

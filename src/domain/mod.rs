@@ -1,6 +1,8 @@
 //! Pure domain rules of Gatehouse: no I/O, no async, no framework types.
 
 pub mod account;
+pub mod cimd;
+pub mod notes;
 pub mod pkce;
 pub mod redirect_uri;
 pub mod scope;

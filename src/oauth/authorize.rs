@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
+use super::clients::ClientLookupError;
 use crate::app::AppState;
 use crate::domain::pkce::is_valid_challenge;
 use crate::domain::redirect_uri::matches;
@@ -85,25 +86,33 @@ pub async fn validate(
         }
     }
     let page = |m: &str| AuthorizeError::Page(m.to_string());
-    if let Some(k) = &repeated {
-        if k == "client_id" || k == "redirect_uri" {
-            return Err(page(&format!("The parameter {k} was sent more than once.")));
-        }
+    if let Some(k) = &repeated
+        && (k == "client_id" || k == "redirect_uri")
+    {
+        return Err(page(&format!("The parameter {k} was sent more than once.")));
     }
     let Some(client_id) = params.get("client_id") else {
         return Err(page("The request has no client_id."));
     };
-    let client = app
-        .store
-        .client(client_id)
-        .await
-        .map_err(|e| {
+    let client = match app.clients.lookup(&app.store, client_id).await {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            return Err(page(
+                "This application is not registered with this server (unknown client_id).",
+            ));
+        }
+        Err(ClientLookupError::Metadata(e)) => {
+            return Err(page(&format!(
+                "This application's identity could not be checked: {e}."
+            )));
+        }
+        Err(ClientLookupError::Store(e)) => {
             tracing::error!(error = %e, "storage failure at authorize");
-            page("The server could not look up this application. Try again later.")
-        })?
-        .ok_or_else(|| {
-            page("This application is not registered with this server (unknown client_id).")
-        })?;
+            return Err(page(
+                "The server could not look up this application. Try again later.",
+            ));
+        }
+    };
     let (redirect_uri, registered) = match params.get("redirect_uri") {
         Some(requested) => {
             let registered = client
@@ -201,13 +210,12 @@ pub async fn validate(
         .scope
         .as_deref()
         .and_then(|s| ScopeSet::parse(s).ok())
+        && !scopes.is_subset(&allowed.without_offline_access())
     {
-        if !scopes.is_subset(&allowed.without_offline_access()) {
-            return Err(fail(
-                "invalid_scope",
-                format!("this application may only request \"{allowed}\""),
-            ));
-        }
+        return Err(fail(
+            "invalid_scope",
+            format!("this application may only request \"{allowed}\""),
+        ));
     }
     let prompt = params.get("prompt").map(|s| s.to_string());
     Ok(AuthorizationRequest {

@@ -8,8 +8,9 @@ use axum::http::{HeaderMap, header};
 use base64::Engine;
 
 use super::OAuthError;
+use super::clients::ClientLookupError;
+use crate::app::AppState;
 use crate::domain::secret::{Secret, constant_time_eq};
-use crate::store::Store;
 use crate::store::oauth::ClientRecord;
 
 /// Largest form body accepted, in bytes.
@@ -96,7 +97,7 @@ fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, OA
 /// Errors: `invalid_client` (401) for an unknown client, a wrong secret or a method other than
 /// the registered one; `invalid_request` for two methods at once.
 pub async fn authenticate_client(
-    store: &Store,
+    app: &AppState,
     headers: &HeaderMap,
     params: &HashMap<String, String>,
 ) -> Result<ClientRecord, OAuthError> {
@@ -131,8 +132,11 @@ pub async fn authenticate_client(
         description: d.to_string(),
         basic: used_basic,
     };
-    let Some(client) = store.client(&client_id).await? else {
-        return Err(fail("unknown client"));
+    let client = match app.clients.lookup(&app.store, &client_id).await {
+        Ok(Some(c)) => c,
+        Ok(None) => return Err(fail("unknown client")),
+        Err(ClientLookupError::Metadata(e)) => return Err(fail(&e.to_string())),
+        Err(ClientLookupError::Store(e)) => return Err(e.into()),
     };
     if client.auth_method != method {
         return Err(fail(&format!(

@@ -19,7 +19,7 @@ use crate::store::now;
 pub async fn introspect(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     let result = async {
         let params = read_form(&headers, body).await?;
-        let client = authenticate_client(&state.store, &headers, &params).await?;
+        let client = authenticate_client(&state, &headers, &params).await?;
         if !client.can_introspect || client.client_secret_hash.is_none() {
             return Err(OAuthError::UnauthorizedClient(
                 "this client is not allowed to introspect tokens".into(),

@@ -34,6 +34,7 @@ pub fn document(config: &Config) -> Value {
         "introspection_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
         "scopes_supported": ["mcp:read", "mcp:write", "offline_access"],
         "authorization_response_iss_parameter_supported": true,
+        "client_id_metadata_document_supported": true,
         "protected_resources": [config.mcp_server_url],
     })
 }

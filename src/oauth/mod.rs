@@ -11,6 +11,7 @@ use crate::app::AppState;
 
 pub mod authorize;
 pub mod client_auth;
+pub mod clients;
 pub mod error;
 pub mod introspect;
 pub mod metadata;

@@ -220,10 +220,10 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
         return Err(bad("grant_types must include authorization_code"));
     }
 
-    if let Some(rt) = string_list(req, "response_types")? {
-        if rt.iter().any(|r| r != "code") {
-            return Err(bad("response_types may only contain \"code\""));
-        }
+    if let Some(rt) = string_list(req, "response_types")?
+        && rt.iter().any(|r| r != "code")
+    {
+        return Err(bad("response_types may only contain \"code\""));
     }
 
     let redirect_uris = string_list(req, "redirect_uris")?.unwrap_or_default();

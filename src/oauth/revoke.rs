@@ -16,7 +16,7 @@ use crate::store::now;
 pub async fn revoke(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     let result = async {
         let params = read_form(&headers, body).await?;
-        let client = authenticate_client(&state.store, &headers, &params).await?;
+        let client = authenticate_client(&state, &headers, &params).await?;
         let token = params
             .get("token")
             .ok_or_else(|| super::OAuthError::InvalidRequest("token is required".into()))?;

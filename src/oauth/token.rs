@@ -69,7 +69,7 @@ pub async fn token(
     let ip = peer.ip().to_string();
     let result = async {
         let params = read_form(&headers, body).await?;
-        let client = authenticate_client(&state.store, &headers, &params).await?;
+        let client = authenticate_client(&state, &headers, &params).await?;
         let ctx = Ctx {
             state: &state,
             client: &client,
@@ -192,12 +192,12 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
         ));
     }
     if record.used_at.is_none() {
-        if let Some(uri) = ctx.params.get("redirect_uri") {
-            if uri != &record.redirect_uri {
-                return Err(OAuthError::InvalidGrant(
-                    "redirect_uri differs from the one in the authorization request".into(),
-                ));
-            }
+        if let Some(uri) = ctx.params.get("redirect_uri")
+            && uri != &record.redirect_uri
+        {
+            return Err(OAuthError::InvalidGrant(
+                "redirect_uri differs from the one in the authorization request".into(),
+            ));
         }
         check_resource(ctx)?;
         if !verify_s256(verifier, &record.code_challenge) {

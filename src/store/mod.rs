@@ -15,7 +15,6 @@ use sqlx::{AnyPool, Executor};
 
 pub mod accounts;
 pub mod audit;
-pub mod mcp_auth;
 pub mod notes;
 pub mod oauth;
 pub mod postgres;
@@ -46,10 +45,10 @@ impl StoreError {
     /// Maps a unique-constraint violation to [`StoreError::Conflict`], anything else to
     /// [`StoreError::Database`].
     pub fn from_insert(e: sqlx::Error, what: &str) -> StoreError {
-        if let sqlx::Error::Database(db) = &e {
-            if db.is_unique_violation() {
-                return StoreError::Conflict(what.to_string());
-            }
+        if let sqlx::Error::Database(db) = &e
+            && db.is_unique_violation()
+        {
+            return StoreError::Conflict(what.to_string());
         }
         StoreError::Database(e)
     }

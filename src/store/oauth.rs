@@ -685,3 +685,24 @@ impl Store {
         Ok(Some(client_id))
     }
 }
+
+impl Store {
+    /// Records (or refreshes) a client known from its metadata document, keyed by its URL.
+    pub async fn upsert_metadata_client(&self, c: &ClientRecord) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO oauth_clients (client_id, client_secret_hash, auth_method, client_name, redirect_uris, \
+             grant_types, scope, metadata, can_introspect, created_at) VALUES ($1, NULL, 'none', $2, $3, $4, NULL, $5, 0, $6) \
+             ON CONFLICT (client_id) DO UPDATE SET client_name = excluded.client_name, \
+             redirect_uris = excluded.redirect_uris, grant_types = excluded.grant_types, metadata = excluded.metadata",
+        )
+        .bind(&c.client_id)
+        .bind(&c.client_name)
+        .bind(serde_json::to_string(&c.redirect_uris).unwrap_or_default())
+        .bind(serde_json::to_string(&c.grant_types).unwrap_or_default())
+        .bind(c.metadata.to_string())
+        .bind(c.created_at)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+}

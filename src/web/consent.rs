@@ -122,17 +122,15 @@ async fn authorize(
     };
     let now = now();
     let forced = prompt.split(' ').any(|p| p == "consent" || p == "login");
-    if !forced {
-        if let Some(consent) = state
+    if !forced
+        && let Some(consent) = state
             .store
             .consent(&account.id, &req.client_id, &req.registered_redirect_uri)
             .await?
-        {
-            if consent_covers(&consent.scope, &req.scopes()) {
-                let location = issue_code(&state, &req, &account.id, &consent.id, now).await?;
-                return Ok(see_other(&location));
-            }
-        }
+        && consent_covers(&consent.scope, &req.scopes())
+    {
+        let location = issue_code(&state, &req, &account.id, &consent.id, now).await?;
+        return Ok(see_other(&location));
     }
     if prompt.split(' ').any(|p| p == "none") {
         return Ok(fail(

@@ -1,10 +1,12 @@
 //! The test harness: [`spawn_app`] starts Gatehouse on port 0 against a fresh database.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use gatehouse::app::Application;
 use gatehouse::config::Config;
 use gatehouse::domain::account::Email;
+use gatehouse::oauth::clients::{HttpsFetcher, MetadataFetcher};
 use gatehouse::store::Store;
 
 /// A fresh database for one test: a SQLite file in a temporary folder, or a new PostgreSQL
@@ -111,6 +113,14 @@ pub async fn spawn_app() -> TestApp {
 
 /// Starts the server; `adjust` may add or change environment variables first.
 pub async fn spawn_app_with(adjust: impl FnOnce(&mut HashMap<String, String>)) -> TestApp {
+    spawn_app_full(adjust, Arc::new(HttpsFetcher)).await
+}
+
+/// Starts the server with a chosen fetcher of client metadata documents.
+pub async fn spawn_app_full(
+    adjust: impl FnOnce(&mut HashMap<String, String>),
+    fetcher: Arc<dyn MetadataFetcher>,
+) -> TestApp {
     let db = TestDb::for_app().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -123,7 +133,7 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut HashMap<String, String>)) -
     vars.insert("GATEHOUSE_BIND".to_string(), format!("127.0.0.1:{port}"));
     adjust(&mut vars);
     let config = Config::from_vars(&vars).expect("test configuration");
-    let app = Application::build_with_listener(config.clone(), listener)
+    let app = Application::build_with_fetcher(config.clone(), listener, fetcher)
         .await
         .expect("build app");
     let store = app.state().store.clone();

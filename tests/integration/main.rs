@@ -5,7 +5,9 @@
 #[allow(dead_code)]
 mod helpers;
 
+mod cimd;
 mod config_startup;
+mod mcp;
 mod oauth;
 #[allow(dead_code)]
 mod oauth_helpers;

@@ -180,15 +180,49 @@ await runScript(rep, async () => {
   );
   await c3.close().catch(() => {});
 
-  // --- replaying the superseded refresh token must fail --------------------
-  await rep.check('replayed (rotated-out) refresh token is rejected with invalid_grant', async () => {
-    const nt = refresher.tokens();
-    assert(nt.refresh_token && nt.refresh_token !== stored.refresh_token, 'refresh token was not rotated, replay test impossible');
-    const r = await rawRefresh(asMeta.token_endpoint, provider.clientInformation().client_id, stored.refresh_token, s.mcpUrl);
-    assert(r.status === 400, `expected 400, got ${r.status} ${JSON.stringify(r.body)}`);
-    assert(r.body?.error === 'invalid_grant', `error is ${JSON.stringify(r.body?.error)}`);
-    // Informational: RFC 9700 §4.14.2 reuse detection revokes the family.
-    const again = await rawRefresh(asMeta.token_endpoint, provider.clientInformation().client_id, nt.refresh_token, s.mcpUrl);
-    return `after replay the newest refresh token ${again.status === 200 ? 'still works' : `is revoked (${again.status} ${again.body?.error})`}`;
+  // --- rotation, grace replay and reuse detection (OAuth 2.1 §4.3.1, RFC 9700 §4.14.2)
+  // Gatehouse's documented rule: a rotated-out refresh token presented again
+  // within the grace window *while its successor is unused* gets the same
+  // successor pair; any other reuse revokes the whole family.
+  const tokenEndpoint = asMeta.token_endpoint;
+  const clientId = provider.clientInformation().client_id;
+  const rt1 = stored.refresh_token; // rotated out by the SDK's refresh above
+  const pair2 = refresher.tokens(); // its successor (unused so far)
+  let pair3;
+  await rep.check('replaying a rotated-out refresh token before its successor is used: invalid_grant or the same successor pair', async () => {
+    assert(pair2.refresh_token && pair2.refresh_token !== rt1, 'refresh token was not rotated');
+    const r = await rawRefresh(tokenEndpoint, clientId, rt1, s.mcpUrl);
+    if (r.status === 400) {
+      assert(r.body?.error === 'invalid_grant', `error is ${JSON.stringify(r.body)}`);
+      return 'invalid_grant (no grace window)';
+    }
+    assert(r.status === 200, `expected 400 or 200, got ${r.status} ${JSON.stringify(r.body)}`);
+    assert(r.body.refresh_token === pair2.refresh_token, 'grace replay minted a different refresh token (a second live branch of the family)');
+    assert(r.body.access_token === pair2.access_token, 'grace replay minted a different access token');
+    return 'same successor pair (grace window)';
   });
+  await rep.check('the successor refresh token still works', async () => {
+    const r = await rawRefresh(tokenEndpoint, clientId, pair2.refresh_token, s.mcpUrl);
+    assert(r.status === 200 && r.body.access_token && r.body.refresh_token, `got ${r.status} ${JSON.stringify(r.body)}`);
+    pair3 = r.body;
+  });
+  if (pair3) {
+    await rep.check('replaying a refresh token whose successor was used is rejected and revokes the family', async () => {
+      const r = await rawRefresh(tokenEndpoint, clientId, rt1, s.mcpUrl);
+      assert(r.status === 400 && r.body?.error === 'invalid_grant', `replay answered ${r.status} ${JSON.stringify(r.body)}`);
+      const r3 = await rawRefresh(tokenEndpoint, clientId, pair3.refresh_token, s.mcpUrl);
+      assert(r3.status === 400 && r3.body?.error === 'invalid_grant', `newest refresh token still usable after reuse: ${r3.status} ${JSON.stringify(r3.body)}`);
+      const mcp = await fetch(s.mcpUrl, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${pair3.access_token}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'probe', version: '0' } } }),
+      });
+      await mcp.text();
+      assert(mcp.status === 401, `access token of the revoked family still accepted by /mcp (HTTP ${mcp.status})`);
+    });
+  }
 });

@@ -125,7 +125,7 @@ CONF_ALPHA="$HERE/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 CONF_STABLE="$HERE/node_modules/conformance-stable/dist/index.js"
 
 # --- server -----------------------------------------------------------------
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/gatehouse-interop.XXXXXX")"
+WORK="$(mktemp -d -t gatehouse-interop.XXXXXX)"
 PORT="$("$NODE" lib/tools.mjs free-port)"
 ISSUER="http://127.0.0.1:$PORT"
 MCP_URL="$ISSUER/mcp"
@@ -183,16 +183,27 @@ step "conformance 0.2.0-alpha.12 authorization (authorization-server-metadata-en
 
 # --- conformance: MCP server through the auth proxy --------------------------
 STABLE_SCENARIOS=(server-initialize ping tools-list dns-rebinding-protection)
-ALPHA_SCENARIOS=(server-stateless http-header-validation caching sep-2164-resource-not-found tools-list dns-rebinding-protection)
+# scenario@spec-version
+ALPHA_SCENARIOS=(
+  server-stateless@2026-07-28
+  http-header-validation@2026-07-28
+  caching@2026-07-28
+  sep-2164-resource-not-found@2026-07-28
+  tools-list@2026-07-28
+  dns-rebinding-protection@2026-07-28
+  resources-list@2026-07-28
+  server-sse-multiple-streams@2026-07-28
+  server-session-lifecycle@2025-03-26
+  server-initialize@2025-06-18
+)
 STABLE_LABEL="conformance 0.1.16 server"
 ALPHA_LABEL="conformance 0.2.0-alpha.12 server"
-ALPHA_SPEC="2026-07-28"
 
 if [ ! -s "$TOKEN_FILE" ]; then
   say ""
   say "no access token (the sdk-v1 client writes it): the server scenarios cannot run"
   for sc in "${STABLE_SCENARIOS[@]}"; do record "$STABLE_LABEL $sc [not run: no token]" 1; done
-  for sc in "${ALPHA_SCENARIOS[@]}"; do record "$ALPHA_LABEL $sc ($ALPHA_SPEC) [not run: no token]" 1; done
+  for sc in "${ALPHA_SCENARIOS[@]}"; do record "$ALPHA_LABEL ${sc%@*} (${sc#*@}) [not run: no token]" 1; done
   summary
   exit 1
 fi
@@ -221,7 +232,7 @@ for sc in "${STABLE_SCENARIOS[@]}"; do
   step "$STABLE_LABEL $sc" conformance_server stable "$sc"
 done
 for sc in "${ALPHA_SCENARIOS[@]}"; do
-  step "$ALPHA_LABEL $sc ($ALPHA_SPEC)" conformance_server alpha "$sc" "$ALPHA_SPEC"
+  step "$ALPHA_LABEL ${sc%@*} (${sc#*@})" conformance_server alpha "${sc%@*}" "${sc#*@}"
 done
 
 summary

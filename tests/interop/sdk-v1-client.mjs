@@ -16,6 +16,7 @@ import {
   HeadlessOAuthProvider,
   Reporter,
   assert,
+  badSignin,
   exerciseTools,
   fetchJson,
   probeUnauthenticated,
@@ -29,6 +30,19 @@ const rep = new Reporter('sdk-v1');
 const s = settings();
 const serverUrl = new URL(s.mcpUrl);
 const clientInfo = { name: 'gatehouse-interop-sdk-v1', version: '1.32.2' };
+
+/** The auth proxy in front of the conformance suite reads this file. */
+function saveForProxy(tokens, provider) {
+  if (!process.env.TOKEN_FILE || !tokens?.access_token) return;
+  writeTokenFile(process.env.TOKEN_FILE, {
+    access_token: tokens.access_token,
+    refresh_token: tokens.refresh_token,
+    client_id: provider.clientInformation()?.client_id,
+    token_endpoint: asMetaForProxy?.token_endpoint,
+    resource: s.mcpUrl,
+  });
+}
+let asMetaForProxy;
 
 function apiFor(client) {
   return {
@@ -45,6 +59,7 @@ await runScript(rep, async () => {
   let asMeta;
   await rep.check('AS metadata issuer matches', async () => {
     asMeta = await fetchJson(`${s.issuer}/.well-known/oauth-authorization-server`);
+    asMetaForProxy = asMeta;
     assert(asMeta.issuer === s.issuer, `issuer is ${asMeta.issuer}, expected ${s.issuer}`);
   });
 
@@ -113,6 +128,8 @@ await runScript(rep, async () => {
     { fatal: true },
   );
 
+  saveForProxy(provider.tokens(), provider);
+
   transport = new StreamableHTTPClientTransport(serverUrl, { authProvider: provider });
   client = new Client(clientInfo);
   await rep.check(
@@ -158,6 +175,38 @@ await runScript(rep, async () => {
     return w.steps.join(' | ');
   });
 
+  // --- 2b. wrong password and a denied consent -----------------------------
+  await rep.check('sign-in with a wrong password does not sign in', async () => {
+    const r = await badSignin(walk.authorizationUrl, s.email, `${s.password}-wrong`);
+    assert(!(r.status >= 300 && r.status < 400 && r.location && !new URL(r.location, s.issuer).pathname.startsWith('/signin')), `wrong password answered ${r.status} to ${r.location}`);
+    assert(r.stillAnonymous, 'authorize no longer redirects to /signin after a failed sign-in');
+    return `POST /signin -> ${r.status}`;
+  });
+  await rep.check('denying consent redirects with error=access_denied, state and iss', async () => {
+    const pd = new HeadlessOAuthProvider({
+      redirectUrl: s.redirectUrl,
+      clientName: 'Gatehouse interop (denied)',
+      email: s.email,
+      password: s.password,
+      decision: 'deny',
+    });
+    const td = new StreamableHTTPClientTransport(serverUrl, { authProvider: pd });
+    try {
+      await new Client(clientInfo).connect(td);
+      throw new Error('connect() succeeded without any token');
+    } catch (err) {
+      if (!(err instanceof UnauthorizedError)) throw err;
+    }
+    const w = pd.lastWalk;
+    assert(w?.consentShown, 'consent page not shown to a new client');
+    const p = new URL(w.callbackUrl).searchParams;
+    assert(p.get('error') === 'access_denied', `error is ${p.get('error')} (${w.callbackUrl})`);
+    assert(!p.has('code'), 'a code was issued although consent was denied');
+    assert(w.state === w.sentState, `state ${w.state} != sent ${w.sentState}`);
+    assert(w.iss === s.issuer, `iss is ${w.iss}`);
+    await td.close().catch(() => {});
+  });
+
   // --- 3. refresh through the SDK, no form allowed ------------------------
   const stored = provider.tokens();
   const refresher = new HeadlessOAuthProvider({
@@ -195,16 +244,7 @@ await runScript(rep, async () => {
   await c3.close().catch(() => {});
 
   // --- 4. hand the live token to the conformance proxy --------------------
-  if (process.env.TOKEN_FILE) {
-    const final = refresher.tokens();
-    writeTokenFile(process.env.TOKEN_FILE, {
-      access_token: final.access_token,
-      refresh_token: final.refresh_token,
-      client_id: provider.clientInformation()?.client_id,
-      token_endpoint: asMeta?.token_endpoint,
-      resource: s.mcpUrl,
-    });
-    rep.info(`token written for the auth proxy`);
-  }
+  saveForProxy(refresher.tokens(), provider);
+  if (process.env.TOKEN_FILE) rep.info('refreshed token written for the auth proxy');
 });
 

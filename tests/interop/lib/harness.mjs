@@ -507,12 +507,39 @@ export class HeadlessOAuthProvider {
       email: this.o.email,
       password: this.o.password,
       jar: this.jar,
+      decision: this.o.decision ?? 'approve',
+      returnErrors: this.o.decision === 'deny',
     });
     walk.authorizationUrl = url.href;
     walk.sentState = url.searchParams.get('state');
     this.walks.push(walk);
     this.lastWalk = walk;
   }
+}
+
+/**
+ * Signs in with the given (wrong) credentials, starting from an authorization
+ * URL, in a fresh browser. Returns {status, location, stillAnonymous}:
+ * stillAnonymous tells whether GET authorize afterwards still sends us to /signin.
+ */
+export async function badSignin(authorizationUrl, email, password) {
+  const jar = new CookieJar();
+  const origin = new URL(authorizationUrl).origin;
+  const first = await httpGet(authorizationUrl, jar);
+  assert(isRedirect(first.res.status), `GET authorize answered ${first.res.status}, expected 303 to /signin`);
+  const signinUrl = new URL(first.res.headers.get('location'), authorizationUrl).href;
+  assert(new URL(signinUrl).pathname === '/signin', `redirected to ${signinUrl}, expected /signin`);
+  const page = await httpGet(signinUrl, jar);
+  const form = findForm(page.body, '/signin');
+  assert(!form.missing, 'no sign-in form');
+  const r = await httpPostForm(new URL(form.action || '/signin', signinUrl).href, { ...form.fields, email, password }, jar, origin);
+  const again = await httpGet(authorizationUrl, jar);
+  const loc = again.res.headers.get('location') ?? '';
+  return {
+    status: r.res.status,
+    location: r.res.headers.get('location'),
+    stillAnonymous: isRedirect(again.res.status) && new URL(loc, authorizationUrl).pathname === '/signin',
+  };
 }
 
 /** Writes the token file the auth proxy reads (JSON). */

@@ -1,0 +1,286 @@
+//! Client ID metadata documents (draft-ietf-oauth-client-id-metadata-document-00, MCP
+//! 2025-11-25 "Client ID Metadata Documents"): the rules for a URL-shaped `client_id`, for the
+//! addresses it may be fetched from, for the fetched document, and for how long it is cached.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use serde_json::Value;
+use url::Url;
+
+use super::redirect_uri::validate_registration;
+
+/// Largest document accepted, in bytes (the draft recommends 5 KB).
+pub const MAX_DOCUMENT_BYTES: usize = 5 * 1024;
+/// Shortest cache lifetime applied to a cacheable document.
+pub const MIN_CACHE: Duration = Duration::from_secs(60);
+/// Longest cache lifetime applied.
+pub const MAX_CACHE: Duration = Duration::from_secs(24 * 3600);
+/// Lifetime when the response says nothing about caching.
+pub const DEFAULT_CACHE: Duration = Duration::from_secs(300);
+
+/// Why a client ID metadata document cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CimdError {
+    /// The `client_id` URL breaks the draft's §2 rules.
+    #[error("client_id URL is not acceptable: {0}")]
+    BadUrl(&'static str),
+    /// The host resolves to an address that must not be fetched (SSRF protection, §6).
+    #[error("client_id URL points to a private, loopback or link-local address")]
+    ForbiddenAddress,
+    /// The fetch failed (network, status, size, time).
+    #[error("client metadata document could not be fetched: {0}")]
+    Fetch(String),
+    /// The document is not acceptable (§3.1).
+    #[error("client metadata document is invalid: {0}")]
+    BadDocument(String),
+}
+
+/// Whether `client_id` is URL-shaped (and so names a metadata document).
+pub fn is_url_client_id(client_id: &str) -> bool {
+    client_id.starts_with("https://") || client_id.starts_with("http://")
+}
+
+/// Validates a URL-shaped `client_id` (§2): `https`, a host, a path other than `/`, no
+/// fragment, no userinfo, no query, no `.`/`..` segments.
+pub fn validate_client_id_url(client_id: &str) -> Result<Url, CimdError> {
+    let url = Url::parse(client_id).map_err(|_| CimdError::BadUrl("not a URL"))?;
+    if url.scheme() != "https" {
+        return Err(CimdError::BadUrl("the scheme must be https"));
+    }
+    if url.host_str().is_none() {
+        return Err(CimdError::BadUrl("it has no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(CimdError::BadUrl("it must not contain user information"));
+    }
+    if url.fragment().is_some() || client_id.contains('#') {
+        return Err(CimdError::BadUrl("it must not contain a fragment"));
+    }
+    if url.query().is_some() {
+        return Err(CimdError::BadUrl("it must not contain a query"));
+    }
+    let raw_path = client_id
+        .splitn(4, '/')
+        .nth(3)
+        .map(|p| format!("/{p}"))
+        .unwrap_or_default();
+    if raw_path.is_empty() || raw_path == "/" {
+        return Err(CimdError::BadUrl("it must have a path"));
+    }
+    if raw_path.split('/').any(|s| s == "." || s == "..") {
+        return Err(CimdError::BadUrl(
+            "it must not contain . or .. path segments",
+        ));
+    }
+    Ok(url)
+}
+
+/// Whether an address must never be fetched: loopback, private (RFC 1918, ULA), link-local,
+/// shared (100.64.0.0/10), unspecified, multicast, broadcast, documentation and benchmarking
+/// ranges, and IPv4-mapped forms of those.
+pub fn is_forbidden_ip(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_multicast()
+                || v4.is_broadcast()
+                || v4.is_documentation()
+                || o[0] == 0
+                || (o[0] == 100 && (o[1] & 0xc0) == 64)
+                || (o[0] == 198 && (o[1] & 0xfe) == 18)
+                || o[0] >= 240
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_forbidden_ip(IpAddr::V4(v4));
+            }
+            let s = v6.segments();
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80
+                || (s[0] == 0x2001 && s[1] == 0x0db8)
+                || (s[0] == 0x64 && s[1] == 0xff9b)
+        }
+    }
+}
+
+/// What Gatehouse uses of a valid document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientMetadata {
+    /// `client_name` (required by MCP).
+    pub client_name: String,
+    /// `redirect_uris`, each valid for registration.
+    pub redirect_uris: Vec<String>,
+    /// The document itself.
+    pub document: Value,
+}
+
+/// Validates a fetched document (§3.1): a JSON object whose `client_id` equals the URL by simple
+/// string comparison, with `client_name` and `redirect_uris`, no shared secret, and (as a public
+/// client) `token_endpoint_auth_method` absent or `none`.
+pub fn validate_document(client_id: &str, body: &[u8]) -> Result<ClientMetadata, CimdError> {
+    let bad = |m: &str| CimdError::BadDocument(m.to_string());
+    let doc: Value = serde_json::from_slice(body).map_err(|_| bad("not JSON"))?;
+    let obj = doc.as_object().ok_or_else(|| bad("not a JSON object"))?;
+    if obj.get("client_id").and_then(Value::as_str) != Some(client_id) {
+        return Err(bad(
+            "its client_id does not equal the URL it was fetched from",
+        ));
+    }
+    if obj.contains_key("client_secret") || obj.contains_key("client_secret_expires_at") {
+        return Err(bad("it must not contain a client secret"));
+    }
+    match obj
+        .get("token_endpoint_auth_method")
+        .and_then(Value::as_str)
+    {
+        None | Some("none") => {}
+        Some(other) => {
+            return Err(CimdError::BadDocument(format!(
+                "token_endpoint_auth_method {other} is not supported for metadata-document clients (use none)"
+            )));
+        }
+    }
+    let client_name = obj
+        .get("client_name")
+        .and_then(Value::as_str)
+        .filter(|n| {
+            !n.trim().is_empty() && n.chars().count() <= 200 && !n.chars().any(char::is_control)
+        })
+        .ok_or_else(|| bad("client_name is required (1 to 200 characters)"))?
+        .to_string();
+    let uris = obj
+        .get("redirect_uris")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("redirect_uris is required"))?;
+    let mut redirect_uris = Vec::new();
+    for u in uris.iter().take(20) {
+        let u = u
+            .as_str()
+            .ok_or_else(|| bad("redirect_uris must be strings"))?;
+        validate_registration(u)
+            .map_err(|e| CimdError::BadDocument(format!("redirect URI {u}: {e}")))?;
+        redirect_uris.push(u.to_string());
+    }
+    if redirect_uris.is_empty() {
+        return Err(bad("redirect_uris must not be empty"));
+    }
+    Ok(ClientMetadata {
+        client_name,
+        redirect_uris,
+        document: doc,
+    })
+}
+
+/// How long a document may be cached given its `Cache-Control` header (§3.4, RFC 9111):
+/// `None` (do not cache) for `no-store`, `no-cache` or `max-age=0`; otherwise `max-age` clamped
+/// to [`MIN_CACHE`, `MAX_CACHE`], or [`DEFAULT_CACHE`] without a directive.
+pub fn cache_lifetime(cache_control: Option<&str>) -> Option<Duration> {
+    let Some(cc) = cache_control else {
+        return Some(DEFAULT_CACHE);
+    };
+    let mut max_age = None;
+    for directive in cc.split(',').map(|d| d.trim().to_ascii_lowercase()) {
+        if directive == "no-store" || directive == "no-cache" {
+            return None;
+        }
+        if let Some(v) = directive.strip_prefix("max-age=") {
+            max_age = v.trim_matches('"').parse::<u64>().ok();
+        }
+    }
+    Some(match max_age {
+        Some(0) => return None,
+        Some(s) => Duration::from_secs(s).clamp(MIN_CACHE, MAX_CACHE),
+        None => DEFAULT_CACHE,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn client_id_urls_follow_the_draft() {
+        assert!(validate_client_id_url("https://app.example.com/oauth/client.json").is_ok());
+        assert!(validate_client_id_url("https://app.example.com:8443/c").is_ok());
+        for bad in [
+            "http://app.example.com/c",
+            "https://app.example.com",
+            "https://app.example.com/",
+            "https://user@app.example.com/c",
+            "https://app.example.com/c#x",
+            "https://app.example.com/c?x=1",
+            "https://app.example.com/a/../c",
+            "https://app.example.com/./c",
+        ] {
+            assert!(validate_client_id_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn private_loopback_and_link_local_addresses_are_forbidden() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "100.64.0.1",
+            "::1",
+            "fe80::1",
+            "fd00::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+        ] {
+            assert!(is_forbidden_ip(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["93.184.216.34", "1.1.1.1", "2606:4700:4700::1111"] {
+            assert!(!is_forbidden_ip(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn documents_must_name_themselves_and_stay_public() {
+        let id = "https://app.example.com/client.json";
+        let good = json!({"client_id": id, "client_name": "App", "redirect_uris": ["http://127.0.0.1:3000/cb"]});
+        let m = validate_document(id, good.to_string().as_bytes()).unwrap();
+        assert_eq!(m.client_name, "App");
+        assert_eq!(m.redirect_uris, vec!["http://127.0.0.1:3000/cb"]);
+        let other_id = json!({"client_id": "https://app.example.com/client.json/", "client_name": "App", "redirect_uris": ["https://a.example/cb"]});
+        assert!(
+            validate_document(id, other_id.to_string().as_bytes()).is_err(),
+            "simple string comparison"
+        );
+        let secret = json!({"client_id": id, "client_name": "App", "redirect_uris": ["https://a.example/cb"], "client_secret": "s"});
+        assert!(validate_document(id, secret.to_string().as_bytes()).is_err());
+        let basic = json!({"client_id": id, "client_name": "App", "redirect_uris": ["https://a.example/cb"], "token_endpoint_auth_method": "client_secret_basic"});
+        assert!(validate_document(id, basic.to_string().as_bytes()).is_err());
+        let no_name = json!({"client_id": id, "redirect_uris": ["https://a.example/cb"]});
+        assert!(validate_document(id, no_name.to_string().as_bytes()).is_err());
+        let bad_uri = json!({"client_id": id, "client_name": "App", "redirect_uris": ["javascript:alert(1)"]});
+        assert!(validate_document(id, bad_uri.to_string().as_bytes()).is_err());
+        assert!(validate_document(id, b"[1,2]").is_err());
+    }
+
+    #[test]
+    fn cache_lifetime_follows_cache_control_within_bounds() {
+        assert_eq!(cache_lifetime(None), Some(DEFAULT_CACHE));
+        assert_eq!(
+            cache_lifetime(Some("public, max-age=600")),
+            Some(Duration::from_secs(600))
+        );
+        assert_eq!(cache_lifetime(Some("max-age=5")), Some(MIN_CACHE));
+        assert_eq!(cache_lifetime(Some("max-age=999999")), Some(MAX_CACHE));
+        assert_eq!(cache_lifetime(Some("no-store")), None);
+        assert_eq!(cache_lifetime(Some("max-age=0")), None);
+    }
+}

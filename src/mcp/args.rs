@@ -1,0 +1,300 @@
+//! Bounded argument types for tool inputs, and the parser that names the field at fault.
+//!
+//! Every string and list a model can send is bounded by its type: the bound is enforced when
+//! the arguments are deserialized and published in the JSON Schema generated from the same
+//! type, so the schema a client sees and the rule the server applies cannot drift apart.
+
+use std::borrow::Cow;
+
+use rmcp::model::JsonObject;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// A string of `MIN..=MAX` characters (Unicode scalar values). With `MIN > 0` a string of
+/// only white space is refused too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Text<const MIN: usize, const MAX: usize>(String);
+
+impl<const MIN: usize, const MAX: usize> Text<MIN, MAX> {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The text, owned.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl<'de, const MIN: usize, const MAX: usize> Deserialize<'de> for Text<MIN, MAX> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let n = s.chars().count();
+        if MIN > 0 && s.trim().is_empty() {
+            return Err(D::Error::custom("must not be empty"));
+        }
+        if n < MIN {
+            return Err(D::Error::custom(format!(
+                "must be at least {MIN} characters"
+            )));
+        }
+        if n > MAX {
+            return Err(D::Error::custom(format!(
+                "must be at most {MAX} characters (got {n})"
+            )));
+        }
+        Ok(Text(s))
+    }
+}
+
+impl<const MIN: usize, const MAX: usize> JsonSchema for Text<MIN, MAX> {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> Cow<'static, str> {
+        format!("Text_{MIN}_{MAX}").into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"type": "string", "minLength": MIN, "maxLength": MAX})
+    }
+}
+
+/// An identifier Gatehouse handed out earlier (a project, note or job id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Id(String);
+
+impl Id {
+    /// The id.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let ok = !s.is_empty()
+            && s.len() <= 64
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        if !ok {
+            return Err(D::Error::custom(
+                "must be an id as returned by another Gatehouse tool (letters, digits and '-')",
+            ));
+        }
+        Ok(Id(s))
+    }
+}
+
+impl JsonSchema for Id {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> Cow<'static, str> {
+        "Id".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 64,
+            "pattern": "^[A-Za-z0-9-]+$"
+        })
+    }
+}
+
+/// A list of at most `MAX` items.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct List<T, const MAX: usize>(Vec<T>);
+
+impl<T, const MAX: usize> List<T, MAX> {
+    /// The items.
+    pub fn into_vec(self) -> Vec<T> {
+        self.0
+    }
+}
+
+impl<T, const MAX: usize> Default for List<T, MAX> {
+    fn default() -> Self {
+        List(Vec::new())
+    }
+}
+
+impl<'de, T: Deserialize<'de>, const MAX: usize> Deserialize<'de> for List<T, MAX> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let items = Vec::<T>::deserialize(d)?;
+        if items.len() > MAX {
+            return Err(D::Error::custom(format!(
+                "must have at most {MAX} items (got {})",
+                items.len()
+            )));
+        }
+        Ok(List(items))
+    }
+}
+
+impl<T: JsonSchema, const MAX: usize> JsonSchema for List<T, MAX> {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> Cow<'static, str> {
+        format!("List_{}_{MAX}", T::schema_name()).into()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let items = generator.subschema_for::<T>();
+        json_schema!({"type": "array", "items": items, "maxItems": MAX})
+    }
+}
+
+/// A whole number in `MIN..=MAX`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Count<const MIN: u32, const MAX: u32>(u32);
+
+impl<const MIN: u32, const MAX: u32> Count<MIN, MAX> {
+    /// The number.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl<'de, const MIN: u32, const MAX: u32> Deserialize<'de> for Count<MIN, MAX> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = i64::deserialize(d)?;
+        if n < i64::from(MIN) || n > i64::from(MAX) {
+            return Err(D::Error::custom(format!(
+                "must be between {MIN} and {MAX} (got {n})"
+            )));
+        }
+        Ok(Count(n as u32))
+    }
+}
+
+impl<const MIN: u32, const MAX: u32> JsonSchema for Count<MIN, MAX> {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> Cow<'static, str> {
+        format!("Count_{MIN}_{MAX}").into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"type": "integer", "minimum": MIN, "maximum": MAX})
+    }
+}
+
+/// Deserializes tool arguments into `T`. The error is a sentence for the model that names the
+/// field at fault, e.g. ``Invalid argument `title`: must be at most 200 characters (got 201).``
+pub fn parse_arguments<T: DeserializeOwned>(arguments: Option<JsonObject>) -> Result<T, String> {
+    let value = serde_json::Value::Object(arguments.unwrap_or_default());
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.inner().to_string();
+        if path == "." {
+            // A missing field has no path of its own; serde's message names it.
+            format!("Invalid arguments: {inner}. Check the tool's input schema.")
+        } else {
+            format!("Invalid argument `{path}`: {inner}.")
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct Input {
+        project_id: Id,
+        title: Text<1, 5>,
+        #[serde(default)]
+        tags: List<Text<1, 3>, 2>,
+        limit: Option<Count<1, 50>>,
+    }
+
+    fn parse(v: serde_json::Value) -> Result<Input, String> {
+        let serde_json::Value::Object(map) = v else {
+            unreachable!()
+        };
+        parse_arguments(Some(map))
+    }
+
+    #[test]
+    fn good_arguments_parse() {
+        let i = parse(json!({"project_id": "ab-12", "title": "héllo", "tags": ["a"], "limit": 3}))
+            .unwrap();
+        assert_eq!(i.project_id.as_str(), "ab-12");
+        assert_eq!(i.title.as_str(), "héllo");
+        assert_eq!(i.limit.map(Count::get), Some(3));
+        assert_eq!(i.tags.into_vec().len(), 1);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            (
+                json!({"project_id": "p", "title": "toolong"}),
+                "`title`",
+                "at most 5",
+            ),
+            (
+                json!({"project_id": "p", "title": "   "}),
+                "`title`",
+                "not be empty",
+            ),
+            (
+                json!({"project_id": "p/..", "title": "t"}),
+                "`project_id`",
+                "an id",
+            ),
+            (
+                json!({"project_id": "p", "title": "t", "tags": ["a", "b", "c"]}),
+                "`tags`",
+                "at most 2",
+            ),
+            (
+                json!({"project_id": "p", "title": "t", "tags": ["abcd"]}),
+                "`tags[0]`",
+                "at most 3",
+            ),
+            (
+                json!({"project_id": "p", "title": "t", "tags": [1]}),
+                "`tags[0]`",
+                "invalid type",
+            ),
+            (
+                json!({"project_id": "p", "title": "t", "limit": 51}),
+                "`limit`",
+                "between 1 and 50",
+            ),
+            (
+                json!({"project_id": "p", "title": "t", "color": "red"}),
+                "`color`",
+                "unknown field",
+            ),
+            (json!({"project_id": "p"}), "`title`", "missing field"),
+        ];
+        for (args, field, words) in cases {
+            let msg = parse(args.clone()).unwrap_err();
+            assert!(msg.contains(field) && msg.contains(words), "{args}: {msg}");
+        }
+    }
+
+    #[test]
+    fn schemas_publish_the_same_bounds() {
+        let schema = rmcp::handler::server::common::schema_for_input::<Input>().unwrap();
+        let props = &schema["properties"];
+        assert_eq!(props["title"]["maxLength"], 5);
+        assert_eq!(props["tags"]["maxItems"], 2);
+        assert_eq!(props["tags"]["items"]["maxLength"], 3);
+        assert_eq!(props["project_id"]["pattern"], "^[A-Za-z0-9-]+$");
+        assert_eq!(schema["additionalProperties"], false);
+        let required = schema["required"].as_array().unwrap();
+        assert!(required.contains(&json!("title")) && !required.contains(&json!("limit")));
+    }
+}

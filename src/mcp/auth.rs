@@ -1,0 +1,395 @@
+//! Bearer authentication of every MCP request, and its challenges.
+//!
+//! - The token comes only from `Authorization: Bearer` (RFC 6750 §2.1); a token in the query
+//!   string is not looked at (MCP authorization §Token Requirements).
+//! - One database round trip per request: the token's SHA-256 joined with its family, consent
+//!   and account ([`crate::store::Store::authenticate_access_token`]), which keeps only a token
+//!   that is unrevoked (token, family and consent), unexpired and of an active account; the
+//!   token must also be bound to `MCP_SERVER_URL` (RFC 8707 audience).
+//! - No credentials: `401` with `WWW-Authenticate: Bearer resource_metadata="…", scope="…"`
+//!   (RFC 9728 §5.1, RFC 6750 §3); a bad token: the same plus `error="invalid_token"`.
+//! - A `tools/call` of a tool the token's scopes do not cover: `403` with
+//!   `error="insufficient_scope"` and every scope the operation needs, in one challenge
+//!   (MCP 2026-07-28 §Runtime Insufficient Scope Errors).
+
+use std::net::SocketAddr;
+
+use axum::body::{Body, to_bytes};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use super::McpState;
+use crate::config::Config;
+use crate::domain::scope::ScopeSet;
+use crate::domain::secret::{Secret, TokenKind};
+use crate::store::audit::AuditEvent;
+use crate::store::oauth::AccessGrant;
+
+/// The scopes every challenge names: all the MCP operations need.
+pub const CHALLENGE_SCOPE: &str = "mcp:read mcp:write";
+
+/// Largest request body the MCP route reads (JSON-RPC requests are small).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// Who is calling, established for this request only and handed to the MCP handlers through
+/// the request extensions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The account the credential acts for; its active projects are reachable.
+    pub account_id: String,
+    /// The OAuth client the token was issued to.
+    pub client_id: Option<String>,
+    /// What the credential may do.
+    pub scopes: ScopeSet,
+}
+
+/// Why a presented credential was refused (logged, never sent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// The `Authorization` header is not `Bearer <token>`.
+    Malformed,
+    /// Not a live access token: unknown, expired, revoked (token, family or consent) or of a
+    /// disabled account.
+    NotLive,
+    /// Bound to another resource (RFC 8707).
+    WrongAudience,
+    /// Carries a scope this server does not know.
+    BadScope,
+}
+
+/// The bearer token of `Authorization`, if any. `Err` for a present header that is not a
+/// usable `Bearer` credential (RFC 6750 §2.1; the scheme is case-insensitive).
+pub fn bearer_token(headers: &HeaderMap) -> Result<Option<Secret>, Rejection> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(Rejection::Malformed);
+    }
+    let value = value.to_str().map_err(|_| Rejection::Malformed)?;
+    let (scheme, token) = value.split_once(' ').ok_or(Rejection::Malformed)?;
+    let token = token.trim();
+    let token68 = |c: char| c.is_ascii_alphanumeric() || "-._~+/=".contains(c);
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || !token.chars().all(token68) {
+        return Err(Rejection::Malformed);
+    }
+    Ok(Some(Secret::from_presented(token)))
+}
+
+/// Checks a live grant against this resource (RFC 8707 audience); the scopes it carries.
+pub fn check_grant(grant: &AccessGrant, resource: &str) -> Result<ScopeSet, Rejection> {
+    if grant.audience.trim_end_matches('/') != resource {
+        return Err(Rejection::WrongAudience);
+    }
+    ScopeSet::parse(&grant.scope).map_err(|_| Rejection::BadScope)
+}
+
+/// The `WWW-Authenticate` value for a 401 (`error` = `None` when no credential was sent).
+pub fn unauthorized_challenge(config: &Config, error: Option<&str>) -> String {
+    let mut params = Vec::new();
+    if let Some(error) = error {
+        params.push(format!("error=\"{error}\""));
+    }
+    if config.oauth_enabled {
+        params.push(format!(
+            "resource_metadata=\"{}\"",
+            config.protected_resource_metadata_url()
+        ));
+        params.push(format!("scope=\"{CHALLENGE_SCOPE}\""));
+    } else {
+        params.push("realm=\"gatehouse\"".to_string());
+    }
+    format!("Bearer {}", params.join(", "))
+}
+
+/// The `WWW-Authenticate` value for a 403 step-up.
+pub fn insufficient_scope_challenge(config: &Config) -> String {
+    let mut value = format!("Bearer error=\"insufficient_scope\", scope=\"{CHALLENGE_SCOPE}\"");
+    if config.oauth_enabled {
+        value.push_str(&format!(
+            ", resource_metadata=\"{}\"",
+            config.protected_resource_metadata_url()
+        ));
+    }
+    value
+}
+
+fn challenge_response(
+    status: StatusCode,
+    challenge: String,
+    error: &str,
+    description: &str,
+) -> Response {
+    let mut response = (
+        status,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+        ],
+        serde_json::json!({"error": error, "error_description": description}).to_string(),
+    )
+        .into_response();
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+/// `401` without an error code: no credential was sent.
+pub fn missing_credentials(config: &Config) -> Response {
+    challenge_response(
+        StatusCode::UNAUTHORIZED,
+        unauthorized_challenge(config, None),
+        "invalid_request",
+        "This MCP server needs an access token: sign in through the authorization server named in the protected-resource metadata.",
+    )
+}
+
+/// `401 invalid_token`: the credential was refused.
+pub fn invalid_token(config: &Config) -> Response {
+    challenge_response(
+        StatusCode::UNAUTHORIZED,
+        unauthorized_challenge(config, Some("invalid_token")),
+        "invalid_token",
+        "The access token is unknown, expired, revoked or not issued for this server.",
+    )
+}
+
+/// `403 insufficient_scope`.
+pub fn insufficient_scope(config: &Config) -> Response {
+    challenge_response(
+        StatusCode::FORBIDDEN,
+        insufficient_scope_challenge(config),
+        "insufficient_scope",
+        "This tool needs a scope the access token does not have; authorize again with the scopes named in the challenge.",
+    )
+}
+
+/// The tool a JSON-RPC body calls, if it is a `tools/call` request.
+fn called_tool(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Params {
+        name: Option<String>,
+    }
+    #[derive(Deserialize)]
+    struct Message {
+        method: Option<String>,
+        params: Option<Params>,
+    }
+    let message: Message = serde_json::from_slice(body).ok()?;
+    if message.method.as_deref() != Some("tools/call") {
+        return None;
+    }
+    message.params?.name
+}
+
+/// Middleware on `POST <mcp path>`: authenticates the bearer, refuses a tool call outside the
+/// token's scopes, and puts the [`Principal`] into the request extensions (rmcp hands the
+/// request's `http::request::Parts`, extensions included, to the handlers).
+pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: Next) -> Response {
+    let config = &mcp.app.config;
+    let now = crate::store::now();
+    let token = match bearer_token(request.headers()) {
+        Ok(Some(token)) => token,
+        Ok(None) => return missing_credentials(config),
+        Err(why) => {
+            tracing::info!(?why, "MCP bearer refused");
+            return invalid_token(config);
+        }
+    };
+    if !config.oauth_enabled || token.kind() != Some(TokenKind::AccessToken) {
+        tracing::info!(why = ?Rejection::NotLive, "MCP bearer refused");
+        return invalid_token(config);
+    }
+    let grant = match mcp
+        .app
+        .store
+        .authenticate_access_token(&token.hash(), now)
+        .await
+    {
+        Ok(Some(grant)) => grant,
+        Ok(None) => {
+            tracing::info!(why = ?Rejection::NotLive, "MCP bearer refused");
+            return invalid_token(config);
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "MCP bearer lookup failed");
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(header::RETRY_AFTER, "5")],
+                "The server cannot check credentials right now; try again shortly.",
+            )
+                .into_response();
+        }
+    };
+    let scopes = match check_grant(&grant, &config.mcp_server_url) {
+        Ok(scopes) => scopes,
+        Err(why) => {
+            tracing::info!(?why, "MCP bearer refused");
+            return invalid_token(config);
+        }
+    };
+    let principal = Principal {
+        account_id: grant.account_id,
+        client_id: Some(grant.client_id),
+        scopes,
+    };
+
+    // Step-up: a tool call outside the token's scopes is refused at the HTTP layer, where the
+    // challenge can be sent (the JSON-RPC layer cannot set a status or header).
+    let (parts, body) = request.into_parts();
+    let bytes = match to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "The request body is too large.",
+            )
+                .into_response();
+        }
+    };
+    if let Some(name) = called_tool(&bytes)
+        && let Some(def) = mcp.catalog.get(&name)
+        && !principal.scopes.satisfies(def.spec.scope)
+    {
+        let source_ip = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip().to_string());
+        mcp.app
+            .store
+            .audit(
+                AuditEvent {
+                    event: "tool_call",
+                    outcome: "insufficient_scope",
+                    account_id: Some(&principal.account_id),
+                    client_id: principal.client_id.as_deref(),
+                    subject: Some(def.spec.name),
+                    source_ip: source_ip.as_deref(),
+                    detail: Some("duration_ms=0"),
+                },
+                now,
+            )
+            .await;
+        return insufficient_scope(config);
+    }
+    let mut request = Request::from_parts(parts, Body::from(bytes));
+    request.extensions_mut().insert(principal);
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn headers(value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, HeaderValue::from_str(value).unwrap());
+        h
+    }
+
+    #[test]
+    fn bearer_parsing() {
+        assert!(bearer_token(&HeaderMap::new()).unwrap().is_none());
+        let t = bearer_token(&headers("Bearer gate_at_abc-_"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.expose(), "gate_at_abc-_");
+        assert_eq!(
+            bearer_token(&headers("bearer  x "))
+                .unwrap()
+                .unwrap()
+                .expose(),
+            "x"
+        );
+        for bad in [
+            "Basic abc",
+            "Bearer",
+            "Bearer ",
+            "Bearer a b",
+            "Bearer a\"b",
+        ] {
+            assert_eq!(
+                bearer_token(&headers(bad)).unwrap_err(),
+                Rejection::Malformed,
+                "{bad}"
+            );
+        }
+    }
+
+    fn grant() -> AccessGrant {
+        AccessGrant {
+            account_id: "a".into(),
+            client_id: "c".into(),
+            scope: "mcp:read".into(),
+            audience: "http://127.0.0.1:8080/mcp".into(),
+            issued_at: 0,
+            expires_at: 100,
+            family_id: "f".into(),
+        }
+    }
+
+    #[test]
+    fn grant_checks() {
+        let url = "http://127.0.0.1:8080/mcp";
+        assert_eq!(check_grant(&grant(), url).unwrap().to_string(), "mcp:read");
+        let g = AccessGrant {
+            audience: "http://127.0.0.1:8080/mcp/".into(),
+            ..grant()
+        };
+        assert!(check_grant(&g, url).is_ok());
+        let g = AccessGrant {
+            audience: "http://127.0.0.1:8080/other".into(),
+            ..grant()
+        };
+        assert_eq!(check_grant(&g, url), Err(Rejection::WrongAudience));
+        let g = AccessGrant {
+            scope: "admin".into(),
+            ..grant()
+        };
+        assert_eq!(check_grant(&g, url), Err(Rejection::BadScope));
+    }
+
+    #[test]
+    fn challenges() {
+        let mut vars = HashMap::new();
+        vars.insert(
+            "MCP_SERVER_URL".to_string(),
+            "https://mcp.example.com/mcp".to_string(),
+        );
+        let config = Config::from_vars(&vars).unwrap();
+        let prm = "https://mcp.example.com/.well-known/oauth-protected-resource/mcp";
+        assert_eq!(
+            unauthorized_challenge(&config, None),
+            format!("Bearer resource_metadata=\"{prm}\", scope=\"mcp:read mcp:write\"")
+        );
+        assert_eq!(
+            unauthorized_challenge(&config, Some("invalid_token")),
+            format!(
+                "Bearer error=\"invalid_token\", resource_metadata=\"{prm}\", scope=\"mcp:read mcp:write\""
+            )
+        );
+        assert_eq!(
+            insufficient_scope_challenge(&config),
+            format!(
+                "Bearer error=\"insufficient_scope\", scope=\"mcp:read mcp:write\", resource_metadata=\"{prm}\""
+            )
+        );
+        assert_eq!(
+            called_tool(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_note"}}"#),
+            Some("create_note".into())
+        );
+        assert_eq!(called_tool(br#"{"method":"tools/list"}"#), None);
+        assert_eq!(called_tool(b"not json"), None);
+    }
+}

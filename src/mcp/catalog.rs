@@ -1,0 +1,528 @@
+//! The tool catalog: one registry of tool definitions (MCP `server/tools`).
+//!
+//! Each tool declares its name, title, a description written for the model, typed input and
+//! output (JSON Schemas generated from the Rust types), annotations, the scope it needs,
+//! whether it runs in the background, and whether it works on one project. The catalog:
+//!
+//! - refuses, when it is built at start, a tool whose name or metadata is destructive
+//!   (delete, remove, cancel, undeploy, destroy, drop, purge): Gatehouse exposes no tool that
+//!   loses data, so `destructiveHint` is always `false`;
+//! - resolves the `project_id` argument against the caller's memberships before the handler
+//!   runs, so another account's project answers exactly like one that does not exist;
+//! - keeps registration order, which is the stable order of `tools/list`.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use rmcp::handler::server::common::{schema_for_input, schema_for_output};
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::args::parse_arguments;
+use super::auth::Principal;
+use crate::app::AppState;
+use crate::domain::account::Role;
+use crate::domain::scope::Scope;
+use crate::store::StoreError;
+use crate::store::projects::ProjectMembership;
+
+/// Words that make a tool destructive wherever they appear in its name, title or description.
+/// A word matches when it starts with one of these stems ("deletes", "removal", "dropped"…).
+const DESTRUCTIVE_STEMS: &[&str] = &[
+    "delet", "remov", "cancel", "undeploy", "destroy", "destruct", "drop", "purg",
+];
+
+/// Whether a tool works on one project named by its `project_id` argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProjectAccess {
+    /// The tool takes no `project_id`.
+    None,
+    /// Any member may use it.
+    Read,
+    /// Only a member with the write role may use it.
+    Write,
+}
+
+/// What a tool is, apart from its types and handler.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolSpec {
+    /// Unique name, `[A-Za-z0-9_.-]{1,64}`.
+    pub name: &'static str,
+    /// Human-readable name.
+    pub title: &'static str,
+    /// What it does and when to use it, written for the model.
+    pub description: &'static str,
+    /// The scope a token needs to call it (`mcp:write` implies `mcp:read`).
+    pub scope: Scope,
+    /// `readOnlyHint`: it changes nothing.
+    pub read_only: bool,
+    /// `idempotentHint`: repeating a call with the same arguments changes nothing more.
+    pub idempotent: bool,
+    /// `openWorldHint`: it reaches outside Gatehouse.
+    pub open_world: bool,
+    /// It returns a job receipt at once and finishes in the background.
+    pub background: bool,
+    /// Whether it works on one project, and with which role.
+    pub project: ProjectAccess,
+}
+
+/// What a handler gets besides its typed input.
+#[derive(Clone)]
+pub struct ToolCtx {
+    /// Configuration and storage.
+    pub state: AppState,
+    /// Who calls.
+    pub principal: Arc<Principal>,
+    /// The project named by `project_id`, already checked against the caller's memberships
+    /// (`Some` exactly for tools whose [`ToolSpec::project`] is not `None`).
+    pub project: Option<ProjectMembership>,
+    /// The clock, read once for this call (Unix seconds).
+    pub now: i64,
+}
+
+impl ToolCtx {
+    /// The resolved project. Panics if the tool did not declare [`ProjectAccess`]: that is a
+    /// programming error caught by the tool's tests.
+    pub fn project(&self) -> &ProjectMembership {
+        self.project
+            .as_ref()
+            .expect("tool declared ProjectAccess::Read or ::Write")
+    }
+}
+
+/// A link to a Gatehouse resource, sent as a `resource_link` content block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// `gatehouse://…`
+    pub uri: String,
+    /// Name shown to the person.
+    pub name: String,
+}
+
+/// A handler's successful answer.
+#[derive(Debug)]
+pub struct ToolOk<O> {
+    /// The structured result (matches the output schema).
+    pub value: O,
+    /// Resources the result names.
+    pub links: Vec<Link>,
+}
+
+impl<O> ToolOk<O> {
+    /// An answer without links.
+    pub fn new(value: O) -> Self {
+        ToolOk {
+            value,
+            links: Vec::new(),
+        }
+    }
+
+    /// Adds a link.
+    pub fn link(mut self, uri: String, name: impl Into<String>) -> Self {
+        self.links.push(Link {
+            uri,
+            name: name.into(),
+        });
+        self
+    }
+}
+
+/// An expected failure, answered as an `isError: true` result the model can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The arguments do not fit the input schema; the message names the field.
+    #[error("{0}")]
+    InvalidArguments(String),
+    /// The project, note or job does not exist or is not visible to the caller.
+    #[error("{0}")]
+    NotFound(String),
+    /// The caller may see but not do this (e.g. a read-only member writing).
+    #[error("{0}")]
+    Forbidden(String),
+    /// Something failed inside Gatehouse; logged, never shown.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<StoreError> for ToolError {
+    fn from(e: StoreError) -> ToolError {
+        ToolError::Internal(e.to_string())
+    }
+}
+
+impl ToolError {
+    /// The audit outcome of this failure.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            ToolError::InvalidArguments(_) => "invalid_arguments",
+            ToolError::NotFound(_) => "not_found",
+            ToolError::Forbidden(_) => "forbidden",
+            ToolError::Internal(_) => "error",
+        }
+    }
+
+    /// What the model is told.
+    pub fn message(&self) -> String {
+        match self {
+            ToolError::Internal(_) => {
+                "Gatehouse could not complete this call because of an internal error. Try again in a moment."
+                    .to_string()
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+/// What a call produced, with the output type erased.
+#[derive(Debug)]
+pub struct Produced {
+    /// The structured result.
+    pub value: serde_json::Value,
+    /// Resources it names.
+    pub links: Vec<Link>,
+}
+
+/// The outcome of one call and the project it worked on (for the audit log).
+pub struct CallOutcome {
+    /// The project resolved from `project_id`, if the call got that far.
+    pub project_id: Option<String>,
+    /// The answer.
+    pub result: Result<Produced, ToolError>,
+}
+
+type Handler =
+    Arc<dyn Fn(ToolCtx, Option<JsonObject>) -> BoxFuture<'static, CallOutcome> + Send + Sync>;
+
+/// One registered tool.
+#[derive(Clone)]
+pub struct ToolDef {
+    /// Its declaration.
+    pub spec: ToolSpec,
+    tool: Tool,
+    handler: Handler,
+}
+
+impl std::fmt::Debug for ToolDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolDef").field("spec", &self.spec).finish()
+    }
+}
+
+/// The not-found answer for a project: the same whether it does not exist or belongs to
+/// someone else.
+pub fn project_not_found(project_id: &str) -> ToolError {
+    ToolError::NotFound(format!(
+        "No project with id \"{project_id}\" is available to you. Call list_projects to see the projects you can use."
+    ))
+}
+
+async fn resolve_project(
+    ctx: &ToolCtx,
+    project_id: Option<&str>,
+    access: ProjectAccess,
+) -> Result<ProjectMembership, ToolError> {
+    let Some(project_id) = project_id else {
+        return Err(ToolError::InvalidArguments(
+            "Invalid arguments: missing field `project_id`.".to_string(),
+        ));
+    };
+    let membership = ctx
+        .state
+        .store
+        .membership(&ctx.principal.account_id, project_id)
+        .await?
+        .ok_or_else(|| project_not_found(project_id))?;
+    if access == ProjectAccess::Write && membership.role != Role::Write {
+        return Err(ToolError::Forbidden(format!(
+            "You can read project \"{}\" but not change it: your role there is read-only. Ask a project owner for the write role.",
+            membership.name
+        )));
+    }
+    Ok(membership)
+}
+
+impl ToolDef {
+    /// Defines a tool from its declaration and a handler taking the typed input `I` and
+    /// answering `O`. Input and output schemas are generated from the types.
+    ///
+    /// Panics if `I`'s schema is not an object: a programming error found by the catalog test.
+    pub fn new<I, O, F, Fut>(spec: ToolSpec, handler: F) -> ToolDef
+    where
+        I: DeserializeOwned + JsonSchema + Send + 'static,
+        O: Serialize + JsonSchema + 'static,
+        F: Fn(ToolCtx, I) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolOk<O>, ToolError>> + Send + 'static,
+    {
+        let input_schema = match schema_for_input::<I>() {
+            Ok(schema) => schema,
+            Err(e) => panic!("tool {}: {e}", spec.name),
+        };
+        let mut tool = Tool::new(spec.name, spec.description, input_schema);
+        tool.title = Some(spec.title.to_string());
+        tool.output_schema = Some(schema_for_output::<O>());
+        tool.annotations = Some(
+            ToolAnnotations::with_title(spec.title)
+                .read_only(spec.read_only)
+                .destructive(false)
+                .idempotent(spec.idempotent)
+                .open_world(spec.open_world),
+        );
+        let handler = Arc::new(handler);
+        let access = spec.project;
+        let erased: Handler = Arc::new(move |mut ctx: ToolCtx, arguments: Option<JsonObject>| {
+            let handler = handler.clone();
+            Box::pin(async move {
+                let project_id = arguments
+                    .as_ref()
+                    .and_then(|a| a.get("project_id"))
+                    .and_then(|v| v.as_str())
+                    .map(str::to_owned);
+                let input = match parse_arguments::<I>(arguments) {
+                    Ok(input) => input,
+                    Err(message) => {
+                        return CallOutcome {
+                            project_id: None,
+                            result: Err(ToolError::InvalidArguments(message)),
+                        };
+                    }
+                };
+                if access != ProjectAccess::None {
+                    match resolve_project(&ctx, project_id.as_deref(), access).await {
+                        Ok(membership) => ctx.project = Some(membership),
+                        Err(e) => {
+                            return CallOutcome {
+                                project_id: None,
+                                result: Err(e),
+                            };
+                        }
+                    }
+                }
+                let resolved = ctx.project.as_ref().map(|p| p.project_id.clone());
+                let result = handler(ctx, input).await.and_then(|ok| {
+                    let value = serde_json::to_value(&ok.value)
+                        .map_err(|e| ToolError::Internal(format!("serialize result: {e}")))?;
+                    Ok(Produced {
+                        value,
+                        links: ok.links,
+                    })
+                });
+                CallOutcome {
+                    project_id: resolved,
+                    result,
+                }
+            })
+        });
+        ToolDef {
+            spec,
+            tool,
+            handler: erased,
+        }
+    }
+
+    /// The MCP description of this tool (`tools/list`).
+    pub fn tool(&self) -> &Tool {
+        &self.tool
+    }
+
+    /// Runs the tool: parse and bound the arguments, resolve the project, call the handler.
+    pub async fn call(&self, ctx: ToolCtx, arguments: Option<JsonObject>) -> CallOutcome {
+        (self.handler)(ctx, arguments).await
+    }
+}
+
+/// Why the catalog refused its tools.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CatalogError {
+    /// A tool that could lose data; Gatehouse registers none.
+    #[error(
+        "tool \"{tool}\" is destructive (\"{word}\" in its {field}); Gatehouse registers no destructive tool"
+    )]
+    Destructive {
+        /// The tool's name.
+        tool: String,
+        /// Where the word is: name, title or description.
+        field: &'static str,
+        /// The destructive word.
+        word: String,
+    },
+    /// Two tools with one name.
+    #[error("tool \"{0}\" is registered twice")]
+    Duplicate(String),
+    /// A name clients cannot use.
+    #[error("tool name \"{0}\" must be 1-64 characters of letters, digits, '_', '-' and '.'")]
+    BadName(String),
+}
+
+/// The destructive word in `text`, if any (see [`DESTRUCTIVE_STEMS`]).
+fn destructive_word(text: &str) -> Option<String> {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .map(str::to_ascii_lowercase)
+        .find(|word| DESTRUCTIVE_STEMS.iter().any(|stem| word.starts_with(stem)))
+}
+
+/// The registered tools, in registration order.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    tools: Vec<ToolDef>,
+}
+
+impl Catalog {
+    /// Checks and registers `tools`. Errors: [`CatalogError`] for a destructive tool, a
+    /// duplicate or a bad name — the server does not start with such a catalog.
+    pub fn new(tools: Vec<ToolDef>) -> Result<Catalog, CatalogError> {
+        for (i, def) in tools.iter().enumerate() {
+            let spec = &def.spec;
+            let name_ok = !spec.name.is_empty()
+                && spec.name.len() <= 64
+                && spec
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+            if !name_ok {
+                return Err(CatalogError::BadName(spec.name.to_string()));
+            }
+            if tools[..i].iter().any(|t| t.spec.name == spec.name) {
+                return Err(CatalogError::Duplicate(spec.name.to_string()));
+            }
+            for (field, text) in [
+                ("name", spec.name),
+                ("title", spec.title),
+                ("description", spec.description),
+            ] {
+                if let Some(word) = destructive_word(text) {
+                    return Err(CatalogError::Destructive {
+                        tool: spec.name.to_string(),
+                        field,
+                        word,
+                    });
+                }
+            }
+        }
+        Ok(Catalog { tools })
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<&ToolDef> {
+        self.tools.iter().find(|t| t.spec.name == name)
+    }
+
+    /// Every tool, in registration order.
+    pub fn all(&self) -> &[ToolDef] {
+        &self.tools
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct NoInput {}
+
+    #[derive(Serialize, JsonSchema)]
+    struct Nothing {}
+
+    fn spec(name: &'static str, title: &'static str, description: &'static str) -> ToolSpec {
+        ToolSpec {
+            name,
+            title,
+            description,
+            scope: Scope::McpRead,
+            read_only: true,
+            idempotent: true,
+            open_world: false,
+            background: false,
+            project: ProjectAccess::None,
+        }
+    }
+
+    fn def(spec: ToolSpec) -> ToolDef {
+        ToolDef::new(spec, |_ctx: ToolCtx, _input: NoInput| async {
+            Ok(ToolOk::new(Nothing {}))
+        })
+    }
+
+    #[test]
+    fn refuses_destructive_tools() {
+        let cases = [
+            (spec("delete_note", "Note", "Gone."), "name", "delete"),
+            (spec("notes.purge", "Note", "Gone."), "name", "purge"),
+            (spec("tidy", "Remove a note", "Tidy up."), "title", "remove"),
+            (
+                spec("tidy", "Tidy", "Drops every note of a project."),
+                "description",
+                "drops",
+            ),
+            (
+                spec("stop", "Stop", "Cancels the export."),
+                "description",
+                "cancels",
+            ),
+            (spec("undeploy_site", "Site", "x"), "name", "undeploy"),
+            (spec("x", "Destroy", "x"), "title", "destroy"),
+        ];
+        for (spec, field, word) in cases {
+            let name = spec.name;
+            let err = Catalog::new(vec![def(spec)]).unwrap_err();
+            assert_eq!(
+                err,
+                CatalogError::Destructive {
+                    tool: name.into(),
+                    field,
+                    word: word.into()
+                }
+            );
+            assert!(err.to_string().contains("destructive"));
+        }
+    }
+
+    #[test]
+    fn refuses_duplicates_and_bad_names() {
+        let a = def(spec("same", "A", "a"));
+        let b = def(spec("same", "B", "b"));
+        assert_eq!(
+            Catalog::new(vec![a, b]).unwrap_err(),
+            CatalogError::Duplicate("same".into())
+        );
+        assert!(matches!(
+            Catalog::new(vec![def(spec("has space", "A", "a"))]),
+            Err(CatalogError::BadName(_))
+        ));
+    }
+
+    #[test]
+    fn accepts_harmless_words_and_keeps_order() {
+        let catalog = Catalog::new(vec![
+            def(spec(
+                "b_tool",
+                "Create a dropdown-free note",
+                "Reads notes; nothing is lost.",
+            )),
+            def(spec("a_tool", "Update", "Changes a note's title.")),
+        ]);
+        // "dropdown" starts with "drop": the rule is deliberately strict.
+        assert!(catalog.is_err());
+        let catalog = Catalog::new(vec![
+            def(spec(
+                "b_tool",
+                "Create a note",
+                "Reads notes; nothing is lost.",
+            )),
+            def(spec("a_tool", "Update", "Changes a note's title.")),
+        ])
+        .unwrap();
+        let names: Vec<_> = catalog.all().iter().map(|t| t.spec.name).collect();
+        assert_eq!(names, ["b_tool", "a_tool"]);
+        let tool = catalog.get("a_tool").unwrap().tool();
+        let annotations = tool.annotations.as_ref().unwrap();
+        assert_eq!(annotations.destructive_hint, Some(false));
+        assert_eq!(annotations.read_only_hint, Some(true));
+        assert_eq!(tool.input_schema["type"], "object");
+        assert!(tool.output_schema.is_some());
+    }
+}

@@ -1,0 +1,73 @@
+//! OAuth 2.0 Protected Resource Metadata (RFC 9728) for the MCP endpoint, served at the
+//! path-suffixed well-known URL (`/.well-known/oauth-protected-resource/mcp`, RFC 9728 §3.1)
+//! and at the root (`/.well-known/oauth-protected-resource`), which older MCP clients probe.
+//! Any origin may read it (CORS), like the authorization-server metadata.
+
+use axum::extract::State;
+use axum::http::{HeaderValue, Method, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+use tower_http::cors::{Any, CorsLayer};
+
+use crate::app::AppState;
+use crate::config::Config;
+
+/// The metadata document (RFC 9728 §2).
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct ProtectedResourceMetadata {
+    /// Exactly `MCP_SERVER_URL` (RFC 9728 §3.3: identical to the URL the client asked about).
+    pub resource: String,
+    /// The issuer (MCP requires at least one).
+    pub authorization_servers: Vec<String>,
+    /// The scopes a client may ask for; never `offline_access` (MCP 2026-07-28, SEP-2207).
+    pub scopes_supported: Vec<&'static str>,
+    /// Tokens are accepted in the `Authorization` header only.
+    pub bearer_methods_supported: Vec<&'static str>,
+    /// A name to show people.
+    pub resource_name: &'static str,
+}
+
+impl ProtectedResourceMetadata {
+    /// The document for `config`.
+    pub fn for_config(config: &Config) -> Self {
+        ProtectedResourceMetadata {
+            resource: config.mcp_server_url.clone(),
+            authorization_servers: vec![config.issuer.clone()],
+            scopes_supported: vec!["mcp:read", "mcp:write"],
+            bearer_methods_supported: vec!["header"],
+            resource_name: "Gatehouse MCP server",
+        }
+    }
+}
+
+async fn protected_resource_metadata(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("public, max-age=300"),
+        )],
+        Json(ProtectedResourceMetadata::for_config(&state.config)),
+    )
+}
+
+/// The metadata routes (mounted only while OAuth is on).
+pub fn router(state: AppState) -> Router {
+    let suffixed = format!(
+        "/.well-known/oauth-protected-resource{}",
+        state.config.mcp_path
+    );
+    let cors = CorsLayer::new()
+        .allow_origin(Any)
+        .allow_methods([Method::GET, Method::OPTIONS])
+        .allow_headers(Any);
+    Router::new()
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(protected_resource_metadata),
+        )
+        .route(&suffixed, get(protected_resource_metadata))
+        .layer(cors)
+        .with_state(state)
+}

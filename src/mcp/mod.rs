@@ -1,0 +1,128 @@
+//! The MCP resource server: protected-resource metadata, the Streamable HTTP endpoint at the
+//! path of `MCP_SERVER_URL` (and the same path with a trailing slash), bearer authentication
+//! and challenges, the tool catalog and the resources.
+//!
+//! Layers of `POST <mcp path>`, outermost first:
+//! 1. CORS: preflights are answered here, without authentication; `WWW-Authenticate` is exposed.
+//! 2. [`guard`]: a foreign `Origin`, or on a loopback listener a foreign `Host`, is refused (403).
+//! 3. [`auth`]: the bearer is checked (401 with a challenge otherwise); a `tools/call` outside the
+//!    token's scopes is refused (403 `insufficient_scope`); the [`auth::Principal`] is attached.
+//! 4. rmcp's `StreamableHttpService`, stateless, JSON responses, serving the revisions rmcp
+//!    knows (2024-11-05 … 2026-07-28): `initialize` for the older ones, `server/discover` and
+//!    per-request `_meta` for 2026-07-28, with rmcp's header checks, `resultType` and cache
+//!    hints.
+//!
+//! Every other method on the route is answered `405` with `Allow: POST`; nothing redirects.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::middleware::from_fn_with_state;
+use axum::response::IntoResponse;
+use axum::routing::{MethodRouter, post_service};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+use crate::app::AppState;
+use crate::config::{AllowedOrigins, Config};
+
+pub mod args;
+pub mod auth;
+pub mod catalog;
+pub mod guard;
+pub mod metadata;
+pub mod output;
+pub mod resources;
+pub mod server;
+pub mod tools;
+
+/// What the MCP layers share. Cheap to clone.
+#[derive(Clone)]
+pub struct McpState {
+    /// Configuration and storage.
+    pub app: AppState,
+    /// The tools.
+    pub catalog: Arc<catalog::Catalog>,
+    /// Which `Host` values are served.
+    pub hosts: Arc<guard::HostPolicy>,
+}
+
+async fn method_not_allowed() -> impl IntoResponse {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::ALLOW, HeaderValue::from_static("POST"))],
+        "This MCP endpoint accepts POST only (stateless Streamable HTTP).",
+    )
+}
+
+/// CORS of the MCP route: the same origins the guard allows.
+fn cors(config: &Config) -> CorsLayer {
+    let origins = match &config.allowed_origins {
+        AllowedOrigins::Any => AllowOrigin::any(),
+        AllowedOrigins::List(list) => AllowOrigin::list(
+            list.iter()
+                .filter_map(|o| HeaderValue::from_str(o).ok())
+                .collect::<Vec<_>>(),
+        ),
+    };
+    CorsLayer::new()
+        .allow_origin(origins)
+        .allow_methods([Method::POST])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::ACCEPT,
+            HeaderName::from_static("mcp-protocol-version"),
+            HeaderName::from_static("mcp-method"),
+            HeaderName::from_static("mcp-name"),
+        ])
+        .expose_headers([
+            header::WWW_AUTHENTICATE,
+            HeaderName::from_static("mcp-protocol-version"),
+        ])
+}
+
+/// The MCP routes: the endpoint, and the protected-resource metadata while OAuth is on.
+///
+/// Panics when the built-in tool catalog breaks its rules (e.g. a destructive tool): the
+/// server refuses to start with such a catalog.
+pub fn router(state: AppState) -> Router {
+    let catalog = match tools::catalog() {
+        Ok(catalog) => Arc::new(catalog),
+        Err(e) => panic!("refusing to start: {e}"),
+    };
+    let config = state.config.clone();
+    let mcp = McpState {
+        app: state.clone(),
+        catalog,
+        hosts: Arc::new(guard::HostPolicy::new(&config)),
+    };
+    let service_state = mcp.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(server::GatehouseMcp::new(service_state.clone())),
+        Arc::new(NeverSessionManager::default()),
+        StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            .with_json_response(true)
+            .with_sse_keep_alive(None)
+            .with_max_request_body_bytes(auth::MAX_BODY_BYTES)
+            // Host and Origin are checked by `guard`, before authentication.
+            .disable_allowed_hosts()
+            .disable_allowed_origins(),
+    );
+    let endpoint: MethodRouter = post_service(service)
+        .route_layer(from_fn_with_state(mcp.clone(), auth::authenticate))
+        .route_layer(from_fn_with_state(mcp.clone(), guard::guard))
+        .fallback(method_not_allowed)
+        .layer(cors(&config));
+    let path = config.mcp_path.clone();
+    let mut router = Router::new()
+        .route(&path, endpoint.clone())
+        .route(&format!("{path}/"), endpoint);
+    if config.oauth_enabled {
+        router = router.merge(metadata::router(state));
+    }
+    router
+}

@@ -1,0 +1,308 @@
+//! MCP resources (`server/resources`): the caller's projects, their notes and their jobs as
+//! `gatehouse://` URIs — listed in pages, described by templates, readable as JSON.
+//!
+//! Not found (unknown, malformed, or another account's) is `ErrorData::resource_not_found`
+//! with `data.uri`; rmcp sends it as `-32002` to peers before 2026-07-28 and as `-32602` to
+//! 2026-07-28 peers, as each revision requires.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use rmcp::ErrorData;
+use rmcp::model::{
+    ListResourcesResult, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+};
+use serde::Serialize;
+
+use super::auth::Principal;
+use super::tools::jobs::JobView;
+use super::tools::notes::NoteView;
+use super::tools::projects::ProjectView;
+use crate::app::AppState;
+use crate::domain::notes::{JOB_TEMPLATE, NOTE_TEMPLATE, PROJECT_TEMPLATE, ResourceUri};
+use crate::store::StoreError;
+
+/// Resources per `resources/list` page.
+pub const PAGE: usize = 50;
+const JSON: &str = "application/json";
+
+fn internal(e: StoreError) -> ErrorData {
+    tracing::error!(error = %e, "MCP resource request failed");
+    ErrorData::internal_error(
+        "Gatehouse could not read its storage; try again shortly.",
+        None,
+    )
+}
+
+fn not_found(uri: &str) -> ErrorData {
+    ErrorData::resource_not_found(
+        "Resource not found",
+        Some(serde_json::json!({ "uri": uri })),
+    )
+}
+
+/// Which part of the listing a page starts in: projects, then notes, then jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Section {
+    Projects,
+    Notes,
+    Jobs,
+}
+
+/// Where a `resources/list` page starts. Encoded opaquely in `nextCursor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cursor {
+    section: Section,
+    offset: usize,
+}
+
+impl Cursor {
+    const START: Cursor = Cursor {
+        section: Section::Projects,
+        offset: 0,
+    };
+
+    fn encode(self) -> String {
+        let s = match self.section {
+            Section::Projects => "p",
+            Section::Notes => "n",
+            Section::Jobs => "j",
+        };
+        URL_SAFE_NO_PAD.encode(format!("{s}:{}", self.offset))
+    }
+
+    fn decode(cursor: &str) -> Option<Cursor> {
+        let raw = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).ok()?).ok()?;
+        let (s, offset) = raw.split_once(':')?;
+        let section = match s {
+            "p" => Section::Projects,
+            "n" => Section::Notes,
+            "j" => Section::Jobs,
+            _ => return None,
+        };
+        Some(Cursor {
+            section,
+            offset: offset.parse().ok()?,
+        })
+    }
+}
+
+fn resource(uri: String, name: String, title: String, description: &str) -> Resource {
+    Resource::new(uri, name)
+        .with_title(title)
+        .with_description(description)
+        .with_mime_type(JSON)
+}
+
+/// One page of the caller's resources (MCP pagination: opaque cursor, stable order).
+pub async fn list(
+    app: &AppState,
+    principal: &Principal,
+    cursor: Option<&str>,
+) -> Result<ListResourcesResult, ErrorData> {
+    let mut cur = match cursor {
+        None => Cursor::START,
+        Some(c) => {
+            Cursor::decode(c).ok_or_else(|| ErrorData::invalid_params("Invalid cursor", None))?
+        }
+    };
+    let store = &app.store;
+    let account = principal.account_id.as_str();
+    let mut items = Vec::new();
+    let next = loop {
+        let need = PAGE - items.len();
+        if need == 0 {
+            break Some(cur);
+        }
+        match cur.section {
+            Section::Projects => {
+                let projects = store.projects_of_account(account).await.map_err(internal)?;
+                let page: Vec<_> = projects.iter().skip(cur.offset).take(need).collect();
+                items.extend(page.iter().map(|p| {
+                    resource(
+                        ResourceUri::project(&p.project_id),
+                        p.name.clone(),
+                        format!("Project {}", p.name),
+                        "A project: name, the caller's role, note count and console link.",
+                    )
+                }));
+                if cur.offset + page.len() < projects.len() {
+                    cur.offset += page.len();
+                } else {
+                    cur = Cursor {
+                        section: Section::Notes,
+                        offset: 0,
+                    };
+                }
+            }
+            Section::Notes => {
+                let notes = store
+                    .notes_of_account(account, cur.offset as i64, need as i64)
+                    .await
+                    .map_err(internal)?;
+                let got = notes.len();
+                items.extend(notes.into_iter().map(|n| {
+                    resource(
+                        ResourceUri::note(&n.project_id, &n.id),
+                        n.title.clone(),
+                        n.title,
+                        "A note: title, text and tags.",
+                    )
+                }));
+                if got == need {
+                    cur.offset += got;
+                } else {
+                    cur = Cursor {
+                        section: Section::Jobs,
+                        offset: 0,
+                    };
+                }
+            }
+            Section::Jobs => {
+                let jobs = store
+                    .jobs_of_account(account, cur.offset as i64, need as i64)
+                    .await
+                    .map_err(internal)?;
+                let got = jobs.len();
+                items.extend(jobs.into_iter().map(|j| {
+                    resource(
+                        ResourceUri::job(j.kind, &j.id),
+                        format!("{} {}", j.kind, j.id),
+                        format!("{} job ({})", j.kind, j.status),
+                        "A background job: its status and, once completed, its document.",
+                    )
+                }));
+                if got == need {
+                    cur.offset += got;
+                } else {
+                    break None;
+                }
+            }
+        }
+    };
+    let mut result = ListResourcesResult::with_all_items(items);
+    result.next_cursor = next.map(Cursor::encode);
+    Ok(result)
+}
+
+/// The resource templates (RFC 6570).
+pub fn templates() -> Vec<ResourceTemplate> {
+    vec![
+        ResourceTemplate::new(PROJECT_TEMPLATE, "project")
+            .with_title("Project")
+            .with_description(
+                "A project the caller is a member of: name, role, note count and console_url.",
+            )
+            .with_mime_type(JSON),
+        ResourceTemplate::new(NOTE_TEMPLATE, "note")
+            .with_title("Note")
+            .with_description("A note of a project: title, text and tags.")
+            .with_mime_type(JSON),
+        ResourceTemplate::new(JOB_TEMPLATE, "job")
+            .with_title("Background job")
+            .with_description(
+                "A background job (kind: export): status and, once completed, its document.",
+            )
+            .with_mime_type(JSON),
+    ]
+}
+
+fn json_contents<T: Serialize>(uri: &str, value: &T) -> Result<ReadResourceResult, ErrorData> {
+    let text = serde_json::to_string(value)
+        .map_err(|e| ErrorData::internal_error(format!("serialize: {e}"), None))?;
+    Ok(ReadResourceResult::new(vec![
+        ResourceContents::text(text, uri).with_mime_type(JSON),
+    ]))
+}
+
+/// `resources/read` of one URI, for this caller.
+pub async fn read(
+    app: &AppState,
+    principal: &Principal,
+    uri: &str,
+) -> Result<ReadResourceResult, ErrorData> {
+    let store = &app.store;
+    let account = principal.account_id.as_str();
+    let parsed = ResourceUri::parse(uri).ok_or_else(|| not_found(uri))?;
+    match parsed {
+        ResourceUri::Project { project_id } => {
+            let m = store
+                .membership(account, &project_id)
+                .await
+                .map_err(internal)?
+                .ok_or_else(|| not_found(uri))?;
+            let count = store.count_notes(&project_id).await.map_err(internal)?;
+            json_contents(uri, &ProjectView::new(&app.config, &m, count))
+        }
+        ResourceUri::Note {
+            project_id,
+            note_id,
+        } => {
+            store
+                .membership(account, &project_id)
+                .await
+                .map_err(internal)?
+                .ok_or_else(|| not_found(uri))?;
+            let note = store
+                .note(&project_id, &note_id)
+                .await
+                .map_err(internal)?
+                .ok_or_else(|| not_found(uri))?;
+            json_contents(uri, &NoteView::from(note))
+        }
+        ResourceUri::Job { kind, job_id } => {
+            let job = store
+                .job(&job_id)
+                .await
+                .map_err(internal)?
+                .filter(|j| j.kind == kind)
+                .ok_or_else(|| not_found(uri))?;
+            store
+                .membership(account, &job.project_id)
+                .await
+                .map_err(internal)?
+                .ok_or_else(|| not_found(uri))?;
+            #[derive(Serialize)]
+            struct JobDocument {
+                #[serde(flatten)]
+                job: JobView,
+                document: Option<serde_json::Value>,
+            }
+            let document = job
+                .result
+                .as_deref()
+                .and_then(|d| serde_json::from_str(d).ok());
+            json_contents(
+                uri,
+                &JobDocument {
+                    job: JobView::from(&job),
+                    document,
+                },
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_reject_junk() {
+        for c in [
+            Cursor::START,
+            Cursor {
+                section: Section::Notes,
+                offset: 50,
+            },
+            Cursor {
+                section: Section::Jobs,
+                offset: 7,
+            },
+        ] {
+            assert_eq!(Cursor::decode(&c.encode()), Some(c));
+        }
+        for junk in ["", "!!", "eDox", &URL_SAFE_NO_PAD.encode("n:-1")] {
+            assert_eq!(Cursor::decode(junk), None, "{junk}");
+        }
+    }
+}

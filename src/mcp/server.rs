@@ -1,0 +1,221 @@
+//! The rmcp `ServerHandler`: tools from the [`Catalog`], resources, server identity.
+//!
+//! A fresh handler is made for every HTTP request (stateless Streamable HTTP); the caller is the
+//! [`Principal`] the authentication layer put into the request extensions, which rmcp passes on
+//! inside the `http::request::Parts` it stores in the request context.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use axum::extract::ConnectInfo;
+use rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+    Implementation, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+
+use super::McpState;
+use super::auth::Principal;
+use super::catalog::{ProjectAccess, ToolCtx, ToolError};
+use super::{output, resources};
+use crate::domain::account::Role;
+use crate::store::audit::AuditEvent;
+
+const INSTRUCTIONS: &str = "Gatehouse holds the signed-in person's projects and each project's notes. \
+Start with list_projects to get project ids. search_notes finds notes by words and get_note reads one; \
+create_note and update_note change notes in projects where the person has the write role. \
+export_project runs in the background: it answers with a job receipt; poll get_job with the receipt's id \
+and read the job resource when it is completed.";
+
+/// Templates never change: clients may cache them for an hour and share the cache.
+const TEMPLATES_TTL_MS: u64 = 3_600_000;
+
+/// The MCP server for one request.
+#[derive(Clone)]
+pub struct GatehouseMcp {
+    mcp: McpState,
+}
+
+impl GatehouseMcp {
+    /// A handler over the shared state.
+    pub fn new(mcp: McpState) -> Self {
+        GatehouseMcp { mcp }
+    }
+}
+
+/// The caller of this request, from the HTTP request's extensions.
+fn principal(ctx: &RequestContext<RoleServer>) -> Result<Principal, ErrorData> {
+    ctx.extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Principal>())
+        .cloned()
+        .ok_or_else(|| ErrorData::internal_error("request is not authenticated", None))
+}
+
+fn source_ip(ctx: &RequestContext<RoleServer>) -> Option<String> {
+    ctx.extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<ConnectInfo<SocketAddr>>())
+        .map(|c| c.0.ip().to_string())
+}
+
+/// Whether the request speaks 2026-07-28 or later (cache hints are sent only then).
+fn is_modern(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+impl ServerHandler for GatehouseMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("gatehouse", env!("CARGO_PKG_VERSION")).with_title("Gatehouse"),
+        )
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.mcp.catalog.get(name).map(|def| def.tool().clone())
+    }
+
+    /// The tools this caller's scopes allow, in catalog order. Tools that need the write role
+    /// are hidden from an account that has it in no project; if that check fails, nothing is
+    /// hidden (calls are still checked one by one).
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let principal = principal(&ctx)?;
+        let can_write_somewhere = match self
+            .mcp
+            .app
+            .store
+            .projects_of_account(&principal.account_id)
+            .await
+        {
+            Ok(projects) => projects.iter().any(|p| p.role == Role::Write),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read memberships for tools/list");
+                true
+            }
+        };
+        let tools = self
+            .mcp
+            .catalog
+            .all()
+            .iter()
+            .filter(|def| principal.scopes.satisfies(def.spec.scope))
+            .filter(|def| def.spec.project != ProjectAccess::Write || can_write_somewhere)
+            .map(|def| def.tool().clone())
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let principal = principal(&ctx)?;
+        let Some(def) = self.mcp.catalog.get(&request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!("Unknown tool: {}", request.name),
+                Some(serde_json::json!({ "name": request.name })),
+            ));
+        };
+        let config = &self.mcp.app.config;
+        if !principal.scopes.satisfies(def.spec.scope) {
+            // The authentication layer answers 403 before this; kept as a second line.
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "This tool needs the {} scope; authorize again with it.",
+                def.spec.scope
+            ))])
+            .into());
+        }
+        let started = Instant::now();
+        let now = crate::store::now();
+        let tool_ctx = ToolCtx {
+            state: self.mcp.app.clone(),
+            principal: std::sync::Arc::new(principal.clone()),
+            project: None,
+            now,
+        };
+        let outcome = def.call(tool_ctx, request.arguments).await;
+        let elapsed_ms = started.elapsed().as_millis();
+        let audit_outcome = match &outcome.result {
+            Ok(_) => "success",
+            Err(e) => e.outcome(),
+        };
+        if let Err(ToolError::Internal(cause)) = &outcome.result {
+            tracing::error!(tool = def.spec.name, error = %cause, "MCP tool failed");
+        }
+        let detail = match &outcome.project_id {
+            Some(p) => format!("project={p} duration_ms={elapsed_ms}"),
+            None => format!("duration_ms={elapsed_ms}"),
+        };
+        let ip = source_ip(&ctx);
+        self.mcp
+            .app
+            .store
+            .audit(
+                AuditEvent {
+                    event: "tool_call",
+                    outcome: audit_outcome,
+                    account_id: Some(&principal.account_id),
+                    client_id: principal.client_id.as_deref(),
+                    subject: Some(def.spec.name),
+                    source_ip: ip.as_deref(),
+                    detail: Some(&detail),
+                },
+                now,
+            )
+            .await;
+        Ok(output::render(outcome.result, config.max_result_bytes).into())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let principal = principal(&ctx)?;
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        resources::list(&self.mcp.app, &principal, cursor).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        principal(&ctx)?;
+        let result = ListResourceTemplatesResult::with_all_items(resources::templates());
+        Ok(if is_modern(&ctx) {
+            result
+                .with_ttl_ms(TEMPLATES_TTL_MS)
+                .with_cache_scope(CacheScope::Public)
+        } else {
+            result
+        })
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let principal = principal(&ctx)?;
+        resources::read(&self.mcp.app, &principal, &request.uri)
+            .await
+            .map(Into::into)
+    }
+}

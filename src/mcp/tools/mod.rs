@@ -1,0 +1,82 @@
+//! The built-in tools, registered in the order `tools/list` shows them. Handlers are thin:
+//! they take typed input, call one storage service (the same the console pages use) and
+//! shape the answer.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::catalog::{Catalog, CatalogError};
+
+pub mod jobs;
+pub mod notes;
+pub mod projects;
+
+/// Input of the tools that take no arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoInput {}
+
+/// Every built-in tool, checked.
+///
+/// Errors: [`CatalogError`] if a definition breaks the catalog's rules (a unit test keeps the
+/// built-in set valid).
+pub fn catalog() -> Result<Catalog, CatalogError> {
+    Catalog::new(vec![
+        projects::list_projects(),
+        projects::get_project(),
+        notes::search_notes(),
+        notes::get_note(),
+        notes::create_note(),
+        notes::update_note(),
+        jobs::export_project(),
+        jobs::get_job(),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::scope::Scope;
+
+    #[test]
+    fn the_built_in_catalog_is_valid_and_ordered() {
+        let catalog = catalog().unwrap();
+        let names: Vec<_> = catalog.all().iter().map(|t| t.spec.name).collect();
+        assert_eq!(
+            names,
+            [
+                "list_projects",
+                "get_project",
+                "search_notes",
+                "get_note",
+                "create_note",
+                "update_note",
+                "export_project",
+                "get_job"
+            ]
+        );
+        for def in catalog.all() {
+            let tool = def.tool();
+            let annotations = tool.annotations.as_ref().unwrap();
+            assert_eq!(
+                annotations.destructive_hint,
+                Some(false),
+                "{}",
+                def.spec.name
+            );
+            assert_eq!(
+                tool.input_schema["additionalProperties"], false,
+                "{}",
+                def.spec.name
+            );
+            let writes = def.spec.scope == Scope::McpWrite;
+            assert_eq!(
+                annotations.read_only_hint,
+                Some(!writes),
+                "{}",
+                def.spec.name
+            );
+        }
+        assert!(catalog.get("export_project").unwrap().spec.background);
+    }
+}

@@ -1,0 +1,299 @@
+//! `search_notes`, `get_note`, `create_note` and `update_note`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::domain::notes::ResourceUri;
+use crate::domain::scope::Scope;
+use crate::mcp::args::{Count, Id, List, Text};
+use crate::mcp::catalog::{ProjectAccess, ToolCtx, ToolDef, ToolError, ToolOk, ToolSpec};
+use crate::store::notes::{NewNote, Note, NotePatch};
+
+/// A note's title: 1 to 200 characters.
+pub type Title = Text<1, 200>;
+/// A note's text: up to 20 000 characters.
+pub type Body = Text<0, 20_000>;
+/// Labels: up to 20, each 1 to 40 characters.
+pub type Tags = List<Text<1, 40>, 20>;
+
+/// One note (also the content of the note resource).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct NoteView {
+    /// Note id.
+    pub id: String,
+    /// The project it belongs to.
+    pub project_id: String,
+    /// Title.
+    pub title: String,
+    /// Text.
+    pub body: String,
+    /// Labels.
+    pub tags: Vec<String>,
+    /// When it was created (Unix seconds).
+    pub created_at: i64,
+    /// When it last changed (Unix seconds).
+    pub updated_at: i64,
+    /// MCP resource URI of the note.
+    pub uri: String,
+}
+
+impl From<Note> for NoteView {
+    fn from(n: Note) -> Self {
+        NoteView {
+            uri: ResourceUri::note(&n.project_id, &n.id),
+            id: n.id,
+            project_id: n.project_id,
+            title: n.title,
+            body: n.body,
+            tags: n.tags,
+            created_at: n.created_at,
+            updated_at: n.updated_at,
+        }
+    }
+}
+
+fn note_answer(note: Note) -> ToolOk<NoteView> {
+    let view = NoteView::from(note);
+    let uri = view.uri.clone();
+    let title = view.title.clone();
+    ToolOk::new(view).link(uri, title)
+}
+
+fn note_not_found(note_id: &str) -> ToolError {
+    ToolError::NotFound(format!(
+        "No note with id \"{note_id}\" in this project. Use search_notes to find note ids."
+    ))
+}
+
+/// Input of `search_notes`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchNotesInput {
+    /// The project to search, from `list_projects`.
+    pub project_id: Id,
+    /// Words to look for in titles, texts and tags; every word must match.
+    pub query: Text<1, 200>,
+    /// Most results to return (1-50, default 10).
+    pub limit: Option<Count<1, 50>>,
+}
+
+/// One search hit.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SearchHit {
+    /// Note id: pass it as `note_id` to `get_note`.
+    pub id: String,
+    /// Note title.
+    pub title: String,
+    /// The passage that matched, matched words marked.
+    pub snippet: String,
+    /// MCP resource URI of the note.
+    pub uri: String,
+}
+
+/// Output of `search_notes`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SearchResults {
+    /// The project searched.
+    pub project_id: String,
+    /// The words searched for.
+    pub query: String,
+    /// Hits, most relevant first.
+    pub results: Vec<SearchHit>,
+}
+
+/// `search_notes`.
+pub fn search_notes() -> ToolDef {
+    ToolDef::new(
+        ToolSpec {
+            name: "search_notes",
+            title: "Search notes",
+            description: "Full-text search in one project's notes. Returns the best matches first, each with a snippet of the matching text. Every word of the query must appear; punctuation is ignored. Use get_note to read a whole note.",
+            scope: Scope::McpRead,
+            read_only: true,
+            idempotent: true,
+            open_world: false,
+            background: false,
+            project: ProjectAccess::Read,
+        },
+        |ctx: ToolCtx, input: SearchNotesInput| async move {
+            let project = ctx.project();
+            let limit = input.limit.map_or(10, Count::get);
+            let hits = ctx
+                .state
+                .store
+                .search_notes(&project.project_id, input.query.as_str(), i64::from(limit))
+                .await?;
+            let results: Vec<SearchHit> = hits
+                .into_iter()
+                .map(|h| SearchHit {
+                    uri: ResourceUri::note(&project.project_id, &h.id),
+                    id: h.id,
+                    title: h.title,
+                    snippet: h.snippet,
+                })
+                .collect();
+            let links: Vec<(String, String)> = results
+                .iter()
+                .map(|h| (h.uri.clone(), h.title.clone()))
+                .collect();
+            let mut ok = ToolOk::new(SearchResults {
+                project_id: project.project_id.clone(),
+                query: input.query.into_string(),
+                results,
+            });
+            for (uri, title) in links {
+                ok = ok.link(uri, title);
+            }
+            Ok::<_, ToolError>(ok)
+        },
+    )
+}
+
+/// Input of `get_note`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetNoteInput {
+    /// The project, from `list_projects`.
+    pub project_id: Id,
+    /// The note, from `search_notes` or `create_note`.
+    pub note_id: Id,
+}
+
+/// `get_note`.
+pub fn get_note() -> ToolDef {
+    ToolDef::new(
+        ToolSpec {
+            name: "get_note",
+            title: "Read a note",
+            description: "Returns one note in full: title, text, tags and when it was created and last changed.",
+            scope: Scope::McpRead,
+            read_only: true,
+            idempotent: true,
+            open_world: false,
+            background: false,
+            project: ProjectAccess::Read,
+        },
+        |ctx: ToolCtx, input: GetNoteInput| async move {
+            let project = ctx.project();
+            let note = ctx
+                .state
+                .store
+                .note(&project.project_id, input.note_id.as_str())
+                .await?
+                .ok_or_else(|| note_not_found(input.note_id.as_str()))?;
+            Ok::<_, ToolError>(note_answer(note))
+        },
+    )
+}
+
+/// Input of `create_note`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateNoteInput {
+    /// The project to add the note to, from `list_projects` (needs the write role).
+    pub project_id: Id,
+    /// Title, 1-200 characters.
+    pub title: Title,
+    /// Text (Markdown is fine), up to 20 000 characters.
+    pub body: Body,
+    /// Labels, up to 20, each 1-40 characters.
+    #[serde(default)]
+    pub tags: Tags,
+}
+
+/// `create_note`.
+pub fn create_note() -> ToolDef {
+    ToolDef::new(
+        ToolSpec {
+            name: "create_note",
+            title: "Create a note",
+            description: "Adds a new note to a project where the person has the write role. Returns the stored note with its id.",
+            scope: Scope::McpWrite,
+            read_only: false,
+            idempotent: false,
+            open_world: false,
+            background: false,
+            project: ProjectAccess::Write,
+        },
+        |ctx: ToolCtx, input: CreateNoteInput| async move {
+            let project = ctx.project();
+            let tags: Vec<String> = input
+                .tags
+                .into_vec()
+                .into_iter()
+                .map(Text::into_string)
+                .collect();
+            let note = ctx
+                .state
+                .store
+                .create_note(
+                    &NewNote {
+                        project_id: &project.project_id,
+                        author_account_id: &ctx.principal.account_id,
+                        title: input.title.as_str(),
+                        body: input.body.as_str(),
+                        tags: &tags,
+                    },
+                    ctx.now,
+                )
+                .await?;
+            Ok::<_, ToolError>(note_answer(note))
+        },
+    )
+}
+
+/// Input of `update_note`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateNoteInput {
+    /// The project, from `list_projects` (needs the write role).
+    pub project_id: Id,
+    /// The note to change.
+    pub note_id: Id,
+    /// New title, 1-200 characters; leave out to keep it.
+    pub title: Option<Title>,
+    /// New text, up to 20 000 characters; leave out to keep it.
+    pub body: Option<Body>,
+    /// New labels (the whole list); leave out to keep them.
+    pub tags: Option<Tags>,
+}
+
+/// `update_note`.
+pub fn update_note() -> ToolDef {
+    ToolDef::new(
+        ToolSpec {
+            name: "update_note",
+            title: "Change a note",
+            description: "Changes the title, text or tags of a note in a project where the person has the write role. Fields left out keep their value; tags, when given, become the whole new list.",
+            scope: Scope::McpWrite,
+            read_only: false,
+            idempotent: true,
+            open_world: false,
+            background: false,
+            project: ProjectAccess::Write,
+        },
+        |ctx: ToolCtx, input: UpdateNoteInput| async move {
+            if input.title.is_none() && input.body.is_none() && input.tags.is_none() {
+                return Err(ToolError::InvalidArguments(
+                    "Invalid arguments: give at least one of `title`, `body` or `tags`.".into(),
+                ));
+            }
+            let project = ctx.project();
+            let tags: Option<Vec<String>> = input
+                .tags
+                .map(|t| t.into_vec().into_iter().map(Text::into_string).collect());
+            let patch = NotePatch {
+                title: input.title.as_ref().map(Text::as_str),
+                body: input.body.as_ref().map(Text::as_str),
+                tags: tags.as_deref(),
+            };
+            let note = ctx
+                .state
+                .store
+                .update_note(&project.project_id, input.note_id.as_str(), &patch, ctx.now)
+                .await?
+                .ok_or_else(|| note_not_found(input.note_id.as_str()))?;
+            Ok(note_answer(note))
+        },
+    )
+}

@@ -1,0 +1,144 @@
+//! `list_projects` and `get_project`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::NoInput;
+use crate::config::Config;
+use crate::domain::notes::ResourceUri;
+use crate::domain::scope::Scope;
+use crate::mcp::args::Id;
+use crate::mcp::catalog::{ProjectAccess, ToolCtx, ToolDef, ToolError, ToolOk, ToolSpec};
+use crate::store::projects::ProjectMembership;
+
+/// One project the caller can use.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ProjectSummary {
+    /// Project id: pass it as `project_id` to the other tools.
+    pub id: String,
+    /// Project name.
+    pub name: String,
+    /// The caller's role: `read` (may read notes) or `write` (may also create and change them).
+    pub role: String,
+    /// MCP resource URI of the project.
+    pub uri: String,
+}
+
+impl ProjectSummary {
+    fn from_membership(m: &ProjectMembership) -> Self {
+        ProjectSummary {
+            id: m.project_id.clone(),
+            name: m.name.clone(),
+            role: m.role.as_str().to_string(),
+            uri: ResourceUri::project(&m.project_id),
+        }
+    }
+}
+
+/// Output of `list_projects`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ProjectList {
+    /// The caller's active projects, oldest first.
+    pub projects: Vec<ProjectSummary>,
+}
+
+/// One project in detail (also the content of the project resource).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ProjectView {
+    /// Project id.
+    pub id: String,
+    /// Project name.
+    pub name: String,
+    /// The caller's role: `read` or `write`.
+    pub role: String,
+    /// When it was created (Unix seconds).
+    pub created_at: i64,
+    /// How many notes it holds.
+    pub note_count: i64,
+    /// Where a person opens the project in the Gatehouse console.
+    pub console_url: String,
+    /// MCP resource URI of the project.
+    pub uri: String,
+}
+
+impl ProjectView {
+    /// The view of `m` with its note count.
+    pub fn new(config: &Config, m: &ProjectMembership, note_count: i64) -> Self {
+        ProjectView {
+            id: m.project_id.clone(),
+            name: m.name.clone(),
+            role: m.role.as_str().to_string(),
+            created_at: m.created_at,
+            note_count,
+            console_url: format!("{}/projects/{}", config.frontend_url, m.project_id),
+            uri: ResourceUri::project(&m.project_id),
+        }
+    }
+}
+
+/// Input naming one project.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectInput {
+    /// The project id, from `list_projects`.
+    pub project_id: Id,
+}
+
+/// `list_projects`.
+pub fn list_projects() -> ToolDef {
+    ToolDef::new(
+        ToolSpec {
+            name: "list_projects",
+            title: "List projects",
+            description: "Lists the projects the signed-in person can use, with their ids and the person's role in each (read or write). Call this first: every other tool needs a project_id from here.",
+            scope: Scope::McpRead,
+            read_only: true,
+            idempotent: true,
+            open_world: false,
+            background: false,
+            project: ProjectAccess::None,
+        },
+        |ctx: ToolCtx, _input: NoInput| async move {
+            let memberships = ctx
+                .state
+                .store
+                .projects_of_account(&ctx.principal.account_id)
+                .await?;
+            let mut ok = ToolOk::new(ProjectList {
+                projects: memberships
+                    .iter()
+                    .map(ProjectSummary::from_membership)
+                    .collect(),
+            });
+            for m in &memberships {
+                ok = ok.link(ResourceUri::project(&m.project_id), m.name.clone());
+            }
+            Ok::<_, ToolError>(ok)
+        },
+    )
+}
+
+/// `get_project`.
+pub fn get_project() -> ToolDef {
+    ToolDef::new(
+        ToolSpec {
+            name: "get_project",
+            title: "Get a project",
+            description: "Returns one project: its name, the person's role, how many notes it holds, and a console_url where the person can open it in a browser.",
+            scope: Scope::McpRead,
+            read_only: true,
+            idempotent: true,
+            open_world: false,
+            background: false,
+            project: ProjectAccess::Read,
+        },
+        |ctx: ToolCtx, _input: ProjectInput| async move {
+            let project = ctx.project();
+            let count = ctx.state.store.count_notes(&project.project_id).await?;
+            let view = ProjectView::new(&ctx.state.config, project, count);
+            let uri = view.uri.clone();
+            let name = view.name.clone();
+            Ok::<_, ToolError>(ToolOk::new(view).link(uri, name))
+        },
+    )
+}

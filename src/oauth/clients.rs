@@ -1,0 +1,191 @@
+//! Finding the client behind a `client_id`: a registered one (RFC 7591), or a URL-shaped one
+//! whose client ID metadata document is fetched, validated and cached (MCP 2025-11-25, CIMD
+//! draft §3–§6). Fetches are bounded in size and time, follow no redirects, and never reach
+//! private, loopback or link-local addresses; errors are never cached.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use url::Url;
+
+use crate::domain::cimd::{
+    self, CimdError, MAX_DOCUMENT_BYTES, cache_lifetime, is_forbidden_ip, validate_client_id_url,
+    validate_document,
+};
+use crate::store::oauth::ClientRecord;
+use crate::store::{Store, StoreError};
+
+/// A fetched document: the body (at most [`MAX_DOCUMENT_BYTES`]) and its `Cache-Control`.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// Response body.
+    pub body: Vec<u8>,
+    /// The `Cache-Control` header, if any.
+    pub cache_control: Option<String>,
+}
+
+/// Fetches client metadata documents. The real one is [`HttpsFetcher`]; tests supply their own.
+#[async_trait]
+pub trait MetadataFetcher: Send + Sync + 'static {
+    /// Fetches `url` (already validated by [`validate_client_id_url`]).
+    async fn fetch(&self, url: &Url) -> Result<Fetched, CimdError>;
+}
+
+/// Fetches over HTTPS with a 5-second budget, no redirects, a 5 KiB cap, and only after every
+/// address the host resolves to has been checked against [`is_forbidden_ip`]; the connection is
+/// pinned to the checked address so a second DNS answer cannot redirect it.
+#[derive(Debug, Default)]
+pub struct HttpsFetcher;
+
+#[async_trait]
+impl MetadataFetcher for HttpsFetcher {
+    async fn fetch(&self, url: &Url) -> Result<Fetched, CimdError> {
+        let host = url
+            .host_str()
+            .ok_or(CimdError::BadUrl("it has no host"))?
+            .to_string();
+        let port = url.port_or_known_default().unwrap_or(443);
+        let lookup_host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let addrs: Vec<SocketAddr> = tokio::time::timeout(
+            Duration::from_secs(2),
+            tokio::net::lookup_host((lookup_host.as_str(), port)),
+        )
+        .await
+        .map_err(|_| CimdError::Fetch("DNS lookup timed out".into()))?
+        .map_err(|e| CimdError::Fetch(format!("DNS lookup failed: {e}")))?
+        .collect();
+        if addrs.is_empty() {
+            return Err(CimdError::Fetch("the host has no address".into()));
+        }
+        if addrs.iter().any(|a| is_forbidden_ip(a.ip())) {
+            return Err(CimdError::ForbiddenAddress);
+        }
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(5))
+            .https_only(true)
+            .resolve(&lookup_host, addrs[0])
+            .build()
+            .map_err(|e| CimdError::Fetch(e.to_string()))?;
+        let mut response = client
+            .get(url.clone())
+            .header(reqwest::header::ACCEPT, "application/json")
+            .send()
+            .await
+            .map_err(|e| CimdError::Fetch(e.without_url().to_string()))?;
+        if response.status() != reqwest::StatusCode::OK {
+            return Err(CimdError::Fetch(format!(
+                "HTTP status {}",
+                response.status()
+            )));
+        }
+        let cache_control = response
+            .headers()
+            .get(reqwest::header::CACHE_CONTROL)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| CimdError::Fetch(e.without_url().to_string()))?
+        {
+            body.extend_from_slice(&chunk);
+            if body.len() > MAX_DOCUMENT_BYTES {
+                return Err(CimdError::Fetch(format!(
+                    "the document is larger than {MAX_DOCUMENT_BYTES} bytes"
+                )));
+            }
+        }
+        Ok(Fetched {
+            body,
+            cache_control,
+        })
+    }
+}
+
+/// Why a client could not be found.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientLookupError {
+    /// The metadata document was refused or could not be fetched.
+    #[error(transparent)]
+    Metadata(#[from] CimdError),
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Resolves `client_id`s, caching metadata documents in memory for their HTTP lifetime.
+pub struct ClientResolver {
+    fetcher: Arc<dyn MetadataFetcher>,
+    cache: Mutex<HashMap<String, (ClientRecord, Instant)>>,
+}
+
+impl std::fmt::Debug for ClientResolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientResolver").finish_non_exhaustive()
+    }
+}
+
+impl ClientResolver {
+    /// A resolver using `fetcher` for metadata documents.
+    pub fn new(fetcher: Arc<dyn MetadataFetcher>) -> Self {
+        Self {
+            fetcher,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The client for `client_id`: `Ok(None)` when no such registered client exists. A
+    /// URL-shaped id is resolved through its metadata document and recorded in the clients
+    /// table (so consents and tokens can refer to it).
+    pub async fn lookup(
+        &self,
+        store: &Store,
+        client_id: &str,
+    ) -> Result<Option<ClientRecord>, ClientLookupError> {
+        if !cimd::is_url_client_id(client_id) {
+            return Ok(store.client(client_id).await?);
+        }
+        if let Some((record, until)) = self.cache.lock().expect("cache lock").get(client_id)
+            && *until > Instant::now()
+        {
+            return Ok(Some(record.clone()));
+        }
+        let url = validate_client_id_url(client_id)?;
+        let fetched = self.fetcher.fetch(&url).await?;
+        let meta = validate_document(client_id, &fetched.body)?;
+        let record = ClientRecord {
+            client_id: client_id.to_string(),
+            client_secret_hash: None,
+            auth_method: "none".into(),
+            client_name: Some(meta.client_name),
+            redirect_uris: meta.redirect_uris,
+            grant_types: vec!["authorization_code".into(), "refresh_token".into()],
+            scope: None,
+            metadata: meta.document,
+            can_introspect: false,
+            created_at: crate::store::now(),
+        };
+        store.upsert_metadata_client(&record).await?;
+        let mut cache = self.cache.lock().expect("cache lock");
+        match cache_lifetime(fetched.cache_control.as_deref()) {
+            Some(ttl) => {
+                cache.insert(
+                    client_id.to_string(),
+                    (record.clone(), Instant::now() + ttl),
+                );
+            }
+            None => {
+                cache.remove(client_id);
+            }
+        }
+        Ok(Some(record))
+    }
+}
