@@ -102,13 +102,22 @@ impl Application {
     ///
     /// Errors: [`StartupError`] naming `DATABASE_URL`, `GATEHOUSE_BIND` or the bootstrap variables.
     pub async fn build(config: Config) -> Result<Application, StartupError> {
-        let listener = TcpListener::bind(config.bind).await.map_err(|e| {
+        // The database first, the port last: once the port accepts connections, the server is
+        // ready (migrated, first account created).
+        let store = open_store(&config.database_url).await?;
+        let state = AppState {
+            config: Arc::new(config),
+            store,
+            clients: Arc::new(ClientResolver::new(Arc::new(HttpsFetcher))),
+        };
+        first_run(&state).await?;
+        let listener = TcpListener::bind(state.config.bind).await.map_err(|e| {
             StartupError(format!(
                 "GATEHOUSE_BIND: cannot listen on {}: {e}",
-                config.bind
+                state.config.bind
             ))
         })?;
-        Self::build_with_listener(config, listener).await
+        Self::assemble(state, listener)
     }
 
     /// Like [`Application::build`] with a listener bound by the caller (tests bind port 0 first
@@ -128,16 +137,20 @@ impl Application {
         fetcher: Arc<dyn MetadataFetcher>,
     ) -> Result<Application, StartupError> {
         let store = open_store(&config.database_url).await?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| StartupError(format!("GATEHOUSE_BIND: {e}")))?
-            .port();
         let state = AppState {
             config: Arc::new(config),
             store,
             clients: Arc::new(ClientResolver::new(fetcher)),
         };
         first_run(&state).await?;
+        Self::assemble(state, listener)
+    }
+
+    fn assemble(state: AppState, listener: TcpListener) -> Result<Application, StartupError> {
+        let port = listener
+            .local_addr()
+            .map_err(|e| StartupError(format!("GATEHOUSE_BIND: {e}")))?
+            .port();
         let router = router(state.clone());
         Ok(Application {
             listener,
@@ -155,11 +168,6 @@ impl Application {
     /// The shared state (tests reach the database through it).
     pub fn state(&self) -> &AppState {
         &self.state
-    }
-
-    /// Serves until SIGINT/SIGTERM, then finishes in-flight requests and returns.
-    pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        self.run_until(shutdown_signal()).await
     }
 
     /// Serves until `stop` completes, then finishes in-flight requests and returns.
@@ -228,24 +236,33 @@ async fn first_run(state: &AppState) -> Result<(), StartupError> {
     Ok(())
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// A future that completes on SIGINT or SIGTERM. The handlers are installed when this is
+/// called, so call it before the port opens: a signal that arrives early still shuts down
+/// gracefully instead of killing the process.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let term = signal(SignalKind::terminate());
+        let int = signal(SignalKind::interrupt());
+        async move {
+            match (term, int) {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {},
+                        _ = int.recv() => {},
+                    }
+                }
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
-            Err(_) => std::future::pending::<()>().await,
+            tracing::info!("shutting down: finishing in-flight requests");
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = terminate => {},
     }
-    tracing::info!("shutting down: finishing in-flight requests");
+    #[cfg(not(unix))]
+    async move {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down: finishing in-flight requests");
+    }
 }

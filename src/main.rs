@@ -16,6 +16,7 @@ async fn main() {
     gatehouse::telemetry::init(config.log_format);
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
+            let stop = gatehouse::app::shutdown_signal();
             let app = match Application::build(config.clone()).await {
                 Ok(app) => app,
                 Err(e) => fail(&e.to_string()),
@@ -26,7 +27,7 @@ async fn main() {
                 mcp = %config.mcp_server_url,
                 "gatehouse listening"
             );
-            if let Err(e) = app.run_until_stopped().await {
+            if let Err(e) = app.run_until(stop).await {
                 fail(&format!("server error: {e}"));
             }
         }

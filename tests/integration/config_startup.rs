@@ -237,3 +237,137 @@ fn account_and_project_commands_work_and_refuse_bad_input() {
     let r = run(&["migrate"], &env, None);
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
+
+/// Starts `gatehouse serve` on a free port with `env`; returns the child (stdout and stderr piped).
+fn start_server(env: &[(&str, &str)]) -> (std::process::Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bind = format!("127.0.0.1:{port}");
+    let mcp = format!("http://127.0.0.1:{port}/mcp");
+    let mut cmd = Command::new(BIN);
+    cmd.arg("serve")
+        .env_clear()
+        .env("GATEHOUSE_BIND", &bind)
+        .env("MCP_SERVER_URL", &mcp)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    (cmd.spawn().unwrap(), port)
+}
+
+fn wait_ready(port: u16) {
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("server did not start");
+}
+
+#[test]
+fn first_start_prints_a_one_time_setup_link_and_sigterm_stops_cleanly_with_json_logs() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("g.db").display());
+    let (mut child, port) = start_server(&[
+        ("DATABASE_URL", &db),
+        ("GATEHOUSE_LOG_FORMAT", "json"),
+        ("RUST_LOG", "info"),
+    ]);
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let marker = format!("http://127.0.0.1:{port}/setup?token=gate_setup_");
+    assert!(
+        line.contains(&marker),
+        "one line with the setup link: {line}"
+    );
+    wait_ready(port);
+    // Graceful shutdown on SIGTERM: exit status 0.
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "clean exit on SIGTERM");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!lines.is_empty());
+    for l in lines {
+        let v: serde_json::Value =
+            serde_json::from_str(l).unwrap_or_else(|_| panic!("JSON log line: {l}"));
+        assert!(v.get("level").is_some(), "{l}");
+        assert!(
+            !l.contains("gate_setup_"),
+            "the setup token never reaches the log: {l}"
+        );
+    }
+}
+
+#[test]
+fn bootstrap_account_is_created_headlessly_and_no_link_is_printed() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("g.db").display());
+    let (mut child, port) = start_server(&[
+        ("DATABASE_URL", &db),
+        ("GATEHOUSE_BOOTSTRAP_EMAIL", "root@example.com"),
+        ("GATEHOUSE_BOOTSTRAP_PASSWORD", "a-long-password"),
+    ]);
+    wait_ready(port);
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(!out.contains("/setup?token="), "{out}");
+    // The account exists: adding it again is a duplicate.
+    let r = run(
+        &["account", "add", "root@example.com", "--password-stdin"],
+        &[("DATABASE_URL", &db)],
+        Some("a-long-password\n"),
+    );
+    assert!(r.stderr.contains("already exists"), "{}", r.stderr);
+}
+
+#[test]
+fn settings_can_come_from_a_toml_file_and_the_environment_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gatehouse.toml");
+    std::fs::write(&file, "GATEHOUSE_ISSUER = \"https://auth.example.com/\"\n").unwrap();
+    let r = run(&["--config", file.to_str().unwrap(), "serve"], &[], None);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("GATEHOUSE_ISSUER") && r.stderr.contains("slash"),
+        "file value read: {}",
+        r.stderr
+    );
+    let r = run(
+        &["--config", file.to_str().unwrap(), "serve"],
+        &[
+            ("GATEHOUSE_ISSUER", "https://auth.example.com"),
+            ("GATEHOUSE_ACCESS_TOKEN_TTL", "0"),
+        ],
+        None,
+    );
+    assert!(
+        r.stderr.contains("GATEHOUSE_ACCESS_TOKEN_TTL"),
+        "environment overrides the file: {}",
+        r.stderr
+    );
+}

@@ -365,3 +365,15 @@ async fn first_run_setup_link_creates_the_first_account_once() {
         .unwrap();
     assert_eq!(bad.status(), StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn cookies_are_secure_when_the_issuer_is_https() {
+    let app = crate::helpers::spawn_app_with(|v| {
+        v.insert("GATEHOUSE_ISSUER".into(), "https://auth.example.com".into());
+    })
+    .await;
+    let r = app.client.get(app.url("/signin")).send().await.unwrap();
+    let cookie = r.headers()["set-cookie"].to_str().unwrap();
+    assert!(cookie.contains("Secure"), "{cookie}");
+    assert!(cookie.contains("HttpOnly"), "{cookie}");
+}
