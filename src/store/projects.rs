@@ -18,6 +18,17 @@ pub struct ProjectMembership {
     pub created_at: i64,
 }
 
+/// Maps a row of `id, name, role, created_at` (project joined with membership).
+fn membership_from_row(r: &sqlx::any::AnyRow) -> Result<ProjectMembership, StoreError> {
+    let role: String = r.try_get("role")?;
+    Ok(ProjectMembership {
+        project_id: r.try_get("id")?,
+        name: r.try_get("name")?,
+        role: parse_column(&role, "memberships.role")?,
+        created_at: r.try_get("created_at")?,
+    })
+}
+
 impl Store {
     /// Creates an active project owned by `owner_account_id`, who becomes a `write` member.
     /// Returns the new project id.
@@ -92,17 +103,7 @@ impl Store {
         .bind(account_id)
         .fetch_all(self.pool())
         .await?;
-        rows.iter()
-            .map(|r| {
-                let role: String = r.try_get("role")?;
-                Ok(ProjectMembership {
-                    project_id: r.try_get("id")?,
-                    name: r.try_get("name")?,
-                    role: parse_column(&role, "memberships.role")?,
-                    created_at: r.try_get("created_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(membership_from_row).collect()
     }
 
     /// The account's membership in one active project; `None` both for a project that does not
@@ -121,15 +122,6 @@ impl Store {
         .bind(project_id)
         .fetch_optional(self.pool())
         .await?;
-        row.map(|r| {
-            let role: String = r.try_get("role")?;
-            Ok(ProjectMembership {
-                project_id: r.try_get("id")?,
-                name: r.try_get("name")?,
-                role: parse_column(&role, "memberships.role")?,
-                created_at: r.try_get("created_at")?,
-            })
-        })
-        .transpose()
+        row.as_ref().map(membership_from_row).transpose()
     }
 }

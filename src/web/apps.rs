@@ -12,7 +12,7 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::session::{csrf_ok, csrf_token, signed_in};
-use super::{error_page, render, see_other};
+use super::{form_expired, render, see_other};
 use crate::app::AppState;
 use crate::domain::redirect_uri::host_for_display;
 use crate::error::AppError;
@@ -80,11 +80,7 @@ pub async fn revoke(
     Form(form): Form<RevokeForm>,
 ) -> Result<Response, AppError> {
     if !csrf_ok(&session, &form.csrf_token).await? {
-        return Ok(error_page(
-            StatusCode::FORBIDDEN,
-            "Form expired",
-            "Reload the page and try again.",
-        ));
+        return Ok(form_expired());
     }
     let Some(account) = signed_in(&state, &session).await? else {
         return Ok(see_other("/signin?next=%2Fapps"));

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::session::{csrf_ok, csrf_token, signed_in};
-use super::{error_page, render, see_other};
+use super::{error_page, form_expired, render, see_other};
 use crate::app::AppState;
 use crate::domain::redirect_uri::{host_for_display, is_loopback_host};
 use crate::domain::secret::random_urlsafe;
@@ -187,11 +187,7 @@ pub async fn decide(
     Form(form): Form<DecisionForm>,
 ) -> Result<Response, AppError> {
     if !csrf_ok(&session, &form.csrf_token).await? {
-        return Ok(error_page(
-            StatusCode::FORBIDDEN,
-            "Form expired",
-            "This form has expired or was not sent by this site. Start the connection again from the application.",
-        ));
+        return Ok(form_expired());
     }
     let Some(account) = signed_in(&state, &session).await? else {
         return Ok(error_page(

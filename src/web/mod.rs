@@ -76,6 +76,15 @@ pub fn error_page(status: StatusCode, title: &str, message: &str) -> Response {
     }
 }
 
+/// The page for a form whose CSRF token is missing or wrong (403; nothing was changed).
+pub fn form_expired() -> Response {
+    error_page(
+        StatusCode::FORBIDDEN,
+        "Form expired",
+        "This form has expired or was not sent by this site. Go back, reload the page and try again.",
+    )
+}
+
 /// `303 See Other` to `location` (a path on this server or a validated redirect URI).
 pub fn see_other(location: &str) -> Response {
     (

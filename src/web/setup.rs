@@ -10,7 +10,7 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::session::{csrf_ok, csrf_token};
-use super::{error_page, render, see_other};
+use super::{error_page, form_expired, render, see_other};
 use crate::app::AppState;
 use crate::domain::account::{Email, validate_password};
 use crate::domain::secret::Secret;
@@ -84,11 +84,7 @@ pub async fn submit(
     Form(form): Form<SetupForm>,
 ) -> Result<Response, AppError> {
     if !csrf_ok(&session, &form.csrf_token).await? {
-        return Ok(error_page(
-            StatusCode::FORBIDDEN,
-            "Form expired",
-            "This form has expired or was not sent by this site.",
-        ));
+        return Ok(form_expired());
     }
     let now = now();
     let hash = Secret::from_presented(form.token.clone()).hash();

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::session::{csrf_ok, csrf_token, safe_next, signed_in};
-use super::{error_page, render, see_other};
+use super::{form_expired, render, see_other};
 use crate::app::AppState;
 use crate::domain::account::{AccountStatus, Email};
 use crate::error::AppError;
@@ -88,11 +88,7 @@ pub async fn submit(
     Form(form): Form<SigninForm>,
 ) -> Result<Response, AppError> {
     if !csrf_ok(&session, &form.csrf_token).await? {
-        return Ok(error_page(
-            StatusCode::FORBIDDEN,
-            "Form expired",
-            "This form has expired or was not sent by this site. Go back, reload the page and try again.",
-        ));
+        return Ok(form_expired());
     }
     let next = safe_next(form.next.as_deref());
     let ip = peer.ip().to_string();
@@ -172,11 +168,7 @@ pub async fn sign_out(
     Form(form): Form<SignoutForm>,
 ) -> Result<Response, AppError> {
     if !csrf_ok(&session, &form.csrf_token).await? {
-        return Ok(error_page(
-            StatusCode::FORBIDDEN,
-            "Form expired",
-            "This form has expired or was not sent by this site.",
-        ));
+        return Ok(form_expired());
     }
     super::session::sign_out(&session).await?;
     Ok(see_other("/signin"))
