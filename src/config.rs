@@ -217,19 +217,20 @@ impl Config {
             "GATEHOUSE_ACCESS_TOKEN_TTL",
             get("GATEHOUSE_ACCESS_TOKEN_TTL"),
             3600,
-            1,
+            (60, 86_400),
         )?;
         let refresh_grace_secs = parse_int(
             "GATEHOUSE_REFRESH_GRACE_SECONDS",
             get("GATEHOUSE_REFRESH_GRACE_SECONDS"),
             60,
-            0,
+            // A long window would let a stolen, rotated refresh token keep working: bounded.
+            (0, 600),
         )?;
         let max_result_bytes = parse_int(
             "GATEHOUSE_MAX_RESULT_BYTES",
             get("GATEHOUSE_MAX_RESULT_BYTES"),
             65536,
-            1024,
+            (1024, 16 * 1024 * 1024),
         )? as usize;
 
         let bootstrap_account = match (
@@ -368,6 +369,12 @@ fn parse_http_url(variable: &'static str, raw: &str) -> Result<Url, ConfigError>
             format!("must have a host (got \"{raw}\")"),
         ));
     }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(ConfigError::new(
+            variable,
+            "must not contain user information (user:password@)",
+        ));
+    }
     Ok(url)
 }
 
@@ -375,15 +382,15 @@ fn parse_int(
     variable: &'static str,
     raw: Option<&str>,
     default: i64,
-    min: i64,
+    (min, max): (i64, i64),
 ) -> Result<i64, ConfigError> {
     match raw {
         None => Ok(default),
         Some(v) => match v.parse::<i64>() {
-            Ok(n) if n >= min => Ok(n),
+            Ok(n) if (min..=max).contains(&n) => Ok(n),
             _ => Err(ConfigError::new(
                 variable,
-                format!("must be a whole number of at least {min} (got \"{v}\")"),
+                format!("must be a whole number from {min} to {max} (got \"{v}\")"),
             )),
         },
     }
@@ -439,6 +446,22 @@ mod tests {
         let e = Config::from_vars(&vars(&[("MCP_SERVER_URL", "/mcp")])).unwrap_err();
         assert_eq!(e.variable, "MCP_SERVER_URL");
         assert!(e.to_string().contains("absolute"), "{e}");
+    }
+
+    #[test]
+    fn user_information_and_unbounded_numbers_are_refused() {
+        let e = Config::from_vars(&vars(&[(
+            "MCP_SERVER_URL",
+            "http://u:p@127.0.0.1:8080/mcp",
+        )]))
+        .unwrap_err();
+        assert_eq!(e.variable, "MCP_SERVER_URL");
+        let e = Config::from_vars(&vars(&[("GATEHOUSE_REFRESH_GRACE_SECONDS", "99999999999")]))
+            .unwrap_err();
+        assert_eq!(e.variable, "GATEHOUSE_REFRESH_GRACE_SECONDS");
+        assert!(Config::from_vars(&vars(&[("GATEHOUSE_REFRESH_GRACE_SECONDS", "0")])).is_ok());
+        let e = Config::from_vars(&vars(&[("GATEHOUSE_ACCESS_TOKEN_TTL", "0")])).unwrap_err();
+        assert_eq!(e.variable, "GATEHOUSE_ACCESS_TOKEN_TTL");
     }
 
     #[test]

@@ -14,6 +14,19 @@ async fn main() {
         Err(e) => fail(&e.to_string()),
     };
     gatehouse::telemetry::init(config.log_format);
+    if config.mcp_server_url.starts_with("http://")
+        && !url::Url::parse(&config.mcp_server_url)
+            .ok()
+            .and_then(|u| {
+                u.host_str()
+                    .map(gatehouse::domain::redirect_uri::is_loopback_host)
+            })
+            .unwrap_or(false)
+    {
+        tracing::warn!(
+            "MCP_SERVER_URL is plain http on a non-loopback host: passwords and tokens would cross the network unencrypted; serve it over https"
+        );
+    }
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let stop = gatehouse::app::shutdown_signal();

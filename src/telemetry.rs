@@ -8,8 +8,11 @@ use crate::config::LogFormat;
 
 /// Installs the global subscriber (once; later calls are ignored).
 pub fn init(format: LogFormat) {
+    // rmcp logs request and result payloads at debug level: it stays at warn whatever RUST_LOG
+    // says, so tool arguments and results never reach a log.
     let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_sessions=warn,rmcp=warn"));
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_sessions=warn"))
+        .add_directive("rmcp=warn".parse().expect("valid directive"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

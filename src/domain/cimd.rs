@@ -28,8 +28,9 @@ pub enum CimdError {
     /// The host resolves to an address that must not be fetched (SSRF protection, §6).
     #[error("client_id URL points to a private, loopback or link-local address")]
     ForbiddenAddress,
-    /// The fetch failed (network, status, size, time).
-    #[error("client metadata document could not be fetched: {0}")]
+    /// The fetch failed (network, status, size, time). The detail is for logs only: it is not
+    /// shown, so the error page cannot be used to probe other hosts' ports.
+    #[error("client metadata document could not be fetched")]
     Fetch(String),
     /// The document is not acceptable (§3.1).
     #[error("client metadata document is invalid: {0}")]
@@ -103,10 +104,17 @@ pub fn is_forbidden_ip(ip: IpAddr) -> bool {
             v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
+                // ::/64 holds IPv4-compatible (::a.b.c.d) and IPv4-translated (::ffff:0:a.b.c.d)
+                // forms; nothing public lives there.
+                || s[..4].iter().all(|x| *x == 0)
                 || (s[0] & 0xfe00) == 0xfc00
                 || (s[0] & 0xffc0) == 0xfe80
+                || (s[0] & 0xffc0) == 0xfec0
+                || s[0] == 0x2002
+                || (s[0] == 0x2001 && s[1] == 0x0000)
                 || (s[0] == 0x2001 && s[1] == 0x0db8)
-                || (s[0] == 0x64 && s[1] == 0xff9b)
+                || (s[0] == 0x0064 && s[1] == 0xff9b)
+                || (s[0] == 0x0100 && s[1..4].iter().all(|x| *x == 0))
         }
     }
 }
@@ -240,6 +248,11 @@ mod tests {
             "fd00::1",
             "::ffff:127.0.0.1",
             "::ffff:10.0.0.1",
+            "::127.0.0.1",
+            "::ffff:0:7f00:1",
+            "2002:7f00:1::",
+            "2001:0:4136:e378::1",
+            "fec0::1",
         ] {
             assert!(is_forbidden_ip(ip.parse().unwrap()), "{ip}");
         }

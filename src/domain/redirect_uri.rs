@@ -12,7 +12,7 @@ use url::Url;
 const MAX_LEN: usize = 2000;
 
 /// Schemes that can run code, read local data or are not redirect targets.
-const FORBIDDEN_SCHEMES: [&str; 9] = [
+const FORBIDDEN_SCHEMES: [&str; 15] = [
     "javascript",
     "data",
     "file",
@@ -22,6 +22,12 @@ const FORBIDDEN_SCHEMES: [&str; 9] = [
     "ftp",
     "ws",
     "wss",
+    "chrome",
+    "view-source",
+    "mailto",
+    "tel",
+    "sms",
+    "filesystem",
 ];
 
 /// Why a redirect URI cannot be registered; maps to the
@@ -60,7 +66,8 @@ pub enum RedirectUriError {
 /// such as `cursor://…` or `com.example.app:/cb` (RFC 8252 §7.1). Refused,
 /// with the matching [`RedirectUriError`]: more than 2000 bytes, whitespace,
 /// control characters or backslashes, relative URIs, fragments, userinfo,
-/// the schemes `javascript data file vbscript about blob ftp ws wss`, and
+/// the schemes `javascript data file vbscript about blob ftp ws wss chrome view-source mailto
+/// tel sms filesystem`, and
 /// `http` on any other host.
 pub fn validate_registration(uri: &str) -> Result<(), RedirectUriError> {
     if uri.len() > MAX_LEN {
@@ -182,12 +189,19 @@ mod tests {
     #[test]
     fn registration_refuses_dangerous_or_ambiguous_uris() {
         use RedirectUriError::*;
-        let cases: [(&str, RedirectUriError); 16] = [
+        let cases = [
             ("javascript:alert(1)", ForbiddenScheme("javascript".into())),
             ("JavaScript:alert(1)", ForbiddenScheme("javascript".into())),
             ("data:text/html,hi", ForbiddenScheme("data".into())),
             ("file:///etc/passwd", ForbiddenScheme("file".into())),
             ("vbscript:msgbox", ForbiddenScheme("vbscript".into())),
+            (
+                "view-source:https://a.example/",
+                ForbiddenScheme("view-source".into()),
+            ),
+            ("chrome://settings", ForbiddenScheme("chrome".into())),
+            ("mailto:a@example.com", ForbiddenScheme("mailto".into())),
+            ("tel:+15551234", ForbiddenScheme("tel".into())),
             ("about:blank", ForbiddenScheme("about".into())),
             ("blob:https://a.example/x", ForbiddenScheme("blob".into())),
             ("ftp://a.example/cb", ForbiddenScheme("ftp".into())),

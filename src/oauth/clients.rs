@@ -43,6 +43,16 @@ pub struct HttpsFetcher;
 #[async_trait]
 impl MetadataFetcher for HttpsFetcher {
     async fn fetch(&self, url: &Url) -> Result<Fetched, CimdError> {
+        let result = self.fetch_inner(url).await;
+        if let Err(CimdError::Fetch(detail)) = &result {
+            tracing::warn!(client_id = %url, detail = %detail, "client metadata document fetch failed");
+        }
+        result
+    }
+}
+
+impl HttpsFetcher {
+    async fn fetch_inner(&self, url: &Url) -> Result<Fetched, CimdError> {
         let host = url
             .host_str()
             .ok_or(CimdError::BadUrl("it has no host"))?

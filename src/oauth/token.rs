@@ -187,9 +187,8 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
         return Err(invalid());
     };
     if record.client_id != ctx.client.client_id {
-        return Err(OAuthError::InvalidGrant(
-            "the authorization code was issued to another client".into(),
-        ));
+        // The same answer as for an unknown code: a stolen code is not confirmed as real.
+        return Err(invalid());
     }
     if record.used_at.is_none() {
         if let Some(uri) = ctx.params.get("redirect_uri")
@@ -273,7 +272,8 @@ async fn refresh_token(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
         return Err(invalid("the refresh token is invalid"));
     };
     if state.client_id != ctx.client.client_id {
-        return Err(invalid("the refresh token was issued to another client"));
+        // The same answer as for an unknown token: a stolen token is not confirmed as real.
+        return Err(invalid("the refresh token is invalid"));
     }
     if state.family_revoked || state.consent_revoked {
         return Err(invalid(

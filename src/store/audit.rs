@@ -73,6 +73,26 @@ impl Store {
         }
     }
 
+    /// Failed sign-ins from `source_ip` after `since` (Unix seconds): `(all, for this email)`,
+    /// where the email is the one recorded as the failure's subject.
+    pub async fn recent_signin_failures(
+        &self,
+        source_ip: &str,
+        email: &str,
+        since: i64,
+    ) -> Result<(i64, i64), StoreError> {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS total, COUNT(CASE WHEN subject = $2 THEN 1 END) AS for_email \
+             FROM audit_events WHERE source_ip = $1 AND event = 'signin' AND outcome = 'failure' AND at > $3",
+        )
+        .bind(source_ip)
+        .bind(email)
+        .bind(since)
+        .fetch_one(self.pool())
+        .await?;
+        Ok((row.try_get("total")?, row.try_get("for_email")?))
+    }
+
     /// The most recent records, newest first (at most `limit`).
     pub async fn recent_audit(&self, limit: i64) -> Result<Vec<AuditRecord>, StoreError> {
         let rows = sqlx::query(

@@ -24,7 +24,13 @@ use crate::oauth::authorize::{
 use crate::store::audit::AuditEvent;
 use crate::store::now;
 
-const PENDING_PREFIX: &str = "authorization_request:";
+/// Session key of the authorization requests waiting for a decision.
+const PENDING_KEY: &str = "authorization_requests";
+/// How many undecided requests one session keeps (the oldest is dropped), so repeated visits
+/// cannot grow the session without bound.
+const MAX_PENDING: usize = 5;
+
+type Pending = Vec<(String, AuthorizationRequest)>;
 
 #[derive(Template)]
 #[template(path = "consent.html")]
@@ -139,9 +145,12 @@ async fn authorize(
         ));
     }
     let request_id = random_urlsafe(16);
-    session
-        .insert(&format!("{PENDING_PREFIX}{request_id}"), &req)
-        .await?;
+    let mut pending: Pending = session.get(PENDING_KEY).await?.unwrap_or_default();
+    pending.push((request_id.clone(), req.clone()));
+    if pending.len() > MAX_PENDING {
+        pending.drain(..pending.len() - MAX_PENDING);
+    }
+    session.insert(PENDING_KEY, &pending).await?;
     let csrf = csrf_token(&session).await?;
     let host = host_for_display(&req.redirect_uri);
     let loopback = url::Url::parse(&req.redirect_uri)
@@ -196,16 +205,7 @@ pub async fn decide(
             "You were signed out. Start the connection again from the application.",
         ));
     };
-    let key = format!("{PENDING_PREFIX}{}", form.request);
-    let Some(req) = session.remove::<AuthorizationRequest>(&key).await? else {
-        return Ok(error_page(
-            StatusCode::BAD_REQUEST,
-            "Request expired",
-            "This authorization request was already answered or has expired. Start the connection again from the application.",
-        ));
-    };
-    let now = now();
-    let ip = peer.ip().to_string();
+    // Check the choice before using up the request, so a bad value can be corrected.
     let approved = match form.decision.as_str() {
         "approve" => true,
         "deny" => false,
@@ -217,6 +217,18 @@ pub async fn decide(
             ));
         }
     };
+    let mut pending: Pending = session.get(PENDING_KEY).await?.unwrap_or_default();
+    let Some(index) = pending.iter().position(|(id, _)| id == &form.request) else {
+        return Ok(error_page(
+            StatusCode::BAD_REQUEST,
+            "Request expired",
+            "This authorization request was already answered or has expired. Start the connection again from the application.",
+        ));
+    };
+    let (_, req) = pending.remove(index);
+    session.insert(PENDING_KEY, &pending).await?;
+    let now = now();
+    let ip = peer.ip().to_string();
     state
         .store
         .audit(

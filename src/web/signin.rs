@@ -18,8 +18,16 @@ use crate::error::AppError;
 use crate::store::audit::AuditEvent;
 use crate::store::now;
 
-/// The one message for a wrong password and an unknown email.
+/// The one message for a wrong password, an unknown email and a disabled account.
 pub const BAD_CREDENTIALS: &str = "Wrong email or password.";
+
+/// The window in which failed sign-ins are counted, in seconds.
+pub const THROTTLE_WINDOW_SECS: i64 = 15 * 60;
+/// Failed sign-ins for one email from one address within the window before further attempts
+/// are refused (429) until the window has passed.
+pub const MAX_FAILURES_PER_EMAIL: i64 = 5;
+/// Failed sign-ins from one address (any email) within the window before refusal.
+pub const MAX_FAILURES_PER_ADDRESS: i64 = 50;
 
 #[derive(Template)]
 #[template(path = "signin.html")]
@@ -93,6 +101,36 @@ pub async fn submit(
     let next = safe_next(form.next.as_deref());
     let ip = peer.ip().to_string();
     let now = now();
+    // Throttle before any password work: guessing is slowed and cannot burn argon2 CPU.
+    let email_key: String = form.email.trim().to_lowercase().chars().take(254).collect();
+    let (from_address, for_email) = state
+        .store
+        .recent_signin_failures(&ip, &email_key, now - THROTTLE_WINDOW_SECS)
+        .await?;
+    if from_address >= MAX_FAILURES_PER_ADDRESS || for_email >= MAX_FAILURES_PER_EMAIL {
+        state
+            .store
+            .audit(
+                AuditEvent {
+                    event: "signin",
+                    outcome: "throttled",
+                    source_ip: Some(&ip),
+                    ..Default::default()
+                },
+                now,
+            )
+            .await;
+        let csrf = csrf_token(&session).await?;
+        return render(
+            StatusCode::TOO_MANY_REQUESTS,
+            &SigninPage {
+                csrf_token: &csrf,
+                next: &next,
+                email: &form.email,
+                error: Some("Too many failed sign-ins. Wait 15 minutes and try again."),
+            },
+        );
+    }
     let account = match Email::parse(&form.email) {
         Ok(email) => state.store.account_by_email(&email).await?,
         Err(_) => None,
@@ -104,10 +142,10 @@ pub async fn submit(
     .await;
     let failure = match (&account, verified) {
         (Some(a), true) if a.status == AccountStatus::Active => None,
-        (Some(_), true) => Some("This account is disabled."),
-        _ => Some(BAD_CREDENTIALS),
+        (Some(_), true) => Some("account disabled"),
+        _ => Some("bad credentials"),
     };
-    if let Some(message) = failure {
+    if let Some(reason) = failure {
         state
             .store
             .audit(
@@ -115,12 +153,9 @@ pub async fn submit(
                     event: "signin",
                     outcome: "failure",
                     account_id: account.as_ref().map(|a| a.id.as_str()),
+                    subject: Some(&email_key),
                     source_ip: Some(&ip),
-                    detail: Some(if message == BAD_CREDENTIALS {
-                        "bad credentials"
-                    } else {
-                        "account disabled"
-                    }),
+                    detail: Some(reason),
                     ..Default::default()
                 },
                 now,
@@ -133,7 +168,7 @@ pub async fn submit(
                 csrf_token: &csrf,
                 next: &next,
                 email: &form.email,
-                error: Some(message),
+                error: Some(BAD_CREDENTIALS),
             },
         );
     }

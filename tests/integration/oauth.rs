@@ -669,3 +669,90 @@ async fn consent_page_names_client_host_and_scopes_and_needs_csrf() {
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     assert!(r.headers().get("location").is_none());
 }
+
+#[tokio::test]
+async fn a_bad_choice_does_not_use_up_the_request_and_pending_requests_are_bounded() {
+    let app = spawn_app().await;
+    let client_id = register_public(&app, &[REDIRECT]).await;
+    let (_, challenge) = pkce();
+    let browser = signed_in_browser(&app).await;
+    let page = |r: reqwest::Response| async move { r.text().await.unwrap() };
+    let first = page(
+        browser
+            .get(authorize_url(&app, &client_id, &challenge, &[]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let csrf = crate::helpers::hidden_input(&first, "csrf_token").unwrap();
+    let first_request = crate::helpers::hidden_input(&first, "request").unwrap();
+    let r = browser
+        .post(app.url("/oauth/authorize/decision"))
+        .form(&[
+            ("csrf_token", csrf.as_str()),
+            ("request", first_request.as_str()),
+            ("decision", "bogus"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let r = browser
+        .post(app.url("/oauth/authorize/decision"))
+        .form(&[
+            ("csrf_token", csrf.as_str()),
+            ("request", first_request.as_str()),
+            ("decision", "approve"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::SEE_OTHER,
+        "still answerable after a bad choice"
+    );
+    // Six more visits: only the five most recent stay answerable.
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        let p = page(
+            browser
+                .get(authorize_url(
+                    &app,
+                    &client_id,
+                    &challenge,
+                    &[("prompt", "consent")],
+                ))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        ids.push(crate::helpers::hidden_input(&p, "request").unwrap());
+    }
+    let decide = |id: String| {
+        let browser = browser.clone();
+        let url = app.url("/oauth/authorize/decision");
+        let csrf = csrf.clone();
+        async move {
+            browser
+                .post(url)
+                .form(&[
+                    ("csrf_token", csrf.as_str()),
+                    ("request", id.as_str()),
+                    ("decision", "deny"),
+                ])
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(
+        decide(ids[0].clone()).await,
+        StatusCode::BAD_REQUEST,
+        "the oldest was dropped"
+    );
+    assert_eq!(decide(ids[5].clone()).await, StatusCode::SEE_OTHER);
+}

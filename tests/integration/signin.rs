@@ -201,7 +201,41 @@ async fn disabled_account_cannot_sign_in_and_loses_its_session() {
     let other = new_client();
     let r = app.sign_in(&other, EMAIL, PASSWORD).await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
-    assert!(r.text().await.unwrap().contains("disabled"));
+    assert!(
+        r.text().await.unwrap().contains("Wrong email or password."),
+        "a disabled account gets the same message, so the page does not confirm the password"
+    );
+}
+
+#[tokio::test]
+async fn repeated_failures_are_throttled_per_email_and_address() {
+    let app = spawn_app().await;
+    app.create_account(EMAIL, PASSWORD).await;
+    app.create_account("bob@example.com", PASSWORD).await;
+    for _ in 0..5 {
+        let r = app.sign_in(&new_client(), EMAIL, "wrong-password").await;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    }
+    // The sixth attempt is refused before the password is looked at, even the right one.
+    let client = new_client();
+    let r = app.sign_in(&client, EMAIL, PASSWORD).await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.text().await.unwrap().contains("Too many failed sign-ins"));
+    assert_eq!(
+        client.get(app.url("/")).send().await.unwrap().status(),
+        StatusCode::SEE_OTHER
+    );
+    // Another email from the same address is not locked out by alice's failures.
+    let r = app
+        .sign_in(&new_client(), "bob@example.com", PASSWORD)
+        .await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let audit = app.store.recent_audit(20).await.unwrap();
+    assert!(
+        audit
+            .iter()
+            .any(|e| e.event == "signin" && e.outcome == "throttled")
+    );
 }
 
 #[tokio::test]
