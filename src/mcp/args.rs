@@ -11,13 +11,18 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::domain::notes::forbidden_char;
+
 /// A string of `MIN..=MAX` characters (Unicode scalar values). With `MIN > 0` a string of
-/// only white space is refused too.
+/// only white space is refused too. Control characters and bidirectional formatting
+/// characters are refused ([`crate::domain::notes::is_forbidden_in_line`]); with
+/// `MULTILINE` line feed, carriage return and tab are allowed
+/// ([`crate::domain::notes::is_forbidden_in_text`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
-pub struct Text<const MIN: usize, const MAX: usize>(String);
+pub struct Text<const MIN: usize, const MAX: usize, const MULTILINE: bool = false>(String);
 
-impl<const MIN: usize, const MAX: usize> Text<MIN, MAX> {
+impl<const MIN: usize, const MAX: usize, const MULTILINE: bool> Text<MIN, MAX, MULTILINE> {
     /// The text.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -29,7 +34,9 @@ impl<const MIN: usize, const MAX: usize> Text<MIN, MAX> {
     }
 }
 
-impl<'de, const MIN: usize, const MAX: usize> Deserialize<'de> for Text<MIN, MAX> {
+impl<'de, const MIN: usize, const MAX: usize, const MULTILINE: bool> Deserialize<'de>
+    for Text<MIN, MAX, MULTILINE>
+{
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         let n = s.chars().count();
@@ -46,16 +53,34 @@ impl<'de, const MIN: usize, const MAX: usize> Deserialize<'de> for Text<MIN, MAX
                 "must be at most {MAX} characters (got {n})"
             )));
         }
+        if let Some(c) = forbidden_char(&s, MULTILINE) {
+            let allowed = if MULTILINE {
+                " (line breaks and tabs are fine)"
+            } else {
+                ""
+            };
+            return Err(D::Error::custom(format!(
+                "must not contain control or bidirectional formatting characters{allowed}; found U+{:04X} at character {}",
+                u32::from(c),
+                s.chars().position(|x| x == c).unwrap_or(0) + 1
+            )));
+        }
         Ok(Text(s))
     }
 }
 
-impl<const MIN: usize, const MAX: usize> JsonSchema for Text<MIN, MAX> {
+impl<const MIN: usize, const MAX: usize, const MULTILINE: bool> JsonSchema
+    for Text<MIN, MAX, MULTILINE>
+{
     fn inline_schema() -> bool {
         true
     }
     fn schema_name() -> Cow<'static, str> {
-        format!("Text_{MIN}_{MAX}").into()
+        if MULTILINE {
+            format!("Lines_{MIN}_{MAX}").into()
+        } else {
+            format!("Text_{MIN}_{MAX}").into()
+        }
     }
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         json_schema!({"type": "string", "minLength": MIN, "maxLength": MAX})
@@ -215,6 +240,7 @@ mod tests {
         #[serde(default)]
         tags: List<Text<1, 3>, 2>,
         limit: Option<Count<1, 50>>,
+        body: Option<Text<0, 20, true>>,
     }
 
     fn parse(v: serde_json::Value) -> Result<Input, String> {
@@ -232,6 +258,8 @@ mod tests {
         assert_eq!(i.title.as_str(), "héllo");
         assert_eq!(i.limit.map(Count::get), Some(3));
         assert_eq!(i.tags.into_vec().len(), 1);
+        let i = parse(json!({"project_id": "p", "title": "t", "body": "a\r\n\tb"})).unwrap();
+        assert_eq!(i.body.unwrap().as_str(), "a\r\n\tb");
     }
 
     #[test]
@@ -278,6 +306,26 @@ mod tests {
                 "unknown field",
             ),
             (json!({"project_id": "p"}), "`title`", "missing field"),
+            (
+                json!({"project_id": "p", "title": "a\u{202e}b"}),
+                "`title`",
+                "U+202E",
+            ),
+            (
+                json!({"project_id": "p", "title": "a\nb"}),
+                "`title`",
+                "control or bidirectional",
+            ),
+            (
+                json!({"project_id": "p", "title": "t", "tags": ["a\u{0}"]}),
+                "`tags[0]`",
+                "U+0000",
+            ),
+            (
+                json!({"project_id": "p", "title": "t", "body": "x\u{7}"}),
+                "`body`",
+                "U+0007",
+            ),
         ];
         for (args, field, words) in cases {
             let msg = parse(args.clone()).unwrap_err();

@@ -11,6 +11,8 @@
 //! - A `tools/call` of a tool the token's scopes do not cover: `403` with
 //!   `error="insufficient_scope"` and every scope the operation needs, in one challenge
 //!   (MCP 2026-07-28 §Runtime Insufficient Scope Errors).
+//! - Then a JSON body that is not a well-formed JSON-RPC message gets its JSON-RPC error
+//!   ([`super::body`]): `-32700`, `-32600` or `-32602`.
 
 use std::net::SocketAddr;
 
@@ -21,7 +23,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::McpState;
+use super::{McpState, body};
 use crate::config::Config;
 use crate::domain::scope::ScopeSet;
 use crate::domain::secret::{Secret, TokenKind};
@@ -281,6 +283,14 @@ pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: N
             )
             .await;
         return insufficient_scope(config);
+    }
+    // A broken JSON body gets its JSON-RPC error here (rmcp would answer 415 with the
+    // parser's text, or -32601 for params that do not fit a known method).
+    if body::is_json(&parts.headers)
+        && let Err(refusal) = body::check(&bytes)
+    {
+        tracing::info!(code = refusal.code, "MCP request body refused");
+        return refusal.into_response();
     }
     let mut request = Request::from_parts(parts, Body::from(bytes));
     request.extensions_mut().insert(principal);

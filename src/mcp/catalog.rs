@@ -260,9 +260,13 @@ impl ToolDef {
             Ok(schema) => schema,
             Err(e) => panic!("tool {}: {e}", spec.name),
         };
-        let mut tool = Tool::new(spec.name, spec.description, input_schema);
+        let mut input_schema = (*input_schema).clone();
+        standard_formats(&mut input_schema);
+        let mut output_schema = (*schema_for_output::<O>()).clone();
+        standard_formats(&mut output_schema);
+        let mut tool = Tool::new(spec.name, spec.description, Arc::new(input_schema));
         tool.title = Some(spec.title.to_string());
-        tool.output_schema = Some(schema_for_output::<O>());
+        tool.output_schema = Some(Arc::new(output_schema));
         tool.annotations = Some(
             ToolAnnotations::with_title(spec.title)
                 .read_only(spec.read_only)
@@ -330,6 +334,67 @@ impl ToolDef {
     /// Runs the tool: parse and bound the arguments, resolve the project, call the handler.
     pub async fn call(&self, ctx: ToolCtx, arguments: Option<JsonObject>) -> CallOutcome {
         (self.handler)(ctx, arguments).await
+    }
+}
+
+/// `format` values a schema may keep: JSON Schema 2020-12 (Validation §7.3) and the
+/// `int32`/`int64` validators widely know.
+const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+    "int32",
+    "int64",
+];
+
+/// Removes every `format` outside [`STANDARD_FORMATS`] from a generated schema (schemars
+/// writes `uint32`, `uint64`, `uint`, `double`… for Rust number types; validators such as the
+/// TypeScript SDK's warn about them). An unsigned format leaves `"minimum": 0` behind, so the
+/// bound it carried is kept. Member names under `properties` and values under `const`,
+/// `enum`, `default` and `examples` are left alone.
+fn standard_formats(schema: &mut JsonObject) {
+    if let Some(format) = schema.get("format").and_then(|f| f.as_str())
+        && !STANDARD_FORMATS.contains(&format)
+    {
+        if format.starts_with("uint") && !schema.contains_key("minimum") {
+            schema.insert("minimum".to_string(), serde_json::Value::from(0));
+        }
+        schema.remove("format");
+    }
+    for (key, value) in schema.iter_mut() {
+        match key.as_str() {
+            "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => {
+                if let Some(members) = value.as_object_mut() {
+                    members.values_mut().for_each(standard_formats_in);
+                }
+            }
+            "const" | "enum" | "default" | "examples" | "required" | "format" => {}
+            _ => standard_formats_in(value),
+        }
+    }
+}
+
+fn standard_formats_in(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => standard_formats(map),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(standard_formats_in),
+        _ => {}
     }
 }
 
@@ -412,6 +477,75 @@ impl Catalog {
     /// Every tool, in registration order.
     pub fn all(&self) -> &[ToolDef] {
         &self.tools
+    }
+}
+
+/// Test support: finds `format` keywords outside JSON Schema 2020-12.
+#[cfg(test)]
+pub(crate) mod schema_check {
+    use serde_json::Value;
+
+    /// The `format` values a schema may carry.
+    pub(crate) const KNOWN_FORMATS: &[&str] = super::STANDARD_FORMATS;
+
+    /// Every `format` keyword of `schema` outside [`KNOWN_FORMATS`], with where it is.
+    /// Member names under `properties` (and the like) are names, not keywords; `const`,
+    /// `enum`, `default` and `examples` hold values, not schemas.
+    pub(crate) fn unknown_formats(schema: &Value, at: &str, found: &mut Vec<String>) {
+        match schema {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    let here = format!("{at}/{key}");
+                    match key.as_str() {
+                        "format" => match value.as_str() {
+                            Some(f) if KNOWN_FORMATS.contains(&f) => {}
+                            _ => found.push(format!("{here} = {value}")),
+                        },
+                        "properties" | "patternProperties" | "$defs" | "definitions"
+                        | "dependentSchemas" => {
+                            if let Some(members) = value.as_object() {
+                                for (name, sub) in members {
+                                    unknown_formats(sub, &format!("{here}/{name}"), found);
+                                }
+                            }
+                        }
+                        "const" | "enum" | "default" | "examples" | "required" => {}
+                        _ => unknown_formats(value, &here, found),
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    unknown_formats(item, &format!("{at}/{i}"), found);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn the_walker_finds_nested_formats_and_skips_names_and_values() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "format": {"type": "string", "format": "date-time"},
+                "n": {"type": ["integer", "null"], "format": "uint64"},
+                "list": {"type": "array", "items": {"anyOf": [{"format": "double"}, {"format": "int64"}]}}
+            },
+            "$defs": {"X": {"type": "integer", "format": "uint32"}},
+            "default": {"format": "uint"}
+        });
+        let mut found = Vec::new();
+        unknown_formats(&schema, "s", &mut found);
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                "s/$defs/X/format = \"uint32\"",
+                "s/properties/list/items/anyOf/0/format = \"double\"",
+                "s/properties/n/format = \"uint64\"",
+            ]
+        );
     }
 }
 
@@ -524,5 +658,60 @@ mod tests {
         assert_eq!(annotations.read_only_hint, Some(true));
         assert_eq!(tool.input_schema["type"], "object");
         assert!(tool.output_schema.is_some());
+    }
+
+    #[test]
+    fn schemas_carry_no_non_standard_format() {
+        #[derive(Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Numbers {
+            a: u32,
+            b: Option<u64>,
+            c: f64,
+            d: i64,
+            e: Vec<u8>,
+        }
+        #[derive(Serialize, JsonSchema)]
+        struct Out {
+            a: u64,
+            b: usize,
+            c: Option<u16>,
+            d: f32,
+            e: i32,
+            f: i64,
+            g: Vec<u128>,
+            h: i8,
+        }
+        let def = ToolDef::new(
+            spec("numbers", "Numbers", "Counts."),
+            |_ctx, _input: Numbers| async {
+                Ok(ToolOk::new(Out {
+                    a: 0,
+                    b: 0,
+                    c: None,
+                    d: 0.0,
+                    e: 0,
+                    f: 0,
+                    g: vec![],
+                    h: 0,
+                }))
+            },
+        );
+        let tool = def.tool();
+        let input = serde_json::Value::Object((*tool.input_schema).clone());
+        let output = serde_json::Value::Object((**tool.output_schema.as_ref().unwrap()).clone());
+        let mut found = Vec::new();
+        schema_check::unknown_formats(&input, "input", &mut found);
+        schema_check::unknown_formats(&output, "output", &mut found);
+        assert!(found.is_empty(), "{found:#?}");
+        // Unsigned numbers keep their lower bound; the standard formats stay.
+        assert_eq!(input["properties"]["a"]["minimum"], 0, "{input}");
+        assert_eq!(input["properties"]["e"]["items"]["minimum"], 0, "{input}");
+        assert_eq!(output["properties"]["a"]["minimum"], 0, "{output}");
+        assert_eq!(output["properties"]["b"]["minimum"], 0, "{output}");
+        assert_eq!(output["properties"]["f"]["format"], "int64", "{output}");
+        assert_eq!(output["properties"]["e"]["format"], "int32", "{output}");
+        assert_eq!(input["properties"]["c"]["type"], "number", "{input}");
     }
 }

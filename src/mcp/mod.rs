@@ -6,7 +6,10 @@
 //! 1. CORS: preflights are answered here, without authentication; `WWW-Authenticate` is exposed.
 //! 2. [`guard`]: a foreign `Origin`, or on a loopback listener a foreign `Host`, is refused (403).
 //! 3. [`auth`]: the bearer is checked (401 with a challenge otherwise); a `tools/call` outside the
-//!    token's scopes is refused (403 `insufficient_scope`); the [`auth::Principal`] is attached.
+//!    token's scopes is refused (403 `insufficient_scope`); a JSON body that is not a
+//!    well-formed JSON-RPC message is answered with its JSON-RPC error ([`body`]: 400 `-32700`
+//!    or `-32600`, `-32602` for params that do not fit the method); the [`auth::Principal`]
+//!    is attached.
 //! 4. rmcp's `StreamableHttpService`, stateless, JSON responses, serving the revisions rmcp
 //!    knows (2024-11-05 … 2026-07-28): `initialize` for the older ones, `server/discover` and
 //!    per-request `_meta` for 2026-07-28, with rmcp's header checks, `resultType` and cache
@@ -30,6 +33,7 @@ use crate::config::{AllowedOrigins, Config};
 
 pub mod args;
 pub mod auth;
+pub mod body;
 pub mod catalog;
 pub mod guard;
 pub mod metadata;

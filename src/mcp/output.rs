@@ -6,8 +6,12 @@
 //! A result is bounded by `GATEHOUSE_MAX_RESULT_BYTES`: when its JSON (sent twice, structured
 //! and as text) would not fit, the largest lists lose their last items and the longest texts
 //! are cut, `"truncated": true` is added, and the text says so — it is never sent whole.
+//!
+//! `resources/read` is bounded the same way ([`resource_document`]): its JSON document is cut
+//! by the same rules and stays JSON, with `"truncated": true` and a `"truncation_notice"`
+//! saying what is missing and how to get it.
 
-use rmcp::model::{CallToolResult, ContentBlock, Resource};
+use rmcp::model::{CallToolResult, ContentBlock, ReadResourceResult, Resource, ResourceContents};
 use serde_json::Value;
 
 use super::catalog::{Link, Produced, ToolError};
@@ -148,6 +152,59 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
     }
 }
 
+fn json_len<T: serde::Serialize>(v: &T) -> usize {
+    serde_json::to_string(v).map(|s| s.len()).unwrap_or(0)
+}
+
+/// The `resources/read` result holding the JSON document `value` of `uri`, bounded by
+/// `max_bytes` (the JSON of the whole result). A document that does not fit is cut like a tool
+/// result (the last list items, the end of long texts; ids and URIs stay whole) and gets
+/// `"truncated": true` and a `"truncation_notice"`: what was cut, then `rest` — how to get
+/// the rest.
+pub fn resource_document(
+    uri: &str,
+    value: Value,
+    max_bytes: usize,
+    rest: &str,
+) -> ReadResourceResult {
+    let build = |v: &Value| {
+        let text = serde_json::to_string(v).unwrap_or_default();
+        ReadResourceResult::new(vec![
+            ResourceContents::text(text, uri).with_mime_type("application/json"),
+        ])
+    };
+    let whole = build(&value);
+    let whole_size = json_len(&whole);
+    if whole_size <= max_bytes {
+        return whole;
+    }
+    let notice = format!(
+        "This document was cut to fit {max_bytes} bytes (it was {whole_size}): the last list \
+         items and the end of long texts are missing. {rest}"
+    );
+    let mut value = value;
+    // The document is sent as escaped text: start from the room left and tighten until the
+    // result fits.
+    let mut budget = max_bytes.saturating_sub(uri.len() + notice.len() + OVERHEAD);
+    loop {
+        fit(&mut value, budget);
+        let mut marked = value.clone();
+        if let Value::Object(map) = &mut marked {
+            map.insert("truncated".to_string(), Value::Bool(true));
+            map.insert(
+                "truncation_notice".to_string(),
+                Value::String(notice.clone()),
+            );
+        }
+        let out = build(&marked);
+        let size = json_len(&out);
+        if size <= max_bytes || budget <= MIN_CUT {
+            return out;
+        }
+        budget = budget.saturating_sub(size - max_bytes + 16);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,5 +283,51 @@ mod tests {
         assert!(r.structured_content.is_none());
         let r = render(Err(ToolError::Internal("db down".into())), 65536);
         assert!(!r.content[0].as_text().unwrap().text.contains("db down"));
+    }
+
+    fn document_of(r: &ReadResourceResult) -> Value {
+        let ResourceContents::TextResourceContents { text, .. } = &r.contents[0] else {
+            panic!("text contents");
+        };
+        serde_json::from_str(text).expect("still JSON")
+    }
+
+    #[test]
+    fn small_resources_are_sent_whole() {
+        let doc = json!({"id": "n1", "body": "short"});
+        let r = resource_document("gatehouse://x", doc.clone(), 2048, "Use get_note.");
+        assert_eq!(document_of(&r), doc);
+    }
+
+    #[test]
+    fn large_resources_are_cut_and_stay_json() {
+        let notes: Vec<Value> = (0..100)
+            .map(|i| json!({"id": format!("n{i}"), "body": "word ".repeat(100)}))
+            .collect();
+        let doc = json!({"id": "job1", "uri": "gatehouse://jobs/export/job1", "document": {"project_id": "p", "notes": notes}});
+        let r = resource_document("gatehouse://jobs/export/job1", doc, 4096, "Use get_note.");
+        assert!(json_len(&r) <= 4096, "{}", json_len(&r));
+        let cut = document_of(&r);
+        assert_eq!(cut["truncated"], true);
+        assert_eq!(cut["id"], "job1");
+        assert_eq!(cut["uri"], "gatehouse://jobs/export/job1");
+        let notice = cut["truncation_notice"].as_str().unwrap();
+        assert!(
+            notice.contains("4096 bytes") && notice.ends_with("Use get_note."),
+            "{notice}"
+        );
+        let kept = cut["document"]["notes"].as_array().unwrap().len();
+        assert!(kept > 0 && kept < 100, "{kept}");
+
+        let body = "é".repeat(20_000);
+        let r = resource_document(
+            "gatehouse://n",
+            json!({"id": "n1", "body": body}),
+            2048,
+            "x",
+        );
+        assert!(json_len(&r) <= 2048, "{}", json_len(&r));
+        let cut = document_of(&r);
+        assert!(cut["body"].as_str().unwrap().ends_with('…'));
     }
 }

@@ -8,12 +8,11 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rmcp::ErrorData;
-use rmcp::model::{
-    ListResourcesResult, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
-};
+use rmcp::model::{ListResourcesResult, ReadResourceResult, Resource, ResourceTemplate};
 use serde::Serialize;
 
 use super::auth::Principal;
+use super::output;
 use super::tools::jobs::JobView;
 use super::tools::notes::NoteView;
 use super::tools::projects::ProjectView;
@@ -206,15 +205,26 @@ pub fn templates() -> Vec<ResourceTemplate> {
     ]
 }
 
-fn json_contents<T: Serialize>(uri: &str, value: &T) -> Result<ReadResourceResult, ErrorData> {
-    let text = serde_json::to_string(value)
+/// The contents of `uri`: `value` as JSON, bounded by `GATEHOUSE_MAX_RESULT_BYTES` like tool
+/// results; `rest` tells how to get what a cut leaves out.
+fn json_contents<T: Serialize>(
+    app: &AppState,
+    uri: &str,
+    value: &T,
+    rest: &str,
+) -> Result<ReadResourceResult, ErrorData> {
+    let value = serde_json::to_value(value)
         .map_err(|e| ErrorData::internal_error(format!("serialize: {e}"), None))?;
-    Ok(ReadResourceResult::new(vec![
-        ResourceContents::text(text, uri).with_mime_type(JSON),
-    ]))
+    Ok(output::resource_document(
+        uri,
+        value,
+        app.config.max_result_bytes,
+        rest,
+    ))
 }
 
-/// `resources/read` of one URI, for this caller.
+/// `resources/read` of one URI, for this caller. The document is bounded by
+/// `GATEHOUSE_MAX_RESULT_BYTES` ([`output::resource_document`]).
 pub async fn read(
     app: &AppState,
     principal: &Principal,
@@ -231,7 +241,9 @@ pub async fn read(
                 .map_err(internal)?
                 .ok_or_else(|| not_found(uri))?;
             let count = store.count_notes(&project_id).await.map_err(internal)?;
-            json_contents(uri, &ProjectView::new(&app.config, &m, count))
+            let view = ProjectView::new(&app.config, &m, count);
+            let rest = format!("Open the project in the console: {}", view.console_url);
+            json_contents(app, uri, &view, &rest)
         }
         ResourceUri::Note {
             project_id,
@@ -247,7 +259,11 @@ pub async fn read(
                 .await
                 .map_err(internal)?
                 .ok_or_else(|| not_found(uri))?;
-            json_contents(uri, &NoteView::from(note))
+            let rest = format!(
+                "The note is longer than one result may be; get_note returns it under the same bound. Read it whole in the project's console: {}/projects/{project_id}",
+                app.config.frontend_url
+            );
+            json_contents(app, uri, &NoteView::from(note), &rest)
         }
         ResourceUri::Job { kind, job_id } => {
             let job = store
@@ -271,12 +287,18 @@ pub async fn read(
                 .result
                 .as_deref()
                 .and_then(|d| serde_json::from_str(d).ok());
+            let rest = format!(
+                "note_count is the number of notes exported. Read the notes one at a time with get_note (project_id \"{}\" and the note ids, or search_notes to find them), or as the resources gatehouse://projects/{}/notes/{{note_id}}.",
+                job.project_id, job.project_id
+            );
             json_contents(
+                app,
                 uri,
                 &JobDocument {
                     job: JobView::from(&job),
                     document,
                 },
+                &rest,
             )
         }
     }

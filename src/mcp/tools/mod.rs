@@ -37,6 +37,7 @@ pub fn catalog() -> Result<Catalog, CatalogError> {
 mod tests {
     use super::*;
     use crate::domain::scope::Scope;
+    use crate::mcp::catalog::schema_check::unknown_formats;
 
     #[test]
     fn the_built_in_catalog_is_valid_and_ordered() {
@@ -78,5 +79,28 @@ mod tests {
             );
         }
         assert!(catalog.get("export_project").unwrap().spec.background);
+    }
+
+    #[test]
+    fn schemas_use_only_standard_formats() {
+        let mut found = Vec::new();
+        for def in catalog().unwrap().all() {
+            let tool = def.tool();
+            let input = serde_json::Value::Object((*tool.input_schema).clone());
+            unknown_formats(
+                &input,
+                &format!("{}/inputSchema", def.spec.name),
+                &mut found,
+            );
+            if let Some(output) = &tool.output_schema {
+                let output = serde_json::Value::Object((**output).clone());
+                unknown_formats(
+                    &output,
+                    &format!("{}/outputSchema", def.spec.name),
+                    &mut found,
+                );
+            }
+        }
+        assert!(found.is_empty(), "non-standard formats: {found:#?}");
     }
 }

@@ -9,11 +9,13 @@ use crate::mcp::args::{Count, Id, List, Text};
 use crate::mcp::catalog::{ProjectAccess, ToolCtx, ToolDef, ToolError, ToolOk, ToolSpec};
 use crate::store::notes::{NewNote, Note, NotePatch};
 
-/// A note's title: 1 to 200 characters.
+/// A note's title: 1 to 200 characters, no control or bidirectional formatting characters.
 pub type Title = Text<1, 200>;
-/// A note's text: up to 20 000 characters.
-pub type Body = Text<0, 20_000>;
-/// Labels: up to 20, each 1 to 40 characters.
+/// A note's text: up to 20 000 characters; line breaks and tabs, but no other control or
+/// bidirectional formatting characters.
+pub type Body = Text<0, 20_000, true>;
+/// Labels: up to 20, each 1 to 40 characters, no control or bidirectional formatting
+/// characters.
 pub type Tags = List<Text<1, 40>, 20>;
 
 /// One note (also the content of the note resource).
@@ -192,9 +194,10 @@ pub fn get_note() -> ToolDef {
 pub struct CreateNoteInput {
     /// The project to add the note to, from `list_projects` (needs the write role).
     pub project_id: Id,
-    /// Title, 1-200 characters.
+    /// Title, 1-200 characters, without control or bidirectional formatting characters.
     pub title: Title,
-    /// Text (Markdown is fine), up to 20 000 characters.
+    /// Text (Markdown is fine), up to 20 000 characters; line breaks and tabs are fine, other
+    /// control or bidirectional formatting characters are not.
     pub body: Body,
     /// Labels, up to 20, each 1-40 characters.
     #[serde(default)]
@@ -250,7 +253,8 @@ pub struct UpdateNoteInput {
     pub project_id: Id,
     /// The note to change.
     pub note_id: Id,
-    /// New title, 1-200 characters; leave out to keep it.
+    /// New title, 1-200 characters, without control or bidirectional formatting characters;
+    /// leave out to keep it.
     pub title: Option<Title>,
     /// New text, up to 20 000 characters; leave out to keep it.
     pub body: Option<Body>,

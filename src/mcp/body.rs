@@ -1,0 +1,322 @@
+//! JSON-RPC checks of a `POST <mcp path>` body, made by the authentication layer (which reads
+//! the body anyway) before rmcp sees it, so a broken message gets the JSON-RPC 2.0 error its
+//! fault calls for (§5.1) rather than rmcp's `415` with the parser's text:
+//!
+//! - not JSON, or `null`: HTTP `400`, `-32700 Parse error`, `id: null`;
+//! - JSON that is not one JSON-RPC message object (an array — batches were removed in
+//!   2025-06-18 and rmcp reads none —, a scalar, an object without `"jsonrpc": "2.0"`, a
+//!   `method` that is not a string, an `id` that is neither a string nor an integer, an object
+//!   that is neither a request, a notification nor a response): HTTP `400`,
+//!   `-32600 Invalid Request`;
+//! - a request whose `params` are not an object (MCP params always are; rmcp reads no other),
+//!   or whose params do not fit a method rmcp knows (rmcp would read it as a custom request and
+//!   answer `-32601 Method not found`): `-32602 Invalid params` with the request's `id`, HTTP
+//!   `200` like the other in-band JSON-RPC errors of a request;
+//!
+//! Only bodies sent as `application/json` are checked: for another `Content-Type` rmcp answers
+//! `415` naming the header it wants.
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{
+    CallToolRequest, ClientJsonRpcMessage, ClientRequest, CompleteRequest, DiscoverRequest,
+    GetPromptRequest, InitializeRequest, ListPromptsRequest, ListResourceTemplatesRequest,
+    ListResourcesRequest, ListToolsRequest, PingRequest, ReadResourceRequest,
+};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+/// JSON-RPC 2.0 `Parse error`.
+pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC 2.0 `Invalid Request`.
+pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC 2.0 `Invalid params`.
+pub const INVALID_PARAMS: i64 = -32602;
+
+/// Why a body was refused, and the JSON-RPC error that says so.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    /// HTTP status of the answer.
+    pub status: StatusCode,
+    /// The `id` of the request, when it could be read; `null` otherwise.
+    pub id: Value,
+    /// JSON-RPC error code.
+    pub code: i64,
+    /// Why, for the `data` member (`None`: no `data`).
+    pub data: Option<Value>,
+}
+
+impl Refusal {
+    fn parse_error() -> Refusal {
+        Refusal {
+            status: StatusCode::BAD_REQUEST,
+            id: Value::Null,
+            code: PARSE_ERROR,
+            data: None,
+        }
+    }
+
+    fn invalid_request(id: Value, reason: &str) -> Refusal {
+        Refusal {
+            status: StatusCode::BAD_REQUEST,
+            id,
+            code: INVALID_REQUEST,
+            data: Some(json!({ "reason": reason })),
+        }
+    }
+
+    /// The JSON-RPC error message of the code.
+    pub fn message(&self) -> &'static str {
+        match self.code {
+            PARSE_ERROR => "Parse error",
+            INVALID_REQUEST => "Invalid Request",
+            _ => "Invalid params",
+        }
+    }
+
+    /// The JSON-RPC error response.
+    pub fn body(&self) -> Value {
+        let mut error = json!({ "code": self.code, "message": self.message() });
+        if let Some(data) = &self.data {
+            error["data"] = data.clone();
+        }
+        json!({ "jsonrpc": "2.0", "id": self.id, "error": error })
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            [
+                (
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                ),
+                (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+            ],
+            self.body().to_string(),
+        )
+            .into_response()
+    }
+}
+
+/// Whether the request says its body is JSON (`application/json`, parameters allowed), the
+/// same test rmcp makes.
+pub fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            let essence = v.split_once(';').map_or(v, |(essence, _)| essence);
+            essence.trim().eq_ignore_ascii_case("application/json")
+        })
+}
+
+/// The error of deserializing `message` as `T`, if it does not fit.
+fn misfit<T: DeserializeOwned>(message: &Value) -> Option<String> {
+    serde_json::from_value::<T>(message.clone())
+        .err()
+        .map(|e| e.to_string())
+}
+
+/// Why `params` do not fit `method`, for the methods rmcp reads into typed requests; `None`
+/// for other methods (and for params that fit).
+fn params_misfit(method: &str, params: Option<&Value>) -> Option<String> {
+    let mut message = json!({ "method": method });
+    if let Some(params) = params {
+        message["params"] = params.clone();
+    }
+    let m = &message;
+    match method {
+        "initialize" => misfit::<InitializeRequest>(m),
+        "ping" => misfit::<PingRequest>(m),
+        "server/discover" => misfit::<DiscoverRequest>(m),
+        "completion/complete" => misfit::<CompleteRequest>(m),
+        "prompts/get" => misfit::<GetPromptRequest>(m),
+        "prompts/list" => misfit::<ListPromptsRequest>(m),
+        "resources/list" => misfit::<ListResourcesRequest>(m),
+        "resources/templates/list" => misfit::<ListResourceTemplatesRequest>(m),
+        "resources/read" => misfit::<ReadResourceRequest>(m),
+        "tools/call" => misfit::<CallToolRequest>(m),
+        "tools/list" => misfit::<ListToolsRequest>(m),
+        _ => None,
+    }
+}
+
+/// Checks one body (see the module documentation). `Ok` with the parsed JSON when rmcp should
+/// answer it.
+pub fn check(bytes: &[u8]) -> Result<Value, Refusal> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|_| Refusal::parse_error())?;
+    let object = match &value {
+        Value::Object(object) => object,
+        Value::Null => return Err(Refusal::parse_error()),
+        Value::Array(_) => {
+            return Err(Refusal::invalid_request(
+                Value::Null,
+                "send one JSON-RPC message per request; batches are not accepted",
+            ));
+        }
+        _ => {
+            return Err(Refusal::invalid_request(
+                Value::Null,
+                "the body must be a JSON-RPC message object",
+            ));
+        }
+    };
+    let id = match object.get("id") {
+        Some(id @ Value::String(_)) => id.clone(),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Value::Number(n.clone()),
+        _ => Value::Null,
+    };
+    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(Refusal::invalid_request(id, "\"jsonrpc\" must be \"2.0\""));
+    }
+    if object.contains_key("id") && id.is_null() {
+        return Err(Refusal::invalid_request(
+            id,
+            "\"id\" must be a string or an integer",
+        ));
+    }
+    match object.get("method") {
+        Some(Value::String(_)) => {}
+        Some(_) => {
+            return Err(Refusal::invalid_request(id, "\"method\" must be a string"));
+        }
+        None => {
+            let answers = object.contains_key("result") as u8 + object.contains_key("error") as u8;
+            if !object.contains_key("id") || answers != 1 {
+                return Err(Refusal::invalid_request(
+                    id,
+                    "a request needs \"method\" (and \"id\"); a response needs \"id\" and one of \"result\" or \"error\"",
+                ));
+            }
+        }
+    }
+    // MCP params are always an object (JSON-RPC would allow an array; rmcp reads none).
+    if let Some(Value::String(method)) = object.get("method")
+        && let Some(params) = object.get("params")
+        && !params.is_object()
+    {
+        if !object.contains_key("id") {
+            return Err(Refusal::invalid_request(id, "\"params\" must be an object"));
+        }
+        return Err(Refusal {
+            status: StatusCode::OK,
+            id,
+            code: INVALID_PARAMS,
+            data: Some(json!({ "method": method, "reason": "params must be an object" })),
+        });
+    }
+    let message = match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+        Ok(message) => message,
+        Err(e) => {
+            return Err(Refusal::invalid_request(id, &e.to_string()));
+        }
+    };
+    if let ClientJsonRpcMessage::Request(request) = &message
+        && let ClientRequest::CustomRequest(custom) = &request.request
+        && let Some(reason) = params_misfit(&custom.method, object.get("params"))
+    {
+        return Err(Refusal {
+            status: StatusCode::OK,
+            id,
+            code: INVALID_PARAMS,
+            data: Some(json!({ "method": custom.method, "reason": reason })),
+        });
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(body: &str) -> Option<i64> {
+        check(body.as_bytes()).err().map(|r| r.code)
+    }
+
+    #[test]
+    fn parse_errors_are_exactly_the_json_rpc_answer() {
+        for body in ["", "{", "null", "nul", "{\"a\":}"] {
+            let refusal = check(body.as_bytes()).unwrap_err();
+            assert_eq!(refusal.status, StatusCode::BAD_REQUEST, "{body:?}");
+            assert_eq!(
+                refusal.body(),
+                json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}}),
+                "{body:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn non_messages_are_invalid_requests() {
+        for body in [
+            "[1]",
+            "[]",
+            "{}",
+            "true",
+            "3",
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{}}"#,
+            r#"{"jsonrpc":"2.0","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#,
+            r#"{"jsonrpc":"2","id":1,"method":"ping"}"#,
+            r#"{"id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":null}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized","params":[1]}"#,
+        ] {
+            assert_eq!(code(body), Some(INVALID_REQUEST), "{body}");
+        }
+        let r = check(br#"{"jsonrpc":"2.0","id":"x","result":{},"error":{}}"#).unwrap_err();
+        assert_eq!(r.id, json!("x"));
+        assert_eq!(r.body()["error"]["message"], "Invalid Request");
+    }
+
+    #[test]
+    fn params_that_do_not_fit_a_known_method_are_invalid_params() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":"all"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"rockets/launch","params":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#,
+        ] {
+            let r = check(body.as_bytes()).unwrap_err();
+            assert_eq!(r.code, INVALID_PARAMS, "{body}");
+            assert_eq!(r.id, json!(1));
+            assert_eq!(r.body()["error"]["message"], "Invalid params");
+        }
+    }
+
+    #[test]
+    fn well_formed_messages_pass() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"gatehouse://x"}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"rockets/launch","params":{"a":[1]}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":4,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":5,"error":{"code":-1,"message":"no"}}"#,
+        ] {
+            assert!(check(body.as_bytes()).is_ok(), "{body}");
+        }
+    }
+
+    #[test]
+    fn json_content_types() {
+        let mut h = HeaderMap::new();
+        assert!(!is_json(&h));
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("Application/JSON; charset=utf-8"),
+        );
+        assert!(is_json(&h));
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        assert!(!is_json(&h));
+    }
+}
