@@ -178,9 +178,27 @@ impl Application {
         let service = self
             .router
             .into_make_service_with_connect_info::<SocketAddr>();
-        axum::serve(self.listener, service)
+        let sweeper = tokio::spawn(resume_stale_jobs(self.state.store.clone()));
+        let served = axum::serve(self.listener, service)
             .with_graceful_shutdown(stop)
-            .await
+            .await;
+        sweeper.abort();
+        served
+    }
+}
+
+/// How long a background job may go untouched before another instance takes it over, seconds.
+pub const STALE_JOB_SECS: i64 = 120;
+
+/// Every 30 seconds, resumes background jobs whose instance stopped before finishing them.
+async fn resume_stale_jobs(store: Store) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(30));
+    loop {
+        tick.tick().await;
+        let now = crate::store::now();
+        if let Err(e) = store.recover_stale_jobs(now - STALE_JOB_SECS, now).await {
+            tracing::error!(error = %e, "could not resume background jobs");
+        }
     }
 }
 

@@ -421,6 +421,33 @@ impl Store {
         Ok(())
     }
 
+    /// Takes back jobs that no worker finished: pending or running ones untouched since
+    /// `stale_before` (Unix seconds) — their instance stopped — are put back to pending and run
+    /// here. The conditional update lets only one instance take each job. Returns how many ran.
+    pub async fn recover_stale_jobs(
+        &self,
+        stale_before: i64,
+        now: i64,
+    ) -> Result<usize, StoreError> {
+        let rows = sqlx::query(
+            "UPDATE jobs SET status = 'pending', updated_at = $2 \
+             WHERE status IN ('pending', 'running') AND updated_at < $1 RETURNING id",
+        )
+        .bind(stale_before)
+        .bind(now)
+        .fetch_all(self.pool())
+        .await?;
+        let ids: Vec<String> = rows
+            .iter()
+            .map(|r| r.try_get("id"))
+            .collect::<Result<_, _>>()?;
+        for id in &ids {
+            tracing::warn!(job_id = %id, "resuming a background job left unfinished");
+            self.run_export_job(id).await?;
+        }
+        Ok(ids.len())
+    }
+
     /// Runs an export job to its end: the project's notes as one JSON document
     /// `{project_id, exported_at, notes: [...]}` stored on the job. Meant to be spawned after
     /// [`Store::create_job`]; a job another worker already started is left alone.

@@ -132,6 +132,35 @@ async fn audit_contract(store: &Store) {
     assert_eq!(recent[0].source_ip.as_deref(), Some("127.0.0.1"));
 }
 
+async fn jobs_contract(store: &Store) {
+    use gatehouse::domain::notes::{JobKind, JobStatus};
+    let owner = store
+        .create_account(&Email::parse("jobs@example.com").unwrap(), "h", 1)
+        .await
+        .unwrap();
+    let p = store.create_project("Jobs", &owner.id, 1).await.unwrap();
+    // A job created at t=100 whose instance stopped before running it.
+    let job = store
+        .create_job(JobKind::Export, &p, &owner.id, None, 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.recover_stale_jobs(50, 200).await.unwrap(),
+        0,
+        "not stale yet"
+    );
+    assert_eq!(store.recover_stale_jobs(150, 200).await.unwrap(), 1);
+    let done = store.job(&job.id).await.unwrap().unwrap();
+    assert_eq!(done.status, JobStatus::Completed);
+    let doc: serde_json::Value = serde_json::from_str(done.result.as_deref().unwrap()).unwrap();
+    assert_eq!(doc["project_id"], p.as_str());
+    assert_eq!(
+        store.recover_stale_jobs(i64::MAX, 300).await.unwrap(),
+        0,
+        "finished jobs stay finished"
+    );
+}
+
 async fn run_contract(db: &TestDb) {
     let store = open_store(&db.url).await.unwrap();
     // Migrating twice is harmless.
@@ -141,6 +170,7 @@ async fn run_contract(db: &TestDb) {
     projects_contract(&store).await;
     setup_token_contract(&store).await;
     audit_contract(&store).await;
+    jobs_contract(&store).await;
     store.close().await;
 }
 
