@@ -178,7 +178,7 @@ impl Application {
         let service = self
             .router
             .into_make_service_with_connect_info::<SocketAddr>();
-        let sweeper = tokio::spawn(resume_stale_jobs(self.state.store.clone()));
+        let sweeper = tokio::spawn(maintenance(self.state.store.clone()));
         let served = axum::serve(self.listener, service)
             .with_graceful_shutdown(stop)
             .await;
@@ -190,14 +190,23 @@ impl Application {
 /// How long a background job may go untouched before another instance takes it over, seconds.
 pub const STALE_JOB_SECS: i64 = 120;
 
-/// Every 30 seconds, resumes background jobs whose instance stopped before finishing them.
-async fn resume_stale_jobs(store: Store) {
+/// Background upkeep of every instance: every 30 seconds, resume background jobs whose
+/// instance stopped before finishing them; every 10 minutes, delete expired credentials and
+/// sessions ([`Store::housekeeping`]).
+async fn maintenance(store: Store) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(30));
-    loop {
+    for round in 0u64.. {
         tick.tick().await;
         let now = crate::store::now();
         if let Err(e) = store.recover_stale_jobs(now - STALE_JOB_SECS, now).await {
             tracing::error!(error = %e, "could not resume background jobs");
+        }
+        if round % 20 == 0 {
+            match store.housekeeping(now).await {
+                Ok(n) if n > 0 => tracing::info!(deleted = n, "housekeeping"),
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "housekeeping failed"),
+            }
         }
     }
 }

@@ -191,6 +191,51 @@ impl Store {
     }
 }
 
+/// How long expired credentials are kept before housekeeping deletes them, in seconds.
+pub const EXPIRED_RETENTION_SECS: i64 = 24 * 3600;
+/// How long the tokens of a revoked family are kept (for reuse reports), in seconds.
+pub const REVOKED_RETENTION_SECS: i64 = 30 * 24 * 3600;
+
+impl Store {
+    /// Deletes what can no longer be used: expired sessions, access tokens, authorization codes
+    /// and setup tokens a day after they expired, and the tokens of families revoked 30 days
+    /// ago. Rotated refresh tokens of live families are kept: presenting one must still be
+    /// recognised as reuse. Returns how many rows were deleted.
+    pub async fn housekeeping(&self, now: i64) -> Result<u64, StoreError> {
+        if let Err(e) = self.sessions.delete_expired().await {
+            tracing::warn!(error = %e, "could not delete expired sessions");
+        }
+        let expired = now - EXPIRED_RETENTION_SECS;
+        let revoked = now - REVOKED_RETENTION_SECS;
+        let mut deleted = 0;
+        for (sql, cutoff) in [
+            ("DELETE FROM access_tokens WHERE expires_at < $1", expired),
+            (
+                "DELETE FROM authorization_codes WHERE expires_at < $1",
+                expired,
+            ),
+            ("DELETE FROM setup_tokens WHERE expires_at < $1", expired),
+            (
+                "DELETE FROM access_tokens WHERE family_id IN \
+                 (SELECT id FROM token_families WHERE revoked_at < $1)",
+                revoked,
+            ),
+            (
+                "DELETE FROM refresh_tokens WHERE family_id IN \
+                 (SELECT id FROM token_families WHERE revoked_at < $1)",
+                revoked,
+            ),
+        ] {
+            deleted += sqlx::query(sql)
+                .bind(cutoff)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+        }
+        Ok(deleted)
+    }
+}
+
 /// Current time in Unix seconds; read once per request and passed down.
 pub fn now() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()

@@ -48,6 +48,17 @@ impl SessionBackend {
     }
 }
 
+impl SessionBackend {
+    /// Deletes expired sessions.
+    pub async fn delete_expired(&self) -> session_store::Result<()> {
+        use tower_sessions::session_store::ExpiredDeletion;
+        match self {
+            SessionBackend::Sqlite(s) => s.delete_expired().await,
+            SessionBackend::Postgres(s) => s.delete_expired().await,
+        }
+    }
+}
+
 #[async_trait]
 impl SessionStore for SessionBackend {
     async fn create(&self, record: &mut Record) -> session_store::Result<()> {

@@ -161,6 +161,96 @@ async fn jobs_contract(store: &Store) {
     );
 }
 
+async fn count(store: &Store, table: &str) -> i64 {
+    use sqlx::Row;
+    sqlx::query(&format!("SELECT COUNT(*) AS n FROM {table}"))
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+        .try_get("n")
+        .unwrap()
+}
+
+/// Redeems a fresh code at `now` into a family whose access token expires at `access_exp`;
+/// returns (family id, refresh hash).
+async fn issue(store: &Store, account: &str, now: i64, access_exp: i64) -> (String, TokenHash) {
+    use gatehouse::store::oauth::{ClientRecord, CodeRecord, NewTokens, Redeemed};
+    let client_id = format!("gc_{}", uuid::Uuid::new_v4().simple());
+    store
+        .create_client(&ClientRecord {
+            client_id: client_id.clone(),
+            client_secret_hash: None,
+            auth_method: "none".into(),
+            client_name: None,
+            redirect_uris: vec!["https://a.example/cb".into()],
+            grant_types: vec!["authorization_code".into(), "refresh_token".into()],
+            scope: None,
+            metadata: serde_json::json!({}),
+            can_introspect: false,
+            created_at: now,
+        })
+        .await
+        .unwrap();
+    let consent = store
+        .approve_consent(account, &client_id, "https://a.example/cb", "mcp:read", now)
+        .await
+        .unwrap();
+    let code = CodeRecord {
+        code_hash: TokenHash::of(&format!("code-{client_id}")),
+        client_id: client_id.clone(),
+        account_id: account.into(),
+        consent_id: consent,
+        redirect_uri: "https://a.example/cb".into(),
+        code_challenge: "x".repeat(43),
+        resource: "https://mcp.example/mcp".into(),
+        scope: "mcp:read".into(),
+        created_at: now,
+        expires_at: now + 600,
+        used_at: None,
+    };
+    store.insert_code(&code).await.unwrap();
+    let refresh = TokenHash::of(&format!("rt-{client_id}"));
+    let tokens = NewTokens {
+        refresh_hash: refresh.clone(),
+        access_hash: TokenHash::of(&format!("at-{client_id}")),
+        access_expires_at: access_exp,
+        scope: "mcp:read".into(),
+    };
+    match store.redeem_code(&code, &tokens, now).await.unwrap() {
+        Redeemed::Issued { family_id } => (family_id, refresh),
+        other => panic!("{other:?}"),
+    }
+}
+
+async fn housekeeping_contract(store: &Store) {
+    let owner = store
+        .create_account(&Email::parse("hk@example.com").unwrap(), "h", 1)
+        .await
+        .unwrap();
+    let day = 24 * 3600;
+    let (_live, live_refresh) = issue(store, &owner.id, 1000, 1000 + 3600).await;
+    let (revoked, _) = issue(store, &owner.id, 1000, 1000 + 3600).await;
+    store.revoke_family(&revoked, "test", 2000).await.unwrap();
+    let (codes, access, refresh) = (
+        count(store, "authorization_codes").await,
+        count(store, "access_tokens").await,
+        count(store, "refresh_tokens").await,
+    );
+    // One day after expiry: expired codes and access tokens go; refresh tokens stay.
+    store.housekeeping(1000 + 3600 + day + 1).await.unwrap();
+    assert_eq!(count(store, "authorization_codes").await, codes - 2);
+    assert_eq!(count(store, "access_tokens").await, access - 2);
+    assert_eq!(
+        count(store, "refresh_tokens").await,
+        refresh,
+        "needed for reuse detection"
+    );
+    // Thirty days after revocation: the revoked family's refresh token goes, the live one stays.
+    store.housekeeping(2000 + 30 * day + 1).await.unwrap();
+    assert_eq!(count(store, "refresh_tokens").await, refresh - 1);
+    assert!(store.refresh_state(&live_refresh).await.unwrap().is_some());
+}
+
 async fn run_contract(db: &TestDb) {
     let store = open_store(&db.url).await.unwrap();
     // Migrating twice is harmless.
@@ -171,6 +261,7 @@ async fn run_contract(db: &TestDb) {
     setup_token_contract(&store).await;
     audit_contract(&store).await;
     jobs_contract(&store).await;
+    housekeeping_contract(&store).await;
     store.close().await;
 }
 
