@@ -19,6 +19,9 @@ use crate::domain::secret::{Secret, TokenKind};
 use crate::store::StoreError;
 use crate::store::oauth::CodeRecord;
 
+/// Longest `state` accepted, in bytes (it is stored until the decision and echoed back).
+pub const MAX_STATE_BYTES: usize = 2048;
+
 /// Lifetime of an authorization code, in seconds (OAuth 2.1 §4.1.2 recommends at most 10 min).
 pub const CODE_TTL_SECS: i64 = 600;
 
@@ -132,6 +135,17 @@ pub async fn validate(
             ));
         }
     };
+    if params
+        .get("state")
+        .is_some_and(|s| s.len() > MAX_STATE_BYTES)
+    {
+        return Err(AuthorizeError::Redirect {
+            redirect_uri,
+            state: None,
+            error: "invalid_request",
+            description: format!("state must be at most {MAX_STATE_BYTES} bytes"),
+        });
+    }
     let state = params.get("state").map(|s| s.to_string());
     let fail = |error: &'static str, description: String| AuthorizeError::Redirect {
         redirect_uri: redirect_uri.clone(),

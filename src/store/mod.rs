@@ -216,6 +216,10 @@ impl Store {
             ),
             ("DELETE FROM setup_tokens WHERE expires_at < $1", expired),
             (
+                "DELETE FROM authorization_requests WHERE expires_at < $1",
+                expired,
+            ),
+            (
                 "DELETE FROM access_tokens WHERE family_id IN \
                  (SELECT id FROM token_families WHERE revoked_at < $1)",
                 revoked,

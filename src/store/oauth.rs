@@ -706,3 +706,49 @@ impl Store {
         Ok(())
     }
 }
+
+impl Store {
+    /// Stores an authorization request shown on the consent page to `account_id`, answerable
+    /// until `expires_at` (Unix seconds).
+    pub async fn create_authorization_request(
+        &self,
+        id: &str,
+        account_id: &str,
+        request_json: &str,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO authorization_requests (id, account_id, request, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(id)
+        .bind(account_id)
+        .bind(request_json)
+        .bind(now)
+        .bind(expires_at)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Takes a pending authorization request once: the one conditional update that marks it
+    /// answered. `None` for an unknown, expired, already answered or another account's request.
+    pub async fn take_authorization_request(
+        &self,
+        id: &str,
+        account_id: &str,
+        now: i64,
+    ) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query(
+            "UPDATE authorization_requests SET used_at = $3 \
+             WHERE id = $1 AND account_id = $2 AND used_at IS NULL AND expires_at > $3 RETURNING request",
+        )
+        .bind(id)
+        .bind(account_id)
+        .bind(now)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(row.map(|r| r.try_get("request")).transpose()?)
+    }
+}

@@ -24,13 +24,8 @@ use crate::oauth::authorize::{
 use crate::store::audit::AuditEvent;
 use crate::store::now;
 
-/// Session key of the authorization requests waiting for a decision.
-const PENDING_KEY: &str = "authorization_requests";
-/// How many undecided requests one session keeps (the oldest is dropped), so repeated visits
-/// cannot grow the session without bound.
-const MAX_PENDING: usize = 5;
-
-type Pending = Vec<(String, AuthorizationRequest)>;
+/// How long the consent page may stay open before its answer is refused, in seconds.
+pub const CONSENT_TTL_SECS: i64 = 600;
 
 #[derive(Template)]
 #[template(path = "consent.html")]
@@ -145,12 +140,18 @@ async fn authorize(
         ));
     }
     let request_id = random_urlsafe(16);
-    let mut pending: Pending = session.get(PENDING_KEY).await?.unwrap_or_default();
-    pending.push((request_id.clone(), req.clone()));
-    if pending.len() > MAX_PENDING {
-        pending.drain(..pending.len() - MAX_PENDING);
-    }
-    session.insert(PENDING_KEY, &pending).await?;
+    let request_json = serde_json::to_string(&req)
+        .map_err(|e| AppError::Other(format!("authorization request: {e}")))?;
+    state
+        .store
+        .create_authorization_request(
+            &request_id,
+            &account.id,
+            &request_json,
+            now,
+            now + CONSENT_TTL_SECS,
+        )
+        .await?;
     let csrf = csrf_token(&session).await?;
     let host = host_for_display(&req.redirect_uri);
     let loopback = url::Url::parse(&req.redirect_uri)
@@ -217,17 +218,19 @@ pub async fn decide(
             ));
         }
     };
-    let mut pending: Pending = session.get(PENDING_KEY).await?.unwrap_or_default();
-    let Some(index) = pending.iter().position(|(id, _)| id == &form.request) else {
+    let now = now();
+    let req: Option<AuthorizationRequest> = state
+        .store
+        .take_authorization_request(&form.request, &account.id, now)
+        .await?
+        .and_then(|json| serde_json::from_str(&json).ok());
+    let Some(req) = req else {
         return Ok(error_page(
             StatusCode::BAD_REQUEST,
             "Request expired",
             "This authorization request was already answered or has expired. Start the connection again from the application.",
         ));
     };
-    let (_, req) = pending.remove(index);
-    session.insert(PENDING_KEY, &pending).await?;
-    let now = now();
     let ip = peer.ip().to_string();
     state
         .store

@@ -671,7 +671,7 @@ async fn consent_page_names_client_host_and_scopes_and_needs_csrf() {
 }
 
 #[tokio::test]
-async fn a_bad_choice_does_not_use_up_the_request_and_pending_requests_are_bounded() {
+async fn a_consent_request_is_answered_once_and_a_bad_choice_does_not_use_it_up() {
     let app = spawn_app().await;
     let client_id = register_public(&app, &[REDIRECT]).await;
     let (_, challenge) = pkce();
@@ -713,46 +713,101 @@ async fn a_bad_choice_does_not_use_up_the_request_and_pending_requests_are_bound
         StatusCode::SEE_OTHER,
         "still answerable after a bad choice"
     );
-    // Six more visits: only the five most recent stay answerable.
-    let mut ids = Vec::new();
-    for _ in 0..6 {
-        let p = page(
-            browser
-                .get(authorize_url(
-                    &app,
-                    &client_id,
-                    &challenge,
-                    &[("prompt", "consent")],
-                ))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
-        ids.push(crate::helpers::hidden_input(&p, "request").unwrap());
-    }
-    let decide = |id: String| {
-        let browser = browser.clone();
-        let url = app.url("/oauth/authorize/decision");
-        let csrf = csrf.clone();
-        async move {
+    // One request submitted eight times at once is answered once: one code, seven refusals.
+    let p = page(
+        browser
+            .get(authorize_url(
+                &app,
+                &client_id,
+                &challenge,
+                &[("prompt", "consent")],
+            ))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let id = crate::helpers::hidden_input(&p, "request").unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (browser, url, csrf, id) = (
+            browser.clone(),
+            app.url("/oauth/authorize/decision"),
+            csrf.clone(),
+            id.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
             browser
                 .post(url)
                 .form(&[
                     ("csrf_token", csrf.as_str()),
                     ("request", id.as_str()),
-                    ("decision", "deny"),
+                    ("decision", "approve"),
                 ])
                 .send()
                 .await
                 .unwrap()
                 .status()
+        }));
+    }
+    let mut answered = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            StatusCode::SEE_OTHER => answered += 1,
+            other => assert_eq!(other, StatusCode::BAD_REQUEST),
         }
-    };
-    assert_eq!(
-        decide(ids[0].clone()).await,
-        StatusCode::BAD_REQUEST,
-        "the oldest was dropped"
-    );
-    assert_eq!(decide(ids[5].clone()).await, StatusCode::SEE_OTHER);
+    }
+    assert_eq!(answered, 1, "one approval, one code");
+    // Another account cannot answer someone else's request.
+    let p = page(
+        browser
+            .get(authorize_url(
+                &app,
+                &client_id,
+                &challenge,
+                &[("prompt", "consent")],
+            ))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let alice_request = crate::helpers::hidden_input(&p, "request").unwrap();
+    app.create_account("bob@example.com", PASSWORD).await;
+    let bob = new_client();
+    app.sign_in(&bob, "bob@example.com", PASSWORD).await;
+    let home = bob
+        .get(app.url("/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let bob_csrf = crate::helpers::hidden_input(&home, "csrf_token").unwrap();
+    let r = bob
+        .post(app.url("/oauth/authorize/decision"))
+        .form(&[
+            ("csrf_token", bob_csrf.as_str()),
+            ("request", alice_request.as_str()),
+            ("decision", "approve"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    // A long state is refused without being echoed.
+    let r = browser
+        .get(authorize_url(
+            &app,
+            &client_id,
+            &challenge,
+            &[("state", &"s".repeat(3000))],
+        ))
+        .send()
+        .await
+        .unwrap();
+    let q = query_of(r.headers()["location"].to_str().unwrap());
+    assert_eq!(q["error"], "invalid_request");
+    assert!(!q.contains_key("state"));
 }
