@@ -261,6 +261,17 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
         ScopeSet::parse(s).map_err(|e| bad(format!("scope: {e}")))?;
     }
 
+    // OpenID Connect Registration §2 (MCP 2026-07-28 asks clients to send it): "web" or
+    // "native". Both may use loopback redirect URIs here, which MCP's native clients need.
+    if let Some(kind) = opt_string(req, "application_type")?
+        && kind != "web"
+        && kind != "native"
+    {
+        return Err(bad(format!(
+            "application_type \"{}\" is not supported (use web or native)",
+            truncate(&kind)
+        )));
+    }
     let mut extra = Vec::new();
     for key in ECHOED_STRINGS {
         if let Some(v) = opt_string(req, key)? {

@@ -357,6 +357,10 @@ async fn registration_errors_name_the_problem() {
             "invalid_client_metadata",
         ),
         (json!(["not", "an", "object"]), "invalid_client_metadata"),
+        (
+            json!({"redirect_uris": ["https://app.example/cb"], "application_type": "desktop"}),
+            "invalid_client_metadata",
+        ),
     ];
     for (body, error) in cases {
         let (s, b) = register(&app, body.clone()).await;
