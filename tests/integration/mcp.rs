@@ -1349,6 +1349,19 @@ async fn broken_request_bodies_get_json_rpc_errors() {
     ))
     .await;
     assert_eq!(got["error"]["code"], -32601, "{got}");
+    // Methods removed in 2026-07-28 answer 404 with -32601, whatever their params (SEP-2575).
+    for method in ["initialize", "ping"] {
+        let body = json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": V26,
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }}});
+        let (s, _, got) = send(
+            raw(&app, Some(&a.token), V26, json_ct, &body.to_string()).header("mcp-method", method),
+        )
+        .await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{method}: {got}");
+        assert_eq!(got["error"]["code"], -32601, "{method}: {got}");
+    }
 
     // No or another Content-Type: rmcp's 415 with a sentence naming the header.
     for ct in [None, Some("text/plain")] {
