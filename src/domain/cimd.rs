@@ -94,6 +94,8 @@ pub fn is_forbidden_ip(ip: IpAddr) -> bool {
                 || o[0] == 0
                 || (o[0] == 100 && (o[1] & 0xc0) == 64)
                 || (o[0] == 198 && (o[1] & 0xfe) == 18)
+                || (o[0] == 192 && o[1] == 0 && o[2] == 0)
+                || (o[0] == 192 && o[1] == 88 && o[2] == 99)
                 || o[0] >= 240
         }
         IpAddr::V6(v6) => {
@@ -160,9 +162,13 @@ pub fn validate_document(client_id: &str, body: &[u8]) -> Result<ClientMetadata,
         .get("client_name")
         .and_then(Value::as_str)
         .filter(|n| {
-            !n.trim().is_empty() && n.chars().count() <= 200 && !n.chars().any(char::is_control)
+            !n.trim().is_empty()
+                && n.chars().count() <= 200
+                && super::text::forbidden_char(n, false).is_none()
         })
-        .ok_or_else(|| bad("client_name is required (1 to 200 characters)"))?
+        .ok_or_else(|| {
+            bad("client_name is required (1 to 200 characters, no control or invisible formatting characters)")
+        })?
         .to_string();
     let uris = obj
         .get("redirect_uris")

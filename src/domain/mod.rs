@@ -8,3 +8,4 @@ pub mod redirect_uri;
 pub mod scope;
 pub mod secret;
 pub mod successor;
+pub mod text;

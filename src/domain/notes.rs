@@ -198,34 +198,7 @@ impl FromStr for JobStatus {
     }
 }
 
-/// Whether `c` may not appear in a note's title or tags: every Unicode control character
-/// (C0 U+0000–U+001F, DEL U+007F, C1 U+0080–U+009F) and the bidirectional formatting
-/// characters that can make text read differently from what it is (U+061C ALM, U+200E LRM,
-/// U+200F RLM, the embeddings and overrides U+202A–U+202E, the isolates U+2066–U+2069).
-pub fn is_forbidden_in_line(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
-        )
-}
-
-/// Whether `c` may not appear in a note's text: as [`is_forbidden_in_line`], except line
-/// feed, carriage return and tab.
-pub fn is_forbidden_in_text(c: char) -> bool {
-    !matches!(c, '\n' | '\r' | '\t') && is_forbidden_in_line(c)
-}
-
-/// The first character of `s` a note may not hold (`multiline`: the rule of the text, else
-/// the rule of titles and tags), if any.
-pub fn forbidden_char(s: &str, multiline: bool) -> Option<char> {
-    let forbidden = if multiline {
-        is_forbidden_in_text
-    } else {
-        is_forbidden_in_line
-    };
-    s.chars().find(|&c| forbidden(c))
-}
+pub use super::text::{forbidden_char, is_forbidden_in_line, is_forbidden_in_text};
 
 /// Turns what a person typed into a full-text query that SQLite FTS5 `MATCH` and PostgreSQL
 /// `websearch_to_tsquery` both read the same way: every run of letters and digits becomes one
@@ -325,7 +298,19 @@ mod tests {
             '\u{61c}', '\u{200e}', '\u{200f}', '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}',
             '\u{202e}', '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}',
         ];
-        for c in always {
+        let invisible = [
+            '\u{2028}',
+            '\u{2029}',
+            '\u{206a}',
+            '\u{206f}',
+            '\u{feff}',
+            '\u{fff9}',
+            '\u{fffb}',
+            '\u{e0001}',
+            '\u{e0041}',
+            '\u{e007f}',
+        ];
+        for c in always.into_iter().chain(invisible) {
             assert!(is_forbidden_in_line(c), "{c:?}");
             assert!(is_forbidden_in_text(c), "{c:?}");
         }
@@ -334,8 +319,7 @@ mod tests {
             assert!(!is_forbidden_in_text(c), "{c:?}");
         }
         for c in [
-            ' ', 'a', 'é', '\u{a0}', '\u{200b}', '\u{200d}', '\u{2065}', '\u{206a}', '\u{202f}',
-            'ש', '😀',
+            ' ', 'a', 'é', '\u{a0}', '\u{200b}', '\u{200d}', '\u{2065}', '\u{202f}', 'ש', '😀',
         ] {
             assert!(
                 !is_forbidden_in_line(c) && !is_forbidden_in_text(c),

@@ -30,6 +30,48 @@ const FORBIDDEN_SCHEMES: [&str; 15] = [
     "filesystem",
 ];
 
+/// More schemes that hand the URI to an OS handler, a file share or another protocol rather
+/// than to the app that registered: never a redirect target.
+const HANDLER_SCHEMES: [&str; 24] = [
+    "intent",
+    "android-app",
+    "content",
+    "smb",
+    "nfs",
+    "afp",
+    "jar",
+    "mhtml",
+    "edge",
+    "microsoft-edge",
+    "res",
+    "shell",
+    "sftp",
+    "ftps",
+    "ssh",
+    "telnet",
+    "ldap",
+    "ldaps",
+    "gopher",
+    "news",
+    "nntp",
+    "irc",
+    "webcal",
+    "jnlp",
+];
+
+/// Whether a redirect URI's scheme is refused: the listed ones, any `ms-…` (Windows protocol
+/// handlers), any `itms…` (Apple store and install handlers) and any scheme naming a script.
+/// Other private-use schemes of native apps (RFC 8252 §7.1: `cursor`, `vscode`,
+/// `com.example.app`) are accepted.
+fn is_dangerous_scheme(scheme: &str) -> bool {
+    FORBIDDEN_SCHEMES.contains(&scheme)
+        || HANDLER_SCHEMES.contains(&scheme)
+        || scheme.starts_with("ms-")
+        || scheme.starts_with("search-ms")
+        || scheme.starts_with("itms")
+        || scheme.contains("script")
+}
+
 /// Why a redirect URI cannot be registered; maps to the
 /// `invalid_redirect_uri` error of RFC 7591 §3.2.2.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -90,7 +132,7 @@ pub fn validate_registration(uri: &str) -> Result<(), RedirectUriError> {
         "https" => Ok(()),
         "http" if loopback_parts(uri).is_some() => Ok(()),
         "http" => Err(RedirectUriError::HttpNotLoopback),
-        scheme if FORBIDDEN_SCHEMES.contains(&scheme) => {
+        scheme if is_dangerous_scheme(scheme) => {
             Err(RedirectUriError::ForbiddenScheme(scheme.to_owned()))
         }
         _ => Ok(()),
@@ -202,6 +244,28 @@ mod tests {
             ("chrome://settings", ForbiddenScheme("chrome".into())),
             ("mailto:a@example.com", ForbiddenScheme("mailto".into())),
             ("tel:+15551234", ForbiddenScheme("tel".into())),
+            (
+                "ms-msdt:/id%20PCWDiagnostic",
+                ForbiddenScheme("ms-msdt".into()),
+            ),
+            (
+                "ms-word:ofe|u|https://a.example/x",
+                ForbiddenScheme("ms-word".into()),
+            ),
+            ("intent://scan/x", ForbiddenScheme("intent".into())),
+            ("smb://host/share", ForbiddenScheme("smb".into())),
+            (
+                "itms-services://?action=download",
+                ForbiddenScheme("itms-services".into()),
+            ),
+            (
+                "x-javascript:alert(1)",
+                ForbiddenScheme("x-javascript".into()),
+            ),
+            (
+                "jar:https://a.example/x.jar!/",
+                ForbiddenScheme("jar".into()),
+            ),
             ("about:blank", ForbiddenScheme("about".into())),
             ("blob:https://a.example/x", ForbiddenScheme("blob".into())),
             ("ftp://a.example/cb", ForbiddenScheme("ftp".into())),

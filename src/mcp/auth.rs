@@ -25,7 +25,7 @@ use serde::Deserialize;
 
 use super::{McpState, body};
 use crate::config::Config;
-use crate::domain::scope::ScopeSet;
+use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::{Secret, TokenKind};
 use crate::store::audit::AuditEvent;
 use crate::store::oauth::AccessGrant;
@@ -178,20 +178,39 @@ pub fn insufficient_scope(config: &Config) -> Response {
 
 /// The tool a JSON-RPC body calls, if it is a `tools/call` request.
 fn called_tool(body: &[u8]) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Params {
-        name: Option<String>,
-    }
-    #[derive(Deserialize)]
-    struct Message {
-        method: Option<String>,
-        params: Option<Params>,
-    }
     let message: Message = serde_json::from_slice(body).ok()?;
     if message.method.as_deref() != Some("tools/call") {
         return None;
     }
     message.params?.name
+}
+
+#[derive(Deserialize)]
+struct Params {
+    name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    method: Option<String>,
+    params: Option<Params>,
+}
+
+/// What an operation is (for the audit) and the scope it needs: a tool call needs its tool's
+/// scope; listing, templating and reading resources need `mcp:read` (the same data the read
+/// tools return). Other methods need none.
+fn needed_scope(mcp: &McpState, body: &[u8]) -> Option<(String, Scope)> {
+    if let Some(name) = called_tool(body) {
+        let def = mcp.catalog.get(&name)?;
+        return Some((def.spec.name.to_string(), def.spec.scope));
+    }
+    let message: Message = serde_json::from_slice(body).ok()?;
+    match message.method.as_deref()? {
+        m @ ("resources/list" | "resources/read" | "resources/templates/list") => {
+            Some((m.to_string(), Scope::McpRead))
+        }
+        _ => None,
+    }
 }
 
 /// Middleware on `POST <mcp path>`: authenticates the bearer, refuses a tool call outside the
@@ -259,9 +278,8 @@ pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: N
                 .into_response();
         }
     };
-    if let Some(name) = called_tool(&bytes)
-        && let Some(def) = mcp.catalog.get(&name)
-        && !principal.scopes.satisfies(def.spec.scope)
+    if let Some((operation, scope)) = needed_scope(&mcp, &bytes)
+        && !principal.scopes.satisfies(scope)
     {
         let source_ip = parts
             .extensions
@@ -275,7 +293,7 @@ pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: N
                     outcome: "insufficient_scope",
                     account_id: Some(&principal.account_id),
                     client_id: principal.client_id.as_deref(),
-                    subject: Some(def.spec.name),
+                    subject: Some(&operation),
                     source_ip: source_ip.as_deref(),
                     detail: Some("duration_ms=0"),
                 },

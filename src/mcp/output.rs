@@ -55,14 +55,23 @@ fn shrink(v: &mut Value, excess: usize) -> bool {
             if items.is_empty() {
                 return false;
             }
-            let total: usize = items.iter().map(size).sum();
-            if let Some((i, biggest)) = items.iter().map(size).enumerate().max_by_key(|(_, n)| *n)
+            let sizes: Vec<usize> = items.iter().map(size).collect();
+            let total: usize = sizes.iter().sum();
+            if let Some((i, &biggest)) = sizes.iter().enumerate().max_by_key(|(_, n)| **n)
                 && (items.len() == 1 || biggest * 2 > total)
                 && shrink(&mut items[i], excess)
             {
                 return true;
             }
-            items.pop();
+            // Drop trailing items worth about `excess` bytes in one step (each item is measured
+            // once), so cutting a large list costs linear, not quadratic, time.
+            let mut removed = 0;
+            while removed < excess
+                && let Some(n) = sizes.get(items.len().wrapping_sub(1))
+            {
+                removed += n + 1;
+                items.pop();
+            }
             true
         }
         Value::Object(map) => {

@@ -78,12 +78,17 @@ impl Cursor {
             "j" => Section::Jobs,
             _ => return None,
         };
-        Some(Cursor {
-            section,
-            offset: offset.parse().ok()?,
-        })
+        // Offsets come from the client: bounded, so no arithmetic on them can overflow.
+        let offset: usize = offset.parse().ok()?;
+        if offset > MAX_CURSOR_OFFSET {
+            return None;
+        }
+        Some(Cursor { section, offset })
     }
 }
+
+/// Largest offset a cursor may carry (far beyond any real listing).
+const MAX_CURSOR_OFFSET: usize = 10_000_000;
 
 fn resource(uri: String, name: String, title: String, description: &str) -> Resource {
     Resource::new(uri, name)

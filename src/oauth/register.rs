@@ -251,8 +251,11 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
                 "client_name must be at most {MAX_CLIENT_NAME_CHARS} characters"
             )));
         }
-        if n.chars().any(char::is_control) {
-            return Err(bad("client_name must not contain control characters"));
+        if let Some(c) = crate::domain::text::forbidden_char(n, false) {
+            return Err(bad(format!(
+                "client_name must not contain control or invisible formatting characters (found U+{:04X})",
+                c as u32
+            )));
         }
     }
 

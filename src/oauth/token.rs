@@ -294,7 +294,11 @@ async fn refresh_token(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
                     "the requested scope exceeds the granted scope \"{granted}\""
                 )));
             }
-            requested.without_offline_access().to_string()
+            // Only offline_access (or nothing) left: keep the granted scopes, as at authorize.
+            match requested.without_offline_access() {
+                s if s.is_empty() => state.scope.clone(),
+                s => s.to_string(),
+            }
         }
         None => state.scope.clone(),
     };

@@ -15,7 +15,6 @@ use super::{form_expired, render, see_other};
 use crate::app::AppState;
 use crate::domain::account::{AccountStatus, Email};
 use crate::error::AppError;
-use crate::store::audit::AuditEvent;
 use crate::store::now;
 
 /// The one message for a wrong password, an unknown email and a disabled account.
@@ -23,8 +22,8 @@ pub const BAD_CREDENTIALS: &str = "Wrong email or password.";
 
 /// The window in which failed sign-ins are counted, in seconds.
 pub const THROTTLE_WINDOW_SECS: i64 = 15 * 60;
-/// Failed sign-ins for one email from one address within the window before further attempts
-/// are refused (429) until the window has passed.
+/// Failed sign-ins for one email from one address within the window after which further
+/// attempts are refused (429) until the window has passed.
 pub const MAX_FAILURES_PER_EMAIL: i64 = 5;
 /// Failed sign-ins from one address (any email) within the window before refusal.
 pub const MAX_FAILURES_PER_ADDRESS: i64 = 50;
@@ -101,25 +100,25 @@ pub async fn submit(
     let next = safe_next(form.next.as_deref());
     let ip = peer.ip().to_string();
     let now = now();
-    // Throttle before any password work: guessing is slowed and cannot burn argon2 CPU.
+    // The attempt is recorded as a failure before anything is checked, then counted with the
+    // recent ones: concurrent guesses see each other, so at most the limit get through, and a
+    // refused attempt costs no argon2 work.
     let email_key: String = form.email.trim().to_lowercase().chars().take(254).collect();
+    let attempt = state
+        .store
+        .begin_signin_attempt(&ip, &email_key, now)
+        .await?;
     let (from_address, for_email) = state
         .store
         .recent_signin_failures(&ip, &email_key, now - THROTTLE_WINDOW_SECS)
         .await?;
-    if from_address >= MAX_FAILURES_PER_ADDRESS || for_email >= MAX_FAILURES_PER_EMAIL {
+    if from_address > MAX_FAILURES_PER_ADDRESS || for_email > MAX_FAILURES_PER_EMAIL {
         state
             .store
-            .audit(
-                AuditEvent {
-                    event: "signin",
-                    outcome: "throttled",
-                    source_ip: Some(&ip),
-                    ..Default::default()
-                },
-                now,
-            )
-            .await;
+            // A refused attempt still counts: guessing on keeps the lock, and concurrent
+            // guesses that were all refused leave it in place.
+            .finish_signin_attempt(attempt, "failure", None, Some("throttled"))
+            .await?;
         let csrf = csrf_token(&session).await?;
         return render(
             StatusCode::TOO_MANY_REQUESTS,
@@ -148,19 +147,13 @@ pub async fn submit(
     if let Some(reason) = failure {
         state
             .store
-            .audit(
-                AuditEvent {
-                    event: "signin",
-                    outcome: "failure",
-                    account_id: account.as_ref().map(|a| a.id.as_str()),
-                    subject: Some(&email_key),
-                    source_ip: Some(&ip),
-                    detail: Some(reason),
-                    ..Default::default()
-                },
-                now,
+            .finish_signin_attempt(
+                attempt,
+                "failure",
+                account.as_ref().map(|a| a.id.as_str()),
+                Some(reason),
             )
-            .await;
+            .await?;
         let csrf = csrf_token(&session).await?;
         return render(
             StatusCode::UNAUTHORIZED,
@@ -176,17 +169,8 @@ pub async fn submit(
     super::session::sign_in(&session, &account).await?;
     state
         .store
-        .audit(
-            AuditEvent {
-                event: "signin",
-                outcome: "success",
-                account_id: Some(&account.id),
-                source_ip: Some(&ip),
-                ..Default::default()
-            },
-            now,
-        )
-        .await;
+        .finish_signin_attempt(attempt, "success", Some(&account.id), None)
+        .await?;
     Ok(see_other(&next))
 }
 

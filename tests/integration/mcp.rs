@@ -1602,3 +1602,46 @@ async fn resource_reads_are_bounded_like_tool_results() {
     assert!(doc.get("truncated").is_none() && doc.get("truncation_notice").is_none());
     assert_eq!(doc["note_count"], 31);
 }
+
+#[tokio::test]
+async fn resources_need_the_read_scope_and_cursors_are_bounded() {
+    let app = spawn_app().await;
+    let a = alice(&app).await;
+    // A token without scopes (the token endpoint never issues one; written in the store here).
+    let bare = token_for(&app, &a.browser, "mcp:read").await;
+    let hash = gatehouse::domain::secret::Secret::from_presented(bare.clone()).hash();
+    sqlx::query("UPDATE access_tokens SET scope = '' WHERE token_hash = $1")
+        .bind(hash.as_str().to_string())
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    let project_uri = format!("gatehouse://projects/{}", a.project);
+    for (method, params) in [
+        ("resources/list", json!({})),
+        ("resources/templates/list", json!({})),
+        ("resources/read", json!({"uri": project_uri})),
+    ] {
+        let (status, headers, _) = send(modern(&app, Some(&bare), method, params)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{method}");
+        let challenge = headers["www-authenticate"].to_str().unwrap();
+        assert!(
+            challenge.contains("error=\"insufficient_scope\""),
+            "{method}: {challenge}"
+        );
+    }
+    let got = rpc(&app, &a.token, "resources/list", json!({})).await;
+    assert!(got["result"]["resources"].is_array(), "{got}");
+    // A cursor whose offset would overflow is an invalid cursor, not a crash.
+    for offset in ["18446744073709551600", "9223372036854775808", "-1"] {
+        use base64::Engine;
+        let cursor = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("n:{offset}"));
+        let (status, _, got) = send(modern(
+            &app,
+            Some(&a.token),
+            "resources/list",
+            json!({"cursor": cursor}),
+        ))
+        .await;
+        assert_eq!(got["error"]["code"], -32602, "{offset}: {status} {got}");
+    }
+}

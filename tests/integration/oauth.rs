@@ -358,6 +358,14 @@ async fn registration_errors_name_the_problem() {
         ),
         (json!(["not", "an", "object"]), "invalid_client_metadata"),
         (
+            json!({"redirect_uris": ["https://app.example/cb"], "client_name": "Claude\u{202e} (verified) \u{202c}"}),
+            "invalid_client_metadata",
+        ),
+        (
+            json!({"redirect_uris": ["ms-msdt:/id%20PCWDiagnostic"]}),
+            "invalid_redirect_uri",
+        ),
+        (
             json!({"redirect_uris": ["https://app.example/cb"], "application_type": "desktop"}),
             "invalid_client_metadata",
         ),

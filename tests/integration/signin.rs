@@ -234,7 +234,7 @@ async fn repeated_failures_are_throttled_per_email_and_address() {
     assert!(
         audit
             .iter()
-            .any(|e| e.event == "signin" && e.outcome == "throttled")
+            .any(|e| e.event == "signin" && e.detail.as_deref() == Some("throttled"))
     );
 }
 
@@ -410,4 +410,52 @@ async fn cookies_are_secure_when_the_issuer_is_https() {
     let cookie = r.headers()["set-cookie"].to_str().unwrap();
     assert!(cookie.contains("Secure"), "{cookie}");
     assert!(cookie.contains("HttpOnly"), "{cookie}");
+}
+
+#[tokio::test]
+async fn concurrent_guesses_count_each_other() {
+    let app = spawn_app().await;
+    app.create_account(EMAIL, PASSWORD).await;
+    // Twelve wrong guesses at once: only the first five can be checked.
+    let mut tasks = Vec::new();
+    for _ in 0..12 {
+        let (client, url_page, url_post) = (new_client(), app.url("/signin"), app.url("/signin"));
+        tasks.push(tokio::spawn(async move {
+            let page = client
+                .get(url_page)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let csrf = hidden_input(&page, "csrf_token").unwrap();
+            client
+                .post(url_post)
+                .form(&[
+                    ("csrf_token", csrf.as_str()),
+                    ("next", "/"),
+                    ("email", EMAIL),
+                    ("password", "wrong-guess"),
+                ])
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }));
+    }
+    let mut checked = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            StatusCode::UNAUTHORIZED => checked += 1,
+            other => assert_eq!(other, StatusCode::TOO_MANY_REQUESTS),
+        }
+    }
+    assert!(checked <= 5, "{checked} guesses were checked");
+    let r = app.sign_in(&new_client(), EMAIL, PASSWORD).await;
+    assert_eq!(
+        r.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "still locked for this email"
+    );
 }

@@ -321,8 +321,20 @@ async fn failed_refresh_validation_leaves_the_token_usable() {
     assert_eq!(b["error"], "invalid_grant", "another client");
     let (_, b) = refresh(&app, &client_id, rt, &[("scope", "mcp:read admin")]).await;
     assert_eq!(b["error"], "invalid_scope");
-    let (s, b) = refresh(&app, &client_id, rt, &[("scope", "mcp:read")]).await;
+    let (s, b) = refresh(&app, &client_id, rt, &[("scope", "offline_access")]).await;
     assert_eq!(s, StatusCode::OK, "still usable: {b}");
+    assert_eq!(
+        b["scope"], "mcp:read mcp:write",
+        "offline_access alone keeps the granted scopes, never none"
+    );
+    let (s, b) = refresh(
+        &app,
+        &client_id,
+        b["refresh_token"].as_str().unwrap(),
+        &[("scope", "mcp:read")],
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["scope"], "mcp:read", "down-scoped refresh");
 }
 
