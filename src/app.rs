@@ -56,6 +56,8 @@ pub fn router(state: AppState) -> Router {
         header::REFERRER_POLICY,
         HeaderValue::from_static("no-referrer"),
     ))
+    // A panicking handler answers 500 (and is logged) instead of leaving the request hanging.
+    .layer(tower_http::catch_panic::CatchPanicLayer::new())
     .layer(
         TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
             tracing::info_span!("http", method = %req.method(), path = %req.uri().path())
@@ -179,13 +181,31 @@ impl Application {
             .router
             .into_make_service_with_connect_info::<SocketAddr>();
         let sweeper = tokio::spawn(maintenance(self.state.store.clone()));
-        let served = axum::serve(self.listener, service)
-            .with_graceful_shutdown(stop)
-            .await;
+        let (stopped_tx, mut stopped_rx) = tokio::sync::watch::channel(false);
+        let serve = axum::serve(self.listener, service).with_graceful_shutdown(async move {
+            stop.await;
+            let _ = stopped_tx.send(true);
+        });
+        // In-flight requests get SHUTDOWN_GRACE to finish; a stuck one does not hold the
+        // process forever.
+        let deadline = async move {
+            let _ = stopped_rx.wait_for(|stopped| *stopped).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        };
+        let served = tokio::select! {
+            served = std::future::IntoFuture::into_future(serve) => served,
+            _ = deadline => {
+                tracing::warn!("in-flight requests did not finish in time; stopping anyway");
+                Ok(())
+            }
+        };
         sweeper.abort();
         served
     }
 }
+
+/// How long in-flight requests may take to finish after a stop signal.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How long a background job may go untouched before another instance takes it over, seconds.
 pub const STALE_JOB_SECS: i64 = 120;
