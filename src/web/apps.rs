@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 
 use askama::Template;
-use axum::Form;
 use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -12,7 +11,7 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::session::{csrf_ok, csrf_token, signed_in};
-use super::{form_expired, render, see_other};
+use super::{PageForm, form_expired, render, see_other};
 use crate::app::AppState;
 use crate::domain::redirect_uri::host_for_display;
 use crate::error::AppError;
@@ -77,7 +76,7 @@ pub async fn revoke(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     session: Session,
-    Form(form): Form<RevokeForm>,
+    PageForm(form): PageForm<RevokeForm>,
 ) -> Result<Response, AppError> {
     if !csrf_ok(&session, &form.csrf_token).await? {
         return Ok(form_expired());

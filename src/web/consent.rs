@@ -5,7 +5,6 @@
 use std::net::SocketAddr;
 
 use askama::Template;
-use axum::Form;
 use axum::extract::{ConnectInfo, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -13,7 +12,7 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::session::{csrf_ok, csrf_token, signed_in};
-use super::{error_page, form_expired, render, see_other};
+use super::{PageForm, error_page, form_expired, render, see_other};
 use crate::app::AppState;
 use crate::domain::redirect_uri::{host_for_display, is_loopback_host};
 use crate::domain::secret::random_urlsafe;
@@ -59,7 +58,7 @@ pub async fn authorize_post(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     session: Session,
-    Form(pairs): Form<Vec<(String, String)>>,
+    PageForm(pairs): PageForm<Vec<(String, String)>>,
 ) -> Result<Response, AppError> {
     authorize(state, peer, session, pairs).await
 }
@@ -194,7 +193,7 @@ pub async fn decide(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     session: Session,
-    Form(form): Form<DecisionForm>,
+    PageForm(form): PageForm<DecisionForm>,
 ) -> Result<Response, AppError> {
     if !csrf_ok(&session, &form.csrf_token).await? {
         return Ok(form_expired());

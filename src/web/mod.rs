@@ -4,9 +4,12 @@
 
 use askama::Template;
 use axum::Router;
+use axum::extract::{Form, FromRequest, FromRequestParts, Query, Request};
+use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
+use serde::de::DeserializeOwned;
 use tower_sessions::cookie::SameSite;
 use tower_sessions::{Expiry, SessionManagerLayer};
 
@@ -74,6 +77,51 @@ pub fn error_page(status: StatusCode, title: &str, message: &str) -> Response {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
+}
+
+/// A form body (`application/x-www-form-urlencoded`) whose rejection — a missing or repeated
+/// field, a wrong content type — is an HTML error page (400) rather than plain text.
+pub struct PageForm<T>(pub T);
+
+impl<S, T> FromRequest<S> for PageForm<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Form::<T>::from_request(req, state).await {
+            Ok(Form(value)) => Ok(PageForm(value)),
+            Err(_) => Err(not_understood()),
+        }
+    }
+}
+
+/// A query string whose rejection is an HTML error page (400).
+pub struct PageQuery<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for PageQuery<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(value)) => Ok(PageQuery(value)),
+            Err(_) => Err(not_understood()),
+        }
+    }
+}
+
+fn not_understood() -> Response {
+    error_page(
+        StatusCode::BAD_REQUEST,
+        "Request not understood",
+        "This page was sent something it does not accept. Go back, reload the page and try again.",
+    )
 }
 
 /// The page for a form whose CSRF token is missing or wrong (403; nothing was changed).

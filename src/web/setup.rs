@@ -2,15 +2,14 @@
 //! at start (random token, stored as SHA-256, valid until used or 24 hours).
 
 use askama::Template;
-use axum::Form;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::session::{csrf_ok, csrf_token};
-use super::{error_page, form_expired, render, see_other};
+use super::{PageForm, PageQuery, error_page, form_expired, render, see_other};
 use crate::app::AppState;
 use crate::domain::account::{Email, validate_password};
 use crate::domain::secret::Secret;
@@ -46,7 +45,7 @@ fn link_invalid() -> Response {
 pub async fn show(
     State(state): State<AppState>,
     session: Session,
-    Query(q): Query<SetupQuery>,
+    PageQuery(q): PageQuery<SetupQuery>,
 ) -> Result<Response, AppError> {
     let hash = Secret::from_presented(q.token.clone()).hash();
     if !state.store.setup_token_valid(&hash, now()).await? {
@@ -81,7 +80,7 @@ pub struct SetupForm {
 pub async fn submit(
     State(state): State<AppState>,
     session: Session,
-    Form(form): Form<SetupForm>,
+    PageForm(form): PageForm<SetupForm>,
 ) -> Result<Response, AppError> {
     if !csrf_ok(&session, &form.csrf_token).await? {
         return Ok(form_expired());

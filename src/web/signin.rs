@@ -3,15 +3,14 @@
 use std::net::SocketAddr;
 
 use askama::Template;
-use axum::Form;
-use axum::extract::{ConnectInfo, Query, State};
+use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::session::{csrf_ok, csrf_token, safe_next, signed_in};
-use super::{form_expired, render, see_other};
+use super::{PageForm, PageQuery, form_expired, render, see_other};
 use crate::app::AppState;
 use crate::domain::account::{AccountStatus, Email};
 use crate::error::AppError;
@@ -55,7 +54,7 @@ pub struct SigninQuery {
 pub async fn show(
     State(state): State<AppState>,
     session: Session,
-    Query(q): Query<SigninQuery>,
+    PageQuery(q): PageQuery<SigninQuery>,
 ) -> Result<Response, AppError> {
     let next = safe_next(q.next.as_deref());
     if signed_in(&state, &session).await?.is_some() {
@@ -92,7 +91,7 @@ pub async fn submit(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     session: Session,
-    Form(form): Form<SigninForm>,
+    PageForm(form): PageForm<SigninForm>,
 ) -> Result<Response, AppError> {
     if !csrf_ok(&session, &form.csrf_token).await? {
         return Ok(form_expired());
@@ -184,7 +183,7 @@ pub struct SignoutForm {
 /// `POST /signout`: ends the session server-side.
 pub async fn sign_out(
     session: Session,
-    Form(form): Form<SignoutForm>,
+    PageForm(form): PageForm<SignoutForm>,
 ) -> Result<Response, AppError> {
     if !csrf_ok(&session, &form.csrf_token).await? {
         return Ok(form_expired());

@@ -823,3 +823,41 @@ async fn a_consent_request_is_answered_once_and_a_bad_choice_does_not_use_it_up(
     assert_eq!(q["error"], "invalid_request");
     assert!(!q.contains_key("state"));
 }
+
+#[tokio::test]
+async fn malformed_forms_get_an_html_error_page() {
+    let app = spawn_app().await;
+    let browser = signed_in_browser(&app).await;
+    for (path, body) in [
+        (
+            "/oauth/authorize/decision",
+            "csrf_token=x&request=y&decision=approve&decision=deny",
+        ),
+        ("/signin", "csrf_token=x&email=a&email=b"),
+        ("/apps/revoke", "consent_id=1&consent_id=2"),
+    ] {
+        let r = browser
+            .post(app.url(path))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{path}");
+        assert!(
+            r.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/html"),
+            "{path}"
+        );
+    }
+    let r = browser
+        .post(app.url("/signin"))
+        .body("{}")
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+}
