@@ -107,21 +107,39 @@ async fn authorize(
         )
     };
     let prompt = req.prompt.as_deref().unwrap_or("");
-    let Some(account) = signed_in(&state, &session).await? else {
-        if prompt.split(' ').any(|p| p == "none") {
+    let wants = |value: &str| prompt.split(' ').any(|p| p == value);
+    let account = signed_in(&state, &session).await?;
+    // Not signed in, or `prompt=login` (OpenID Connect Core §3.1.2.1: authenticate again): the
+    // sign-in page, then back to this request without `login`, so it is asked for once.
+    if account.is_none() || wants("login") {
+        if wants("none") {
             return Ok(fail("login_required", "the user is not signed in"));
         }
+        let again: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| {
+                if k == "prompt" {
+                    let rest: Vec<&str> = v.split(' ').filter(|p| *p != "login").collect();
+                    (k.clone(), rest.join(" "))
+                } else {
+                    (k.clone(), v.clone())
+                }
+            })
+            .collect();
         let query: String = url::form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(pairs.iter())
+            .extend_pairs(again.iter())
             .finish();
         let next = format!("/oauth/authorize?{query}");
-        let signin: String = url::form_urlencoded::Serializer::new(String::new())
-            .append_pair("next", &next)
-            .finish();
-        return Ok(see_other(&format!("/signin?{signin}")));
-    };
+        let mut signin = url::form_urlencoded::Serializer::new(String::new());
+        signin.append_pair("next", &next);
+        if account.is_some() {
+            signin.append_pair("reauth", "1");
+        }
+        return Ok(see_other(&format!("/signin?{}", signin.finish())));
+    }
+    let account = account.expect("checked above");
     let now = now();
-    let forced = prompt.split(' ').any(|p| p == "consent" || p == "login");
+    let forced = wants("consent");
     if !forced
         && let Some(consent) = state
             .store

@@ -48,16 +48,20 @@ struct HomePage<'a> {
 #[derive(Debug, Deserialize)]
 pub struct SigninQuery {
     next: Option<String>,
+    /// `1`: show the form even when signed in (an authorization request asked to sign in
+    /// again with `prompt=login`).
+    reauth: Option<String>,
 }
 
-/// `GET /signin?next=/path`: the form, or straight on to `next` when already signed in.
+/// `GET /signin?next=/path[&reauth=1]`: the form, or straight on to `next` when already
+/// signed in (unless `reauth=1`).
 pub async fn show(
     State(state): State<AppState>,
     session: Session,
     PageQuery(q): PageQuery<SigninQuery>,
 ) -> Result<Response, AppError> {
     let next = safe_next(q.next.as_deref());
-    if signed_in(&state, &session).await?.is_some() {
+    if q.reauth.as_deref() != Some("1") && signed_in(&state, &session).await?.is_some() {
         return Ok(see_other(&next));
     }
     let csrf = csrf_token(&session).await?;

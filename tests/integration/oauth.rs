@@ -861,3 +861,64 @@ async fn malformed_forms_get_an_html_error_page() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn prompt_login_asks_for_the_password_again_once() {
+    let app = spawn_app().await;
+    let client_id = register_public(&app, &[REDIRECT]).await;
+    let (_, challenge) = pkce();
+    let browser = signed_in_browser(&app).await;
+    walk(
+        &app,
+        &browser,
+        &authorize_url(&app, &client_id, &challenge, &[]),
+        "approve",
+    )
+    .await;
+    let r = browser
+        .get(authorize_url(
+            &app,
+            &client_id,
+            &challenge,
+            &[("prompt", "login")],
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let signin = r.headers()["location"].to_str().unwrap().to_string();
+    assert!(
+        signin.starts_with("/signin?") && signin.contains("reauth=1"),
+        "{signin}"
+    );
+    let page = browser.get(app.url(&signin)).send().await.unwrap();
+    assert_eq!(
+        page.status(),
+        StatusCode::OK,
+        "the form, although signed in"
+    );
+    let page = page.text().await.unwrap();
+    let csrf = crate::helpers::hidden_input(&page, "csrf_token").unwrap();
+    let next = crate::helpers::hidden_input(&page, "next").unwrap();
+    assert!(!next.contains("login"), "asked once: {next}");
+    let r = browser
+        .post(app.url("/signin"))
+        .form(&[
+            ("csrf_token", csrf.as_str()),
+            ("next", next.as_str()),
+            ("email", EMAIL),
+            ("password", PASSWORD),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    // Back at the request: consent is remembered, so straight to the client with a code.
+    let r = browser
+        .get(app.url(r.headers()["location"].to_str().unwrap()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert!(query_of(r.headers()["location"].to_str().unwrap()).contains_key("code"));
+}
