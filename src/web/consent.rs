@@ -42,7 +42,6 @@ struct ConsentPage<'a> {
 /// `GET /oauth/authorize?…`.
 pub async fn authorize_get(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     session: Session,
     RawQuery(query): RawQuery,
 ) -> Result<Response, AppError> {
@@ -50,17 +49,16 @@ pub async fn authorize_get(
         url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
             .into_owned()
             .collect();
-    authorize(state, peer, session, pairs).await
+    authorize(state, session, pairs).await
 }
 
 /// `POST /oauth/authorize` with a form body (OAuth 2.1 §4.1.1 allows POST).
 pub async fn authorize_post(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     session: Session,
     PageForm(pairs): PageForm<Vec<(String, String)>>,
 ) -> Result<Response, AppError> {
-    authorize(state, peer, session, pairs).await
+    authorize(state, session, pairs).await
 }
 
 fn redirect_error(state: &AppState, e: AuthorizeError) -> Response {
@@ -87,7 +85,6 @@ fn redirect_error(state: &AppState, e: AuthorizeError) -> Response {
 
 async fn authorize(
     state: AppState,
-    peer: SocketAddr,
     session: Session,
     pairs: Vec<(String, String)>,
 ) -> Result<Response, AppError> {
@@ -175,7 +172,6 @@ async fn authorize(
         .ok()
         .and_then(|u| u.host_str().map(is_loopback_host))
         .unwrap_or(false);
-    let _ = peer;
     render(
         StatusCode::OK,
         &ConsentPage {
