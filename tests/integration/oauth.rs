@@ -668,16 +668,7 @@ async fn consent_page_names_client_host_and_scopes_and_needs_csrf() {
     assert!(page.contains("127.0.0.1:7777"));
     assert!(page.contains("Read your projects and notes"), "{page}");
     let request = crate::helpers::hidden_input(&page, "request").unwrap();
-    let r = browser
-        .post(app.url("/oauth/authorize/decision"))
-        .form(&[
-            ("csrf_token", "forged"),
-            ("request", request.as_str()),
-            ("decision", "approve"),
-        ])
-        .send()
-        .await
-        .unwrap();
+    let r = decide(&app, &browser, "forged", request.as_str(), "approve").await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     assert!(r.headers().get("location").is_none());
 }
@@ -699,27 +690,23 @@ async fn a_consent_request_is_answered_once_and_a_bad_choice_does_not_use_it_up(
     .await;
     let csrf = crate::helpers::hidden_input(&first, "csrf_token").unwrap();
     let first_request = crate::helpers::hidden_input(&first, "request").unwrap();
-    let r = browser
-        .post(app.url("/oauth/authorize/decision"))
-        .form(&[
-            ("csrf_token", csrf.as_str()),
-            ("request", first_request.as_str()),
-            ("decision", "bogus"),
-        ])
-        .send()
-        .await
-        .unwrap();
+    let r = decide(
+        &app,
+        &browser,
+        csrf.as_str(),
+        first_request.as_str(),
+        "bogus",
+    )
+    .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
-    let r = browser
-        .post(app.url("/oauth/authorize/decision"))
-        .form(&[
-            ("csrf_token", csrf.as_str()),
-            ("request", first_request.as_str()),
-            ("decision", "approve"),
-        ])
-        .send()
-        .await
-        .unwrap();
+    let r = decide(
+        &app,
+        &browser,
+        csrf.as_str(),
+        first_request.as_str(),
+        "approve",
+    )
+    .await;
     assert_eq!(
         r.status(),
         StatusCode::SEE_OTHER,
@@ -797,16 +784,14 @@ async fn a_consent_request_is_answered_once_and_a_bad_choice_does_not_use_it_up(
         .await
         .unwrap();
     let bob_csrf = crate::helpers::hidden_input(&home, "csrf_token").unwrap();
-    let r = bob
-        .post(app.url("/oauth/authorize/decision"))
-        .form(&[
-            ("csrf_token", bob_csrf.as_str()),
-            ("request", alice_request.as_str()),
-            ("decision", "approve"),
-        ])
-        .send()
-        .await
-        .unwrap();
+    let r = decide(
+        &app,
+        &bob,
+        bob_csrf.as_str(),
+        alice_request.as_str(),
+        "approve",
+    )
+    .await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     // A long state is refused without being echoed.
     let r = browser

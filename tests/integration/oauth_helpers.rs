@@ -112,22 +112,34 @@ pub async fn walk(
     );
     let csrf = hidden_input(&page, "csrf_token").unwrap();
     let request = hidden_input(&page, "request").unwrap();
-    let d = browser
-        .post(app.url("/oauth/authorize/decision"))
-        .form(&[
-            ("csrf_token", csrf.as_str()),
-            ("request", request.as_str()),
-            ("decision", decision),
-        ])
-        .send()
-        .await
-        .unwrap();
+    let d = decide(app, browser, csrf.as_str(), request.as_str(), decision).await;
     assert_eq!(
         d.status(),
         StatusCode::SEE_OTHER,
         "a 303, never a 307 that re-POSTs"
     );
     d.headers()["location"].to_str().unwrap().to_string()
+}
+
+/// Answers a consent page: `POST /oauth/authorize/decision` with its CSRF token, request id
+/// and `decision` (`approve` or `deny`).
+pub async fn decide(
+    app: &TestApp,
+    browser: &reqwest::Client,
+    csrf: &str,
+    request: &str,
+    decision: &str,
+) -> reqwest::Response {
+    browser
+        .post(app.url("/oauth/authorize/decision"))
+        .form(&[
+            ("csrf_token", csrf),
+            ("request", request),
+            ("decision", decision),
+        ])
+        .send()
+        .await
+        .unwrap()
 }
 
 /// The query parameters of a redirect `Location`.
