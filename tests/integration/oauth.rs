@@ -713,20 +713,7 @@ async fn a_consent_request_is_answered_once_and_a_bad_choice_does_not_use_it_up(
         "still answerable after a bad choice"
     );
     // One request submitted eight times at once is answered once: one code, seven refusals.
-    let p = page(
-        browser
-            .get(authorize_url(
-                &app,
-                &client_id,
-                &challenge,
-                &[("prompt", "consent")],
-            ))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    let id = crate::helpers::hidden_input(&p, "request").unwrap();
+    let id = consent_request(&app, &browser, &client_id, &challenge).await;
     let mut tasks = Vec::new();
     for _ in 0..8 {
         let (browser, url, csrf, id) = (
@@ -758,20 +745,7 @@ async fn a_consent_request_is_answered_once_and_a_bad_choice_does_not_use_it_up(
     }
     assert_eq!(answered, 1, "one approval, one code");
     // Another account cannot answer someone else's request.
-    let p = page(
-        browser
-            .get(authorize_url(
-                &app,
-                &client_id,
-                &challenge,
-                &[("prompt", "consent")],
-            ))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    let alice_request = crate::helpers::hidden_input(&p, "request").unwrap();
+    let alice_request = consent_request(&app, &browser, &client_id, &challenge).await;
     app.create_account("bob@example.com", PASSWORD).await;
     let bob = new_client();
     app.sign_in(&bob, "bob@example.com", PASSWORD).await;

@@ -142,6 +142,19 @@ pub async fn decide(
         .unwrap()
 }
 
+/// Opens the consent page again (`prompt=consent`) in a signed-in browser; returns the
+/// request id its form carries.
+pub async fn consent_request(
+    app: &TestApp,
+    browser: &reqwest::Client,
+    client_id: &str,
+    challenge: &str,
+) -> String {
+    let url = authorize_url(app, client_id, challenge, &[("prompt", "consent")]);
+    let page = browser.get(url).send().await.unwrap().text().await.unwrap();
+    hidden_input(&page, "request").expect("a consent page")
+}
+
 /// The query parameters of a redirect `Location`.
 pub fn query_of(location: &str) -> std::collections::HashMap<String, String> {
     let url = url::Url::parse(location).unwrap();
