@@ -53,6 +53,16 @@ impl TestDb {
         })
     }
 
+    /// Another handle on an existing database (`DATABASE_URL`), for a second server instance;
+    /// dropping it leaves the database alone (its owner drops it).
+    pub fn shared(url: &str) -> TestDb {
+        TestDb {
+            url: url.to_string(),
+            _dir: None,
+            pg: None,
+        }
+    }
+
     /// The database the integration tests use: PostgreSQL when
     /// `GATEHOUSE_TEST_BACKEND=postgres`, SQLite otherwise.
     pub async fn for_app() -> TestDb {
@@ -121,7 +131,24 @@ pub async fn spawn_app_full(
     adjust: impl FnOnce(&mut HashMap<String, String>),
     fetcher: Arc<dyn MetadataFetcher>,
 ) -> TestApp {
-    let db = TestDb::for_app().await;
+    spawn_on(TestDb::for_app().await, adjust, fetcher).await
+}
+
+/// Starts another instance on `first`'s database, as a deployment with several instances
+/// sharing one database runs; by default it has its own port, issuer and `MCP_SERVER_URL`, and
+/// `adjust` may change its environment variables first.
+pub async fn spawn_instance(
+    first: &TestApp,
+    adjust: impl FnOnce(&mut HashMap<String, String>),
+) -> TestApp {
+    spawn_on(TestDb::shared(&first.db.url), adjust, Arc::new(HttpsFetcher)).await
+}
+
+async fn spawn_on(
+    db: TestDb,
+    adjust: impl FnOnce(&mut HashMap<String, String>),
+    fetcher: Arc<dyn MetadataFetcher>,
+) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

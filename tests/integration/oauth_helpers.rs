@@ -155,6 +155,61 @@ pub async fn consent_request(
     hidden_input(&page, "request").expect("a consent page")
 }
 
+/// A fresh authorization code for `client_id` (the default scopes), approved by `EMAIL` in a
+/// newly signed-in browser; returns (code, PKCE verifier).
+pub async fn code_for(app: &TestApp, client_id: &str) -> (String, String) {
+    code_in(app, &signed_in_browser(app).await, client_id, &[]).await
+}
+
+/// An authorization code obtained in `browser`: through the consent page (approved) or, when
+/// a remembered consent covers the request, straight away. `extra` changes the authorize
+/// parameters (see [`authorize_url`]). Returns (code, PKCE verifier).
+pub async fn code_in(
+    app: &TestApp,
+    browser: &reqwest::Client,
+    client_id: &str,
+    extra: &[(&str, &str)],
+) -> (String, String) {
+    let (verifier, challenge) = pkce();
+    let loc = walk(
+        app,
+        browser,
+        &authorize_url(app, client_id, &challenge, extra),
+        "approve",
+    )
+    .await;
+    let code = query_of(&loc)
+        .remove("code")
+        .unwrap_or_else(|| panic!("a code in {loc}"));
+    (code, verifier)
+}
+
+/// Revokes the first app listed on the connected-apps page of a signed-in browser, through
+/// the page's own form; returns the consent id revoked.
+pub async fn revoke_on_apps_page(app: &TestApp, browser: &reqwest::Client) -> String {
+    let page = browser
+        .get(app.url("/apps"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let csrf = hidden_input(&page, "csrf_token").expect("csrf_token on /apps");
+    let consent = hidden_input(&page, "consent_id").expect("an app listed on /apps");
+    let r = browser
+        .post(app.url("/apps/revoke"))
+        .form(&[
+            ("csrf_token", csrf.as_str()),
+            ("consent_id", consent.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    consent
+}
+
 /// The query parameters of a redirect `Location`.
 pub fn query_of(location: &str) -> std::collections::HashMap<String, String> {
     let url = url::Url::parse(location).unwrap();

@@ -1,24 +1,11 @@
 //! The token endpoint: client authentication, code binding and replay, refresh rotation,
 //! the grace window, reuse detection and revocation.
 
-use crate::helpers::{TestApp, new_client, spawn_app, spawn_app_with};
+use crate::helpers::{new_client, spawn_app, spawn_app_with};
 use crate::oauth_helpers::*;
 use gatehouse::domain::account::{AccountStatus, Email};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-
-async fn code_for(app: &TestApp, client_id: &str) -> (String, String) {
-    let (verifier, challenge) = pkce();
-    let browser = signed_in_browser(app).await;
-    let loc = walk(
-        app,
-        &browser,
-        &authorize_url(app, client_id, &challenge, &[]),
-        "approve",
-    )
-    .await;
-    (query_of(&loc)["code"].clone(), verifier)
-}
 
 #[tokio::test]
 async fn responses_are_no_store_and_errors_have_the_rfc_shape() {
