@@ -151,6 +151,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         Command::Account(AccountCommand::Disable { email }) => {
             let email =
                 Email::parse(&email).map_err(|e| CliError(format!("invalid email: {e}")))?;
+            let account = find_account(&store, email.as_str()).await?;
             store
                 .set_account_status(&email, AccountStatus::Disabled)
                 .await
@@ -160,6 +161,9 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                     }
                     other => other.into(),
                 })?;
+            // Its tokens stop at once (every use checks the account); its pending codes are
+            // used up so that none is redeemed later, even if the account is enabled again.
+            store.use_up_codes_of_account(&account, now).await?;
             format!("disabled account {}", email.as_str())
         }
         Command::Project(ProjectCommand::Add { name, owner }) => {

@@ -306,6 +306,7 @@ pub async fn issue_code(
             code_challenge: req.code_challenge.clone(),
             resource: req.resource.clone(),
             scope: req.scope.clone(),
+            issuer: Some(app.config.issuer.clone()),
             created_at: now,
             expires_at: now + CODE_TTL_SECS,
             used_at: None,

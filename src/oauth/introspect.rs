@@ -14,7 +14,9 @@ use crate::app::AppState;
 use crate::domain::secret::Secret;
 use crate::store::now;
 
-/// `POST /oauth/introspect`: `{active: false}` for anything not a live access token; otherwise
+/// `POST /oauth/introspect`: `{active: false}` for anything not a live access token (unknown,
+/// expired, revoked, its grant revoked or its account disabled, or a scope beyond what its
+/// consent now approves: the same lookup as every MCP request); otherwise
 /// `active`, `scope`, `client_id`, `sub`, `aud`, `exp`, `iat`, `iss`, `token_type` (§2.2).
 pub async fn introspect(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     let result = async {

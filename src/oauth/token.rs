@@ -5,6 +5,11 @@
 //! redeemed authorization), and never expire by time. A rotated token presented again within the
 //! grace window, while its successor is unused, receives the same successor pair (sealed under a
 //! key derived from the presented token); otherwise it is reuse and revokes the whole family.
+//!
+//! A code or refresh token is redeemed only by the issuer that issued it and only for the
+//! resource it was issued for (RFC 8707 §2.2), and only while its grant allows it: the consent
+//! it was minted under live, its account active, and the scope within what the consent approves
+//! (checked again in the transaction that redeems or rotates; RFC 7009 §2.1, RFC 6749 §3.3).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -25,7 +30,9 @@ use crate::domain::secret::{Secret, TokenKind};
 use crate::domain::successor;
 use crate::store::audit::AuditEvent;
 use crate::store::now;
-use crate::store::oauth::{ClientRecord, NewTokens, Redeemed, RefreshState};
+use crate::store::oauth::{
+    ClientRecord, GrantRefusal, NewTokens, Redeemed, RefreshState, Rotation,
+};
 
 /// The successful token response (OAuth 2.1 §3.2.3).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -109,13 +116,52 @@ pub async fn token(
     }
 }
 
-fn check_resource(ctx: &Ctx<'_>) -> Result<(), OAuthError> {
-    match ctx.params.get("resource") {
-        Some(r) if r != &ctx.state.config.mcp_server_url => Err(OAuthError::InvalidTarget(
-            format!("resource must be {}", ctx.state.config.mcp_server_url),
-        )),
-        _ => Ok(()),
+/// RFC 8707 §2.2 on the token endpoint: a grant (code or refresh token) issued for `granted`
+/// (its resource) by `issuer` is redeemed only here if this server serves that resource, the
+/// `resource` parameter, when sent, names it, and this server is that issuer. Errors:
+/// `invalid_target` for another resource, `invalid_grant` for another issuer (`None` = a grant
+/// stored before issuers were recorded, judged by its resource alone).
+fn check_target(ctx: &Ctx<'_>, granted: &str, issuer: Option<&str>) -> Result<(), OAuthError> {
+    let config = &ctx.state.config;
+    if let Some(r) = ctx.params.get("resource")
+        && (r != granted || r != &config.mcp_server_url)
+    {
+        return Err(OAuthError::InvalidTarget(format!(
+            "resource must be {}, the resource this grant was issued for",
+            config.mcp_server_url
+        )));
     }
+    if granted != config.mcp_server_url {
+        return Err(OAuthError::InvalidTarget(
+            "this grant was issued for another resource than the one served here".into(),
+        ));
+    }
+    if issuer.is_some_and(|i| i != config.issuer) {
+        return Err(OAuthError::InvalidGrant(
+            "this grant was issued by another authorization server".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Audits a refused redemption or rotation and gives its `invalid_grant`.
+async fn refused(
+    ctx: &Ctx<'_>,
+    event: &str,
+    account: &str,
+    subject: Option<&str>,
+    why: GrantRefusal,
+) -> OAuthError {
+    audit(
+        ctx,
+        event,
+        "denied",
+        Some(account),
+        subject,
+        Some(why.as_str()),
+    )
+    .await;
+    OAuthError::InvalidGrant(format!("{}; authorize again", why.as_str()))
 }
 
 fn new_pair(ctx: &Ctx<'_>, scope: &str) -> (Secret, Secret, NewTokens) {
@@ -198,7 +244,7 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
                 "redirect_uri differs from the one in the authorization request".into(),
             ));
         }
-        check_resource(ctx)?;
+        check_target(ctx, &record.resource, record.issuer.as_deref())?;
         if !verify_s256(verifier, &record.code_challenge) {
             return Err(OAuthError::InvalidGrant(
                 "code_verifier does not match the code_challenge".into(),
@@ -255,8 +301,37 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
             }
             Err(invalid())
         }
+        Redeemed::Refused(why) => {
+            Err(refused(ctx, "code_refused", &record.account_id, None, why).await)
+        }
         Redeemed::Invalid => Err(invalid()),
     }
+}
+
+/// Whether the grant behind a refresh token still allows using it: family and consent
+/// unrevoked, account active, family scope within the consent's.
+fn grant_state(state: &RefreshState) -> Option<GrantRefusal> {
+    if state.family_revoked || state.consent_revoked {
+        Some(GrantRefusal::Revoked)
+    } else if !state.account_active {
+        Some(GrantRefusal::AccountDisabled)
+    } else if !state.within_approval {
+        Some(GrantRefusal::ScopeExceedsApproval)
+    } else {
+        None
+    }
+}
+
+/// Audits a refused refresh (`refresh_refused`, the family as subject) and gives its error.
+async fn refresh_refused(ctx: &Ctx<'_>, state: &RefreshState, why: GrantRefusal) -> OAuthError {
+    refused(
+        ctx,
+        "refresh_refused",
+        &state.account_id,
+        Some(&state.family_id),
+        why,
+    )
+    .await
 }
 
 /// The `refresh_token` grant (OAuth 2.1 §4.3) with rotation, families, the grace window and
@@ -275,15 +350,10 @@ async fn refresh_token(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
         // The same answer as for an unknown token: a stolen token is not confirmed as real.
         return Err(invalid("the refresh token is invalid"));
     }
-    if state.family_revoked || state.consent_revoked {
-        return Err(invalid(
-            "the authorization behind this refresh token was revoked",
-        ));
+    if let Some(why) = grant_state(&state) {
+        return Err(refresh_refused(ctx, &state, why).await);
     }
-    if !state.account_active {
-        return Err(invalid("the account is disabled"));
-    }
-    check_resource(ctx)?;
+    check_target(ctx, &state.resource, state.issuer.as_deref())?;
     let granted = ScopeSet::parse(&state.scope).unwrap_or_default();
     let scope = match ctx.params.get("scope") {
         Some(s) => {
@@ -316,35 +386,45 @@ async fn refresh_token(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
             })
             .expect("serializable"),
         );
-        if ctx
+        match ctx
             .state
             .store
             .rotate_refresh(&hash, &state, &sealed, &tokens, ctx.now)
             .await?
         {
-            audit(
-                ctx,
-                "token_refreshed",
-                "success",
-                Some(&state.account_id),
-                Some(&state.family_id),
-                None,
-            )
-            .await;
-            return Ok(response(
-                &refresh,
-                &access,
-                ctx.state.config.access_token_ttl_secs,
-                &scope,
-            ));
+            Rotation::Rotated => {
+                audit(
+                    ctx,
+                    "token_refreshed",
+                    "success",
+                    Some(&state.account_id),
+                    Some(&state.family_id),
+                    None,
+                )
+                .await;
+                return Ok(response(
+                    &refresh,
+                    &access,
+                    ctx.state.config.access_token_ttl_secs,
+                    &scope,
+                ));
+            }
+            Rotation::Refused(why) => {
+                return Err(refresh_refused(ctx, &state, why).await);
+            }
+            Rotation::Lost => {
+                // Another request rotated it first: read what it stored, and its grant again.
+                state = ctx
+                    .state
+                    .store
+                    .refresh_state(&hash)
+                    .await?
+                    .ok_or_else(|| invalid("the refresh token is invalid"))?;
+                if let Some(why) = grant_state(&state) {
+                    return Err(refresh_refused(ctx, &state, why).await);
+                }
+            }
         }
-        // Another request rotated it first: read what it stored.
-        state = ctx
-            .state
-            .store
-            .refresh_state(&hash)
-            .await?
-            .ok_or_else(|| invalid("the refresh token is invalid"))?;
     }
     if let Some(pair) = grace_successor(ctx, &state, presented) {
         return Ok(pair);

@@ -4,11 +4,20 @@
 //! of a refresh token are conditional `UPDATE … WHERE used_at IS NULL` / `rotated_at IS NULL`
 //! statements inside a transaction, so two requests — or two server instances — can never both
 //! win (OAuth 2.1 §4.1.3, §4.3.1).
+//!
+//! A consent row is one grant generation: revoking it revokes every family and access token
+//! minted under it and uses up its unused codes, and approving the client again creates a new
+//! row, so nothing minted before a revocation joins a later approval. Redeeming a code and
+//! rotating a refresh token first lock the consent row with a conditional update and check, in
+//! the same transaction as single use, that it is live, that its account is active and that it
+//! still covers the scope being issued (RFC 7009 §2.1, RFC 6749 §3.3); a concurrent revocation
+//! either waits for the redemption (and then revokes what it issued) or makes it fail.
 
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
 use super::{Store, StoreError, new_id};
+use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::TokenHash;
 
 /// A registered client (RFC 7591 §2).
@@ -34,6 +43,56 @@ pub struct ClientRecord {
     pub can_introspect: bool,
     /// Unix seconds.
     pub created_at: i64,
+}
+
+/// Whether `held` (space-delimited scopes of a code, family or token) stays within `granted`
+/// (the live consent's scopes): every held scope is granted or implied by a granted one
+/// (`mcp:write` implies `mcp:read`); `offline_access` is not a permission and is ignored. A
+/// scope string that does not parse is never within (RFC 6749 §3.3: a token carries at most
+/// the scope the resource owner granted).
+fn within_approval(granted: &str, held: &str) -> bool {
+    let (Ok(granted), Ok(held)) = (ScopeSet::parse(granted), ScopeSet::parse(held)) else {
+        return false;
+    };
+    held.iter()
+        .filter(|s| *s != Scope::OfflineAccess)
+        .all(|s| granted.satisfies(s))
+}
+
+/// Why a code redemption or a refresh-token rotation was refused although the credential itself
+/// was valid: the grant behind it no longer allows it (RFC 6749 §5.2 `invalid_grant`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantRefusal {
+    /// The consent (or the family) was revoked.
+    Revoked,
+    /// The account is disabled.
+    AccountDisabled,
+    /// What would be issued exceeds the live consent's scopes.
+    ScopeExceedsApproval,
+}
+
+impl GrantRefusal {
+    /// A short non-secret reason, for the audit log and `error_description`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrantRefusal::Revoked => "the authorization was revoked",
+            GrantRefusal::AccountDisabled => "the account is disabled",
+            GrantRefusal::ScopeExceedsApproval => {
+                "the scope exceeds what the account currently approves"
+            }
+        }
+    }
+}
+
+/// What rotating a refresh token did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rotation {
+    /// This request rotated it: the successor pair now exists.
+    Rotated,
+    /// Another request rotated it first; nothing was written.
+    Lost,
+    /// The grant no longer allows it; nothing was written.
+    Refused(GrantRefusal),
 }
 
 /// A live remembered consent.
@@ -64,11 +123,13 @@ pub struct CodeRecord {
     pub resource: String,
     /// Granted scopes (space-delimited).
     pub scope: String,
+    /// The issuer that issued it (`None` for codes stored before issuers were recorded).
+    pub issuer: Option<String>,
     /// Unix seconds.
     pub created_at: i64,
     /// Unix seconds.
     pub expires_at: i64,
-    /// When it was redeemed.
+    /// When it was redeemed (or used up by a revocation).
     pub used_at: Option<i64>,
 }
 
@@ -98,6 +159,8 @@ pub enum Redeemed {
         /// The revoked family, if the first redemption had produced one.
         family_id: Option<String>,
     },
+    /// The code is valid but its grant no longer allows redeeming it; nothing was written.
+    Refused(GrantRefusal),
     /// Unknown or expired code.
     Invalid,
 }
@@ -107,6 +170,8 @@ pub enum Redeemed {
 pub struct RefreshState {
     /// Family id.
     pub family_id: String,
+    /// The consent (grant generation) the family was minted under.
+    pub consent_id: String,
     /// The family's client.
     pub client_id: String,
     /// The family's account.
@@ -115,6 +180,11 @@ pub struct RefreshState {
     pub scope: String,
     /// The family's resource.
     pub resource: String,
+    /// The issuer that issued the family (`None` for families made before issuers were recorded).
+    pub issuer: Option<String>,
+    /// Whether the family's scope stays within its consent's scope (`mcp:write` implying
+    /// `mcp:read`; RFC 6749 §3.3).
+    pub within_approval: bool,
     /// Whether the family is revoked.
     pub family_revoked: bool,
     /// Whether the account is active.
@@ -229,6 +299,54 @@ async fn insert_tokens(
     Ok(())
 }
 
+/// Locks the consent row for the rest of `tx` with a no-op update (so a concurrent revocation,
+/// which updates the same row first, either waits for `tx` or makes it see the revocation, on
+/// both engines) and returns the consent's scopes when it is live and its account active.
+async fn lock_live_consent(
+    tx: &mut Transaction<'static, Any>,
+    consent_id: &str,
+) -> Result<Result<String, GrantRefusal>, StoreError> {
+    let row = sqlx::query(
+        "UPDATE consents SET updated_at = updated_at WHERE id = $1 \
+         RETURNING scope, revoked_at, account_id",
+    )
+    .bind(consent_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else {
+        return Ok(Err(GrantRefusal::Revoked));
+    };
+    let revoked_at: Option<i64> = row.try_get("revoked_at")?;
+    if revoked_at.is_some() {
+        return Ok(Err(GrantRefusal::Revoked));
+    }
+    let account_id: String = row.try_get("account_id")?;
+    let status: Option<String> = sqlx::query("SELECT status FROM accounts WHERE id = $1")
+        .bind(&account_id)
+        .fetch_optional(&mut **tx)
+        .await?
+        .map(|r| r.try_get("status"))
+        .transpose()?;
+    if status.as_deref() != Some("active") {
+        return Ok(Err(GrantRefusal::AccountDisabled));
+    }
+    Ok(Ok(row.try_get("scope")?))
+}
+
+/// Why the grant behind `consent_id` does not allow issuing `scopes` now, if it does not:
+/// locks the consent row (see [`lock_live_consent`]) and checks every scope string given.
+async fn grant_refusal(
+    tx: &mut Transaction<'static, Any>,
+    consent_id: &str,
+    scopes: &[&str],
+) -> Result<Option<GrantRefusal>, StoreError> {
+    Ok(match lock_live_consent(tx, consent_id).await? {
+        Ok(granted) if scopes.iter().all(|held| within_approval(&granted, held)) => None,
+        Ok(_) => Some(GrantRefusal::ScopeExceedsApproval),
+        Err(refusal) => Some(refusal),
+    })
+}
+
 impl Store {
     /// Stores a newly registered client.
     pub async fn create_client(&self, c: &ClientRecord) -> Result<(), StoreError> {
@@ -289,29 +407,53 @@ impl Store {
         .transpose()
     }
 
-    /// Records an approval: creates the consent, or renews a revoked one, with `scope` (the caller
-    /// passes the union of what was granted before and now). Returns the consent id.
+    /// Records an approval of `requested` (space-delimited scopes) and returns the consent id.
+    ///
+    /// A live consent is widened to the union of what it granted and `requested` (remembered
+    /// consent grows with incremental approvals). A revoked consent is never revived: without a
+    /// live one a new row is created, a new grant generation that nothing minted under a revoked
+    /// row can join. If the live consent is revoked while this runs, the new row holds only
+    /// `requested`; if another approval creates a live row at the same moment, this approval's
+    /// `requested` replaces its scopes, so a code issued by the other one may then be refused
+    /// at redemption as exceeding the approval, never the reverse.
     pub async fn approve_consent(
         &self,
         account_id: &str,
         client_id: &str,
         redirect_uri: &str,
-        scope: &str,
+        requested: &str,
         now: i64,
     ) -> Result<String, StoreError> {
-        let id = new_id();
+        if let Some(live) = self.consent(account_id, client_id, redirect_uri).await? {
+            let union = ScopeSet::parse(&live.scope)
+                .unwrap_or_default()
+                .union(&ScopeSet::parse(requested).unwrap_or_default())
+                .to_string();
+            let widened = sqlx::query(
+                "UPDATE consents SET scope = $1, updated_at = $2 WHERE id = $3 AND revoked_at IS NULL \
+                 RETURNING id",
+            )
+            .bind(&union)
+            .bind(now)
+            .bind(&live.id)
+            .fetch_optional(self.pool())
+            .await?;
+            if let Some(row) = widened {
+                return Ok(row.try_get("id")?);
+            }
+        }
         let row = sqlx::query(
             "INSERT INTO consents (id, account_id, client_id, redirect_uri, scope, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $6) \
-             ON CONFLICT (account_id, client_id, redirect_uri) DO UPDATE \
-             SET scope = excluded.scope, updated_at = excluded.updated_at, revoked_at = NULL \
+             ON CONFLICT (account_id, client_id, redirect_uri) WHERE revoked_at IS NULL DO UPDATE \
+             SET scope = excluded.scope, updated_at = excluded.updated_at \
              RETURNING id",
         )
-        .bind(&id)
+        .bind(new_id())
         .bind(account_id)
         .bind(client_id)
         .bind(redirect_uri)
-        .bind(scope)
+        .bind(requested)
         .bind(now)
         .fetch_one(self.pool())
         .await?;
@@ -322,7 +464,8 @@ impl Store {
     pub async fn insert_code(&self, c: &CodeRecord) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO authorization_codes (code_hash, client_id, account_id, consent_id, redirect_uri, \
-             code_challenge, resource, scope, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+             code_challenge, resource, scope, issuer, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         )
         .bind(c.code_hash.as_str())
         .bind(&c.client_id)
@@ -332,6 +475,7 @@ impl Store {
         .bind(&c.code_challenge)
         .bind(&c.resource)
         .bind(&c.scope)
+        .bind(&c.issuer)
         .bind(c.created_at)
         .bind(c.expires_at)
         .execute(self.pool())
@@ -343,7 +487,7 @@ impl Store {
     pub async fn code(&self, hash: &TokenHash) -> Result<Option<CodeRecord>, StoreError> {
         let row = sqlx::query(
             "SELECT code_hash, client_id, account_id, consent_id, redirect_uri, code_challenge, resource, scope, \
-             created_at, expires_at, used_at FROM authorization_codes WHERE code_hash = $1",
+             issuer, created_at, expires_at, used_at FROM authorization_codes WHERE code_hash = $1",
         )
         .bind(hash.as_str())
         .fetch_optional(self.pool())
@@ -358,6 +502,7 @@ impl Store {
                 code_challenge: r.try_get("code_challenge")?,
                 resource: r.try_get("resource")?,
                 scope: r.try_get("scope")?,
+                issuer: r.try_get("issuer")?,
                 created_at: r.try_get("created_at")?,
                 expires_at: r.try_get("expires_at")?,
                 used_at: r.try_get("used_at")?,
@@ -366,8 +511,12 @@ impl Store {
         .transpose()
     }
 
-    /// Redeems a code once: marks it used and creates its family and first token pair in one
-    /// transaction. A second redemption revokes the family the first one created.
+    /// Redeems a code once (OAuth 2.1 §4.1.3): in one transaction, locks the code's consent and
+    /// checks that it is live, that its account is active and that it covers the code's and the
+    /// new tokens' scopes, marks the code used, and creates its family and first token pair.
+    ///
+    /// Returns [`Redeemed::Refused`] (writing nothing) when the grant no longer allows it, and
+    /// [`Redeemed::Replayed`] for a code already redeemed, whose family it then revokes.
     pub async fn redeem_code(
         &self,
         code: &CodeRecord,
@@ -376,21 +525,23 @@ impl Store {
     ) -> Result<Redeemed, StoreError> {
         let family_id = new_id();
         let mut tx = self.pool().begin().await?;
-        let won = sqlx::query(
-            "UPDATE authorization_codes SET used_at = $1, family_id = $2 \
-             WHERE code_hash = $3 AND used_at IS NULL AND expires_at > $1",
-        )
-        .bind(now)
-        .bind(&family_id)
-        .bind(code.code_hash.as_str())
-        .execute(&mut *tx)
-        .await?
-        .rows_affected()
-            == 1;
+        let refusal = grant_refusal(&mut tx, &code.consent_id, &[&code.scope, &new.scope]).await?;
+        let won = refusal.is_none()
+            && sqlx::query(
+                "UPDATE authorization_codes SET used_at = $1, family_id = $2 \
+                 WHERE code_hash = $3 AND used_at IS NULL AND expires_at > $1",
+            )
+            .bind(now)
+            .bind(&family_id)
+            .bind(code.code_hash.as_str())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+                == 1;
         if won {
             sqlx::query(
-                "INSERT INTO token_families (id, account_id, client_id, consent_id, scope, resource, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO token_families (id, account_id, client_id, consent_id, scope, resource, issuer, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             )
             .bind(&family_id)
             .bind(&code.account_id)
@@ -398,6 +549,7 @@ impl Store {
             .bind(&code.consent_id)
             .bind(&code.scope)
             .bind(&code.resource)
+            .bind(&code.issuer)
             .bind(now)
             .execute(&mut *tx)
             .await?;
@@ -424,15 +576,18 @@ impl Store {
             return Ok(Redeemed::Invalid);
         };
         let used_at: Option<i64> = row.try_get("used_at")?;
-        if used_at.is_none() {
-            return Ok(Redeemed::Invalid); // expired, never used
-        }
         let family: Option<String> = row.try_get("family_id")?;
         if let Some(f) = &family {
+            // Redeemed before: a replay, whatever became of the grant since.
             self.revoke_family(f, "authorization code replayed", now)
                 .await?;
+            return Ok(Redeemed::Replayed { family_id: family });
         }
-        Ok(Redeemed::Replayed { family_id: family })
+        Ok(match (refusal, used_at) {
+            (Some(refusal), _) => Redeemed::Refused(refusal),
+            (None, Some(_)) => Redeemed::Replayed { family_id: None },
+            (None, None) => Redeemed::Invalid, // expired, never used
+        })
     }
 
     /// Revokes a family and every access token it issued. Returns whether it was live.
@@ -469,8 +624,9 @@ impl Store {
         hash: &TokenHash,
     ) -> Result<Option<RefreshState>, StoreError> {
         let row = sqlx::query(
-            "SELECT f.id AS family_id, f.client_id AS client_id, f.account_id AS account_id, f.scope AS scope, \
-             f.resource AS resource, f.revoked_at AS family_revoked_at, a.status AS account_status, \
+            "SELECT f.id AS family_id, f.consent_id AS consent_id, f.client_id AS client_id, \
+             f.account_id AS account_id, f.scope AS scope, f.resource AS resource, f.issuer AS issuer, \
+             c.scope AS consent_scope, f.revoked_at AS family_revoked_at, a.status AS account_status, \
              c.revoked_at AS consent_revoked_at, r.rotated_at AS rotated_at, r.successor_sealed AS successor_sealed, \
              s.rotated_at AS successor_rotated_at \
              FROM refresh_tokens r \
@@ -488,12 +644,17 @@ impl Store {
             let consent_revoked: Option<i64> = r.try_get("consent_revoked_at")?;
             let status: String = r.try_get("account_status")?;
             let successor_rotated: Option<i64> = r.try_get("successor_rotated_at")?;
+            let scope: String = r.try_get("scope")?;
+            let consent_scope: String = r.try_get("consent_scope")?;
             Ok(RefreshState {
                 family_id: r.try_get("family_id")?,
+                consent_id: r.try_get("consent_id")?,
                 client_id: r.try_get("client_id")?,
                 account_id: r.try_get("account_id")?,
-                scope: r.try_get("scope")?,
+                within_approval: within_approval(&consent_scope, &scope),
+                scope,
                 resource: r.try_get("resource")?,
+                issuer: r.try_get("issuer")?,
                 family_revoked: family_revoked.is_some(),
                 account_active: status == "active",
                 consent_revoked: consent_revoked.is_some(),
@@ -505,10 +666,11 @@ impl Store {
         .transpose()
     }
 
-    /// Rotates a refresh token: the one conditional update that marks it rotated (storing the
-    /// sealed successor) and the insert of the successor pair, in one transaction. Returns
-    /// `false`, writing nothing, when another request rotated it first.
-    #[allow(clippy::too_many_arguments)]
+    /// Rotates a refresh token (OAuth 2.1 §4.3.1) in one transaction: locks the family's consent
+    /// and checks that it is live, that its account is active and that it covers the family's
+    /// and the new tokens' scopes; then the one conditional update that marks the token rotated
+    /// (storing the sealed successor) while its family is unrevoked, and the insert of the
+    /// successor pair. Writes nothing unless it returns [`Rotation::Rotated`].
     pub async fn rotate_refresh(
         &self,
         presented: &TokenHash,
@@ -516,23 +678,31 @@ impl Store {
         successor_sealed: &[u8],
         new: &NewTokens,
         now: i64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Rotation, StoreError> {
         let mut tx = self.pool().begin().await?;
+        if let Some(refusal) =
+            grant_refusal(&mut tx, &state.consent_id, &[&state.scope, &new.scope]).await?
+        {
+            tx.rollback().await?;
+            return Ok(Rotation::Refused(refusal));
+        }
         let won = sqlx::query(
             "UPDATE refresh_tokens SET rotated_at = $1, successor_hash = $2, successor_sealed = $3 \
-             WHERE token_hash = $4 AND rotated_at IS NULL",
+             WHERE token_hash = $4 AND rotated_at IS NULL \
+             AND family_id IN (SELECT id FROM token_families WHERE id = $5 AND revoked_at IS NULL)",
         )
         .bind(now)
         .bind(new.refresh_hash.as_str())
         .bind(successor_sealed.to_vec())
         .bind(presented.as_str())
+        .bind(&state.family_id)
         .execute(&mut *tx)
         .await?
         .rows_affected()
             == 1;
         if !won {
             tx.rollback().await?;
-            return Ok(false);
+            return Ok(Rotation::Lost);
         }
         insert_tokens(
             &mut tx,
@@ -545,11 +715,13 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
-        Ok(true)
+        Ok(Rotation::Rotated)
     }
 
     /// Authenticates an access token in one round trip: the token must be unrevoked and
-    /// unexpired, its family and consent live, its account active.
+    /// unexpired, its family and consent live, its account active, and neither the family's
+    /// nor the token's scope may exceed the consent's (RFC 6749 §3.3; `mcp:write` implies
+    /// `mcp:read`). `None` for anything else.
     pub async fn authenticate_access_token(
         &self,
         hash: &TokenHash,
@@ -557,7 +729,8 @@ impl Store {
     ) -> Result<Option<AccessGrant>, StoreError> {
         let row = sqlx::query(
             "SELECT t.account_id AS account_id, t.client_id AS client_id, t.scope AS scope, t.audience AS audience, \
-             t.created_at AS created_at, t.expires_at AS expires_at, t.family_id AS family_id \
+             t.created_at AS created_at, t.expires_at AS expires_at, t.family_id AS family_id, \
+             f.scope AS family_scope, c.scope AS consent_scope \
              FROM access_tokens t \
              JOIN token_families f ON f.id = t.family_id \
              JOIN consents c ON c.id = f.consent_id \
@@ -569,18 +742,26 @@ impl Store {
         .bind(now)
         .fetch_optional(self.pool())
         .await?;
-        row.map(|r| {
-            Ok(AccessGrant {
-                account_id: r.try_get("account_id")?,
-                client_id: r.try_get("client_id")?,
-                scope: r.try_get("scope")?,
-                audience: r.try_get("audience")?,
-                issued_at: r.try_get("created_at")?,
-                expires_at: r.try_get("expires_at")?,
-                family_id: r.try_get("family_id")?,
-            })
-        })
-        .transpose()
+        let Some(r) = row else {
+            return Ok(None);
+        };
+        let consent_scope: String = r.try_get("consent_scope")?;
+        let family_scope: String = r.try_get("family_scope")?;
+        let scope: String = r.try_get("scope")?;
+        if !within_approval(&consent_scope, &family_scope)
+            || !within_approval(&consent_scope, &scope)
+        {
+            return Ok(None);
+        }
+        Ok(Some(AccessGrant {
+            account_id: r.try_get("account_id")?,
+            client_id: r.try_get("client_id")?,
+            scope,
+            audience: r.try_get("audience")?,
+            issued_at: r.try_get("created_at")?,
+            expires_at: r.try_get("expires_at")?,
+            family_id: r.try_get("family_id")?,
+        }))
     }
 
     /// RFC 7009 revocation of a token presented by `client_id`: a refresh token revokes its
@@ -642,8 +823,9 @@ impl Store {
     }
 
     /// Revokes one of the account's consents and, at once, every family and access token that
-    /// came from it. Returns the client id when something was revoked (`None` for a consent
-    /// that is not the account's or already revoked).
+    /// came from it, and uses up its unused authorization codes (RFC 7009 §2.1). Returns the
+    /// client id when something was revoked (`None` for a consent that is not the account's or
+    /// already revoked).
     pub async fn revoke_consent(
         &self,
         account_id: &str,
@@ -665,6 +847,14 @@ impl Store {
             return Ok(None);
         };
         let client_id: String = row.try_get("client_id")?;
+        // Unused codes of this grant are used up: they can never be redeemed.
+        sqlx::query(
+            "UPDATE authorization_codes SET used_at = $1 WHERE consent_id = $2 AND used_at IS NULL",
+        )
+        .bind(now)
+        .bind(consent_id)
+        .execute(&mut *tx)
+        .await?;
         sqlx::query(
             "UPDATE access_tokens SET revoked_at = $1 WHERE revoked_at IS NULL AND family_id IN \
              (SELECT id FROM token_families WHERE consent_id = $2)",
@@ -683,6 +873,25 @@ impl Store {
         .await?;
         tx.commit().await?;
         Ok(Some(client_id))
+    }
+}
+
+impl Store {
+    /// Uses up every unused authorization code of an account (when it is disabled), so none is
+    /// redeemed later, even if the account is enabled again. Returns how many were used up.
+    pub async fn use_up_codes_of_account(
+        &self,
+        account_id: &str,
+        now: i64,
+    ) -> Result<u64, StoreError> {
+        Ok(sqlx::query(
+            "UPDATE authorization_codes SET used_at = $1 WHERE account_id = $2 AND used_at IS NULL",
+        )
+        .bind(now)
+        .bind(account_id)
+        .execute(self.pool())
+        .await?
+        .rows_affected())
     }
 }
 

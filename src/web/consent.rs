@@ -269,20 +269,14 @@ pub async fn decide(
             "the user denied the request",
         )));
     }
-    let previous = state
-        .store
-        .consent(&account.id, &req.client_id, &req.registered_redirect_uri)
-        .await?
-        .map(|c| crate::domain::scope::ScopeSet::parse(&c.scope).unwrap_or_default())
-        .unwrap_or_default();
-    let scope = previous.union(&req.scopes()).to_string();
+    // Widens the live consent, or starts a new grant generation after a revocation.
     let consent_id = state
         .store
         .approve_consent(
             &account.id,
             &req.client_id,
             &req.registered_redirect_uri,
-            &scope,
+            &req.scope,
             now,
         )
         .await?;

@@ -141,7 +141,12 @@ pub async fn spawn_instance(
     first: &TestApp,
     adjust: impl FnOnce(&mut HashMap<String, String>),
 ) -> TestApp {
-    spawn_on(TestDb::shared(&first.db.url), adjust, Arc::new(HttpsFetcher)).await
+    spawn_on(
+        TestDb::shared(&first.db.url),
+        adjust,
+        Arc::new(HttpsFetcher),
+    )
+    .await
 }
 
 async fn spawn_on(

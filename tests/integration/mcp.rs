@@ -41,7 +41,7 @@ async fn token_for(app: &TestApp, browser: &reqwest::Client, scope: &str) -> Str
     body["access_token"].as_str().unwrap().to_string()
 }
 
-async fn account_id(app: &TestApp, email: &str) -> String {
+pub(crate) async fn account_id(app: &TestApp, email: &str) -> String {
     app.store
         .account_by_email(&Email::parse(email).unwrap())
         .await
@@ -93,7 +93,7 @@ fn mcp_url(app: &TestApp) -> String {
 }
 
 /// A 2026-07-28 request: `_meta` in the body and the standard headers.
-fn modern(
+pub(crate) fn modern(
     app: &TestApp,
     token: Option<&str>,
     method: &str,
@@ -125,7 +125,7 @@ fn modern(
     r
 }
 
-async fn send(r: reqwest::RequestBuilder) -> (StatusCode, HeaderMap, Value) {
+pub(crate) async fn send(r: reqwest::RequestBuilder) -> (StatusCode, HeaderMap, Value) {
     let r = r.send().await.unwrap();
     let status = r.status();
     let headers = r.headers().clone();
@@ -157,7 +157,7 @@ async fn call(app: &TestApp, token: &str, name: &str, args: Value) -> Value {
 }
 
 /// The structured content of a successful tool result, checking the text copy.
-fn ok(result: &Value) -> Value {
+pub(crate) fn ok(result: &Value) -> Value {
     assert_eq!(result["isError"], false, "{result}");
     let sc = result["structuredContent"].clone();
     let text = result["content"][0]["text"].as_str().unwrap();

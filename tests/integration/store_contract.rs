@@ -6,6 +6,9 @@ use gatehouse::app::open_store;
 use gatehouse::domain::account::{AccountStatus, Email, Role};
 use gatehouse::domain::secret::TokenHash;
 use gatehouse::store::audit::AuditEvent;
+use gatehouse::store::oauth::{
+    ClientRecord, CodeRecord, GrantRefusal, NewTokens, Redeemed, Rotation,
+};
 use gatehouse::store::{Store, StoreError};
 
 async fn accounts_contract(store: &Store) {
@@ -171,10 +174,18 @@ async fn count(store: &Store, table: &str) -> i64 {
         .unwrap()
 }
 
-/// Redeems a fresh code at `now` into a family whose access token expires at `access_exp`;
-/// returns (family id, refresh hash).
-async fn issue(store: &Store, account: &str, now: i64, access_exp: i64) -> (String, TokenHash) {
-    use gatehouse::store::oauth::{ClientRecord, CodeRecord, NewTokens, Redeemed};
+const CALLBACK: &str = "https://a.example/cb";
+
+/// A new client, an approval of `scope` by `account` and an unused code of that scope under it,
+/// issued at `now`; returns the code and the tokens its redemption would create (access token
+/// expiring at `access_exp`).
+async fn pending_code(
+    store: &Store,
+    account: &str,
+    scope: &str,
+    now: i64,
+    access_exp: i64,
+) -> (CodeRecord, NewTokens) {
     let client_id = format!("gc_{}", uuid::Uuid::new_v4().simple());
     store
         .create_client(&ClientRecord {
@@ -182,7 +193,7 @@ async fn issue(store: &Store, account: &str, now: i64, access_exp: i64) -> (Stri
             client_secret_hash: None,
             auth_method: "none".into(),
             client_name: None,
-            redirect_uris: vec!["https://a.example/cb".into()],
+            redirect_uris: vec![CALLBACK.into()],
             grant_types: vec!["authorization_code".into(), "refresh_token".into()],
             scope: None,
             metadata: serde_json::json!({}),
@@ -192,7 +203,7 @@ async fn issue(store: &Store, account: &str, now: i64, access_exp: i64) -> (Stri
         .await
         .unwrap();
     let consent = store
-        .approve_consent(account, &client_id, "https://a.example/cb", "mcp:read", now)
+        .approve_consent(account, &client_id, CALLBACK, scope, now)
         .await
         .unwrap();
     let code = CodeRecord {
@@ -200,26 +211,187 @@ async fn issue(store: &Store, account: &str, now: i64, access_exp: i64) -> (Stri
         client_id: client_id.clone(),
         account_id: account.into(),
         consent_id: consent,
-        redirect_uri: "https://a.example/cb".into(),
+        redirect_uri: CALLBACK.into(),
         code_challenge: "x".repeat(43),
         resource: "https://mcp.example/mcp".into(),
-        scope: "mcp:read".into(),
+        scope: scope.into(),
+        issuer: Some("https://mcp.example".into()),
         created_at: now,
         expires_at: now + 600,
         used_at: None,
     };
     store.insert_code(&code).await.unwrap();
-    let refresh = TokenHash::of(&format!("rt-{client_id}"));
     let tokens = NewTokens {
-        refresh_hash: refresh.clone(),
+        refresh_hash: TokenHash::of(&format!("rt-{client_id}")),
         access_hash: TokenHash::of(&format!("at-{client_id}")),
         access_expires_at: access_exp,
-        scope: "mcp:read".into(),
+        scope: scope.into(),
     };
+    (code, tokens)
+}
+
+/// Redeems a fresh code at `now` into a family whose access token expires at `access_exp`;
+/// returns (family id, refresh hash).
+async fn issue(store: &Store, account: &str, now: i64, access_exp: i64) -> (String, TokenHash) {
+    let (code, tokens) = pending_code(store, account, "mcp:read", now, access_exp).await;
     match store.redeem_code(&code, &tokens, now).await.unwrap() {
-        Redeemed::Issued { family_id } => (family_id, refresh),
+        Redeemed::Issued { family_id } => (family_id, tokens.refresh_hash),
         other => panic!("{other:?}"),
     }
+}
+
+async fn grants_contract(store: &Store) {
+    let email = Email::parse("grants@example.com").unwrap();
+    let owner = store.create_account(&email, "h", 1).await.unwrap().id;
+    let revoke_behind_its_back = |consent: String| async move {
+        sqlx::query("UPDATE consents SET revoked_at = 1001 WHERE id = $1")
+            .bind(consent)
+            .execute(store.pool())
+            .await
+            .unwrap();
+    };
+    // A revocation that lands after the code was issued refuses it in the redemption itself,
+    // even before the revocation has used the code up.
+    let (code, tokens) = pending_code(store, &owner, "mcp:read", 1000, 5000).await;
+    revoke_behind_its_back(code.consent_id.clone()).await;
+    let refused = Redeemed::Refused(GrantRefusal::Revoked);
+    assert_eq!(
+        store.redeem_code(&code, &tokens, 1002).await.unwrap(),
+        refused
+    );
+    // Approving again is a new grant generation; the old code stays refused.
+    let again = store
+        .approve_consent(&owner, &code.client_id, CALLBACK, "mcp:read", 1003)
+        .await
+        .unwrap();
+    assert_ne!(again, code.consent_id, "a revoked consent is never revived");
+    assert_eq!(
+        store.redeem_code(&code, &tokens, 1004).await.unwrap(),
+        refused
+    );
+    // A code (or tokens) beyond the live approval's scope is refused.
+    let wide = CodeRecord {
+        code_hash: TokenHash::of("wide-code"),
+        consent_id: again.clone(),
+        scope: "mcp:read mcp:write".into(),
+        ..code.clone()
+    };
+    store.insert_code(&wide).await.unwrap();
+    let wide_tokens = NewTokens {
+        refresh_hash: TokenHash::of("wide-rt"),
+        access_hash: TokenHash::of("wide-at"),
+        ..tokens.clone()
+    };
+    assert_eq!(
+        store.redeem_code(&wide, &wide_tokens, 1005).await.unwrap(),
+        Redeemed::Refused(GrantRefusal::ScopeExceedsApproval)
+    );
+    // Approving more widens the live consent in place (remembered consent), and then it does.
+    let widened = store
+        .approve_consent(&owner, &code.client_id, CALLBACK, "mcp:write", 1006)
+        .await
+        .unwrap();
+    assert_eq!(widened, again);
+    let live = store
+        .consent(&owner, &code.client_id, CALLBACK)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(live.scope, "mcp:read mcp:write");
+    assert!(matches!(
+        store.redeem_code(&wide, &wide_tokens, 1007).await.unwrap(),
+        Redeemed::Issued { .. }
+    ));
+    // A disabled account's code is refused and stays unused; disabling uses it up.
+    let other_email = Email::parse("disabled@example.com").unwrap();
+    let other = store.create_account(&other_email, "h", 1).await.unwrap().id;
+    let (code, tokens) = pending_code(store, &other, "mcp:read", 1000, 5000).await;
+    store
+        .set_account_status(&other_email, AccountStatus::Disabled)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.redeem_code(&code, &tokens, 1002).await.unwrap(),
+        Redeemed::Refused(GrantRefusal::AccountDisabled)
+    );
+    assert_eq!(
+        store.code(&code.code_hash).await.unwrap().unwrap().used_at,
+        None
+    );
+    assert_eq!(
+        store.use_up_codes_of_account(&other, 1003).await.unwrap(),
+        1
+    );
+    store
+        .set_account_status(&other_email, AccountStatus::Active)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.redeem_code(&code, &tokens, 1004).await.unwrap(),
+        Redeemed::Replayed { family_id: None },
+        "used up, never redeemed"
+    );
+    // Revoking a consent uses up its unused codes.
+    let (code, _) = pending_code(store, &owner, "mcp:read", 1000, 5000).await;
+    store
+        .revoke_consent(&owner, &code.consent_id, 1001)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.code(&code.code_hash).await.unwrap().unwrap().used_at,
+        Some(1001)
+    );
+    // A rotation whose grant was revoked after the token was read writes nothing.
+    let (_, refresh) = issue(store, &owner, 1000, 5000).await;
+    let state = store.refresh_state(&refresh).await.unwrap().unwrap();
+    assert!(state.within_approval);
+    let access = TokenHash::of("at-after-revocation");
+    let next = NewTokens {
+        refresh_hash: TokenHash::of("rt-after-revocation"),
+        access_hash: access.clone(),
+        access_expires_at: 5000,
+        scope: "mcp:read".into(),
+    };
+    revoke_behind_its_back(state.consent_id.clone()).await;
+    assert_eq!(
+        store
+            .rotate_refresh(&refresh, &state, b"sealed", &next, 1002)
+            .await
+            .unwrap(),
+        Rotation::Refused(GrantRefusal::Revoked)
+    );
+    let after = store.refresh_state(&refresh).await.unwrap().unwrap();
+    assert_eq!(after.rotated_at, None, "nothing written");
+    assert!(after.consent_revoked);
+    // The bearer lookup never returns a token beyond its live approval.
+    let (family, _) = issue(store, &owner, 1000, 5000).await;
+    let bearer = sqlx::query("SELECT token_hash FROM access_tokens WHERE family_id = $1")
+        .bind(&family)
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    let bearer = TokenHash::from_hex(sqlx::Row::try_get(&bearer, "token_hash").unwrap());
+    assert!(
+        store
+            .authenticate_access_token(&bearer, 1001)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    sqlx::query(
+        "UPDATE consents SET scope = '' WHERE id = (SELECT consent_id FROM token_families WHERE id = $1)",
+    )
+    .bind(&family)
+    .execute(store.pool())
+    .await
+    .unwrap();
+    assert!(
+        store
+            .authenticate_access_token(&bearer, 1001)
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 async fn housekeeping_contract(store: &Store) {
@@ -262,6 +434,7 @@ async fn run_contract(db: &TestDb) {
     audit_contract(&store).await;
     jobs_contract(&store).await;
     housekeeping_contract(&store).await;
+    grants_contract(&store).await;
     store.close().await;
 }
 
