@@ -123,18 +123,15 @@ pub async fn token(
 /// stored before issuers were recorded, judged by its resource alone).
 fn check_target(ctx: &Ctx<'_>, granted: &str, issuer: Option<&str>) -> Result<(), OAuthError> {
     let config = &ctx.state.config;
-    if let Some(r) = ctx.params.get("resource")
-        && (r != granted || r != &config.mcp_server_url)
-    {
-        return Err(OAuthError::InvalidTarget(format!(
-            "resource must be {}, the resource this grant was issued for",
-            config.mcp_server_url
-        )));
-    }
     if granted != config.mcp_server_url {
         return Err(OAuthError::InvalidTarget(
             "this grant was issued for another resource than the one served here".into(),
         ));
+    }
+    if ctx.params.get("resource").is_some_and(|r| r != granted) {
+        return Err(OAuthError::InvalidTarget(format!(
+            "resource must be {granted}, the resource this grant was issued for"
+        )));
     }
     if issuer.is_some_and(|i| i != config.issuer) {
         return Err(OAuthError::InvalidGrant(

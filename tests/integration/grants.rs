@@ -106,6 +106,10 @@ async fn a_code_kept_through_revocation_and_a_narrower_approval_is_refused() {
     refused(s, &b, "invalid_grant");
     let (s, _) = create_note(&app, first["access_token"].as_str().unwrap(), &project).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        introspect(&app, first["access_token"].as_str().unwrap()).await,
+        json!({"active": false})
+    );
 
     // The new approval gives what the page showed: read only.
     let (s, now, _) = exchange(&app, &client_id, &fresh, &fresh_verifier, &[]).await;
