@@ -283,3 +283,46 @@ async fn a_grant_is_redeemed_only_for_its_resource_and_by_its_issuer() {
     let (s, b) = refresh(&one, &client_id, rt, &[("resource", &one_resource)]).await;
     assert_eq!(s, StatusCode::OK, "{b}");
 }
+
+/// Whichever wins, a redemption and a revocation of the same consent at the same moment end
+/// with nothing live and never with a server error (both take the consent row first, so they
+/// cannot deadlock on PostgreSQL).
+#[tokio::test]
+async fn a_redemption_racing_a_revocation_never_leaves_a_live_token() {
+    let app = spawn_app().await;
+    let client_id = register_public(&app, &[REDIRECT]).await;
+    let browser = signed_in_browser(&app).await;
+    let account = account_id(&app, EMAIL).await;
+    for round in 0..8 {
+        let (code, verifier) = code_in(&app, &browser, &client_id, &[]).await;
+        let consent = app
+            .store
+            .consent(&account, &client_id, REDIRECT)
+            .await
+            .unwrap()
+            .expect("a live consent")
+            .id;
+        let store = app.store.clone();
+        let (account, consent) = (account.clone(), consent.clone());
+        let revocation = tokio::spawn(async move {
+            store
+                .revoke_consent(&account, &consent, gatehouse::store::now())
+                .await
+        });
+        let (s, b, _) = exchange(&app, &client_id, &code, &verifier, &[]).await;
+        assert!(
+            revocation.await.unwrap().unwrap().is_some(),
+            "round {round}"
+        );
+        match s {
+            StatusCode::OK => {
+                // Redeemed first: the revocation that followed cut it off.
+                assert!(!access_token_live(&app, b["access_token"].as_str().unwrap()).await);
+                let (s, b) =
+                    refresh(&app, &client_id, b["refresh_token"].as_str().unwrap(), &[]).await;
+                refused(s, &b, "invalid_grant");
+            }
+            _ => refused(s, &b, "invalid_grant"),
+        }
+    }
+}
