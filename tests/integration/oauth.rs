@@ -881,3 +881,78 @@ async fn prompt_login_asks_for_the_password_again_once() {
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert!(query_of(r.headers()["location"].to_str().unwrap()).contains_key("code"));
 }
+
+#[tokio::test]
+async fn redirect_uris_match_after_rfc3986_normalization_through_authorize() {
+    let app = spawn_app().await;
+    let browser = signed_in_browser(&app).await;
+    // (registered, requested): RFC 3986 §6.2.3 empty path and default port, §6.2.2 case,
+    // and the RFC 8252 §7.3 loopback port.
+    let cases = [
+        ("http://127.0.0.1:33418", "http://127.0.0.1:33418/"),
+        ("http://127.0.0.1/", "http://127.0.0.1:54321"),
+        ("https://app.example/cb", "https://App.Example:443/cb"),
+        ("https://app.example", "https://app.example/"),
+    ];
+    for (registered, requested) in cases {
+        let client_id = register_public(&app, &[registered]).await;
+        let (verifier, challenge) = pkce();
+        let loc = walk(
+            &app,
+            &browser,
+            &authorize_url(&app, &client_id, &challenge, &[("redirect_uri", requested)]),
+            "approve",
+        )
+        .await;
+        let back = url::Url::parse(&loc).unwrap();
+        let asked = url::Url::parse(requested).unwrap();
+        assert_eq!(
+            (back.scheme(), back.host_str(), back.port(), back.path()),
+            (asked.scheme(), asked.host_str(), asked.port(), asked.path()),
+            "{registered} / {requested} → {loc}"
+        );
+        let q = query_of(&loc);
+        assert_eq!(q["iss"], app.address);
+        let (s, b, _) = exchange(
+            &app,
+            &client_id,
+            &q["code"],
+            &verifier,
+            &[("redirect_uri", requested)],
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{registered} / {requested}: {b}");
+    }
+    // Never looser: another host, path, port of a non-loopback host, or a prefix is refused
+    // with a page, never a redirect.
+    let refused = [
+        ("http://127.0.0.1:33418", "http://localhost:33418/"),
+        ("https://app.example/cb", "https://app.example/cb/x"),
+        ("https://app.example/cb", "https://app.example:8443/cb"),
+        (
+            "https://app.example/cb",
+            "https://app.example.evil.example/cb",
+        ),
+        ("https://app.example", "https://app.example/x"),
+    ];
+    for (registered, requested) in refused {
+        let client_id = register_public(&app, &[registered]).await;
+        let (_, challenge) = pkce();
+        let r = browser
+            .get(authorize_url(
+                &app,
+                &client_id,
+                &challenge,
+                &[("redirect_uri", requested)],
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.status(),
+            StatusCode::BAD_REQUEST,
+            "{registered} / {requested}"
+        );
+        assert!(r.headers().get("location").is_none());
+    }
+}
