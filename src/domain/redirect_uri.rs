@@ -82,10 +82,12 @@ pub enum RedirectUriError {
     /// Longer than 2000 bytes.
     #[error("redirect URI must be at most 2000 bytes")]
     TooLong,
-    /// Contains whitespace, a control character or a backslash, which URL
-    /// parsers silently drop or rewrite, so the registered string would not
-    /// be the URI actually used.
-    #[error("redirect URI must not contain whitespace, control characters or backslashes")]
+    /// Contains whitespace, a backslash, or a control, invisible or formatting character
+    /// ([`super::text::is_forbidden_in_line`]), which URL parsers silently drop or
+    /// rewrite, so the registered string would not be the URI actually used.
+    #[error(
+        "redirect URI must not contain whitespace, backslashes, or control, invisible or formatting characters"
+    )]
     InvalidCharacter,
     /// Not an absolute URI (RFC 3986 §4.3); carries the parser's reason.
     #[error("redirect URI must be an absolute URI ({0})")]
@@ -120,7 +122,7 @@ pub fn validate_registration(uri: &str) -> Result<(), RedirectUriError> {
     }
     if uri
         .chars()
-        .any(|c| c.is_whitespace() || c.is_control() || c == '\\')
+        .any(|c| c.is_whitespace() || c == '\\' || super::text::is_forbidden_in_line(c))
     {
         return Err(RedirectUriError::InvalidCharacter);
     }
@@ -371,6 +373,14 @@ mod tests {
             validate_registration("https://good.example\\@evil.example/"),
             Err(InvalidCharacter)
         );
+        for invisible in ['\u{200B}', '\u{00AD}', '\u{3164}', '\u{2060}'] {
+            assert_eq!(
+                validate_registration(&format!("https://go{invisible}od.example/cb")),
+                Err(InvalidCharacter),
+                "U+{:04X}",
+                invisible as u32
+            );
+        }
         let long = format!("https://good.example/{}", "a".repeat(2000));
         assert_eq!(validate_registration(&long), Err(TooLong));
         assert_eq!(

@@ -4,7 +4,10 @@
 //! `client_secret_basic` or `client_secret_post` and receive a `client_secret` once (stored as
 //! SHA-256). Omitted members take RFC 7591 §2 defaults, except `grant_types`, which defaults to
 //! `authorization_code` + `refresh_token`. Unknown members are ignored; known ones we store are
-//! echoed back (§3.2.1), never as empty strings.
+//! echoed back
+//! (§3.2.1), never as empty strings. Text a person may be shown (`client_name`, the URIs,
+//! `software_id`, `software_version`, `contacts`) holds no control, invisible or formatting
+//! character, and `client_name` holds something visible ([`crate::domain::text`]).
 
 use std::net::SocketAddr;
 
@@ -19,6 +22,7 @@ use crate::app::AppState;
 use crate::domain::redirect_uri::validate_registration;
 use crate::domain::scope::ScopeSet;
 use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
+use crate::domain::text::{check_line, forbidden_char};
 use crate::store::audit::AuditEvent;
 use crate::store::now;
 use crate::store::oauth::ClientRecord;
@@ -251,12 +255,7 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
                 "client_name must be at most {MAX_CLIENT_NAME_CHARS} characters"
             )));
         }
-        if let Some(c) = crate::domain::text::forbidden_char(n, false) {
-            return Err(bad(format!(
-                "client_name must not contain control or invisible formatting characters (found U+{:04X})",
-                c as u32
-            )));
-        }
+        check_line(n).map_err(|e| bad(format!("client_name {e}")))?;
     }
 
     let scope = opt_string(req, "scope")?;
@@ -281,6 +280,7 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
             if v.len() > MAX_URI_BYTES {
                 return Err(bad(format!("{key} must be at most {MAX_URI_BYTES} bytes")));
             }
+            refuse_invisible(key, &v)?;
             extra.push((key.to_string(), Value::String(v)));
         }
     }
@@ -290,6 +290,9 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
             .filter(|c| !c.is_empty())
             .take(10)
             .collect();
+        for c in &contacts {
+            refuse_invisible("contacts", c)?;
+        }
         if !contacts.is_empty() {
             extra.push(("contacts".into(), json!(contacts)));
         }
@@ -302,6 +305,20 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
         scope,
         extra,
     })
+}
+
+/// Refuses a member a person may be shown (RFC 7591 §2 human-readable and URI members) when
+/// it holds a control, invisible or formatting character
+/// ([`crate::domain::text::is_forbidden_in_line`]); the description names the member and the
+/// character.
+fn refuse_invisible(key: &str, value: &str) -> Result<(), OAuthError> {
+    match forbidden_char(value, false) {
+        Some(c) => Err(bad(format!(
+            "{key} must not contain control, invisible or formatting characters (found U+{:04X})",
+            u32::from(c)
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn truncate(s: &str) -> String {
