@@ -36,7 +36,8 @@ pub struct AuthorizationRequest {
     pub redirect_uri: String,
     /// The registered redirect URI it matched (consent is remembered per this one).
     pub registered_redirect_uri: String,
-    /// Requested scopes (never empty of MCP scopes).
+    /// The scopes granted if the person approves ([`ScopeSet::granted_for_request`]: unknown
+    /// values ignored, the client's registered scope by default; never empty of MCP scopes).
     pub scope: String,
     /// `state`, echoed unchanged.
     pub state: Option<String>,
@@ -210,27 +211,9 @@ pub async fn validate(
         }
         None => app.config.mcp_server_url.clone(),
     };
-    let mut scopes = match params.get("scope") {
-        Some(s) => ScopeSet::parse(s).map_err(|e| fail("invalid_scope", e.to_string()))?,
-        None => ScopeSet::default_mcp(),
-    };
-    // offline_access changes nothing (refresh tokens are always issued); a request for it alone
-    // means the default MCP scopes.
-    scopes = scopes.without_offline_access();
-    if scopes.is_empty() {
-        scopes = ScopeSet::default_mcp();
-    }
-    if let Some(allowed) = client
-        .scope
-        .as_deref()
-        .and_then(|s| ScopeSet::parse(s).ok())
-        && !scopes.is_subset(&allowed.without_offline_access())
-    {
-        return Err(fail(
-            "invalid_scope",
-            format!("this application may only request \"{allowed}\""),
-        ));
-    }
+    let scopes =
+        ScopeSet::granted_for_request(params.get("scope").copied(), client.scope.as_deref())
+            .map_err(|e| fail("invalid_scope", e.to_string()))?;
     let prompt = params.get("prompt").map(|s| s.to_string());
     Ok(AuthorizationRequest {
         client_id: client.client_id,

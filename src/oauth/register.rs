@@ -3,11 +3,11 @@
 //! Public clients register with `token_endpoint_auth_method: none`; confidential ones with
 //! `client_secret_basic` or `client_secret_post` and receive a `client_secret` once (stored as
 //! SHA-256). Omitted members take RFC 7591 §2 defaults, except `grant_types`, which defaults to
-//! `authorization_code` + `refresh_token`. Unknown members are ignored; known ones we store are
-//! echoed back
-//! (§3.2.1), never as empty strings. Text a person may be shown (`client_name`, the URIs,
-//! `software_id`, `software_version`, `contacts`) holds no control, invisible or formatting
-//! character, and `client_name` holds something visible ([`crate::domain::text`]).
+//! `authorization_code` + `refresh_token`. Unknown members and unknown scope values are
+//! ignored; known ones we store are echoed back (§3.2.1), never as empty strings. Text a person
+//! may be shown (`client_name`, the URIs, `software_id`, `software_version`, `contacts`) holds
+//! no control, invisible or formatting character, and `client_name` holds something visible
+//! ([`crate::domain::text`]).
 
 use std::net::SocketAddr;
 
@@ -258,10 +258,16 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
         check_line(n).map_err(|e| bad(format!("client_name {e}")))?;
     }
 
-    let scope = opt_string(req, "scope")?;
-    if let Some(s) = &scope {
-        ScopeSet::parse(s).map_err(|e| bad(format!("scope: {e}")))?;
-    }
+    // RFC 7591 §3.2.1 lets the server register less than asked and say so in the response:
+    // scope values it does not serve (`openid`, `profile`, …) are left out, as at the
+    // authorization endpoint (RFC 6749 §3.3); with none left, no scope is registered.
+    let scope = match opt_string(req, "scope")? {
+        Some(s) => {
+            let known = ScopeSet::parse_known(&s).map_err(|e| bad(format!("scope: {e}")))?;
+            (!known.is_empty()).then(|| known.to_string())
+        }
+        None => None,
+    };
 
     // OpenID Connect Registration §2 (MCP 2026-07-28 asks clients to send it): "web" or
     // "native". Both may use loopback redirect URIs here, which MCP's native clients need.
