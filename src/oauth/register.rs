@@ -3,11 +3,12 @@
 //! Public clients register with `token_endpoint_auth_method: none`; confidential ones with
 //! `client_secret_basic` or `client_secret_post` and receive a `client_secret` once (stored as
 //! SHA-256). Omitted members take RFC 7591 §2 defaults, except `grant_types`, which defaults to
-//! `authorization_code` + `refresh_token`. Unknown members and unknown scope values are
-//! ignored; known ones we store are echoed back (§3.2.1), never as empty strings. Text a person
-//! may be shown (`client_name`, the URIs, `software_id`, `software_version`, `contacts`) holds
-//! no control, invisible or formatting character, and `client_name` holds something visible
-//! ([`crate::domain::text`]).
+//! `authorization_code` + `refresh_token`: `refresh_token` is implied by `authorization_code`
+//! (the token endpoint issues a refresh token with every code) and always registered with it.
+//! Unknown members and unknown scope values are ignored; known ones we store are echoed back
+//! (§3.2.1), never as empty strings. Text a person may be shown (`client_name`, the URIs,
+//! `software_id`, `software_version`, `contacts`) holds no control, invisible or formatting
+//! character, and `client_name` holds something visible ([`crate::domain::text`]).
 
 use std::net::SocketAddr;
 
@@ -210,19 +211,20 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
         )));
     }
 
-    let grant_types = string_list(req, "grant_types")?
+    let requested_grants = string_list(req, "grant_types")?
         .filter(|g| !g.is_empty())
-        .unwrap_or_else(|| vec!["authorization_code".into(), "refresh_token".into()]);
-    for g in &grant_types {
+        .unwrap_or_else(|| vec!["authorization_code".into()]);
+    for g in &requested_grants {
         if !super::metadata::GRANT_TYPES.contains(&g.as_str()) {
             return Err(bad(format!(
                 "grant type \"{g}\" is not supported (use authorization_code and refresh_token)"
             )));
         }
     }
-    if !grant_types.iter().any(|g| g == "authorization_code") {
+    if !requested_grants.iter().any(|g| g == "authorization_code") {
         return Err(bad("grant_types must include authorization_code"));
     }
+    let grant_types = super::metadata::effective_grant_types(&requested_grants);
 
     if let Some(rt) = string_list(req, "response_types")?
         && rt.iter().any(|r| r != "code")

@@ -80,7 +80,7 @@ pub async fn token(
         let grant = params
             .get("grant_type")
             .ok_or_else(|| OAuthError::InvalidRequest("grant_type is required".into()))?;
-        if !client.grant_types.iter().any(|g| g == grant)
+        if !super::metadata::permits_grant(&client.grant_types, grant)
             && super::metadata::GRANT_TYPES.contains(&grant.as_str())
         {
             return Err(OAuthError::UnauthorizedClient(format!(

@@ -523,3 +523,68 @@ async fn introspection_for_a_service_client_created_on_the_command_line() {
         .unwrap();
     assert_eq!(v, json!({"active": false}));
 }
+
+#[tokio::test]
+async fn a_client_registered_for_authorization_code_alone_can_refresh() {
+    let app = spawn_app().await;
+    let reg: Value = app
+        .client
+        .post(app.url("/oauth/register"))
+        .json(&json!({
+            "redirect_uris": [REDIRECT],
+            "token_endpoint_auth_method": "none",
+            "client_name": "Test Client",
+            "grant_types": ["authorization_code"],
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        reg["grant_types"],
+        json!(["authorization_code", "refresh_token"]),
+        "refresh_token is implied by authorization_code and said so"
+    );
+    let client_id = reg["client_id"].as_str().unwrap();
+    let (code, verifier) = code_for(&app, client_id).await;
+    let (s, grant, _) = exchange(&app, client_id, &code, &verifier, &[]).await;
+    assert_eq!(s, StatusCode::OK, "{grant}");
+    let (s, refreshed) = refresh(
+        &app,
+        client_id,
+        grant["refresh_token"].as_str().unwrap(),
+        &[],
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{refreshed}");
+    assert!(access_token_live(&app, refreshed["access_token"].as_str().unwrap()).await);
+
+    // A client stored before this rule (its grant types say authorization_code alone) refreshes
+    // too: the token endpoint applies the same implication.
+    let stored = gatehouse::store::oauth::ClientRecord {
+        client_id: "gc_registered_earlier".into(),
+        client_secret_hash: None,
+        auth_method: "none".into(),
+        client_name: Some("Test Client".into()),
+        redirect_uris: vec![REDIRECT.into()],
+        grant_types: vec!["authorization_code".into()],
+        scope: None,
+        metadata: json!({}),
+        can_introspect: false,
+        created_at: gatehouse::store::now(),
+    };
+    app.store.create_client(&stored).await.unwrap();
+    let (code, verifier) = code_for(&app, &stored.client_id).await;
+    let (s, grant, _) = exchange(&app, &stored.client_id, &code, &verifier, &[]).await;
+    assert_eq!(s, StatusCode::OK, "{grant}");
+    let (s, refreshed) = refresh(
+        &app,
+        &stored.client_id,
+        grant["refresh_token"].as_str().unwrap(),
+        &[],
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{refreshed}");
+}
