@@ -177,7 +177,10 @@ async fn code_is_bound_to_client_redirect_verifier_and_resource() {
     let (_, b, _) = exchange(&app, &client_id, &code, &pkce().0, &[]).await;
     assert_eq!(b["error"], "invalid_grant", "wrong verifier");
     let (_, b, _) = exchange(&app, &client_id, &code, &verifier, &[("code_verifier", "")]).await;
-    assert_eq!(b["error"], "invalid_request", "missing verifier");
+    assert_eq!(
+        b["error"], "invalid_grant",
+        "missing verifier (OAuth 2.1 §4.1.3, RFC 7636 §4.6)"
+    );
     let (_, b, _) = exchange(
         &app,
         &client_id,
@@ -580,6 +583,26 @@ async fn a_client_registered_for_authorization_code_alone_can_refresh() {
     )
     .await;
     assert_eq!(s, StatusCode::OK, "{refreshed}");
+}
+
+#[tokio::test]
+async fn a_code_issued_with_a_challenge_needs_its_verifier() {
+    let app = spawn_app().await;
+    let client_id = register_public(&app, &[REDIRECT]).await;
+    let (code, _) = code_for(&app, &client_id).await;
+    let (s, b, _) = exchange(&app, &client_id, &code, "", &[]).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        b["error"], "invalid_grant",
+        "OAuth 2.1 §4.1.3, RFC 7636 §4.6: {b}"
+    );
+    assert!(
+        b["error_description"]
+            .as_str()
+            .unwrap()
+            .contains("code_verifier"),
+        "{b}"
+    );
 }
 
 /// A confidential client as dynamic registration makes it (RFC 7591 default
