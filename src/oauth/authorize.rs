@@ -16,6 +16,7 @@ use crate::domain::pkce::is_valid_challenge;
 use crate::domain::redirect_uri::matches;
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::{Secret, TokenKind};
+use crate::domain::text::check_line;
 use crate::store::StoreError;
 use crate::store::oauth::CodeRecord;
 
@@ -30,7 +31,8 @@ pub const CODE_TTL_SECS: i64 = 600;
 pub struct AuthorizationRequest {
     /// The client.
     pub client_id: String,
-    /// Its registered name, if any (shown as unverified).
+    /// Its registered name, if any and if it passes [`check_line`] (shown as unverified;
+    /// otherwise the page says "An unnamed application").
     pub client_name: Option<String>,
     /// The redirect URI to answer at, exactly as requested.
     pub redirect_uri: String,
@@ -217,7 +219,8 @@ pub async fn validate(
     let prompt = params.get("prompt").map(|s| s.to_string());
     Ok(AuthorizationRequest {
         client_id: client.client_id,
-        client_name: client.client_name,
+        // A name stored before the rule of names applied at registration is not shown.
+        client_name: client.client_name.filter(|n| check_line(n).is_ok()),
         redirect_uri,
         registered_redirect_uri: registered,
         scope: scopes.to_string(),

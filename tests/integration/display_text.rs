@@ -143,3 +143,37 @@ async fn command_line_names_refuse_invisible_characters() {
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
+
+#[tokio::test]
+async fn a_name_stored_before_the_rule_never_reaches_the_consent_page() {
+    use crate::oauth_helpers::{REDIRECT, authorize_url, pkce, signed_in_browser};
+    let app = spawn_app().await;
+    // A client registered while such names were still accepted.
+    let stored = gatehouse::store::oauth::ClientRecord {
+        client_id: "gc_registered_earlier".into(),
+        client_secret_hash: None,
+        auth_method: "none".into(),
+        client_name: Some("\u{3164}".into()),
+        redirect_uris: vec![REDIRECT.into()],
+        grant_types: vec!["authorization_code".into(), "refresh_token".into()],
+        scope: None,
+        metadata: json!({}),
+        can_introspect: false,
+        created_at: gatehouse::store::now(),
+    };
+    app.store.create_client(&stored).await.unwrap();
+    let browser = signed_in_browser(&app).await;
+    let (_, challenge) = pkce();
+    let r = browser
+        .get(authorize_url(&app, &stored.client_id, &challenge, &[]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let page = r.text().await.unwrap();
+    assert!(
+        !page.contains('\u{3164}'),
+        "the invisible name is not shown"
+    );
+    assert!(page.contains("An unnamed application"), "{page}");
+}
