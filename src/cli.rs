@@ -11,6 +11,7 @@ use crate::app::open_store;
 use crate::config::Config;
 use crate::domain::account::{AccountStatus, Email, Role, validate_password};
 use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
+use crate::domain::text::check_line;
 use crate::store::oauth::ClientRecord;
 use crate::store::{StoreError, now};
 
@@ -173,6 +174,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                     "project name must be 1 to 200 characters".to_string(),
                 ));
             }
+            check_line(name).map_err(|e| CliError(format!("project name {e}")))?;
             let account = find_account(&store, &owner).await?;
             store.create_project(name, &account, now).await?
         }
@@ -201,6 +203,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                     "client name must be 1 to 200 characters".to_string(),
                 ));
             }
+            check_line(name).map_err(|e| CliError(format!("client name {e}")))?;
             let client_id = format!("gc_{}", random_urlsafe(18));
             let secret = Secret::generate(TokenKind::ClientSecret);
             store

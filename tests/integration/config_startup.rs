@@ -6,13 +6,15 @@ use std::process::{Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_gatehouse");
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+/// What a run of the binary gave: exit code and output.
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
-fn run(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
+/// Runs the real binary with only `env` (and `RUST_LOG=error`) set, feeding `stdin`.
+pub(crate) fn run(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
         .env_clear()

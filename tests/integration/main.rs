@@ -8,6 +8,7 @@ mod helpers;
 mod cimd;
 mod config_startup;
 mod grants;
+mod display_text;
 mod mcp;
 mod oauth;
 #[allow(dead_code)]
