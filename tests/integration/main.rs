@@ -7,6 +7,7 @@ mod helpers;
 
 mod cimd;
 mod config_startup;
+mod limits;
 mod mcp;
 mod oauth;
 #[allow(dead_code)]
