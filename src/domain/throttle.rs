@@ -11,6 +11,24 @@
 //!   a lock: the owner can always get in once the delay has passed, and a success clears the
 //!   counter. After `reset_secs` without failures the count starts again.
 
+use std::net::IpAddr;
+
+/// What per-address limits count by: an IPv4 address itself (also when it arrives
+/// IPv4-mapped on an IPv6 socket), and for IPv6 the address's /64 network, since one
+/// subscriber usually holds a whole /64 and could otherwise use a new address per attempt.
+pub fn source_key(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+        },
+    }
+}
+
 /// A counter as stored: all times are Unix seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CounterState {
@@ -192,6 +210,16 @@ mod tests {
             WINDOW.admit(None, 0, 101),
             Decision::Refuse { .. }
         ));
+    }
+
+    #[test]
+    fn ipv6_sources_count_by_their_64_network() {
+        let key = |s: &str| source_key(s.parse().unwrap());
+        assert_eq!(key("192.0.2.7"), "192.0.2.7");
+        assert_eq!(key("::ffff:192.0.2.7"), "192.0.2.7");
+        assert_eq!(key("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::/64");
+        assert_eq!(key("2001:db8:1:2:bbbb::9"), key("2001:db8:1:2::1"));
+        assert_ne!(key("2001:db8:1:3::1"), key("2001:db8:1:2::1"));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::app::AppState;
 use crate::domain::redirect_uri::validate_registration;
 use crate::domain::scope::ScopeSet;
 use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
-use crate::domain::throttle::Policy;
+use crate::domain::throttle::{Policy, source_key};
 use crate::store::audit::AuditEvent;
 use crate::store::limits::{Admission, Limit};
 use crate::store::now;
@@ -164,8 +164,8 @@ async fn register_inner(
         .into_response())
 }
 
-/// RFC 7591 §3 lets a server limit registrations: each source address may register
-/// `GATEHOUSE_REGISTRATIONS_PER_HOUR` clients and `GATEHOUSE_REGISTRATION_BYTES_PER_HOUR` bytes
+/// RFC 7591 §3 lets a server limit registrations: each source address (an IPv6 /64) may send
+/// `GATEHOUSE_REGISTRATIONS_PER_HOUR` requests and `GATEHOUSE_REGISTRATION_BYTES_PER_HOUR` bytes
 /// of requests per hour (counted before the request is parsed, whatever its outcome). Beyond
 /// that: `429 Too Many Requests` with `Retry-After` (RFC 6585 §4) and an RFC 6749 §5.2 body,
 /// `temporarily_unavailable`, with nothing written.
@@ -174,9 +174,13 @@ async fn registration_limit(
     ip: &str,
     size: usize,
 ) -> Result<Option<Response>, OAuthError> {
+    let source = match ip.parse() {
+        Ok(addr) => source_key(addr),
+        Err(_) => ip.to_string(),
+    };
     let limit = Limit::new(
         "register-address",
-        ip,
+        &source,
         Policy::Window {
             max_hits: state.config.registrations_per_hour,
             max_amount: state.config.registration_bytes_per_hour,

@@ -13,7 +13,7 @@ use super::session::{PageCsrf, csrf_ok, csrf_token, safe_next, signed_in};
 use super::{PageForm, PageQuery, form_expired, render, see_other};
 use crate::app::AppState;
 use crate::domain::account::{AccountStatus, Email};
-use crate::domain::throttle::Policy;
+use crate::domain::throttle::{Policy, source_key};
 use crate::error::AppError;
 use crate::store::audit::AuditEvent;
 use crate::store::limits::{Admission, Limit};
@@ -41,10 +41,11 @@ pub const ACCOUNT_RESET_SECS: i64 = 24 * 3600;
 /// `Retry-After` of a sign-in turned away because every password worker is busy, in seconds.
 pub const BUSY_RETRY_AFTER_SECS: u64 = 1;
 
-/// The counters one sign-in attempt is checked against, in this order: the source address,
-/// the (address, email) pair, and the account named by the email (whether or not it exists,
-/// so the limits do not tell which emails have accounts).
-fn signin_limits(ip: &str, email_key: &str) -> [Limit; 3] {
+/// The counters one sign-in attempt is checked against, in this order: the source address
+/// (its IPv6 /64, see [`source_key`]), the (address, email) pair, and the account named by the
+/// email (whether or not it exists, so the limits do not tell which emails have accounts).
+fn signin_limits(source: std::net::IpAddr, email_key: &str) -> [Limit; 3] {
+    let ip = &source_key(source);
     let window = |max_hits| Policy::Window {
         max_hits,
         max_amount: i64::MAX,
@@ -195,7 +196,7 @@ pub async fn submit(
     // guesses see each other and at most the limit get through; a refused attempt writes
     // nothing and costs no argon2 work.
     let email_key: String = form.email.trim().to_lowercase().chars().take(254).collect();
-    let limits = signin_limits(&ip, &email_key);
+    let limits = signin_limits(peer.ip(), &email_key);
     let counted = match state.store.admit(&limits, now).await? {
         Admission::Admitted(counted) => counted,
         Admission::Refused { retry_after, limit } => {
