@@ -317,7 +317,7 @@ mod tests {
     #[tokio::test]
     async fn a_full_queue_refuses_at_once() {
         let pool = PasswordPool::new(1, 1);
-        // Hold every place: the one in the queue, then the worker's (a job it is running).
+        // A reserved place is held until its job is sent or the reservation dropped.
         let first = pool.try_reserve().unwrap();
         assert!(pool.try_reserve().is_err(), "queue of one is full");
         drop(first);

@@ -10,10 +10,10 @@
 
 use std::collections::HashMap;
 
-use sha2::{Digest, Sha256};
 use sqlx::Row;
 
 use super::{Store, StoreError};
+use crate::domain::secret::TokenHash;
 use crate::domain::throttle::{CounterState, Decision, Policy};
 
 /// How many times [`Store::admit`] retries when a concurrent attempt changed a counter between
@@ -34,17 +34,10 @@ pub struct Limit {
 impl Limit {
     /// A counter of `kind` (e.g. `signin-address`) for `value` (e.g. an IP address).
     pub fn new(kind: &str, value: &str, policy: Policy, amount: i64) -> Limit {
-        let mut h = Sha256::new();
-        h.update(kind.as_bytes());
-        h.update(b":");
-        h.update(value.as_bytes());
-        let key = h
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>();
         Limit {
-            key,
+            key: TokenHash::of(&format!("{kind}:{value}"))
+                .as_str()
+                .to_string(),
             policy,
             amount,
         }
