@@ -245,7 +245,7 @@ async fn maintenance(store: Store, unused_client_max_age: i64) {
                 Err(e) => tracing::error!(error = %e, "could not delete rate-limit counters"),
             }
             match store
-                .expire_unused_clients(now - unused_client_max_age)
+                .expire_unused_clients(now - unused_client_max_age, now)
                 .await
             {
                 Ok(n) if n > 0 => tracing::info!(deleted = n, "expired unused clients"),

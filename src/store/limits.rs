@@ -136,17 +136,29 @@ impl Store {
 
     /// Deletes dynamically registered clients created before `created_before` (Unix seconds)
     /// that never completed an authorization: no consent, no code, no token family ever
-    /// referred to them. Clients made on the command line (no redirect URIs) and client ID
+    /// referred to them, and no authorization request waiting on a consent page now (`now`,
+    /// Unix seconds). Clients made on the command line (no redirect URIs) and client ID
     /// metadata documents (URL-shaped ids) are never touched. Returns how many were deleted.
-    pub async fn expire_unused_clients(&self, created_before: i64) -> Result<u64, StoreError> {
+    pub async fn expire_unused_clients(
+        &self,
+        created_before: i64,
+        now: i64,
+    ) -> Result<u64, StoreError> {
+        // A waiting request names its client inside its JSON; there are few (they live
+        // minutes), so matching the text is cheap. `_` in an id matches any character, which
+        // can only keep a client longer.
         Ok(sqlx::query(
             "DELETE FROM oauth_clients WHERE created_at < $1 \
              AND substr(client_id, 1, 3) = 'gc_' AND redirect_uris <> '[]' \
              AND NOT EXISTS (SELECT 1 FROM consents c WHERE c.client_id = oauth_clients.client_id) \
              AND NOT EXISTS (SELECT 1 FROM authorization_codes a WHERE a.client_id = oauth_clients.client_id) \
-             AND NOT EXISTS (SELECT 1 FROM token_families f WHERE f.client_id = oauth_clients.client_id)",
+             AND NOT EXISTS (SELECT 1 FROM token_families f WHERE f.client_id = oauth_clients.client_id) \
+             AND NOT EXISTS (SELECT 1 FROM authorization_requests r WHERE r.used_at IS NULL \
+                 AND r.expires_at > $2 \
+                 AND r.request LIKE '%\"client_id\":\"' || oauth_clients.client_id || '\"%')",
         )
         .bind(created_before)
+        .bind(now)
         .execute(self.pool())
         .await?
         .rows_affected())

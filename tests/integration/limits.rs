@@ -8,7 +8,8 @@ use crate::helpers::{
     TestApp, hidden_input, new_client, new_client_from, spawn_app, spawn_app_with,
 };
 use crate::oauth_helpers::{
-    EMAIL, PASSWORD, REDIRECT, authorize_url, full_grant, pkce, refresh, register_public,
+    EMAIL, PASSWORD, REDIRECT, authorize_url, consent_request, decide, full_grant, pkce, query_of,
+    refresh, register_public, signed_in_browser,
 };
 use gatehouse::store::Backend;
 use reqwest::StatusCode;
@@ -123,10 +124,19 @@ async fn clients_that_never_authorized_expire_and_clients_with_a_grant_stay() {
         .unwrap();
     let now = gatehouse::store::now();
     // Nothing younger than the cut-off goes.
-    assert_eq!(app.store.expire_unused_clients(now - 60).await.unwrap(), 0);
+    assert_eq!(
+        app.store
+            .expire_unused_clients(now - 60, now)
+            .await
+            .unwrap(),
+        0
+    );
     assert!(app.store.client(&unused).await.unwrap().is_some());
     // Past the cut-off, only the client that never completed an authorization goes.
-    assert_eq!(app.store.expire_unused_clients(now + 1).await.unwrap(), 1);
+    assert_eq!(
+        app.store.expire_unused_clients(now + 1, now).await.unwrap(),
+        1
+    );
     assert!(app.store.client(&unused).await.unwrap().is_none());
     assert!(app.store.client(&granted).await.unwrap().is_some());
     assert!(app.store.client(service).await.unwrap().is_some());
@@ -147,6 +157,34 @@ async fn clients_that_never_authorized_expire_and_clients_with_a_grant_stay() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+}
+
+// A client whose consent page is open right now is not expired under the person's feet.
+#[tokio::test]
+async fn a_client_with_an_open_consent_page_does_not_expire() {
+    let app = spawn_app().await;
+    let client_id = register_public(&app, &[REDIRECT]).await;
+    let browser = signed_in_browser(&app).await;
+    let (_, challenge) = pkce();
+    let request = consent_request(&app, &browser, &client_id, &challenge).await;
+    let now = gatehouse::store::now();
+    assert_eq!(
+        app.store.expire_unused_clients(now + 1, now).await.unwrap(),
+        0
+    );
+    let home = browser
+        .get(app.url("/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let csrf = hidden_input(&home, "csrf_token").unwrap();
+    let r = decide(&app, &browser, &csrf, &request, "approve").await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let location = r.headers()["location"].to_str().unwrap().to_string();
+    assert!(query_of(&location).contains_key("code"), "{location}");
 }
 
 /// Rows in the session table.
