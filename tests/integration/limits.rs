@@ -330,3 +330,79 @@ async fn a_full_password_queue_answers_503_while_token_requests_stay_prompt() {
     assert!(busy >= 1, "no attempt was turned away ({checked} checked)");
     assert!(checked >= 1, "none was checked ({busy} turned away)");
 }
+
+/// Peak resident memory of process `pid`, in KiB (Linux: `VmHWM` in `/proc/PID/status`).
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
+}
+
+/// Runs `gatehouse serve` with `workers` password workers, floods its sign-in page with three
+/// waves of 48 concurrent wrong sign-ins from as many addresses, and returns the server's peak
+/// resident memory in KiB.
+async fn flood_peak_rss(workers: &str) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("g.db").display());
+    let (mut child, port) = crate::config_startup::start_server(&[
+        ("DATABASE_URL", &db),
+        ("GATEHOUSE_PASSWORD_WORKERS", workers),
+        ("RUST_LOG", "error"),
+    ]);
+    crate::config_startup::wait_ready(port);
+    let base = format!("http://127.0.0.1:{port}");
+    for wave in 1..=3 {
+        let mut tasks = Vec::new();
+        for i in 2..50 {
+            let base = base.clone();
+            tasks.push(tokio::spawn(async move {
+                let client = new_client_from(&format!("127.0.{wave}.{i}"));
+                let page = client
+                    .get(format!("{base}/signin"))
+                    .send()
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap();
+                let csrf = hidden_input(&page, "csrf_token").unwrap();
+                client
+                    .post(format!("{base}/signin"))
+                    .form(&[
+                        ("csrf_token", csrf.as_str()),
+                        ("next", "/"),
+                        ("email", format!("nobody-{wave}-{i}@example.com").as_str()),
+                        ("password", "wrong-password"),
+                    ])
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+            }));
+        }
+        for t in tasks {
+            let status = t.await.unwrap();
+            assert!(
+                status == StatusCode::UNAUTHORIZED || status == StatusCode::SERVICE_UNAVAILABLE,
+                "{status}"
+            );
+        }
+    }
+    let peak = peak_rss_kib(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    peak
+}
+
+// Resident memory stays bounded during a sign-in flood: a fixed number of workers, each with
+// one argon2 block of 19 MiB, whatever the number of concurrent attempts (issue target: under
+// 100 MB).
+#[tokio::test]
+async fn a_sign_in_flood_leaves_resident_memory_bounded() {
+    let peak = flood_peak_rss("2").await;
+    eprintln!("peak RSS with 2 password workers: {peak} KiB");
+    assert!(peak < 100 * 1024, "peak resident memory {peak} KiB");
+}
