@@ -266,6 +266,20 @@ async fn anonymous_pages_write_no_session_row() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    // The setup form too.
+    let r = other
+        .post(app.url("/setup"))
+        .form(&[
+            ("csrf_token", csrf.as_str()),
+            ("token", token.expose()),
+            ("email", "eve@example.com"),
+            ("password", PASSWORD),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert_eq!(app.store.count_accounts().await.unwrap(), 1);
     // Signing in creates the one session.
     let r = app.sign_in(&browser, EMAIL, PASSWORD).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
