@@ -119,9 +119,11 @@ impl Policy {
                     };
                 }
                 let hits = current.map_or(0, |s| s.hits) + 1;
+                // Times are whole seconds: the failure happened somewhere in second `now`, so
+                // the first second by which `d` full seconds have surely passed is `now + d + 1`.
                 let blocked_until = match self.delay(hits) {
                     0 => 0,
-                    d => now + d,
+                    d => now + d + 1,
                 };
                 Decision::Admit(CounterState {
                     hits,
@@ -237,16 +239,17 @@ mod tests {
             assert_eq!(s.unwrap().blocked_until, 0);
         }
         let tenth = admit(&BACKOFF, s, 1000, 0);
-        assert_eq!(tenth.blocked_until, 1001);
+        // At least one whole second after the tenth failure.
+        assert_eq!(tenth.blocked_until, 1002);
         assert!(Policy::blocks(&tenth));
         assert_eq!(
-            BACKOFF.admit(Some(tenth), 1000, 0),
+            BACKOFF.admit(Some(tenth), 1001, 0),
             Decision::Refuse { retry_after: 1 }
         );
-        let eleventh = admit(&BACKOFF, Some(tenth), 1001, 0);
-        assert_eq!(eleventh.blocked_until, 1003);
+        let eleventh = admit(&BACKOFF, Some(tenth), 1002, 0);
+        assert_eq!(eleventh.blocked_until, 1005);
         // A day without failures: the count starts again.
-        let later = admit(&BACKOFF, Some(eleventh), 1001 + 86_400, 0);
+        let later = admit(&BACKOFF, Some(eleventh), 1002 + 86_400, 0);
         assert_eq!((later.hits, later.blocked_until), (1, 0));
     }
 }
