@@ -9,3 +9,4 @@ pub mod scope;
 pub mod secret;
 pub mod successor;
 pub mod text;
+pub mod throttle;

@@ -24,7 +24,9 @@ use crate::domain::redirect_uri::validate_registration;
 use crate::domain::scope::ScopeSet;
 use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
 use crate::domain::text::{check_line, forbidden_char};
+use crate::domain::throttle::{Policy, source_key};
 use crate::store::audit::AuditEvent;
+use crate::store::limits::{Admission, Limit};
 use crate::store::now;
 use crate::store::oauth::ClientRecord;
 
@@ -86,6 +88,9 @@ async fn register_inner(
                 "the request body is larger than {MAX_BODY_BYTES} bytes"
             ))
         })?;
+    if let Some(refused) = registration_limit(state, ip, bytes.len()).await? {
+        return Ok(refused);
+    }
     let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
         OAuthError::InvalidClientMetadata(format!("the request body is not valid JSON: {e}"))
     })?;
@@ -162,6 +167,51 @@ async fn register_inner(
         axum::Json(Value::Object(out)),
     )
         .into_response())
+}
+
+/// RFC 7591 §3 lets a server limit registrations: each source address (an IPv6 /64) may send
+/// `GATEHOUSE_REGISTRATIONS_PER_HOUR` requests and `GATEHOUSE_REGISTRATION_BYTES_PER_HOUR` bytes
+/// of requests per hour (counted before the request is parsed, whatever its outcome). Beyond
+/// that: `429 Too Many Requests` with `Retry-After` (RFC 6585 §4) and an RFC 6749 §5.2 body,
+/// `temporarily_unavailable`, with nothing written.
+async fn registration_limit(
+    state: &AppState,
+    ip: &str,
+    size: usize,
+) -> Result<Option<Response>, OAuthError> {
+    let source = match ip.parse() {
+        Ok(addr) => source_key(addr),
+        Err(_) => ip.to_string(),
+    };
+    let limit = Limit::new(
+        "register-address",
+        &source,
+        Policy::Window {
+            max_hits: state.config.registrations_per_hour,
+            max_amount: state.config.registration_bytes_per_hour,
+            window_secs: 3600,
+        },
+        i64::try_from(size).unwrap_or(i64::MAX),
+    );
+    Ok(match state.store.admit(&[limit], now()).await? {
+        Admission::Admitted(_) => None,
+        Admission::Refused { retry_after, .. } => Some(
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                [
+                    (header::CACHE_CONTROL, "no-store".to_string()),
+                    (header::RETRY_AFTER, retry_after.to_string()),
+                ],
+                axum::Json(json!({
+                    "error": "temporarily_unavailable",
+                    "error_description": format!(
+                        "too many registrations from this address; retry after {retry_after} seconds"
+                    ),
+                })),
+            )
+                .into_response(),
+        ),
+    })
 }
 
 struct Parsed {

@@ -241,7 +241,7 @@ fn account_and_project_commands_work_and_refuse_bad_input() {
 }
 
 /// Starts `gatehouse serve` on a free port with `env`; returns the child (stdout and stderr piped).
-fn start_server(env: &[(&str, &str)]) -> (std::process::Child, u16) {
+pub(crate) fn start_server(env: &[(&str, &str)]) -> (std::process::Child, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -263,7 +263,7 @@ fn start_server(env: &[(&str, &str)]) -> (std::process::Child, u16) {
     (cmd.spawn().unwrap(), port)
 }
 
-fn wait_ready(port: u16) {
+pub(crate) fn wait_ready(port: u16) {
     for _ in 0..100 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return;

@@ -6,7 +6,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::config_startup::run;
-use crate::helpers::{TestDb, spawn_app};
+use crate::helpers::{TestDb, spawn_app, spawn_app_with};
 
 /// Characters that render as nothing or as a blank, seen in the field: zero width space, word
 /// joiner, soft hyphen, Mongolian vowel separator, Hangul filler, Hangul choseong filler.
@@ -16,7 +16,15 @@ const INVISIBLE: [char; 6] = [
 
 #[tokio::test]
 async fn registration_refuses_invisible_characters_in_every_display_member() {
-    let app = spawn_app().await;
+    // Many registrations from one address: lift the per-address hourly limits for this test.
+    let app = spawn_app_with(|env| {
+        env.insert("GATEHOUSE_REGISTRATIONS_PER_HOUR".into(), "1000000".into());
+        env.insert(
+            "GATEHOUSE_REGISTRATION_BYTES_PER_HOUR".into(),
+            "1000000000".into(),
+        );
+    })
+    .await;
     let register = |body: Value| {
         let app = &app;
         async move {

@@ -7,8 +7,9 @@ mod helpers;
 
 mod cimd;
 mod config_startup;
-mod grants;
 mod display_text;
+mod grants;
+mod limits;
 mod mcp;
 mod oauth;
 #[allow(dead_code)]
