@@ -154,7 +154,7 @@ async fn command_line_names_refuse_invisible_characters() {
 
 #[tokio::test]
 async fn a_name_stored_before_the_rule_never_reaches_the_consent_page() {
-    use crate::oauth_helpers::{REDIRECT, authorize_url, pkce, signed_in_browser};
+    use crate::oauth_helpers::{REDIRECT, authorize_url, code_in, pkce, signed_in_browser};
     let app = spawn_app().await;
     // A client registered while such names were still accepted.
     let stored = gatehouse::store::oauth::ClientRecord {
@@ -184,4 +184,21 @@ async fn a_name_stored_before_the_rule_never_reaches_the_consent_page() {
         "the invisible name is not shown"
     );
     assert!(page.contains("An unnamed application"), "{page}");
+
+    // Once approved, the Connected apps page follows the same rule.
+    code_in(&app, &browser, &stored.client_id, &[]).await;
+    let apps = browser
+        .get(app.url("/apps"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(apps.contains("consent_id"), "the app is listed: {apps}");
+    assert!(
+        !apps.contains('\u{3164}'),
+        "the invisible name is not shown on /apps"
+    );
+    assert!(apps.contains("An unnamed application"), "{apps}");
 }
