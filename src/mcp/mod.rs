@@ -5,12 +5,14 @@
 //! Layers of `POST <mcp path>`, outermost first:
 //! 1. CORS: preflights are answered here, without authentication; `WWW-Authenticate` is exposed.
 //! 2. [`guard`]: a foreign `Origin`, or on a loopback listener a foreign `Host`, is refused (403).
-//! 3. [`auth`]: the bearer is checked (401 with a challenge otherwise); a `tools/call` outside the
+//! 3. [`accept`]: `Accept` is read leniently — JSON whenever the client takes it (or says
+//!    nothing), one SSE event for an SSE-only client, `406` with a JSON-RPC error otherwise.
+//! 4. [`auth`]: the bearer is checked (401 with a challenge otherwise); a `tools/call` outside the
 //!    token's scopes is refused (403 `insufficient_scope`); a JSON body that is not a
 //!    well-formed JSON-RPC message is answered with its JSON-RPC error ([`body`]: 400 `-32700`
 //!    or `-32600`, `-32602` for params that do not fit the method); the [`auth::Principal`]
 //!    is attached.
-//! 4. rmcp's `StreamableHttpService`, stateless, JSON responses, serving the revisions rmcp
+//! 5. rmcp's `StreamableHttpService`, stateless, JSON responses, serving the revisions rmcp
 //!    knows (2024-11-05 … 2026-07-28): `initialize` for the older ones, `server/discover` and
 //!    per-request `_meta` for 2026-07-28, with rmcp's header checks, `resultType` and cache
 //!    hints.
@@ -21,7 +23,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
-use axum::middleware::from_fn_with_state;
+use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, post_service};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -31,6 +33,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use crate::app::AppState;
 use crate::config::{AllowedOrigins, Config};
 
+pub mod accept;
 pub mod args;
 pub mod auth;
 pub mod body;
@@ -118,6 +121,7 @@ pub fn router(state: AppState) -> Router {
     );
     let endpoint: MethodRouter = post_service(service)
         .route_layer(from_fn_with_state(mcp.clone(), auth::authenticate))
+        .route_layer(from_fn(accept::negotiate))
         .route_layer(from_fn_with_state(mcp.clone(), guard::guard))
         .fallback(method_not_allowed)
         .layer(cors(&config));
