@@ -155,6 +155,23 @@ fn cut_to_fit<T: serde::Serialize>(
     }
 }
 
+/// Runs CPU-bound work — cutting and serializing a result, which takes time proportional to
+/// its size — on tokio's blocking pool, at most one job per CPU at once, so the async workers
+/// stay free to serve other requests, timers and the stop signal (a stop abandons what is
+/// still running here after its grace period). `None` if the work panicked.
+pub async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    let slots = SLOTS.get_or_init(|| {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        tokio::sync::Semaphore::new(cpus)
+    });
+    // The semaphore is never closed, so acquiring only waits.
+    let _slot = slots.acquire().await.ok()?;
+    tokio::task::spawn_blocking(work).await.ok()
+}
+
 fn link_block(link: Link) -> ContentBlock {
     ContentBlock::resource_link(
         Resource::new(link.uri, link.name).with_mime_type("application/json"),
