@@ -8,6 +8,7 @@ mod helpers;
 mod cimd;
 mod config_startup;
 mod mcp;
+mod mcp_interop;
 mod oauth;
 #[allow(dead_code)]
 mod oauth_helpers;
