@@ -323,4 +323,42 @@ mod tests {
         );
         assert_eq!(split_unquoted(r#"a="\"", b"#, ','), vec![r#"a="\"""#, " b"]);
     }
+
+    fn response(content_type: &'static str, body: &'static str) -> Response {
+        ([(header::CONTENT_TYPE, content_type)], body).into_response()
+    }
+
+    async fn body_of(response: Response) -> String {
+        let bytes = to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_json_answer_becomes_one_event() {
+        let r =
+            json_to_event_stream(response(JSON, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#)).await;
+        assert_eq!(r.headers()[header::CONTENT_TYPE], EVENT_STREAM);
+        assert_eq!(
+            body_of(r).await,
+            "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_event_stream_becomes_its_response() {
+        let stream = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n\
+                      id: 2\ndata:{\"jsonrpc\":\"2.0\",\n\
+                      data: \"id\":7,\"result\":{\"ok\":true}}\n\n";
+        let r = event_stream_to_json(response(EVENT_STREAM, stream)).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()[header::CONTENT_TYPE], JSON);
+        let v: Value = serde_json::from_str(&body_of(r).await).unwrap();
+        assert_eq!(
+            v,
+            json!({"jsonrpc": "2.0", "id": 7, "result": {"ok": true}})
+        );
+        // A stream without a response cannot be answered as JSON.
+        let r = event_stream_to_json(response(EVENT_STREAM, "data: {}\n\n")).await;
+        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
 }
