@@ -118,8 +118,9 @@ fn fit(value: &mut Value, budget: usize, floor: usize) -> bool {
 /// Texts are first kept to [`MIN_CUT`] bytes, then cut further if that is not enough. `None`
 /// when nothing left to cut makes it fit (ids and URIs are never cut).
 ///
-/// Ends: the budget falls by at least 16 bytes (and at least 1/16 of itself) per round and
-/// the loop stops once it is 0, or as soon as a round cuts nothing at the last floor.
+/// Ends: every round either returns, lowers the floor (once), or lowers the budget by at least
+/// 16 bytes and 1/16 of itself; at budget 0 or when a round can cut nothing, the last floor
+/// gives up. [`fit`] itself ends because every cut makes the JSON strictly shorter.
 fn cut_to_fit<T: serde::Serialize>(
     mut value: Value,
     max_bytes: usize,
@@ -134,17 +135,10 @@ fn cut_to_fit<T: serde::Serialize>(
         if n <= max_bytes {
             return Some(out);
         }
-        if !cut && size(&value) <= budget {
-            // This budget was already met: only a smaller one can help.
-        } else if !cut {
-            // Nothing more can be cut at this floor.
-            if floor == 0 {
-                return None;
-            }
-            floor = 0;
-            continue;
-        }
-        if budget == 0 {
+        // Nothing more can be cut at this floor, or no smaller budget is left: cut texts
+        // further once, then give up.
+        let stalled = !cut && size(&value) > budget;
+        if stalled || budget == 0 {
             if floor == 0 {
                 return None;
             }
