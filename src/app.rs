@@ -213,8 +213,13 @@ impl Application {
     }
 }
 
-/// How long in-flight requests may take to finish after a stop signal.
-pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long in-flight requests may take to finish after a stop signal; past it they are
+/// dropped. Leaves room within [`SHUTDOWN_BOUND`] for the rest of the stop.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(25);
+
+/// The process exits at most this long after SIGTERM or SIGINT, whatever is still running
+/// (the binary abandons leftover work and, as a last resort, exits by itself at this bound).
+pub const SHUTDOWN_BOUND: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How long a background job may go untouched before another instance takes it over, seconds.
 pub const STALE_JOB_SECS: i64 = 120;

@@ -11,6 +11,7 @@ mod display_text;
 mod grants;
 mod limits;
 mod mcp;
+mod mcp_interop;
 mod oauth;
 #[allow(dead_code)]
 mod oauth_helpers;
