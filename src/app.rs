@@ -181,6 +181,7 @@ impl Application {
             .router
             .into_make_service_with_connect_info::<SocketAddr>();
         let sweeper = tokio::spawn(maintenance(self.state.store.clone()));
+        let audit_writer = self.state.store.start_audit_writer();
         let (stopped_tx, mut stopped_rx) = tokio::sync::watch::channel(false);
         let serve = axum::serve(self.listener, service).with_graceful_shutdown(async move {
             stop.await;
@@ -200,6 +201,10 @@ impl Application {
             }
         };
         sweeper.abort();
+        // Tool-call audit rows still queued are committed before the process may exit.
+        if let Some(writer) = audit_writer {
+            writer.drain().await;
+        }
         served
     }
 }

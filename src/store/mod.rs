@@ -90,6 +90,7 @@ pub struct Store {
     pool: AnyPool,
     backend: Backend,
     sessions: SessionBackend,
+    audit_queue: std::sync::Arc<audit::AuditQueue>,
 }
 
 impl std::fmt::Debug for Store {
@@ -140,6 +141,7 @@ impl Store {
             pool,
             backend,
             sessions,
+            audit_queue: Default::default(),
         })
     }
 
