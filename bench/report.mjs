@@ -109,7 +109,7 @@ const flood = raw.flood.map((f) => {
 const mb = (kb) => (kb ? `${Math.round(kb / 1024)} MB` : '–');
 const lines = [];
 lines.push(
-  `Gatehouse benchmark, ${raw.mode} mode, ${raw.build} build, commit ${raw.commit}, ${raw.date}; ` +
+  `Gatehouse benchmark, ${raw.mode} mode, ${raw.build} build${raw.label ? ` (${raw.label})` : ''}, commit ${raw.commit}, ${raw.date}; ` +
     `${raw.rounds} round(s) of ${raw.duration_s} s at c${raw.connections.split(' ').join(' and c')}; ` +
     `${raw.machine.cpus} CPUs, load average at the end ${raw.machine.loadavg_at_end}; wrk ${raw.machine.wrk}, node ${raw.machine.node}, PostgreSQL ${raw.machine.postgres}`,
 );
@@ -158,6 +158,6 @@ console.log(lines.join('\n'));
 
 writeFileSync(
   outPath,
-  `${JSON.stringify({ mode: raw.mode, build: raw.build, commit: raw.commit, date: raw.date, duration_s: raw.duration_s, rounds: raw.rounds, machine: raw.machine, summary: sorted, memory_kb: raw.rss_kb, flood, runs: raw.runs }, null, 1)}\n`,
+  `${JSON.stringify({ mode: raw.mode, build: raw.build, label: raw.label, commit: raw.commit, date: raw.date, duration_s: raw.duration_s, rounds: raw.rounds, machine: raw.machine, summary: sorted, memory_kb: raw.rss_kb, flood, runs: raw.runs }, null, 1)}\n`,
 );
 process.exitCode = bad === 0 ? 0 : 1;

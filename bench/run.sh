@@ -14,6 +14,7 @@
 #   BENCH_POSTGRES    PostgreSQL admin URL; a fresh database is created on its server and
 #                     dropped at the end (default postgres://postgres@127.0.0.1:5432/postgres)
 #   BENCH_DURATION, BENCH_ROUNDS, BENCH_WARMUP (s), BENCH_FLOOD_SECONDS, BENCH_CONNECTIONS ("2 16")
+#   BENCH_LABEL       a note stored with the results (e.g. which build GATEHOUSE_BIN is)
 #   BENCH_KEEP=1      keep the work directory (logs, raw results)
 #
 # Prints one table and writes bench/results/<UTC time>-<commit>-<full|quick>.json.
@@ -201,11 +202,18 @@ for t in gh-sqlite gh-postgres oidc sdk-v1 sdk-v2; do RSS_IDLE[$t]="$(rss_kb "${
 RAW="$WORK/raw.jsonl"
 : >"$RAW"
 
+# oidc_tokens KIND FILE : fresh tokens from the node-oidc-provider peer's control port
+# (KIND chains: refresh-token chains; access: access tokens)
+oidc_tokens() {
+  "$NODE" -e '
+    fetch(`http://127.0.0.1:${process.argv[1]}/${process.argv[2]}?n=${process.argv[3]}`)
+      .then(async (r) => { if (r.status !== 200) throw new Error(await r.text()); return r.text(); })
+      .then((t) => require("fs").writeFileSync(process.argv[4], t));' "$OIDC_CONTROL" "$1" "$CHAINS" "$2"
+}
+
 fresh_chains() { # fresh_chains TARGET : writes $WORK/TARGET/refresh.txt
   case "$1" in
-    oidc) "$NODE" -e '
-      fetch(`http://127.0.0.1:${process.argv[1]}/chains?n=${process.argv[2]}`).then((r) => r.text())
-        .then((t) => require("fs").writeFileSync(process.argv[3], t));' "$OIDC_CONTROL" "$CHAINS" "$WORK/oidc/refresh.txt" ;;
+    oidc) oidc_tokens chains "$WORK/oidc/refresh.txt" ;;
     *) "$NODE" gatehouse-tokens.mjs "${URL[$1]}" "${URL[$1]}/mcp" "$EMAIL" "$PASSWORD" "$WORK/$1" "$CHAINS" \
          >>"$WORK/$1.log" 2>&1 ;;
   esac || die "$1: could not get fresh refresh chains"
@@ -223,6 +231,9 @@ measure() {
       case "$target" in gh-*) mode=gatehouse-mcp ;; *) mode=peer-mcp ;; esac ;;
     introspection)
       mode=introspect; tokens="$WORK/$target/access.txt"; auth="$(cat "$WORK/$target/basic")"
+      if [ "$target" = oidc ]; then
+        oidc_tokens access "$WORK/oidc/access.txt" || die "oidc: could not get fresh access tokens"
+      fi
       case "$target" in oidc) url="${URL[oidc]}/token/introspection" ;; *) url="${URL[$target]}/oauth/introspect" ;; esac ;;
     refresh)
       mode=refresh; threads="$conns"; fresh_chains "$target"; tokens="$WORK/$target/refresh.txt"
@@ -303,8 +314,8 @@ STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p results
 OUT="results/$STAMP-${COMMIT%+changes}-$MODE.json"
 {
-  printf '{"mode":"%s","build":"%s","commit":"%s","date":"%s","duration_s":%s,"rounds":%s,"connections":"%s",' \
-    "$MODE" "$BUILD" "$COMMIT" "$STAMP" "$DURATION" "$ROUNDS" "$CONNECTIONS"
+  printf '{"mode":"%s","build":"%s","label":"%s","commit":"%s","date":"%s","duration_s":%s,"rounds":%s,"connections":"%s",' \
+    "$MODE" "$BUILD" "${BENCH_LABEL:-}" "$COMMIT" "$STAMP" "$DURATION" "$ROUNDS" "$CONNECTIONS"
   printf '"machine":{"cpus":%s,"loadavg_at_end":"%s","wrk":"%s","node":"%s","postgres":"%s"},' \
     "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(wrk -v 2>&1 | head -n1 | cut -d' ' -f2)" "$("$NODE" --version)" \
     "$(psql -tA "$PG_ADMIN" -c 'show server_version' 2>/dev/null | cut -d' ' -f1)"

@@ -97,7 +97,7 @@ async function mintAccessToken(i) {
   const res = await fetch(`${issuer}/token`, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ grant_type: 'refresh_token', client_id: 'rotate', refresh_token: await mintChain(1000 + i) }),
+    body: new URLSearchParams({ grant_type: 'refresh_token', client_id: 'rotate', refresh_token: await mintChain(`at-${i}`) }),
   });
   const body = await res.json();
   if (!body.access_token) throw new Error(`refresh answered ${res.status}: ${JSON.stringify(body)}`);
@@ -112,15 +112,26 @@ writeFileSync(
   JSON.stringify({ client_id: 'introspector', client_secret: INTROSPECT_SECRET, tokens: accessTokens }) + '\n',
 );
 
-// Fresh chains on demand, on a separate control port (a wrk run cannot hand back the token
-// rotated by the request in flight when it stops, so every rotation run starts new chains):
-// GET http://127.0.0.1:CONTROL_PORT/chains?n=16 answers n refresh tokens, one a line.
+// Fresh tokens on demand, on a separate control port, outside the measured one:
+//   GET /chains?n=16  n refresh tokens, one a line, each the head of a new chain (a wrk run
+//                     cannot hand back the token rotated by the request in flight when it
+//                     stops, so every rotation run starts on new chains)
+//   GET /access?n=16  n access tokens, one a line (the library's MemoryAdapter is an LRU of
+//                     1,000 entries: rotation runs evict older tokens, so every introspection
+//                     run gets new ones)
 let minted = 0;
 const control = http.createServer(async (req, res) => {
-  const n = Math.min(Number(new URL(req.url, 'http://x').searchParams.get('n') ?? '16'), 256);
+  const url = new URL(req.url, 'http://x');
+  const n = Math.min(Number(url.searchParams.get('n') ?? '16'), 256);
   const out = [];
-  for (let i = 0; i < n; i++) out.push(await mintChain(minted++));
-  res.writeHead(200, { 'content-type': 'text/plain' }).end(`${out.join('\n')}\n`);
+  try {
+    for (let i = 0; i < n; i++) {
+      out.push(url.pathname === '/access' ? await mintAccessToken(minted++) : await mintChain(minted++));
+    }
+    res.writeHead(200, { 'content-type': 'text/plain' }).end(`${out.join('\n')}\n`);
+  } catch (e) {
+    res.writeHead(500, { 'content-type': 'text/plain' }).end(`${e.message}\n`);
+  }
 });
 control.listen(controlPort, '127.0.0.1', () => {
   writeFileSync(join(outDir, 'ready'), 'ready\n');
