@@ -144,7 +144,11 @@ impl AuditWriter {
 /// The writer task: commits what the queue holds, up to [`AUDIT_BATCH_MAX`] rows per
 /// transaction, until `stop` fires (or its sender is dropped); then closes the queue and commits
 /// what is left. The queue is bounded and closed before the last loop, so that loop ends.
-async fn write_batches(store: Store, mut rx: mpsc::Receiver<Queued>, mut stop: oneshot::Receiver<()>) {
+async fn write_batches(
+    store: Store,
+    mut rx: mpsc::Receiver<Queued>,
+    mut stop: oneshot::Receiver<()>,
+) {
     let mut batch = Vec::with_capacity(AUDIT_BATCH_MAX);
     loop {
         tokio::select! {
@@ -258,16 +262,16 @@ impl Store {
     /// Appends one record. A failure to audit is logged by the caller, never shown to a client.
     pub async fn record_audit(&self, e: &AuditEvent<'_>, now: i64) -> Result<(), StoreError> {
         sqlx::query(INSERT_AUDIT)
-        .bind(now)
-        .bind(e.event)
-        .bind(e.outcome)
-        .bind(e.account_id)
-        .bind(e.client_id)
-        .bind(e.subject)
-        .bind(e.source_ip)
-        .bind(e.detail)
-        .execute(self.pool())
-        .await?;
+            .bind(now)
+            .bind(e.event)
+            .bind(e.outcome)
+            .bind(e.account_id)
+            .bind(e.client_id)
+            .bind(e.subject)
+            .bind(e.source_ip)
+            .bind(e.detail)
+            .execute(self.pool())
+            .await?;
         Ok(())
     }
 

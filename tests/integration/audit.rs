@@ -42,15 +42,13 @@ async fn lock_audit_table(store: &Store) -> sqlx::Transaction<'static, sqlx::Any
 
 /// Committed `tool_call` rows for `subject` (a plain query: it does not wait for the writer).
 async fn committed_tool_calls(store: &Store, subject: &str) -> i64 {
-    sqlx::query(
-        "SELECT COUNT(*) AS n FROM audit_events WHERE event = 'tool_call' AND subject = $1",
-    )
-    .bind(subject)
-    .fetch_one(store.pool())
-    .await
-    .unwrap()
-    .try_get("n")
-    .unwrap()
+    sqlx::query("SELECT COUNT(*) AS n FROM audit_events WHERE event = 'tool_call' AND subject = $1")
+        .bind(subject)
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+        .try_get("n")
+        .unwrap()
 }
 
 #[tokio::test]
@@ -102,16 +100,21 @@ async fn a_graceful_stop_commits_every_queued_tool_call_row() {
                 .header("mcp-protocol-version", "2026-07-28")
                 .header("mcp-method", "tools/call")
                 .header("mcp-name", "list_projects")
-                .json(&json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+                .json(
+                    &json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
                     "name": "list_projects", "arguments": {},
                     "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                              "io.modelcontextprotocol/clientCapabilities": {}}}}))
+                              "io.modelcontextprotocol/clientCapabilities": {}}}}),
+                )
                 .send()
                 .await
                 .unwrap();
             assert_eq!(r.status(), StatusCode::OK);
             let body: Value = r.json().await.unwrap();
-            assert!(body["result"]["structuredContent"]["projects"].is_array(), "{body}");
+            assert!(
+                body["result"]["structuredContent"]["projects"].is_array(),
+                "{body}"
+            );
         });
     }
     while let Some(done) = calls.join_next().await {
