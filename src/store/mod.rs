@@ -118,9 +118,10 @@ impl Store {
         };
         let (min, max) = pool_size(backend, cpus());
         // No ping on acquire: with sqlx's default every statement costs two more round trips
-        // (to SQLite's worker thread or to the PostgreSQL server). A connection that broke
-        // while idle fails its next statement with an error (answered 500/503, logged) and is
-        // then closed by the pool; idle connections are also recycled after IDLE_TIMEOUT.
+        // (to SQLite's worker thread or to the PostgreSQL server). The price: a connection
+        // that broke while idle (a PostgreSQL restart) fails the next statement given to it,
+        // which is answered as a database error (500/503, logged); idle connections above the
+        // minimum are closed after IDLE_TIMEOUT.
         let options = AnyPoolOptions::new()
             .min_connections(min)
             .max_connections(max)
@@ -207,8 +208,8 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// work in its own processes: four per core (8 to 32). Both keep 2 connections open.
 pub fn pool_size(backend: Backend, cpus: u32) -> (u32, u32) {
     match backend {
-        Backend::Sqlite => (2, (cpus * 2).clamp(4, 16)),
-        Backend::Postgres => (2, (cpus * 4).clamp(8, 32)),
+        Backend::Sqlite => (2, cpus.saturating_mul(2).clamp(4, 16)),
+        Backend::Postgres => (2, cpus.saturating_mul(4).clamp(8, 32)),
     }
 }
 
@@ -301,5 +302,6 @@ mod tests {
         assert_eq!(pool_size(Backend::Postgres, 2), (2, 8));
         assert_eq!(pool_size(Backend::Postgres, 4), (2, 16));
         assert_eq!(pool_size(Backend::Postgres, 64), (2, 32));
+        assert_eq!(pool_size(Backend::Postgres, u32::MAX), (2, 32));
     }
 }
