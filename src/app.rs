@@ -190,6 +190,7 @@ impl Application {
             self.state.store.clone(),
             self.state.config.unused_client_max_age_secs,
         ));
+        let audit_writer = self.state.store.start_audit_writer();
         let (stopped_tx, mut stopped_rx) = tokio::sync::watch::channel(false);
         let serve = axum::serve(self.listener, service).with_graceful_shutdown(async move {
             stop.await;
@@ -209,6 +210,10 @@ impl Application {
             }
         };
         sweeper.abort();
+        // Tool-call audit rows still queued are committed before the process may exit.
+        if let Some(writer) = audit_writer {
+            writer.drain().await;
+        }
         served
     }
 }

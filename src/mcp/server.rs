@@ -166,7 +166,7 @@ impl ServerHandler for GatehouseMcp {
         self.mcp
             .app
             .store
-            .audit(
+            .audit_tool_call(
                 AuditEvent {
                     event: "tool_call",
                     outcome: audit_outcome,

@@ -91,6 +91,7 @@ pub struct Store {
     pool: AnyPool,
     backend: Backend,
     sessions: SessionBackend,
+    audit_queue: std::sync::Arc<audit::AuditQueue>,
 }
 
 impl std::fmt::Debug for Store {
@@ -116,11 +117,17 @@ impl Store {
             }
             _ => url.to_string(),
         };
+        let (min, max) = pool_size(backend, cpus());
+        // No ping on acquire: with sqlx's default every statement costs two more round trips
+        // (to SQLite's worker thread or to the PostgreSQL server). The price: a connection
+        // that broke while idle (a PostgreSQL restart) fails the next statement given to it,
+        // which is answered as a database error (500/503, logged); idle connections above the
+        // minimum are closed after IDLE_TIMEOUT.
         let options = AnyPoolOptions::new()
-            .max_connections(match backend {
-                Backend::Sqlite => 8,
-                Backend::Postgres => 16,
-            })
+            .min_connections(min)
+            .max_connections(max)
+            .test_before_acquire(false)
+            .idle_timeout(IDLE_TIMEOUT)
             .acquire_timeout(Duration::from_secs(5));
         let options = if backend == Backend::Sqlite {
             options.after_connect(|conn, _meta| {
@@ -141,6 +148,7 @@ impl Store {
             pool,
             backend,
             sessions,
+            audit_queue: Default::default(),
         })
     }
 
@@ -190,6 +198,27 @@ impl Store {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// How long an idle pooled connection is kept before it is closed (above the pool's minimum).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The pool's `(min, max)` connections for `cpus` cores. SQLite runs one statement at a time per
+/// connection on a worker thread each and one writer at a time: twice the cores (4 to 16) keep
+/// reads parallel without a crowd of threads waiting on the write lock. PostgreSQL does its
+/// work in its own processes: four per core (8 to 32). Both keep 2 connections open.
+pub fn pool_size(backend: Backend, cpus: u32) -> (u32, u32) {
+    match backend {
+        Backend::Sqlite => (2, cpus.saturating_mul(2).clamp(4, 16)),
+        Backend::Postgres => (2, cpus.saturating_mul(4).clamp(8, 32)),
+    }
+}
+
+/// Cores this process may use (1 when unknown).
+fn cpus() -> u32 {
+    std::thread::available_parallelism()
+        .map(|n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+        .unwrap_or(1)
 }
 
 /// How long expired credentials are kept before housekeeping deletes them, in seconds.
@@ -258,4 +287,22 @@ pub(crate) fn parse_column<T: FromStr>(value: &str, column: &str) -> Result<T, S
             format!("unexpected value in {column}").into(),
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_sizes_follow_the_cores_within_bounds() {
+        assert_eq!(pool_size(Backend::Sqlite, 1), (2, 4));
+        assert_eq!(pool_size(Backend::Sqlite, 2), (2, 4));
+        assert_eq!(pool_size(Backend::Sqlite, 4), (2, 8));
+        assert_eq!(pool_size(Backend::Sqlite, 64), (2, 16));
+        assert_eq!(pool_size(Backend::Postgres, 1), (2, 8));
+        assert_eq!(pool_size(Backend::Postgres, 2), (2, 8));
+        assert_eq!(pool_size(Backend::Postgres, 4), (2, 16));
+        assert_eq!(pool_size(Backend::Postgres, 64), (2, 32));
+        assert_eq!(pool_size(Backend::Postgres, u32::MAX), (2, 32));
+    }
 }

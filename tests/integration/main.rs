@@ -5,6 +5,7 @@
 #[allow(dead_code)]
 mod helpers;
 
+mod audit;
 mod cimd;
 mod config_startup;
 mod display_text;

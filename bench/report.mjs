@@ -1,0 +1,163 @@
+// Summarises a run of bench/run.sh: prints the table (Markdown) and writes the results JSON.
+//
+//   node report.mjs RAW_RESULTS_JSON OUT_JSON
+//
+// Per workload, target and connection count, over the rounds: the median and spread (min–max)
+// of correct responses per second (a non-2xx or wrong body is not counted, and shown as bad),
+// the medians of p50 and p99, server CPU per request (process utime + stime over requests; for
+// PostgreSQL also every postgres process), and the ratio to the peer's median.
+import { readFileSync, writeFileSync } from 'node:fs';
+
+const [rawPath, outPath] = process.argv.slice(2);
+const raw = JSON.parse(readFileSync(rawPath, 'utf8'));
+
+const PEER = { tools_call: 'sdk-v2', introspection: 'oidc', refresh: 'oidc' };
+const NAMES = {
+  'gh-sqlite': 'Gatehouse SQLite',
+  'gh-postgres': 'Gatehouse PostgreSQL',
+  oidc: 'node-oidc-provider 9.13.3',
+  'sdk-v1': 'TS SDK 1.32.2',
+  'sdk-v2': 'TS SDK 2.4.0',
+};
+const WORKLOADS = {
+  floor: 'HTTP floor: POST /mcp without token (401)',
+  tools_call: 'MCP tools/call',
+  introspection: 'introspection (RFC 7662, Basic)',
+  refresh: 'refresh-token rotation',
+};
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+const round1 = (x) => Math.round(x * 10) / 10;
+
+function perRun(r) {
+  const secs = r.wrk.duration_us / 1e6;
+  const requests = Math.max(r.wrk.requests, 1);
+  return {
+    ok_per_s: r.wrk.ok / secs,
+    p50_ms: r.wrk.p50_us / 1000,
+    p99_ms: r.wrk.p99_us / 1000,
+    bad: r.wrk.bad + r.wrk.socket_errors,
+    server_cpu_us: r.server_cpu_us / requests,
+    db_cpu_us: r.db_cpu_us / requests,
+  };
+}
+
+const groups = new Map();
+for (const r of raw.runs) {
+  if (r.round.startsWith('flood')) continue;
+  const key = `${r.workload}|${r.connections}|${r.target}`;
+  if (!groups.has(key)) groups.set(key, { workload: r.workload, connections: r.connections, target: r.target, runs: [] });
+  groups.get(key).runs.push(perRun(r));
+}
+const rows = [...groups.values()].map((g) => {
+  const rps = g.runs.map((x) => x.ok_per_s);
+  return {
+    workload: g.workload,
+    connections: g.connections,
+    target: g.target,
+    rounds: g.runs.length,
+    ok_per_s_median: Math.round(median(rps)),
+    ok_per_s_min: Math.round(Math.min(...rps)),
+    ok_per_s_max: Math.round(Math.max(...rps)),
+    p50_ms: round1(median(g.runs.map((x) => x.p50_ms))),
+    p99_ms: round1(median(g.runs.map((x) => x.p99_ms))),
+    bad: g.runs.reduce((a, x) => a + x.bad, 0),
+    server_cpu_us_per_req: Math.round(median(g.runs.map((x) => x.server_cpu_us))),
+    db_cpu_us_per_req: g.target === 'gh-postgres' ? Math.round(median(g.runs.map((x) => x.db_cpu_us))) : undefined,
+  };
+});
+const find = (w, c, t) => rows.find((r) => r.workload === w && r.connections === c && r.target === t);
+for (const r of rows) {
+  const peer = PEER[r.workload];
+  if (peer && r.target.startsWith('gh-')) {
+    const p = find(r.workload, r.connections, peer);
+    if (p && p.ok_per_s_median > 0) r.ratio_to_peer = Math.round((r.ok_per_s_median / p.ok_per_s_median) * 100) / 100;
+    if (r.workload === 'tools_call') {
+      const v1 = find(r.workload, r.connections, 'sdk-v1');
+      if (v1 && v1.ok_per_s_median > 0) r.ratio_to_sdk_v1 = Math.round((r.ok_per_s_median / v1.ok_per_s_median) * 100) / 100;
+    }
+  }
+  if (r.workload === 'introspection' && r.target.startsWith('gh-')) {
+    const f = find('floor', r.connections, 'gh-sqlite');
+    if (f && f.ok_per_s_median > 0) r.share_of_floor = Math.round((r.ok_per_s_median / f.ok_per_s_median) * 100) / 100;
+  }
+}
+
+const flood = raw.flood.map((f) => {
+  const off = raw.runs.find((r) => r.round === 'flood-off' && r.target === f.target);
+  const on = raw.runs.find((r) => r.round === 'flood-on' && r.target === f.target);
+  const a = perRun(off);
+  const b = perRun(on);
+  return {
+    target: f.target,
+    without_flood: { ok_per_s: Math.round(a.ok_per_s), p99_ms: round1(a.p99_ms), bad: a.bad },
+    with_flood: { ok_per_s: Math.round(b.ok_per_s), p99_ms: round1(b.p99_ms), bad: b.bad },
+    throughput_kept: Math.round((b.ok_per_s / Math.max(a.ok_per_s, 1)) * 100) / 100,
+    p99_change: Math.round((b.p99_ms / Math.max(a.p99_ms, 0.001) - 1) * 100) / 100,
+    signin_attempts_per_s: f.flood.per_second,
+    signin_statuses: f.flood.statuses,
+    rss_after_flood_kb: f.rss_after_kb,
+    rss_peak_kb: f.rss_peak_kb,
+  };
+});
+
+// --- the table ------------------------------------------------------------------------------------
+const mb = (kb) => (kb ? `${Math.round(kb / 1024)} MB` : '–');
+const lines = [];
+lines.push(
+  `Gatehouse benchmark, ${raw.mode} mode, ${raw.build} build${raw.label ? ` (${raw.label})` : ''}, commit ${raw.commit}, ${raw.date}; ` +
+    `${raw.rounds} round(s) of ${raw.duration_s} s at c${raw.connections.split(' ').join(' and c')}; ` +
+    `${raw.machine.cpus} CPUs, load average at the end ${raw.machine.loadavg_at_end}; wrk ${raw.machine.wrk}, node ${raw.machine.node}, PostgreSQL ${raw.machine.postgres}`,
+);
+lines.push('');
+lines.push('| workload | c | target | ok/s median | spread (min–max) | p50 ms | p99 ms | bad | CPU µs/req | vs peer |');
+lines.push('|---|---|---|---|---|---|---|---|---|---|');
+const order = ['floor', 'tools_call', 'introspection', 'refresh'];
+const targets = ['gh-sqlite', 'gh-postgres', 'sdk-v2', 'sdk-v1', 'oidc'];
+const sorted = [...rows].sort(
+  (a, b) =>
+    order.indexOf(a.workload) - order.indexOf(b.workload) ||
+    a.connections - b.connections ||
+    targets.indexOf(a.target) - targets.indexOf(b.target),
+);
+for (const r of sorted) {
+  const cpu = r.db_cpu_us_per_req !== undefined ? `${r.server_cpu_us_per_req} + PG ${r.db_cpu_us_per_req}` : `${r.server_cpu_us_per_req}`;
+  const vs = [];
+  if (r.ratio_to_peer !== undefined) vs.push(`${r.ratio_to_peer}× ${PEER[r.workload] === 'oidc' ? 'oidc-provider' : 'SDK 2.x'}`);
+  if (r.ratio_to_sdk_v1 !== undefined) vs.push(`${r.ratio_to_sdk_v1}× SDK 1.x`);
+  if (r.share_of_floor !== undefined) vs.push(`${Math.round(r.share_of_floor * 100)} % of floor`);
+  lines.push(
+    `| ${WORKLOADS[r.workload]} | ${r.connections} | ${NAMES[r.target]} | ${r.ok_per_s_median} | ${r.ok_per_s_min}–${r.ok_per_s_max} | ` +
+      `${r.p50_ms} | ${r.p99_ms} | ${r.bad} | ${cpu} | ${vs.join(', ') || '–'} |`,
+  );
+}
+lines.push('');
+lines.push('| memory (RSS) | idle | after load | after sign-in flood | peak (VmHWM) |');
+lines.push('|---|---|---|---|---|');
+for (const t of targets.filter((t) => raw.rss_kb[t])) {
+  const f = flood.find((x) => x.target === t);
+  lines.push(`| ${NAMES[t]} | ${mb(raw.rss_kb[t].idle)} | ${mb(raw.rss_kb[t].after_load)} | ${f ? mb(f.rss_after_flood_kb) : '–'} | ${f ? mb(f.rss_peak_kb) : '–'} |`);
+}
+lines.push('');
+lines.push('| tools/call c16 and a sign-in flood (c4, 250 addresses) | ok/s without | ok/s with | kept | p99 ms without | p99 ms with | sign-in attempts/s (statuses) |');
+lines.push('|---|---|---|---|---|---|---|');
+for (const f of flood) {
+  lines.push(
+    `| ${NAMES[f.target]} | ${f.without_flood.ok_per_s} | ${f.with_flood.ok_per_s} | ${Math.round(f.throughput_kept * 100)} % | ` +
+      `${f.without_flood.p99_ms} | ${f.with_flood.p99_ms} | ${f.signin_attempts_per_s} (${Object.entries(f.signin_statuses).map(([k, v]) => `${k}: ${v}`).join(', ')}) |`,
+  );
+}
+const bad = rows.reduce((a, r) => a + r.bad, 0) + flood.reduce((a, f) => a + f.without_flood.bad + f.with_flood.bad, 0);
+lines.push('');
+lines.push(bad === 0 ? 'Every response was checked and correct.' : `WARNING: ${bad} responses were wrong or failed (the "bad" column).`);
+console.log(lines.join('\n'));
+
+writeFileSync(
+  outPath,
+  `${JSON.stringify({ mode: raw.mode, build: raw.build, label: raw.label, commit: raw.commit, date: raw.date, duration_s: raw.duration_s, rounds: raw.rounds, machine: raw.machine, summary: sorted, memory_kb: raw.rss_kb, flood, runs: raw.runs }, null, 1)}\n`,
+);
+process.exitCode = bad === 0 ? 0 : 1;

