@@ -4,6 +4,7 @@ pub mod account;
 pub mod cimd;
 pub mod notes;
 pub mod pkce;
+pub mod principal;
 pub mod redirect_uri;
 pub mod scope;
 pub mod secret;

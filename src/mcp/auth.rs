@@ -25,6 +25,7 @@ use serde::Deserialize;
 
 use super::{McpState, body};
 use crate::config::Config;
+use crate::domain::principal::{CredentialKind, Reach};
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::{Secret, TokenKind};
 use crate::store::audit::AuditEvent;
@@ -36,17 +37,7 @@ pub const CHALLENGE_SCOPE: &str = "mcp:read mcp:write";
 /// Largest request body the MCP route reads (JSON-RPC requests are small).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// Who is calling, established for this request only and handed to the MCP handlers through
-/// the request extensions.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
-    /// The account the credential acts for; its active projects are reachable.
-    pub account_id: String,
-    /// The OAuth client the token was issued to.
-    pub client_id: Option<String>,
-    /// What the credential may do.
-    pub scopes: ScopeSet,
-}
+pub use crate::domain::principal::Principal;
 
 /// Why a presented credential was refused (logged, never sent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,8 +252,11 @@ pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: N
     };
     let principal = Principal {
         account_id: grant.account_id,
-        client_id: Some(grant.client_id),
+        reach: Reach::Account,
         scopes,
+        credential: CredentialKind::OAuthToken,
+        credential_id: grant.family_id,
+        client_id: Some(grant.client_id),
     };
 
     // Step-up: a tool call outside the token's scopes is refused at the HTTP layer, where the
@@ -285,6 +279,7 @@ pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: N
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| c.0.ip().to_string());
+        let detail = format!("{} duration_ms=0", principal.audit_credential());
         mcp.app
             .store
             .audit(
@@ -295,7 +290,7 @@ pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: N
                     client_id: principal.client_id.as_deref(),
                     subject: Some(&operation),
                     source_ip: source_ip.as_deref(),
-                    detail: Some("duration_ms=0"),
+                    detail: Some(&detail),
                 },
                 now,
             )

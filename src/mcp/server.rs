@@ -99,7 +99,7 @@ impl ServerHandler for GatehouseMcp {
             .mcp
             .app
             .store
-            .projects_of_account(&principal.account_id)
+            .reachable_projects(&principal)
             .await
         {
             Ok(projects) => projects.iter().any(|p| p.role == Role::Write),
@@ -158,9 +158,10 @@ impl ServerHandler for GatehouseMcp {
         if let Err(ToolError::Internal(cause)) = &outcome.result {
             tracing::error!(tool = def.spec.name, error = %cause, "MCP tool failed");
         }
+        let credential = principal.audit_credential();
         let detail = match &outcome.project_id {
-            Some(p) => format!("project={p} duration_ms={elapsed_ms}"),
-            None => format!("duration_ms={elapsed_ms}"),
+            Some(p) => format!("{credential} project={p} duration_ms={elapsed_ms}"),
+            None => format!("{credential} duration_ms={elapsed_ms}"),
         };
         let ip = source_ip(&ctx);
         self.mcp

@@ -102,7 +102,7 @@ pub fn list_projects() -> ToolDef {
             let memberships = ctx
                 .state
                 .store
-                .projects_of_account(&ctx.principal.account_id)
+                .reachable_projects(&ctx.principal)
                 .await?;
             let mut ok = ToolOk::new(ProjectList {
                 projects: memberships
