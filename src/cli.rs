@@ -1,6 +1,6 @@
 //! The command line: `serve` (default), `migrate`, `account add|disable`,
-//! `project add|add-member`. Every command works on both databases and exits non-zero with one
-//! clear message on bad input.
+//! `project add|add-member`, `client add`, `key create|list|revoke`. Every command works on both
+//! databases and exits non-zero with one clear message on bad input.
 
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -10,7 +10,11 @@ use clap::{Parser, Subcommand};
 use crate::app::open_store;
 use crate::config::Config;
 use crate::domain::account::{AccountStatus, Email, Role, validate_password};
+use crate::domain::api_key::{DEFAULT_NAME, parse_allow_list, parse_lifetime, parse_name};
+use crate::domain::principal::key_scopes;
 use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
+use crate::store::audit::AuditEvent;
+use crate::store::keys::{ApiKeyRecord, NewApiKey};
 use crate::store::oauth::ClientRecord;
 use crate::store::{StoreError, now};
 
@@ -42,6 +46,48 @@ pub enum Command {
     /// Manage OAuth clients.
     #[command(subcommand)]
     Client(ClientCommand),
+    /// Manage API keys for the MCP route.
+    #[command(subcommand)]
+    Key(KeyCommand),
+}
+
+/// `gatehouse key …` (product spec "API keys").
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Create an API key; prints its id and the key once (only its SHA-256 is stored).
+    Create {
+        /// Email of the account the key acts for.
+        #[arg(long)]
+        account: String,
+        /// Make a project key reaching only this project (the account must be a member);
+        /// without it, an account key reaching all of the account's active projects.
+        #[arg(long, value_name = "PROJECT_ID")]
+        project: Option<String>,
+        /// Allow writes (mcp:write); the member's role in a project still limits them.
+        #[arg(long)]
+        write: bool,
+        /// An address or CIDR block the project key may be used from (repeatable); without
+        /// it, any address.
+        #[arg(long = "allow-ip", value_name = "CIDR")]
+        allow_ip: Vec<String>,
+        /// Lifetime: days or hours, e.g. 90d or 12h; without it the key does not expire.
+        #[arg(long, value_name = "DURATION")]
+        expires: Option<String>,
+        /// A name to recognise the key by.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List keys (never the secrets), all or one account's.
+    List {
+        /// Only this account's keys.
+        #[arg(long)]
+        account: Option<String>,
+    },
+    /// Revoke a key at once.
+    Revoke {
+        /// The key id, as printed by `key create` and `key list`.
+        key_id: String,
+    },
 }
 
 /// `gatehouse client …`
@@ -222,9 +268,187 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 secret.expose()
             )
         }
+        Command::Key(command) => run_key(&store, command, now).await?,
     };
     store.close().await;
     Ok(out)
+}
+
+/// `gatehouse key create|list|revoke`.
+async fn run_key(
+    store: &crate::store::Store,
+    command: KeyCommand,
+    now: i64,
+) -> Result<String, CliError> {
+    match command {
+        KeyCommand::Create {
+            account,
+            project,
+            write,
+            allow_ip,
+            expires,
+            name,
+        } => {
+            let name = parse_name(name.as_deref().unwrap_or(DEFAULT_NAME))
+                .map_err(|e| CliError(e.to_string()))?;
+            let lifetime = expires
+                .as_deref()
+                .map(parse_lifetime)
+                .transpose()
+                .map_err(|e| CliError(e.to_string()))?;
+            if !allow_ip.is_empty() && project.is_none() {
+                return Err(CliError(
+                    "--allow-ip applies to project keys only: add --project PROJECT_ID".into(),
+                ));
+            }
+            let allowed: Vec<String> = parse_allow_list(&allow_ip)
+                .map_err(|e| CliError(e.to_string()))?
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            let account_id = find_account(store, &account).await?;
+            if let Some(project_id) = &project
+                && store.membership(&account_id, project_id).await?.is_none()
+            {
+                return Err(CliError(format!(
+                    "{account} is not a member of an active project with id {project_id}"
+                )));
+            }
+            let key = Secret::generate(TokenKind::ApiKey);
+            let scope = key_scopes(write).to_string();
+            let id = store
+                .create_api_key(
+                    &NewApiKey {
+                        account_id: &account_id,
+                        project_id: project.as_deref(),
+                        name: &name,
+                        scope: &scope,
+                        allowed_ips: &allowed,
+                        expires_at: lifetime.map(|secs| now + secs),
+                    },
+                    &key.hash(),
+                    now,
+                )
+                .await?;
+            let kind = if project.is_some() {
+                "project_key"
+            } else {
+                "account_key"
+            };
+            store
+                .audit(
+                    AuditEvent {
+                        event: "key_created",
+                        outcome: "success",
+                        account_id: Some(&account_id),
+                        subject: Some(&id),
+                        source_ip: None,
+                        client_id: None,
+                        detail: Some(&format!("source=cli {kind} scope={scope}")),
+                    },
+                    now,
+                )
+                .await;
+            Ok(format!(
+                "key_id: {id}\nkey: {}\n(the key is shown once; it is stored hashed. Send it to the MCP endpoint as X-Api-Key: KEY or Authorization: Bearer KEY)",
+                key.expose()
+            ))
+        }
+        KeyCommand::List { account } => {
+            let account_id = match &account {
+                Some(email) => Some(find_account(store, email).await?),
+                None => None,
+            };
+            let keys = store.api_keys(account_id.as_deref()).await?;
+            let mut out = String::from(
+                "ID\tACCOUNT\tKIND\tPROJECT\tACCESS\tNAME\tCREATED\tEXPIRES\tLAST_USED\tSTATUS\tALLOWED_IPS",
+            );
+            for key in &keys {
+                out.push('\n');
+                out.push_str(&key_line(key, now));
+            }
+            if keys.is_empty() {
+                out.push_str("\n(no keys)");
+            }
+            Ok(out)
+        }
+        KeyCommand::Revoke { key_id } => {
+            let record = store
+                .api_key(&key_id)
+                .await?
+                .ok_or_else(|| CliError(format!("no key with id {key_id}")))?;
+            if !store.revoke_api_key(&key_id, now).await? {
+                return Err(CliError(format!("key {key_id} is already revoked")));
+            }
+            store
+                .audit(
+                    AuditEvent {
+                        event: "key_revoked",
+                        outcome: "success",
+                        account_id: Some(&record.account_id),
+                        subject: Some(&key_id),
+                        source_ip: None,
+                        client_id: None,
+                        detail: Some("source=cli"),
+                    },
+                    now,
+                )
+                .await;
+            Ok(format!("revoked key {key_id}"))
+        }
+    }
+}
+
+/// A Unix time as `2026-01-31T12:00:00Z`.
+fn timestamp(at: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(at)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| at.to_string())
+}
+
+/// One tab-separated line of `gatehouse key list`.
+fn key_line(key: &ApiKeyRecord, now: i64) -> String {
+    let status = if key.revoked_at.is_some() {
+        "revoked"
+    } else if key.expires_at.is_some_and(|at| at <= now) {
+        "expired"
+    } else {
+        "active"
+    };
+    let access = if key.scope.split(' ').any(|s| s == "mcp:write") {
+        "read-write"
+    } else {
+        "read-only"
+    };
+    let (kind, project) = match &key.project_id {
+        Some(p) => ("project", p.as_str()),
+        None => ("account", "-"),
+    };
+    let allowed = if key.allowed_ips.is_empty() {
+        "any".to_string()
+    } else {
+        key.allowed_ips.join(",")
+    };
+    [
+        key.id.clone(),
+        key.account_email.clone(),
+        kind.to_string(),
+        project.to_string(),
+        access.to_string(),
+        key.name.clone(),
+        timestamp(key.created_at),
+        key.expires_at
+            .map_or_else(|| "never".to_string(), timestamp),
+        key.last_used_at
+            .map_or_else(|| "never".to_string(), timestamp),
+        status.to_string(),
+        allowed,
+    ]
+    .join("\t")
 }
 
 async fn find_account(store: &crate::store::Store, email: &str) -> Result<String, CliError> {

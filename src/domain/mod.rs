@@ -1,6 +1,7 @@
 //! Pure domain rules of Gatehouse: no I/O, no async, no framework types.
 
 pub mod account;
+pub mod api_key;
 pub mod cimd;
 pub mod notes;
 pub mod pkce;

@@ -5,8 +5,9 @@
 //! Layers of `POST <mcp path>`, outermost first:
 //! 1. CORS: preflights are answered here, without authentication; `WWW-Authenticate` is exposed.
 //! 2. [`guard`]: a foreign `Origin`, or on a loopback listener a foreign `Host`, is refused (403).
-//! 3. [`auth`]: the bearer is checked (401 with a challenge otherwise); a `tools/call` outside the
-//!    token's scopes is refused (403 `insufficient_scope`); a JSON body that is not a
+//! 3. [`auth`]: the credential (OAuth access token or API key) is checked (401 with a challenge
+//!    otherwise, 403 for a key used from an address it is not allowed from); a `tools/call` outside
+//!    the credential's scopes is refused (403 `insufficient_scope`); a JSON body that is not a
 //!    well-formed JSON-RPC message is answered with its JSON-RPC error ([`body`]: 400 `-32700`
 //!    or `-32600`, `-32602` for params that do not fit the method); the [`auth::Principal`]
 //!    is attached.
@@ -51,6 +52,8 @@ pub struct McpState {
     pub catalog: Arc<catalog::Catalog>,
     /// Which `Host` values are served.
     pub hosts: Arc<guard::HostPolicy>,
+    /// When this process last wrote each API key's use.
+    pub key_use: Arc<auth::KeyUseTracker>,
 }
 
 async fn method_not_allowed() -> impl IntoResponse {
@@ -76,6 +79,7 @@ fn cors(config: &Config) -> CorsLayer {
         .allow_methods([Method::POST])
         .allow_headers([
             header::AUTHORIZATION,
+            HeaderName::from_static(auth::API_KEY_HEADER),
             header::CONTENT_TYPE,
             header::ACCEPT,
             HeaderName::from_static("mcp-protocol-version"),
@@ -102,6 +106,7 @@ pub fn router(state: AppState) -> Router {
         app: state.clone(),
         catalog,
         hosts: Arc::new(guard::HostPolicy::new(&config)),
+        key_use: Arc::new(auth::KeyUseTracker::default()),
     };
     let service_state = mcp.clone();
     let service = StreamableHttpService::new(

@@ -119,7 +119,10 @@ pub async fn list(
         }
         match cur.section {
             Section::Projects => {
-                let projects = store.reachable_projects(principal).await.map_err(internal)?;
+                let projects = store
+                    .reachable_projects(principal)
+                    .await
+                    .map_err(internal)?;
                 let page: Vec<_> = projects.iter().skip(cur.offset).take(need).collect();
                 items.extend(page.iter().map(|p| {
                     resource(

@@ -95,13 +95,7 @@ impl ServerHandler for GatehouseMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let principal = principal(&ctx)?;
-        let can_write_somewhere = match self
-            .mcp
-            .app
-            .store
-            .reachable_projects(&principal)
-            .await
-        {
+        let can_write_somewhere = match self.mcp.app.store.reachable_projects(&principal).await {
             Ok(projects) => projects.iter().any(|p| p.role == Role::Write),
             Err(e) => {
                 tracing::warn!(error = %e, "could not read memberships for tools/list");

@@ -15,6 +15,7 @@ use sqlx::{AnyPool, Executor};
 
 pub mod accounts;
 pub mod audit;
+pub mod keys;
 pub mod notes;
 pub mod oauth;
 pub mod postgres;

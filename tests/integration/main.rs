@@ -8,6 +8,7 @@ mod helpers;
 mod cimd;
 mod config_startup;
 mod grants;
+mod keys;
 mod mcp;
 mod oauth;
 #[allow(dead_code)]

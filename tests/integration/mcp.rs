@@ -169,7 +169,7 @@ pub(crate) fn ok(result: &Value) -> Value {
     sc
 }
 
-fn error_text(result: &Value) -> String {
+pub(crate) fn error_text(result: &Value) -> String {
     assert_eq!(result["isError"], true, "{result}");
     result["content"][0]["text"].as_str().unwrap().to_string()
 }
