@@ -594,6 +594,72 @@ mod tests {
         }
     }
 
+    #[test]
+    fn credentials_come_from_one_header() {
+        let mut h = HeaderMap::new();
+        h.insert(API_KEY_HEADER, HeaderValue::from_static(" gate_key_abc "));
+        let p = presented_credential(&h).unwrap().unwrap();
+        assert_eq!(p.secret.expose(), "gate_key_abc");
+        assert!(p.api_key_header);
+        let p = presented_credential(&headers("Bearer gate_key_abc"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.secret.expose(), "gate_key_abc");
+        assert!(!p.api_key_header);
+        assert!(presented_credential(&HeaderMap::new()).unwrap().is_none());
+
+        let mut both = headers("Bearer gate_key_abc");
+        both.insert(API_KEY_HEADER, HeaderValue::from_static("gate_key_abc"));
+        assert_eq!(
+            presented_credential(&both).unwrap_err(),
+            Rejection::TwoCredentials
+        );
+        let mut twice = HeaderMap::new();
+        twice.append(API_KEY_HEADER, HeaderValue::from_static("gate_key_a"));
+        twice.append(API_KEY_HEADER, HeaderValue::from_static("gate_key_b"));
+        assert_eq!(
+            presented_credential(&twice).unwrap_err(),
+            Rejection::Malformed
+        );
+        for bad in ["", "gate key", "gate_key_\"x\""] {
+            let mut h = HeaderMap::new();
+            h.insert(API_KEY_HEADER, HeaderValue::from_str(bad).unwrap());
+            assert_eq!(
+                presented_credential(&h).unwrap_err(),
+                Rejection::Malformed,
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn key_use_is_claimed_once_a_minute_per_key() {
+        let tracker = KeyUseTracker::default();
+        assert!(tracker.claim("k1", 1_000));
+        assert!(!tracker.claim("k1", 1_000));
+        assert!(!tracker.claim("k1", 1_059));
+        assert!(tracker.claim("k2", 1_001));
+        assert!(tracker.claim("k1", 1_060));
+    }
+
+    #[test]
+    fn allow_lists_fail_closed() {
+        let grant = |ips: &[&str]| KeyGrant {
+            id: "k".into(),
+            account_id: "a".into(),
+            project_id: Some("p".into()),
+            scope: "mcp:read".into(),
+            allowed_ips: ips.iter().map(|s| s.to_string()).collect(),
+            last_used_at: None,
+        };
+        let local: Option<IpAddr> = Some("127.0.0.1".parse().unwrap());
+        assert!(key_address_allowed(&grant(&[]), None));
+        assert!(key_address_allowed(&grant(&["127.0.0.0/8"]), local));
+        assert!(!key_address_allowed(&grant(&["127.0.0.0/8"]), None));
+        assert!(!key_address_allowed(&grant(&["10.0.0.0/8"]), local));
+        assert!(!key_address_allowed(&grant(&["not an address"]), local));
+    }
+
     fn grant() -> AccessGrant {
         AccessGrant {
             account_id: "a".into(),
