@@ -290,7 +290,7 @@ async fn a_project_key_reaches_its_project_only() {
     .await);
 
     let list = ok(&call(&app, &key, "list_projects", json!({})).await);
-    assert_eq!(project_ids(&list), [research.clone()]);
+    assert_eq!(project_ids(&list), vec![research.clone()]);
     ok(&call(&app, &key, "get_project", json!({"project_id": research})).await);
 
     // The account's other project answers exactly like one that does not exist.
