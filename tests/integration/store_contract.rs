@@ -544,8 +544,10 @@ async fn keys_contract(store: &Store) {
     );
     let listed = store.api_keys(Some(&owner.id)).await.unwrap();
     assert_eq!(listed.len(), 2);
-    assert_eq!(listed[1].last_used_at, Some(260));
-    assert_eq!(listed[0].account_email, "keys@example.com");
+    let used = listed.iter().find(|k| k.id == pk).unwrap();
+    assert_eq!(used.last_used_at, Some(260));
+    assert_eq!(used.account_email, "keys@example.com");
+    assert_eq!(used.project_id.as_deref(), Some(project.as_str()));
     assert_eq!(store.api_keys(None).await.unwrap().len(), 3);
 
     assert!(store.revoke_api_key(&pk, 300).await.unwrap());
