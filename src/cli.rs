@@ -16,6 +16,7 @@ use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
 use crate::store::audit::AuditEvent;
 use crate::store::keys::{ApiKeyRecord, NewApiKey};
 use crate::store::oauth::ClientRecord;
+use crate::store::services::NewService;
 use crate::store::{StoreError, now};
 
 /// Gatehouse: an OAuth 2.1 authorization server and MCP resource server.
@@ -101,6 +102,19 @@ pub enum ClientCommand {
         /// Allow it to call the introspection endpoint (RFC 7662).
         #[arg(long)]
         introspect: bool,
+        /// Make a service client that gets access tokens with client_credentials (RFC 6749
+        /// §4.4), acting for the --owner account.
+        #[arg(long, requires = "owner")]
+        service: bool,
+        /// Email of the account a service client acts for.
+        #[arg(long, requires = "service")]
+        owner: Option<String>,
+        /// Limit a service client to this project (the owner must be a member).
+        #[arg(long, value_name = "PROJECT_ID", requires = "service")]
+        project: Option<String>,
+        /// Let a service client write (mcp:write); the owner's role still limits it.
+        #[arg(long, requires = "service")]
+        write: bool,
     },
 }
 
@@ -240,7 +254,14 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 })?;
             format!("{email} is now a {} member of {project_id}", role.as_str())
         }
-        Command::Client(ClientCommand::Add { name, introspect }) => {
+        Command::Client(ClientCommand::Add {
+            name,
+            introspect,
+            service,
+            owner,
+            project,
+            write,
+        }) => {
             let name = name.trim();
             if name.is_empty() || name.chars().count() > 200 {
                 return Err(CliError(
@@ -249,20 +270,61 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             }
             let client_id = format!("gc_{}", random_urlsafe(18));
             let secret = Secret::generate(TokenKind::ClientSecret);
-            store
-                .create_client(&ClientRecord {
-                    client_id: client_id.clone(),
-                    client_secret_hash: Some(secret.hash()),
-                    auth_method: "client_secret_basic".into(),
-                    client_name: Some(name.to_string()),
-                    redirect_uris: Vec::new(),
-                    grant_types: Vec::new(),
-                    scope: None,
-                    metadata: serde_json::json!({"client_name": name}),
-                    can_introspect: introspect,
-                    created_at: now,
-                })
-                .await?;
+            let mut record = ClientRecord {
+                client_id: client_id.clone(),
+                client_secret_hash: Some(secret.hash()),
+                auth_method: "client_secret_basic".into(),
+                client_name: Some(name.to_string()),
+                redirect_uris: Vec::new(),
+                grant_types: Vec::new(),
+                scope: None,
+                metadata: serde_json::json!({"client_name": name}),
+                can_introspect: introspect,
+                created_at: now,
+            };
+            match owner.filter(|_| service) {
+                None => store.create_client(&record).await?,
+                Some(owner) => {
+                    let account_id = find_account(&store, &owner).await?;
+                    if let Some(project_id) = &project
+                        && store.membership(&account_id, project_id).await?.is_none()
+                    {
+                        return Err(CliError(format!(
+                            "{owner} is not a member of an active project with id {project_id}"
+                        )));
+                    }
+                    let scope = key_scopes(write).to_string();
+                    record.grant_types = vec!["client_credentials".into()];
+                    record.scope = Some(scope.clone());
+                    store
+                        .create_service_client(
+                            &record,
+                            &NewService {
+                                account_id: &account_id,
+                                project_id: project.as_deref(),
+                                scope: &scope,
+                                resource: &config.mcp_server_url,
+                                issuer: &config.issuer,
+                            },
+                            now,
+                        )
+                        .await?;
+                    store
+                        .audit(
+                            AuditEvent {
+                                event: "client_created",
+                                outcome: "success",
+                                account_id: Some(&account_id),
+                                client_id: Some(&client_id),
+                                subject: project.as_deref(),
+                                source_ip: None,
+                                detail: Some(&format!("source=cli service scope={scope}")),
+                            },
+                            now,
+                        )
+                        .await;
+                }
+            }
             format!(
                 "client_id: {client_id}\nclient_secret: {}\n(the secret is shown once; it is stored hashed)",
                 secret.expose()

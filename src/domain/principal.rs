@@ -1,5 +1,5 @@
 //! Who calls the MCP route: every credential it accepts (an OAuth access token, an account
-//! API key, a project API key) resolves to one [`Principal`], and tools, resources, filters and
+//! API key, a project API key, a service client's token) resolves to one [`Principal`], and tools, resources, filters and
 //! the tool-call audit use only that (product spec "Personal MCP URLs and service clients":
 //! one principal for every credential).
 
@@ -17,16 +17,20 @@ pub enum CredentialKind {
     AccountKey,
     /// An API key reaching exactly one project; its id is the key id.
     ProjectKey,
+    /// An access token a service client got with `client_credentials` (RFC 6749 §4.4); its id
+    /// is the client id.
+    ServiceToken,
 }
 
 impl CredentialKind {
     /// The name used in the audit log and in `gatehouse key list`: `oauth_token`,
-    /// `account_key` or `project_key`.
+    /// `account_key`, `project_key` or `service_token`.
     pub fn as_str(self) -> &'static str {
         match self {
             CredentialKind::OAuthToken => "oauth_token",
             CredentialKind::AccountKey => "account_key",
             CredentialKind::ProjectKey => "project_key",
+            CredentialKind::ServiceToken => "service_token",
         }
     }
 }
@@ -43,9 +47,10 @@ impl fmt::Display for CredentialKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reach {
     /// Every active project the account is a member of, including memberships added later
-    /// (OAuth grants and account keys).
+    /// (OAuth grants, account keys, service clients made for the account).
     Account,
-    /// Exactly this project (project keys); any other project answers like a missing one.
+    /// Exactly this project (project keys, service clients made for one project); any other
+    /// project answers like a missing one.
     Project(String),
 }
 

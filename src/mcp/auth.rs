@@ -364,12 +364,21 @@ async fn oauth_principal(mcp: &McpState, secret: &Secret, now: i64) -> Result<Pr
         .await?
         .ok_or(Refusal::Invalid(Rejection::NotLive))?;
     let scopes = check_grant(&grant, &mcp.app.config.mcp_server_url).map_err(Refusal::Invalid)?;
+    let reach = match grant.project_id {
+        Some(project) => Reach::Project(project),
+        None => Reach::Account,
+    };
+    let (credential, credential_id) = if grant.service {
+        (CredentialKind::ServiceToken, grant.client_id.clone())
+    } else {
+        (CredentialKind::OAuthToken, grant.family_id)
+    };
     Ok(Principal {
         account_id: grant.account_id,
-        reach: Reach::Account,
+        reach,
         scopes,
-        credential: CredentialKind::OAuthToken,
-        credential_id: grant.family_id,
+        credential,
+        credential_id,
         client_id: Some(grant.client_id),
     })
 }
@@ -669,6 +678,8 @@ mod tests {
             issued_at: 0,
             expires_at: 100,
             family_id: "f".into(),
+            service: false,
+            project_id: None,
         }
     }
 

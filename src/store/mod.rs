@@ -20,6 +20,7 @@ pub mod notes;
 pub mod oauth;
 pub mod postgres;
 pub mod projects;
+pub mod services;
 pub mod sessions;
 pub mod sqlite;
 

@@ -16,7 +16,7 @@ const ALICE: &str = "alice@example.com";
 const BOB: &str = "bob@example.com";
 
 /// Runs the `gatehouse` binary against the app's database: (success, stdout, stderr).
-fn gatehouse(app: &TestApp, args: &[&str]) -> (bool, String, String) {
+pub(crate) fn gatehouse(app: &TestApp, args: &[&str]) -> (bool, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         .args(args)
         .env("DATABASE_URL", &app.db.url)

@@ -13,6 +13,7 @@ mod mcp;
 mod oauth;
 #[allow(dead_code)]
 mod oauth_helpers;
+mod service;
 mod signin;
 mod store_contract;
 mod token;

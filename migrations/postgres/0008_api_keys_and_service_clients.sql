@@ -16,3 +16,18 @@ CREATE TABLE api_keys (
     revoked_at   BIGINT
 );
 CREATE INDEX api_keys_account ON api_keys (account_id);
+
+-- Service clients (client_credentials, RFC 6749 §4.4): a confidential client made on the
+-- command line that acts for its owner account, or only for one project of it, with at most
+-- `scope`. Its access tokens descend from one consent and one family made with it, so the
+-- access-token lookup checks them like any other (the owner can revoke it on Connected apps).
+CREATE TABLE service_clients (
+    client_id  TEXT PRIMARY KEY REFERENCES oauth_clients(client_id),
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    project_id TEXT REFERENCES projects(id),     -- NULL: every active project of the account
+    scope      TEXT NOT NULL,
+    consent_id TEXT NOT NULL REFERENCES consents(id),
+    family_id  TEXT NOT NULL REFERENCES token_families(id),
+    created_at BIGINT NOT NULL
+);
+CREATE INDEX service_clients_family ON service_clients (family_id);
