@@ -5,7 +5,9 @@
 //!   API key; `X-Api-Key` carries an API key (product spec "API keys"). Both headers at once is
 //!   `400 invalid_request` (RFC 6750 §3.1: one method per request).
 //! - Every credential resolves to one [`Principal`] in one database round trip, chosen by the
-//!   secret's prefix: an access token's SHA-256 joined with its family, consent and account
+//!   secret's prefix: an access token's SHA-256 (from the browser flow, or a service client's
+//!   `client_credentials` token) joined with its family, consent and account, and a service
+//!   token limited to one project with that project and membership
 //!   ([`crate::store::Store::authenticate_access_token`]), which keeps only a token that is
 //!   unrevoked (token, family and consent), unexpired and of an active account, and bound to
 //!   `MCP_SERVER_URL` (RFC 8707 audience); an API key's SHA-256 joined with its account and,
