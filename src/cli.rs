@@ -285,7 +285,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             match owner.filter(|_| service) {
                 None => store.create_client(&record).await?,
                 Some(owner) => {
-                    let account_id = find_account(&store, &owner).await?;
+                    let account_id = find_active_account(&store, &owner).await?;
                     if let Some(project_id) = &project
                         && store.membership(&account_id, project_id).await?.is_none()
                     {
@@ -368,7 +368,7 @@ async fn run_key(
                 .iter()
                 .map(ToString::to_string)
                 .collect();
-            let account_id = find_account(store, &account).await?;
+            let account_id = find_active_account(store, &account).await?;
             if let Some(project_id) = &project
                 && store.membership(&account_id, project_id).await?.is_none()
             {
@@ -511,6 +511,23 @@ fn key_line(key: &ApiKeyRecord, now: i64) -> String {
         allowed,
     ]
     .join("\t")
+}
+
+/// The id of the active account with this email, for credentials that act for it (a key or
+/// service client of a disabled account would not work).
+async fn find_active_account(store: &crate::store::Store, email: &str) -> Result<String, CliError> {
+    let email = Email::parse(email).map_err(|e| CliError(format!("invalid email: {e}")))?;
+    let account = store
+        .account_by_email(&email)
+        .await?
+        .ok_or_else(|| CliError(format!("no account with email {}", email.as_str())))?;
+    if account.status != AccountStatus::Active {
+        return Err(CliError(format!(
+            "account {} is disabled: credentials acting for it would not work",
+            email.as_str()
+        )));
+    }
+    Ok(account.id)
 }
 
 async fn find_account(store: &crate::store::Store, email: &str) -> Result<String, CliError> {

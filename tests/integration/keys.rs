@@ -649,6 +649,14 @@ async fn the_command_line_checks_its_input_and_lists_keys_without_secrets() {
         assert!(!out.contains("gate_key_"), "{args:?}");
     }
 
+    // A disabled account gets no new key (it could not be used).
+    app.create_account("carol@example.com", "carols-long-password")
+        .await;
+    let (success, _, err) = gatehouse(&app, &["account", "disable", "carol@example.com"]);
+    assert!(success, "{err}");
+    let (success, out, err) = gatehouse(&app, &["key", "create", "--account", "carol@example.com"]);
+    assert!(!success && err.contains("disabled"), "{out} {err}");
+
     let (success, all, err) = gatehouse(&app, &["key", "list"]);
     assert!(success, "{err}");
     assert!(

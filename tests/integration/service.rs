@@ -310,7 +310,15 @@ async fn only_service_clients_may_use_client_credentials() {
     );
 
     // The command line checks its input.
+    app.create_account("carol@example.com", "carols-long-password")
+        .await;
+    let (success, _, err) = gatehouse(&app, &["account", "disable", "carol@example.com"]);
+    assert!(success, "{err}");
     for (args, expected) in [
+        (
+            vec!["X", "--service", "--owner", "carol@example.com"],
+            "disabled",
+        ),
         (vec!["X", "--owner", ALICE], "--service"),
         (vec!["X", "--service"], "--owner"),
         (
