@@ -142,5 +142,6 @@ mod tests {
         assert_eq!(p.audit_credential(), "credential=account_key:k1");
         assert_eq!(CredentialKind::OAuthToken.as_str(), "oauth_token");
         assert_eq!(CredentialKind::ProjectKey.to_string(), "project_key");
+        assert_eq!(CredentialKind::ServiceToken.as_str(), "service_token");
     }
 }
