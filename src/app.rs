@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::domain::account::{Email, validate_password};
 use crate::domain::secret::{Secret, TokenKind};
 use crate::oauth::clients::{ClientResolver, HttpsFetcher, MetadataFetcher};
+use crate::password::PasswordPool;
 use crate::store::Store;
 
 /// Shared state of every handler. Cheap to clone.
@@ -28,6 +29,9 @@ pub struct AppState {
     pub store: Store,
     /// Finds clients: registered ones and URL-shaped ones (client ID metadata documents).
     pub clients: Arc<ClientResolver>,
+    /// The fixed pool that hashes and verifies passwords (`GATEHOUSE_PASSWORD_WORKERS`,
+    /// `GATEHOUSE_PASSWORD_QUEUE`).
+    pub passwords: PasswordPool,
 }
 
 /// Content-Security-Policy of every response: nothing may frame our pages, no scripts run.
@@ -108,6 +112,7 @@ impl Application {
         // ready (migrated, first account created).
         let store = open_store(&config.database_url).await?;
         let state = AppState {
+            passwords: PasswordPool::new(config.password_workers, config.password_queue),
             config: Arc::new(config),
             store,
             clients: Arc::new(ClientResolver::new(Arc::new(HttpsFetcher))),
@@ -140,6 +145,7 @@ impl Application {
     ) -> Result<Application, StartupError> {
         let store = open_store(&config.database_url).await?;
         let state = AppState {
+            passwords: PasswordPool::new(config.password_workers, config.password_queue),
             config: Arc::new(config),
             store,
             clients: Arc::new(ClientResolver::new(fetcher)),
@@ -180,7 +186,10 @@ impl Application {
         let service = self
             .router
             .into_make_service_with_connect_info::<SocketAddr>();
-        let sweeper = tokio::spawn(maintenance(self.state.store.clone()));
+        let sweeper = tokio::spawn(maintenance(
+            self.state.store.clone(),
+            self.state.config.unused_client_max_age_secs,
+        ));
         let (stopped_tx, mut stopped_rx) = tokio::sync::watch::channel(false);
         let serve = axum::serve(self.listener, service).with_graceful_shutdown(async move {
             stop.await;
@@ -204,16 +213,24 @@ impl Application {
     }
 }
 
-/// How long in-flight requests may take to finish after a stop signal.
-pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long in-flight requests may take to finish after a stop signal; past it they are
+/// dropped. Leaves room within [`SHUTDOWN_BOUND`] for the rest of the stop.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(25);
+
+/// The process exits at most this long after SIGTERM or SIGINT, whatever is still running
+/// (the binary abandons leftover work and, as a last resort, exits by itself at this bound).
+pub const SHUTDOWN_BOUND: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How long a background job may go untouched before another instance takes it over, seconds.
 pub const STALE_JOB_SECS: i64 = 120;
 
 /// Background upkeep of every instance: every 30 seconds, resume background jobs whose
 /// instance stopped before finishing them; every 10 minutes, delete expired credentials and
-/// sessions ([`Store::housekeeping`]).
-async fn maintenance(store: Store) {
+/// sessions ([`Store::housekeeping`]), rate-limit counters that no longer count
+/// ([`Store::delete_expired_counters`]) and registered clients older than
+/// `unused_client_max_age` seconds that never completed an authorization
+/// ([`Store::expire_unused_clients`]).
+async fn maintenance(store: Store, unused_client_max_age: i64) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(30));
     for round in 0u64.. {
         tick.tick().await;
@@ -226,6 +243,19 @@ async fn maintenance(store: Store) {
                 Ok(n) if n > 0 => tracing::info!(deleted = n, "housekeeping"),
                 Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "housekeeping failed"),
+            }
+            match store.delete_expired_counters(now).await {
+                Ok(n) if n > 0 => tracing::info!(deleted = n, "expired rate-limit counters"),
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "could not delete rate-limit counters"),
+            }
+            match store
+                .expire_unused_clients(now - unused_client_max_age, now)
+                .await
+            {
+                Ok(n) if n > 0 => tracing::info!(deleted = n, "expired unused clients"),
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "could not expire unused clients"),
             }
         }
     }
@@ -258,7 +288,9 @@ async fn first_run(state: &AppState) -> Result<(), StartupError> {
             .map_err(|e| StartupError(format!("GATEHOUSE_BOOTSTRAP_EMAIL: {e}")))?;
         validate_password(password)
             .map_err(|e| StartupError(format!("GATEHOUSE_BOOTSTRAP_PASSWORD: {e}")))?;
-        let hash = crate::password::hash_password(password.clone())
+        let hash = state
+            .passwords
+            .hash_waiting(password.clone())
             .await
             .map_err(|e| StartupError(format!("GATEHOUSE_BOOTSTRAP_PASSWORD: {e}")))?;
         store

@@ -13,6 +13,7 @@ use crate::domain::account::{AccountStatus, Email, Role, validate_password};
 use crate::domain::api_key::{DEFAULT_NAME, parse_allow_list, parse_lifetime, parse_name};
 use crate::domain::principal::key_scopes;
 use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
+use crate::domain::text::check_line;
 use crate::store::audit::AuditEvent;
 use crate::store::keys::{ApiKeyRecord, NewApiKey};
 use crate::store::oauth::ClientRecord;
@@ -233,6 +234,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                     "project name must be 1 to 200 characters".to_string(),
                 ));
             }
+            check_line(name).map_err(|e| CliError(format!("project name {e}")))?;
             let account = find_account(&store, &owner).await?;
             store.create_project(name, &account, now).await?
         }
@@ -268,6 +270,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                     "client name must be 1 to 200 characters".to_string(),
                 ));
             }
+            check_line(name).map_err(|e| CliError(format!("client name {e}")))?;
             let client_id = format!("gc_{}", random_urlsafe(18));
             let secret = Secret::generate(TokenKind::ClientSecret);
             let mut record = ClientRecord {

@@ -18,6 +18,14 @@ pub const DEFAULT_MCP_SERVER_URL: &str = "http://127.0.0.1:8080/mcp";
 /// Default SQLite database: a file in the working directory, created when missing.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://gatehouse.db?mode=rwc";
 
+/// Default of `GATEHOUSE_REGISTRATIONS_PER_HOUR`: registrations per source address per hour.
+pub const DEFAULT_REGISTRATIONS_PER_HOUR: i64 = 20;
+/// Default of `GATEHOUSE_REGISTRATION_BYTES_PER_HOUR`: bytes of registration requests per
+/// source address per hour (64 KiB).
+pub const DEFAULT_REGISTRATION_BYTES_PER_HOUR: i64 = 64 * 1024;
+/// Default of `GATEHOUSE_UNUSED_CLIENT_MAX_AGE`: one day, in seconds.
+pub const DEFAULT_UNUSED_CLIENT_MAX_AGE_SECS: i64 = 24 * 3600;
+
 /// One bad configuration value: `VARIABLE: what is wrong`.
 #[derive(Debug, thiserror::Error)]
 #[error("{variable}: {message}")]
@@ -97,6 +105,21 @@ pub struct Config {
     pub bootstrap_account: Option<(String, String)>,
     /// `GATEHOUSE_LOG_FORMAT`: `text` (default) or `json`.
     pub log_format: LogFormat,
+    /// `GATEHOUSE_PASSWORD_WORKERS`: threads that hash and verify passwords (default: cores − 1,
+    /// at least 1).
+    pub password_workers: usize,
+    /// `GATEHOUSE_PASSWORD_QUEUE`: password jobs that may wait for a worker; beyond it the
+    /// sign-in and setup pages answer 503 with `Retry-After`.
+    pub password_queue: usize,
+    /// `GATEHOUSE_REGISTRATIONS_PER_HOUR`: dynamic registrations accepted from one source
+    /// address per hour (RFC 7591 §3); further ones get 429 with `Retry-After`.
+    pub registrations_per_hour: i64,
+    /// `GATEHOUSE_REGISTRATION_BYTES_PER_HOUR`: total size in bytes of the registration
+    /// requests accepted from one source address per hour.
+    pub registration_bytes_per_hour: i64,
+    /// `GATEHOUSE_UNUSED_CLIENT_MAX_AGE`: seconds after which a registered client that never
+    /// completed an authorization is deleted by housekeeping.
+    pub unused_client_max_age_secs: i64,
 }
 
 impl Config {
@@ -265,6 +288,42 @@ impl Config {
             }
         };
 
+        let password_workers = parse_int(
+            "GATEHOUSE_PASSWORD_WORKERS",
+            get("GATEHOUSE_PASSWORD_WORKERS"),
+            crate::password::default_workers() as i64,
+            (1, 256),
+        )? as usize;
+        let password_queue = parse_int(
+            "GATEHOUSE_PASSWORD_QUEUE",
+            get("GATEHOUSE_PASSWORD_QUEUE"),
+            crate::password::DEFAULT_QUEUE as i64,
+            (1, 10_000),
+        )? as usize;
+        let registrations_per_hour = parse_int(
+            "GATEHOUSE_REGISTRATIONS_PER_HOUR",
+            get("GATEHOUSE_REGISTRATIONS_PER_HOUR"),
+            DEFAULT_REGISTRATIONS_PER_HOUR,
+            (1, 1_000_000),
+        )?;
+        let registration_bytes_per_hour = parse_int(
+            "GATEHOUSE_REGISTRATION_BYTES_PER_HOUR",
+            get("GATEHOUSE_REGISTRATION_BYTES_PER_HOUR"),
+            DEFAULT_REGISTRATION_BYTES_PER_HOUR,
+            // At least one registration of the largest accepted size.
+            (
+                crate::oauth::register::MAX_BODY_BYTES as i64,
+                1024 * 1024 * 1024,
+            ),
+        )?;
+        let unused_client_max_age_secs = parse_int(
+            "GATEHOUSE_UNUSED_CLIENT_MAX_AGE",
+            get("GATEHOUSE_UNUSED_CLIENT_MAX_AGE"),
+            DEFAULT_UNUSED_CLIENT_MAX_AGE_SECS,
+            // Longer than any authorization request or code takes to complete.
+            (3600, 365 * 24 * 3600),
+        )?;
+
         Ok(Config {
             mcp_server_url,
             mcp_path,
@@ -280,6 +339,11 @@ impl Config {
             max_result_bytes,
             bootstrap_account,
             log_format,
+            password_workers,
+            password_queue,
+            registrations_per_hour,
+            registration_bytes_per_hour,
+            unused_client_max_age_secs,
         })
     }
 
@@ -418,6 +482,11 @@ mod tests {
         assert_eq!(c.access_token_ttl_secs, 3600);
         assert_eq!(c.refresh_grace_secs, 60);
         assert_eq!(c.max_result_bytes, 65536);
+        assert!(c.password_workers >= 1);
+        assert_eq!(c.password_queue, 32);
+        assert_eq!(c.registrations_per_hour, 20);
+        assert_eq!(c.registration_bytes_per_hour, 65536);
+        assert_eq!(c.unused_client_max_age_secs, 86400);
         assert!(c.oauth_enabled);
         assert_eq!(
             c.allowed_origins,
@@ -462,6 +531,28 @@ mod tests {
         assert!(Config::from_vars(&vars(&[("GATEHOUSE_REFRESH_GRACE_SECONDS", "0")])).is_ok());
         let e = Config::from_vars(&vars(&[("GATEHOUSE_ACCESS_TOKEN_TTL", "0")])).unwrap_err();
         assert_eq!(e.variable, "GATEHOUSE_ACCESS_TOKEN_TTL");
+    }
+
+    #[test]
+    fn limits_are_bounded() {
+        for (name, bad) in [
+            ("GATEHOUSE_PASSWORD_WORKERS", "0"),
+            ("GATEHOUSE_PASSWORD_QUEUE", "0"),
+            ("GATEHOUSE_REGISTRATIONS_PER_HOUR", "0"),
+            ("GATEHOUSE_REGISTRATION_BYTES_PER_HOUR", "100"),
+            ("GATEHOUSE_UNUSED_CLIENT_MAX_AGE", "60"),
+        ] {
+            let e = Config::from_vars(&vars(&[(name, bad)])).unwrap_err();
+            assert_eq!(e.variable, name);
+        }
+        let c = Config::from_vars(&vars(&[
+            ("GATEHOUSE_PASSWORD_WORKERS", "3"),
+            ("GATEHOUSE_PASSWORD_QUEUE", "5"),
+            ("GATEHOUSE_UNUSED_CLIENT_MAX_AGE", "7200"),
+        ]))
+        .unwrap();
+        assert_eq!((c.password_workers, c.password_queue), (3, 5));
+        assert_eq!(c.unused_client_max_age_secs, 7200);
     }
 
     #[test]

@@ -1,13 +1,45 @@
 //! The `gatehouse` binary: parse the command line, load configuration, start telemetry, then
 //! serve or run one administrative command.
+//!
+//! Stopping is bounded: after SIGTERM or SIGINT, in-flight requests get
+//! [`gatehouse::app::SHUTDOWN_GRACE`]; then the runtime is shut down without waiting for work
+//! that is still running, and a watchdog ends the process at
+//! [`gatehouse::app::SHUTDOWN_BOUND`] if anything still holds it.
 
 use clap::Parser;
 use gatehouse::app::Application;
 use gatehouse::cli::{Cli, Command, run_admin};
 use gatehouse::config::Config;
 
-#[tokio::main]
-async fn main() {
+/// How long the runtime waits, once serving has stopped, for leftover tasks (a request past
+/// its grace, blocking work) before abandoning them.
+const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(2);
+
+fn main() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => fail(&format!("cannot start the async runtime: {e}")),
+    };
+    runtime.block_on(run());
+    // Dropping a runtime waits for every task to yield and every blocking job to end; a stop
+    // must not wait for those.
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
+}
+
+/// Ends the process once `bound` has passed (started when a stop signal arrives), should the
+/// orderly stop not have ended it by then.
+fn start_watchdog(bound: std::time::Duration) {
+    std::thread::spawn(move || {
+        std::thread::sleep(bound);
+        eprintln!("gatehouse: the stop took longer than {bound:?}; exiting now");
+        std::process::exit(1);
+    });
+}
+
+async fn run() {
     let cli = Cli::parse();
     let config = match Config::load(cli.config.as_deref()) {
         Ok(c) => c,
@@ -29,7 +61,11 @@ async fn main() {
     }
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
-            let stop = gatehouse::app::shutdown_signal();
+            let signal = gatehouse::app::shutdown_signal();
+            let stop = async move {
+                signal.await;
+                start_watchdog(gatehouse::app::SHUTDOWN_BOUND);
+            };
             let app = match Application::build(config.clone()).await {
                 Ok(app) => app,
                 Err(e) => fail(&e.to_string()),

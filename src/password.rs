@@ -1,14 +1,23 @@
-//! Password hashing with argon2id (RFC 9106), run off the async runtime.
+//! Password hashing with argon2id (RFC 9106) on a fixed pool of worker threads.
 //!
 //! Parameters follow the OWASP Password Storage Cheat Sheet's first argon2id configuration:
 //! 19 MiB of memory, 2 iterations, 1 degree of parallelism. Verification of an unknown email runs
 //! against a dummy hash so that timing does not reveal which emails exist.
+//!
+//! Every hash and verification runs on a [`PasswordPool`]: a fixed number of threads, each
+//! reusing one argon2 memory block (allocated at its first job, 19 MiB, then kept), behind a
+//! bounded queue. Resident memory for password work is therefore at most
+//! `workers × 19 MiB` whatever the load, the async runtime never runs argon2, and a burst beyond
+//! the queue is refused at once ([`PoolBusy`]) instead of waiting or allocating.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::{Algorithm, Argon2, Params, Version};
+use argon2::password_hash::{PasswordHash, SaltString};
+use argon2::{Algorithm, Argon2, Block, Params, Version};
 use rand::rngs::OsRng;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::domain::secret::constant_time_eq;
 
 /// Memory cost in KiB (19 MiB).
 pub const MEMORY_KIB: u32 = 19 * 1024;
@@ -16,11 +25,27 @@ pub const MEMORY_KIB: u32 = 19 * 1024;
 pub const ITERATIONS: u32 = 2;
 /// Lanes.
 pub const PARALLELISM: u32 = 1;
+/// Length of the stored hash, in bytes.
+pub const OUTPUT_LEN: usize = 32;
+/// Default length of the queue in front of the workers (`GATEHOUSE_PASSWORD_QUEUE`).
+pub const DEFAULT_QUEUE: usize = 32;
 
-fn hasher() -> Argon2<'static> {
-    let params = Params::new(MEMORY_KIB, ITERATIONS, PARALLELISM, None)
-        .expect("argon2 parameters are valid constants");
-    Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
+/// A PHC string of our parameters for a password nobody knows: unknown emails are verified
+/// against it so that they cost the same as known ones.
+const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRmb3JkdW1teQ$Cnp/5SPPyhvAFuvcsnw/XoqIi3Ss0iqU44W34nuEM8Q";
+
+fn params() -> Params {
+    Params::new(MEMORY_KIB, ITERATIONS, PARALLELISM, Some(OUTPUT_LEN))
+        .expect("argon2 parameters are valid constants")
+}
+
+/// The default number of workers: one less than the machine's cores, at least one.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .saturating_sub(1)
+        .max(1)
 }
 
 /// Errors from hashing.
@@ -29,62 +54,273 @@ pub enum PasswordError {
     /// argon2 refused the input.
     #[error("password hashing failed: {0}")]
     Hash(String),
-    /// The blocking task was lost.
+    /// The worker was lost before answering.
     #[error("password hashing task failed")]
     Join,
+    /// The queue is full; try again later.
+    #[error(transparent)]
+    Busy(#[from] PoolBusy),
 }
 
-fn hash_blocking(password: &str) -> Result<String, PasswordError> {
-    let salt = SaltString::generate(&mut OsRng);
-    hasher()
-        .hash_password(password.as_bytes(), &salt)
-        .map(|h| h.to_string())
-        .map_err(|e| PasswordError::Hash(e.to_string()))
+/// Every worker is busy and the queue is full: the caller should answer 503 with `Retry-After`.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the password queue is full")]
+pub struct PoolBusy;
+
+enum Job {
+    Hash {
+        password: String,
+        reply: oneshot::Sender<Result<String, PasswordError>>,
+    },
+    Verify {
+        password: String,
+        stored: Option<String>,
+        reply: oneshot::Sender<bool>,
+    },
 }
 
-fn dummy_hash() -> &'static str {
-    static DUMMY: OnceLock<String> = OnceLock::new();
-    DUMMY.get_or_init(|| {
-        hash_blocking("gatehouse-dummy-password-for-timing").expect("dummy hash must succeed")
-    })
+/// A fixed pool of password workers behind a bounded queue. Cheap to clone; the workers stop
+/// when the last clone is dropped.
+#[derive(Clone)]
+pub struct PasswordPool {
+    tx: mpsc::Sender<Job>,
+    workers: usize,
 }
 
-/// Hashes a password into an argon2id PHC string, on the blocking thread pool.
-pub async fn hash_password(password: String) -> Result<String, PasswordError> {
-    tokio::task::spawn_blocking(move || hash_blocking(&password))
-        .await
-        .map_err(|_| PasswordError::Join)?
+impl std::fmt::Debug for PasswordPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PasswordPool")
+            .field("workers", &self.workers)
+            .field("free_slots", &self.tx.capacity())
+            .finish()
+    }
 }
 
-/// Verifies `password` against `stored` (a PHC string), on the blocking thread pool. With
-/// `stored = None` (unknown account) it verifies against a dummy hash and returns `false`, so both
-/// paths cost the same.
-pub async fn verify_password(password: String, stored: Option<String>) -> bool {
-    tokio::task::spawn_blocking(move || {
-        let known = stored.is_some();
-        let phc = stored.unwrap_or_else(|| dummy_hash().to_string());
-        let ok = match PasswordHash::new(&phc) {
-            Ok(parsed) => hasher()
-                .verify_password(password.as_bytes(), &parsed)
-                .is_ok(),
-            Err(_) => false,
+/// A reserved place in the queue: the job sent through it is never refused.
+pub struct PasswordSlot<'a> {
+    permit: mpsc::Permit<'a, Job>,
+}
+
+impl PasswordPool {
+    /// Starts `workers` threads (at least one) and a queue of `queue` jobs (at least one).
+    /// Each worker allocates its argon2 memory at its first job and keeps it.
+    pub fn new(workers: usize, queue: usize) -> PasswordPool {
+        let workers = workers.max(1);
+        let (tx, rx) = mpsc::channel(queue.max(1));
+        let rx = Arc::new(Mutex::new(rx));
+        for n in 0..workers {
+            let rx = Arc::clone(&rx);
+            std::thread::Builder::new()
+                .name(format!("gatehouse-password-{n}"))
+                .spawn(move || worker(&rx))
+                .expect("cannot start a password worker thread");
+        }
+        PasswordPool { tx, workers }
+    }
+
+    /// Reserves a place in the queue without waiting.
+    ///
+    /// Errors: [`PoolBusy`] when every place is taken.
+    pub fn try_reserve(&self) -> Result<PasswordSlot<'_>, PoolBusy> {
+        self.tx
+            .try_reserve()
+            .map(|permit| PasswordSlot { permit })
+            .map_err(|_| PoolBusy)
+    }
+
+    /// Hashes `password` into an argon2id PHC string, waiting for a place in the queue (for the
+    /// command line and start-up, where nobody else is waiting).
+    pub async fn hash_waiting(&self, password: String) -> Result<String, PasswordError> {
+        let permit = self.tx.reserve().await.map_err(|_| PasswordError::Join)?;
+        PasswordSlot { permit }.hash(password).await
+    }
+}
+
+impl PasswordSlot<'_> {
+    /// Hashes `password` into an argon2id PHC string with our parameters (RFC 9106, 16-byte
+    /// random salt, 32-byte output).
+    pub async fn hash(self, password: String) -> Result<String, PasswordError> {
+        let (reply, rx) = oneshot::channel();
+        self.permit.send(Job::Hash { password, reply });
+        rx.await.map_err(|_| PasswordError::Join)?
+    }
+
+    /// Verifies `password` against `stored` (a PHC string). With `stored = None` (unknown
+    /// account) it verifies against a dummy hash and returns `false`, so both cost the same.
+    pub async fn verify(self, password: String, stored: Option<String>) -> bool {
+        let (reply, rx) = oneshot::channel();
+        self.permit.send(Job::Verify {
+            password,
+            stored,
+            reply,
+        });
+        rx.await.unwrap_or(false)
+    }
+}
+
+/// One worker: takes jobs until every sender is gone. The memory block grows once, to our
+/// parameters' size, and is reused for every job after.
+fn worker(rx: &Mutex<mpsc::Receiver<Job>>) {
+    let mut memory: Vec<Block> = Vec::new();
+    loop {
+        // Only one idle worker waits on the queue; the others wait for the lock.
+        let job = match rx.lock() {
+            Ok(mut rx) => rx.blocking_recv(),
+            Err(_) => None,
         };
-        ok && known
-    })
-    .await
-    .unwrap_or(false)
+        let Some(job) = job else { return };
+        match job {
+            Job::Hash { password, reply } => {
+                let _ = reply.send(hash_with(&mut memory, &password));
+            }
+            Job::Verify {
+                password,
+                stored,
+                reply,
+            } => {
+                let known = stored.is_some();
+                let phc = stored.as_deref().unwrap_or(DUMMY_HASH);
+                let ok = match verify_with(&mut memory, &password, phc) {
+                    Ok(ok) => ok,
+                    Err(e) => {
+                        tracing::error!(error = %e, "stored password hash cannot be checked");
+                        false
+                    }
+                };
+                let _ = reply.send(ok && known);
+            }
+        }
+    }
+}
+
+/// The first `blocks` blocks of the worker's memory, growing it when needed (never beyond our
+/// parameters' size: a stored hash asking for more is refused).
+fn blocks(memory: &mut Vec<Block>, blocks: usize) -> Result<&mut [Block], PasswordError> {
+    if blocks > params().block_count() {
+        return Err(PasswordError::Hash(format!(
+            "the stored hash needs {blocks} KiB of memory, more than {MEMORY_KIB}"
+        )));
+    }
+    if memory.len() < blocks {
+        memory.resize(blocks, Block::default());
+    }
+    Ok(&mut memory[..blocks])
+}
+
+fn hash_with(memory: &mut Vec<Block>, password: &str) -> Result<String, PasswordError> {
+    let err = |e: &dyn std::fmt::Display| PasswordError::Hash(e.to_string());
+    let params = params();
+    let salt = SaltString::generate(&mut OsRng);
+    let mut salt_bytes = [0u8; 64];
+    let salt_raw = salt.decode_b64(&mut salt_bytes).map_err(|e| err(&e))?;
+    let mut out = [0u8; OUTPUT_LEN];
+    let memory = blocks(memory, params.block_count())?;
+    Argon2::new(Algorithm::Argon2id, Version::V0x13, params.clone())
+        .hash_password_into_with_memory(password.as_bytes(), salt_raw, &mut out, memory)
+        .map_err(|e| err(&e))?;
+    let hash = PasswordHash {
+        algorithm: argon2::ARGON2ID_IDENT,
+        version: Some(Version::V0x13.into()),
+        params: (&params).try_into().map_err(|e| err(&e))?,
+        salt: Some(salt.as_salt()),
+        hash: Some(argon2::password_hash::Output::new(&out).map_err(|e| err(&e))?),
+    };
+    Ok(hash.to_string())
+}
+
+fn verify_with(memory: &mut Vec<Block>, password: &str, phc: &str) -> Result<bool, PasswordError> {
+    let err = |e: &dyn std::fmt::Display| PasswordError::Hash(e.to_string());
+    let parsed = PasswordHash::new(phc).map_err(|e| err(&e))?;
+    let algorithm = Algorithm::try_from(parsed.algorithm).map_err(|e| err(&e))?;
+    let version = match parsed.version {
+        Some(v) => Version::try_from(v).map_err(|e| err(&e))?,
+        None => Version::V0x13,
+    };
+    let params = Params::try_from(&parsed).map_err(|e| err(&e))?;
+    let (Some(salt), Some(expected)) = (parsed.salt, parsed.hash) else {
+        return Err(PasswordError::Hash(
+            "the stored hash has no salt or output".into(),
+        ));
+    };
+    let mut salt_bytes = [0u8; 64];
+    let salt_raw = salt.decode_b64(&mut salt_bytes).map_err(|e| err(&e))?;
+    let mut out = vec![0u8; expected.len()];
+    let memory = blocks(memory, params.block_count())?;
+    Argon2::new(algorithm, version, params)
+        .hash_password_into_with_memory(password.as_bytes(), salt_raw, &mut out, memory)
+        .map_err(|e| err(&e))?;
+    Ok(constant_time_eq(&out, expected.as_bytes()))
+}
+
+/// A one-worker pool for the command line, start-up and tests, created at first use.
+fn shared_pool() -> &'static PasswordPool {
+    static POOL: OnceLock<PasswordPool> = OnceLock::new();
+    POOL.get_or_init(|| PasswordPool::new(1, DEFAULT_QUEUE))
+}
+
+/// Hashes a password into an argon2id PHC string on a shared one-worker pool, waiting for a
+/// place in its queue (the command line's `account add`).
+pub async fn hash_password(password: String) -> Result<String, PasswordError> {
+    shared_pool().hash_waiting(password).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use argon2::password_hash::{PasswordHasher, PasswordVerifier};
 
     #[tokio::test]
     async fn hashes_are_argon2id_with_owasp_parameters_and_verify() {
-        let h = hash_password("a-long-password".into()).await.unwrap();
+        let pool = PasswordPool::new(1, 4);
+        let h = pool
+            .try_reserve()
+            .unwrap()
+            .hash("a-long-password".into())
+            .await
+            .unwrap();
         assert!(h.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"), "{h}");
-        assert!(verify_password("a-long-password".into(), Some(h.clone())).await);
-        assert!(!verify_password("wrong-password".into(), Some(h)).await);
-        assert!(!verify_password("a-long-password".into(), None).await);
+        let verify = |p: &str, s: Option<String>| {
+            let pool = pool.clone();
+            let p = p.to_string();
+            async move { pool.try_reserve().unwrap().verify(p, s).await }
+        };
+        assert!(verify("a-long-password", Some(h.clone())).await);
+        assert!(!verify("wrong-password", Some(h.clone())).await);
+        assert!(!verify("a-long-password", None).await);
+        // Our hashes are standard PHC strings, and standard ones verify here.
+        let parsed = PasswordHash::new(&h).unwrap();
+        assert!(
+            Argon2::default()
+                .verify_password(b"a-long-password", &parsed)
+                .is_ok()
+        );
+        let salt = SaltString::generate(&mut OsRng);
+        let theirs = Argon2::new(Algorithm::Argon2id, Version::V0x13, params())
+            .hash_password(b"another-password", &salt)
+            .unwrap()
+            .to_string();
+        assert!(verify("another-password", Some(theirs)).await);
+        assert!(!verify("x", Some("not a hash".into())).await);
+    }
+
+    #[test]
+    fn the_dummy_hash_has_our_parameters() {
+        let parsed = PasswordHash::new(DUMMY_HASH).unwrap();
+        let p = Params::try_from(&parsed).unwrap();
+        assert_eq!(
+            (p.m_cost(), p.t_cost(), p.p_cost(), p.output_len()),
+            (MEMORY_KIB, ITERATIONS, PARALLELISM, Some(OUTPUT_LEN))
+        );
+        assert_eq!(parsed.algorithm, argon2::ARGON2ID_IDENT);
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_refuses_at_once() {
+        let pool = PasswordPool::new(1, 1);
+        // A reserved place is held until its job is sent or the reservation dropped.
+        let first = pool.try_reserve().unwrap();
+        assert!(pool.try_reserve().is_err(), "queue of one is full");
+        drop(first);
+        assert!(pool.try_reserve().is_ok(), "a released place is free again");
     }
 }

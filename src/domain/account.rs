@@ -20,8 +20,11 @@ pub enum EmailError {
     /// Longer than 254 bytes after trimming.
     #[error("email address must be at most 254 characters")]
     TooLong,
-    /// Whitespace or a control character inside the address.
-    #[error("email address must not contain spaces or control characters")]
+    /// Whitespace, or a control, invisible or formatting character
+    /// ([`super::text::is_forbidden_in_line`]) inside the address, which is shown on pages.
+    #[error(
+        "email address must not contain spaces, or control, invisible or formatting characters"
+    )]
     InvalidCharacter,
     /// Zero or several `@`.
     #[error("email address must contain exactly one @")]
@@ -49,7 +52,10 @@ impl Email {
         if email.len() > MAX_EMAIL_LEN {
             return Err(EmailError::TooLong);
         }
-        if email.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        if email
+            .chars()
+            .any(|c| c.is_whitespace() || super::text::is_forbidden_in_line(c))
+        {
             return Err(EmailError::InvalidCharacter);
         }
         let mut parts = email.split('@');
@@ -203,6 +209,12 @@ mod tests {
             Email::parse("alice@exa\u{7}mple.com"),
             Err(EmailError::InvalidCharacter)
         );
+        for invisible in ['\u{200B}', '\u{2060}', '\u{00AD}', '\u{3164}'] {
+            assert_eq!(
+                Email::parse(&format!("ali{invisible}ce@example.com")),
+                Err(EmailError::InvalidCharacter)
+            );
+        }
         assert!(Email::parse("a@b").is_ok());
     }
 

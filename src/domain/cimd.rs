@@ -9,6 +9,20 @@ use serde_json::Value;
 use url::Url;
 
 use super::redirect_uri::validate_registration;
+use super::text::{check_line, forbidden_char};
+
+/// Longest `client_name`, in characters.
+pub const MAX_CLIENT_NAME_CHARS: usize = 200;
+/// The members besides `client_name` that a person may be shown (RFC 7591 §2): held to the
+/// rule of names ([`super::text::is_forbidden_in_line`]) when present.
+pub const DISPLAY_MEMBERS: [&str; 6] = [
+    "client_uri",
+    "logo_uri",
+    "tos_uri",
+    "policy_uri",
+    "software_id",
+    "software_version",
+];
 
 /// Largest document accepted, in bytes (the draft recommends 5 KB).
 pub const MAX_DOCUMENT_BYTES: usize = 5 * 1024;
@@ -42,9 +56,16 @@ pub fn is_url_client_id(client_id: &str) -> bool {
     client_id.starts_with("https://") || client_id.starts_with("http://")
 }
 
-/// Validates a URL-shaped `client_id` (§2): `https`, a host, a path other than `/`, no
-/// fragment, no userinfo, no query, no `.`/`..` segments.
+/// Validates a URL-shaped `client_id` (§2): printable ASCII, `https`, a host, a path other
+/// than `/`, no fragment, no userinfo, no query, no `.`/`..` segments.
 pub fn validate_client_id_url(client_id: &str) -> Result<Url, CimdError> {
+    // The id is shown on the consent page as it is: an RFC 3986 URI is printable ASCII, so
+    // nothing invisible can hide in it.
+    if !client_id.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(CimdError::BadUrl(
+            "it must be printable ASCII (percent-encode anything else)",
+        ));
+    }
     let url = Url::parse(client_id).map_err(|_| CimdError::BadUrl("not a URL"))?;
     if url.scheme() != "https" {
         return Err(CimdError::BadUrl("the scheme must be https"));
@@ -133,8 +154,10 @@ pub struct ClientMetadata {
 }
 
 /// Validates a fetched document (§3.1): a JSON object whose `client_id` equals the URL by simple
-/// string comparison, with `client_name` and `redirect_uris`, no shared secret, and (as a public
-/// client) `token_endpoint_auth_method` absent or `none`.
+/// string comparison, with `client_name` (at most 200 characters, passing
+/// [`super::text::check_line`]: nothing invisible, something visible) and `redirect_uris`, no
+/// invisible or formatting characters in the [`DISPLAY_MEMBERS`], no shared secret, and (as a
+/// public client) `token_endpoint_auth_method` absent or `none`.
 pub fn validate_document(client_id: &str, body: &[u8]) -> Result<ClientMetadata, CimdError> {
     let bad = |m: &str| CimdError::BadDocument(m.to_string());
     let doc: Value = serde_json::from_slice(body).map_err(|_| bad("not JSON"))?;
@@ -158,18 +181,27 @@ pub fn validate_document(client_id: &str, body: &[u8]) -> Result<ClientMetadata,
             )));
         }
     }
-    let client_name = obj
-        .get("client_name")
-        .and_then(Value::as_str)
-        .filter(|n| {
-            !n.trim().is_empty()
-                && n.chars().count() <= 200
-                && super::text::forbidden_char(n, false).is_none()
-        })
-        .ok_or_else(|| {
-            bad("client_name is required (1 to 200 characters, no control or invisible formatting characters)")
-        })?
-        .to_string();
+    let client_name = match obj.get("client_name").and_then(Value::as_str) {
+        Some(n) if n.chars().count() <= MAX_CLIENT_NAME_CHARS => {
+            check_line(n).map_err(|e| CimdError::BadDocument(format!("client_name {e}")))?;
+            n.to_string()
+        }
+        _ => {
+            return Err(bad(
+                "client_name is required (a string of 1 to 200 characters)",
+            ));
+        }
+    };
+    for member in DISPLAY_MEMBERS {
+        if let Some(v) = obj.get(member).and_then(Value::as_str)
+            && let Some(c) = forbidden_char(v, false)
+        {
+            return Err(CimdError::BadDocument(format!(
+                "{member} must not contain control, invisible or formatting characters (found U+{:04X})",
+                u32::from(c)
+            )));
+        }
+    }
     let uris = obj
         .get("redirect_uris")
         .and_then(Value::as_array)
@@ -234,6 +266,8 @@ mod tests {
             "https://app.example.com/c?x=1",
             "https://app.example.com/a/../c",
             "https://app.example.com/./c",
+            "https://app.example.com/c\u{200B}",
+            "https://app.example.com/c lient",
         ] {
             assert!(validate_client_id_url(bad).is_err(), "{bad}");
         }
@@ -285,6 +319,20 @@ mod tests {
         assert!(validate_document(id, basic.to_string().as_bytes()).is_err());
         let no_name = json!({"client_id": id, "redirect_uris": ["https://a.example/cb"]});
         assert!(validate_document(id, no_name.to_string().as_bytes()).is_err());
+        for name in [
+            "\u{3164}",
+            "Cla\u{200B}ude",
+            " \u{115F} ",
+            "App\u{180E}",
+            "",
+            "  ",
+        ] {
+            let doc = json!({"client_id": id, "client_name": name, "redirect_uris": ["https://a.example/cb"]});
+            let err = validate_document(id, doc.to_string().as_bytes()).unwrap_err();
+            assert!(err.to_string().contains("client_name"), "{name:?}: {err}");
+        }
+        let doc = json!({"client_id": id, "client_name": "App", "software_id": "x\u{2060}", "redirect_uris": ["https://a.example/cb"]});
+        assert!(validate_document(id, doc.to_string().as_bytes()).is_err());
         let bad_uri = json!({"client_id": id, "client_name": "App", "redirect_uris": ["javascript:alert(1)"]});
         assert!(validate_document(id, bad_uri.to_string().as_bytes()).is_err());
         assert!(validate_document(id, b"[1,2]").is_err());

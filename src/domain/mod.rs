@@ -11,3 +11,4 @@ pub mod scope;
 pub mod secret;
 pub mod successor;
 pub mod text;
+pub mod throttle;

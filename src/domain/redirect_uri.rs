@@ -1,8 +1,11 @@
 //! Redirect URI registration rules and matching (OAuth 2.1 draft-13 §2.3,
 //! §7.5.1, §8.4.2; RFC 8252 §7.1–7.3; RFC 7591 §2).
 //!
-//! Matching is exact string comparison, with the single RFC 8252 §7.3
-//! exception that a native app's `http` loopback redirect may use any port.
+//! Matching compares the two URIs after the normalization of RFC 3986 §6.2.2 (case of the
+//! scheme and host, percent-encoding, dot segments) and §6.2.3 (an empty `http(s)` path is `/`,
+//! the scheme's default port is no port), with the single RFC 8252 §7.3 exception that a native
+//! app's `http` loopback redirect may use any port. Nothing looser: no prefix, wildcard or
+//! cross-host match.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -79,10 +82,12 @@ pub enum RedirectUriError {
     /// Longer than 2000 bytes.
     #[error("redirect URI must be at most 2000 bytes")]
     TooLong,
-    /// Contains whitespace, a control character or a backslash, which URL
-    /// parsers silently drop or rewrite, so the registered string would not
-    /// be the URI actually used.
-    #[error("redirect URI must not contain whitespace, control characters or backslashes")]
+    /// Contains whitespace, a backslash, or a control, invisible or formatting character
+    /// ([`super::text::is_forbidden_in_line`]), which URL parsers silently drop or
+    /// rewrite, so the registered string would not be the URI actually used.
+    #[error(
+        "redirect URI must not contain whitespace, backslashes, or control, invisible or formatting characters"
+    )]
     InvalidCharacter,
     /// Not an absolute URI (RFC 3986 §4.3); carries the parser's reason.
     #[error("redirect URI must be an absolute URI ({0})")]
@@ -117,7 +122,7 @@ pub fn validate_registration(uri: &str) -> Result<(), RedirectUriError> {
     }
     if uri
         .chars()
-        .any(|c| c.is_whitespace() || c.is_control() || c == '\\')
+        .any(|c| c.is_whitespace() || c == '\\' || super::text::is_forbidden_in_line(c))
     {
         return Err(RedirectUriError::InvalidCharacter);
     }
@@ -130,7 +135,7 @@ pub fn validate_registration(uri: &str) -> Result<(), RedirectUriError> {
     }
     match url.scheme() {
         "https" => Ok(()),
-        "http" if loopback_parts(uri).is_some() => Ok(()),
+        "http" if is_http_loopback(uri) => Ok(()),
         "http" => Err(RedirectUriError::HttpNotLoopback),
         scheme if is_dangerous_scheme(scheme) => {
             Err(RedirectUriError::ForbiddenScheme(scheme.to_owned()))
@@ -154,13 +159,19 @@ pub fn is_loopback_host(host: &str) -> bool {
     host.parse::<Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Splits a raw `http://` URI with a loopback host into
-/// `(host, everything after the authority)`, ignoring the port. Works on the
-/// raw string so that no URL normalisation can make two URIs look equal.
-fn loopback_parts(uri: &str) -> Option<(&str, &str)> {
-    let rest = uri.strip_prefix("http://")?;
+/// True if a raw `http://` URI (scheme in any case) names a loopback host, whatever its
+/// port. Works on the raw string, so that a host only a lenient URL parser reads as loopback
+/// (`127.1`, `0x7f.0.0.1`) is not taken for one at registration.
+fn is_http_loopback(uri: &str) -> bool {
+    let Some(rest) = uri
+        .get(..7)
+        .filter(|scheme| scheme.eq_ignore_ascii_case("http://"))
+        .map(|_| &uri[7..])
+    else {
+        return false;
+    };
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, path_and_query) = rest.split_at(end);
+    let authority = &rest[..end];
     let host = match authority.rsplit_once(':') {
         Some((host, port))
             if port.bytes().all(|b| b.is_ascii_digit())
@@ -170,22 +181,91 @@ fn loopback_parts(uri: &str) -> Option<(&str, &str)> {
         }
         _ => authority,
     };
-    is_loopback_host(host).then_some((host, path_and_query))
+    is_loopback_host(host)
 }
 
-/// True if a `redirect_uri` from an authorization request matches a
-/// registered one (OAuth 2.1 draft-13 §2.3.1, §8.4.2): exact string
-/// equality, except that for `http` URIs on a loopback host the port may
-/// differ or be absent (RFC 8252 §7.3), provided host (`127.0.0.1` never
-/// equals `localhost`), path and query are byte-identical and the requested
-/// URI parses.
+/// A URI in the normal form of RFC 3986 §6.2.2–6.2.3, split into the parts that are compared.
+#[derive(Debug, PartialEq, Eq)]
+struct Normalized {
+    /// Lowercase scheme.
+    scheme: String,
+    /// Userinfo, if any (percent-encoding normalized).
+    userinfo: Option<String>,
+    /// Lowercase host (IPv6 literals in RFC 5952 form), if there is an authority.
+    host: Option<String>,
+    /// The port, absent when it was empty or the scheme's default (`http` 80, `https` 443).
+    port: Option<u16>,
+    /// The path without dot segments; `/` for an empty `http(s)` path with an authority.
+    path: String,
+    /// The query, if any.
+    query: Option<String>,
+    /// The fragment, if any.
+    fragment: Option<String>,
+}
+
+/// The default port of `http` (80) and `https` (443), the only schemes whose default port
+/// RFC 3986 §6.2.3 normalization applies to here.
+fn default_port(scheme: &fluent_uri::component::Scheme) -> Option<u16> {
+    match scheme.as_str().to_ascii_lowercase().as_str() {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    }
+}
+
+/// `uri` in normal form, or `None` if it is not an RFC 3986 URI (or its port is not a
+/// 16-bit number).
+fn normalize(uri: &str) -> Option<Normalized> {
+    let parsed = fluent_uri::Uri::parse(uri).ok()?;
+    let normal = fluent_uri::normalize::Normalizer::new()
+        .default_port_with(default_port)
+        .normalize(&parsed)
+        .ok()?;
+    let scheme = normal.scheme().as_str().to_owned();
+    let (userinfo, host, port) = match normal.authority() {
+        Some(authority) => (
+            authority.userinfo().map(|u| u.as_str().to_owned()),
+            Some(authority.host().to_owned()),
+            authority.port_to_u16().ok()?,
+        ),
+        None => (None, None, None),
+    };
+    let mut path = normal.path().as_str().to_owned();
+    if path.is_empty() && host.is_some() && matches!(scheme.as_str(), "http" | "https") {
+        path.push('/');
+    }
+    Some(Normalized {
+        scheme,
+        userinfo,
+        host,
+        port,
+        path,
+        query: normal.query().map(|q| q.as_str().to_owned()),
+        fragment: normal.fragment().map(|f| f.as_str().to_owned()),
+    })
+}
+
+/// True if a `redirect_uri` from an authorization request matches a registered one
+/// (OAuth 2.1 draft-13 §2.3.1, §8.4.2): the strings are equal, or they are equal after
+/// RFC 3986 §6.2.2–6.2.3 normalization — scheme and host compare case-insensitively,
+/// percent-encoding and dot segments are normalized, an empty `http(s)` path equals `/`, and
+/// the default port (`http` 80, `https` 443) equals no port. For `http` URIs whose host is
+/// loopback ([`is_loopback_host`]) the port may differ or be absent (RFC 8252 §7.3). Host
+/// (`127.0.0.1` never equals `localhost`), userinfo, path, query and fragment must still be
+/// equal: no prefix, wildcard or cross-host match. A requested URI that is not an RFC 3986 URI
+/// matches only by string equality.
 pub fn matches(registered: &str, requested: &str) -> bool {
     if registered == requested {
         return true;
     }
-    match (loopback_parts(registered), loopback_parts(requested)) {
-        (Some(reg), Some(req)) => reg == req && Url::parse(requested).is_ok(),
-        _ => false,
+    let (Some(reg), Some(req)) = (normalize(registered), normalize(requested)) else {
+        return false;
+    };
+    let loopback = reg.scheme == "http" && reg.host.as_deref().is_some_and(is_loopback_host);
+    if loopback {
+        Normalized { port: None, ..reg } == Normalized { port: None, ..req }
+    } else {
+        reg == req
     }
 }
 
@@ -220,6 +300,7 @@ mod tests {
             "http://127.1.2.3/cb",
             "http://[::1]:8080/cb",
             "http://localhost/cb",
+            "HTTP://127.0.0.1:1/cb",
             "cursor://anysphere.cursor-retrieval/oauth/callback",
             "vscode://x/y",
             "com.example.app:/oauth2redirect",
@@ -292,6 +373,14 @@ mod tests {
             validate_registration("https://good.example\\@evil.example/"),
             Err(InvalidCharacter)
         );
+        for invisible in ['\u{200B}', '\u{00AD}', '\u{3164}', '\u{2060}'] {
+            assert_eq!(
+                validate_registration(&format!("https://go{invisible}od.example/cb")),
+                Err(InvalidCharacter),
+                "U+{:04X}",
+                invisible as u32
+            );
+        }
         let long = format!("https://good.example/{}", "a".repeat(2000));
         assert_eq!(validate_registration(&long), Err(TooLong));
         assert_eq!(
@@ -377,24 +466,84 @@ mod tests {
     }
 
     #[test]
-    fn non_loopback_needs_exact_string_equality() {
+    fn equal_after_rfc3986_normalization() {
+        // RFC 3986 §6.2.3: an empty http(s) path is "/", the default port is no port.
+        for (registered, requested) in [
+            ("http://127.0.0.1:33418", "http://127.0.0.1:33418/"),
+            ("http://127.0.0.1/", "http://127.0.0.1:54321"),
+            ("http://[::1]", "http://[::1]:8080/"),
+            ("https://good.example", "https://good.example/"),
+            ("https://good.example/", "https://good.example"),
+            ("https://good.example/cb", "https://good.example:443/cb"),
+            ("https://good.example:443/cb", "https://good.example/cb"),
+            ("https://good.example/cb", "https://good.example:/cb"),
+            // §6.2.2.1: scheme and host are case-insensitive.
+            ("https://good.example/cb", "https://GOOD.Example/cb"),
+            ("https://good.example/cb", "HTTPS://good.example/cb"),
+            ("http://localhost:3000/cb", "HTTP://LOCALHOST:4000/cb"),
+            ("http://[::1]/cb", "http://[0:0:0:0:0:0:0:1]:5000/cb"),
+            (
+                "cursor://anysphere.cursor-retrieval/cb",
+                "Cursor://Anysphere.Cursor-Retrieval/cb",
+            ),
+            // §6.2.2.2: percent-encoded unreserved characters and the case of hex digits.
+            ("https://good.example/~cb", "https://good.example/%7Ecb"),
+            ("https://good.example/a%2fb", "https://good.example/a%2Fb"),
+            // §6.2.2.3: dot segments.
+            ("https://good.example/cb", "https://good.example/x/../cb"),
+        ] {
+            assert!(matches(registered, requested), "{registered} ~ {requested}");
+        }
+    }
+
+    #[test]
+    fn nothing_looser_than_normalization() {
         let registered = "https://good.example/cb";
-        assert!(matches(registered, "https://good.example/cb"));
-        assert!(!matches(registered, "https://evil.example/cb"));
-        assert!(!matches(registered, "https://good.example/cb/"));
-        assert!(!matches(registered, "https://good.example:443/cb"));
-        assert!(!matches(registered, "https://GOOD.example/cb"));
-        assert!(!matches(registered, "https://good.example/cb?x=1"));
+        for requested in [
+            "https://evil.example/cb",
+            "https://good.example.evil.example/cb",
+            "https://good.example/cb/",
+            "https://good.example/cb/more",
+            "https://good.example/c",
+            "https://good.example/CB",
+            "https://good.example/cb?x=1",
+            "https://good.example/cb#x",
+            "https://good.example:8443/cb",
+            "https://user@good.example/cb",
+            "http://good.example/cb",
+            "https://good.example%2Fcb",
+            "https://good.example\\cb",
+            "https://good.example/cb ",
+            "https://good.example/*",
+            "",
+        ] {
+            assert!(!matches(registered, requested), "{requested}");
+        }
         assert!(!matches(
             "https://good.example:8443/cb",
             "https://good.example:9443/cb"
         ));
+        assert!(!matches("https://good.example", "https://good.example/x"));
+        assert!(!matches("https://good.example/", "https://good.example/?"));
+        // The port exception is only for http loopback hosts.
+        assert!(!matches(
+            "https://127.0.0.1:8443/cb",
+            "https://127.0.0.1:9443/cb"
+        ));
+        assert!(!matches("http://127.0.0.1/cb", "http://127.1:5000/cb"));
+        assert!(!matches("http://127.0.0.1/cb", "http://[::1]:5000/cb"));
+        // Private-use schemes: the path stays case-sensitive and exact.
         let app = "cursor://anysphere.cursor-retrieval/oauth/callback";
         assert!(matches(app, app));
         assert!(!matches(
             app,
             "cursor://anysphere.cursor-retrieval/oauth/callback2"
         ));
+        assert!(!matches(
+            app,
+            "cursor://anysphere.cursor-retrieval/OAuth/callback"
+        ));
+        assert!(!matches("com.example.app:/cb", "com.example.app:/cb/"));
     }
 
     #[test]

@@ -57,6 +57,10 @@ pub enum ScopeError {
     /// (RFC 6749 §3.3). The token is not echoed back.
     #[error("scope contains a character not allowed by RFC 6749 §3.3")]
     Malformed,
+    /// A scope this server serves but the client did not register for (RFC 7591 §2 `scope`);
+    /// carries the registered scopes.
+    #[error("this application may only request \"{0}\"")]
+    NotRegistered(ScopeSet),
 }
 
 /// True if `token` is a non-empty `scope-token` (RFC 6749 §3.3):
@@ -100,6 +104,58 @@ impl ScopeSet {
             .map(Scope::from_str)
             .collect::<Result<BTreeSet<_>, _>>()
             .map(ScopeSet)
+    }
+
+    /// Parses a `scope` parameter keeping only the scopes this server serves: well-formed
+    /// tokens it does not know (`openid`, `profile`, `email`, …) are left out, as RFC 6749
+    /// §3.3 lets an authorization server ignore part of the requested scope. Separators,
+    /// duplicates and order as in [`ScopeSet::parse`]. Errors: [`ScopeError::Malformed`] for a
+    /// token outside the `scope-token` grammar.
+    pub fn parse_known(s: &str) -> Result<ScopeSet, ScopeError> {
+        let mut set = BTreeSet::new();
+        for token in s.split_ascii_whitespace() {
+            match Scope::from_str(token) {
+                Ok(scope) => {
+                    set.insert(scope);
+                }
+                Err(ScopeError::Unknown(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(ScopeSet(set))
+    }
+
+    /// The scopes granted at the authorization endpoint (RFC 6749 §3.3) for the `scope`
+    /// parameter `requested` of a client whose registered `scope` (RFC 7591 §2) is
+    /// `registered`:
+    ///
+    /// - values the server does not serve are ignored ([`ScopeSet::parse_known`]), and so is
+    ///   `offline_access` (refresh tokens are issued with every code);
+    /// - when no MCP scope remains (or none was requested) the default applies: the client's
+    ///   registered MCP scopes, or `mcp:read mcp:write` when it registered none;
+    /// - every granted scope must be covered by the registered ones, a broader scope covering
+    ///   a narrower one (`mcp:write` covers `mcp:read`).
+    ///
+    /// Errors: [`ScopeError::Malformed`] for a requested token outside the RFC 6749 §3.3
+    /// grammar; [`ScopeError::NotRegistered`] for a scope the client did not register for.
+    pub fn granted_for_request(
+        requested: Option<&str>,
+        registered: Option<&str>,
+    ) -> Result<ScopeSet, ScopeError> {
+        let registered = registered
+            .and_then(|r| ScopeSet::parse_known(r).ok())
+            .map(|r| r.without_offline_access())
+            .filter(|r| !r.is_empty());
+        let requested = ScopeSet::parse_known(requested.unwrap_or(""))?.without_offline_access();
+        if requested.is_empty() {
+            return Ok(registered.unwrap_or_else(ScopeSet::default_mcp));
+        }
+        match registered {
+            Some(allowed) if !requested.iter().all(|s| allowed.satisfies(s)) => {
+                Err(ScopeError::NotRegistered(allowed))
+            }
+            _ => Ok(requested),
+        }
     }
 
     /// The scopes granted when a client asks for none: `mcp:read mcp:write`.
@@ -238,6 +294,66 @@ mod tests {
         assert_eq!(all.without_offline_access(), default);
         assert!(all.contains(Scope::OfflineAccess));
         assert!(!default.contains(Scope::OfflineAccess));
+    }
+
+    #[test]
+    fn parse_known_ignores_values_the_server_does_not_serve() {
+        let set = ScopeSet::parse_known("openid profile mcp:read email").unwrap();
+        assert_eq!(set.to_string(), "mcp:read");
+        assert!(
+            ScopeSet::parse_known("openid profile email")
+                .unwrap()
+                .is_empty()
+        );
+        assert!(ScopeSet::parse_known("").unwrap().is_empty());
+        assert_eq!(
+            ScopeSet::parse_known("mcp:read a\"b"),
+            Err(ScopeError::Malformed)
+        );
+    }
+
+    #[test]
+    fn granted_scope_defaults_to_the_registered_scope() {
+        let grant = |requested, registered| {
+            ScopeSet::granted_for_request(requested, registered).map(|s| s.to_string())
+        };
+        // Nothing requested: the registered scope, else the server default.
+        assert_eq!(grant(None, Some("mcp:read")), Ok("mcp:read".into()));
+        assert_eq!(grant(None, None), Ok("mcp:read mcp:write".into()));
+        assert_eq!(
+            grant(None, Some("offline_access")),
+            Ok("mcp:read mcp:write".into())
+        );
+        // Only values the server does not serve (RFC 6749 §3.3): as if nothing was requested.
+        assert_eq!(
+            grant(Some("openid profile email"), Some("mcp:read")),
+            Ok("mcp:read".into())
+        );
+        assert_eq!(
+            grant(Some("openid profile email offline_access"), None),
+            Ok("mcp:read mcp:write".into())
+        );
+        // Known values are granted as asked, unknown ones dropped.
+        assert_eq!(grant(Some("openid mcp:read"), None), Ok("mcp:read".into()));
+        assert_eq!(
+            grant(Some("mcp:read"), Some("mcp:write")),
+            Ok("mcp:read".into()),
+            "mcp:write covers mcp:read"
+        );
+        // Beyond the registered scope, or malformed: refused.
+        assert_eq!(
+            grant(Some("mcp:write"), Some("mcp:read offline_access")),
+            Err(ScopeError::NotRegistered(
+                ScopeSet::parse("mcp:read").unwrap()
+            ))
+        );
+        assert_eq!(
+            grant(Some("mcp:write"), Some("mcp:read"))
+                .unwrap_err()
+                .to_string(),
+            "this application may only request \"mcp:read\""
+        );
+        assert_eq!(grant(Some("lesé"), None), Err(ScopeError::Malformed));
     }
 
     #[test]

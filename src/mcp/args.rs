@@ -12,11 +12,14 @@ use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::domain::notes::forbidden_char;
+use crate::domain::text::is_visible;
 
 /// A string of `MIN..=MAX` characters (Unicode scalar values). With `MIN > 0` a string of
-/// only white space is refused too. Control characters and bidirectional formatting
-/// characters are refused ([`crate::domain::notes::is_forbidden_in_line`]); with
-/// `MULTILINE` line feed, carriage return and tab are allowed
+/// only white space is refused too. One-line text (titles, tags) refuses control, invisible
+/// and formatting characters by Unicode property
+/// ([`crate::domain::notes::is_forbidden_in_line`]) and, with `MIN > 0`, needs a visible
+/// character ([`crate::domain::text::is_visible`]); with `MULTILINE` (note bodies) control and
+/// bidirectional formatting characters are refused, line feed, carriage return and tab allowed
 /// ([`crate::domain::notes::is_forbidden_in_text`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
@@ -54,16 +57,24 @@ impl<'de, const MIN: usize, const MAX: usize, const MULTILINE: bool> Deserialize
             )));
         }
         if let Some(c) = forbidden_char(&s, MULTILINE) {
-            let allowed = if MULTILINE {
-                " (line breaks and tabs are fine)"
+            let (what, allowed) = if MULTILINE {
+                (
+                    "control or bidirectional formatting characters",
+                    " (line breaks and tabs are fine)",
+                )
             } else {
-                ""
+                ("control, invisible or formatting characters", "")
             };
             return Err(D::Error::custom(format!(
-                "must not contain control or bidirectional formatting characters{allowed}; found U+{:04X} at character {}",
+                "must not contain {what}{allowed}; found U+{:04X} at character {}",
                 u32::from(c),
                 s.chars().position(|x| x == c).unwrap_or(0) + 1
             )));
+        }
+        if MIN > 0 && !MULTILINE && !s.chars().any(is_visible) {
+            return Err(D::Error::custom(
+                "must contain a visible character (a letter, digit, punctuation mark or symbol)",
+            ));
         }
         Ok(Text(s))
     }
@@ -314,7 +325,27 @@ mod tests {
             (
                 json!({"project_id": "p", "title": "a\nb"}),
                 "`title`",
-                "control or bidirectional",
+                "control, invisible or formatting",
+            ),
+            (
+                json!({"project_id": "p", "title": "\u{3164}"}),
+                "`title`",
+                "U+3164",
+            ),
+            (
+                json!({"project_id": "p", "title": "a\u{200B}b"}),
+                "`title`",
+                "U+200B",
+            ),
+            (
+                json!({"project_id": "p", "title": "t", "tags": ["\u{115F}"]}),
+                "`tags[0]`",
+                "U+115F",
+            ),
+            (
+                json!({"project_id": "p", "title": "\u{0301}"}),
+                "`title`",
+                "visible",
             ),
             (
                 json!({"project_id": "p", "title": "t", "tags": ["a\u{0}"]}),

@@ -265,6 +265,11 @@ impl ToolDef {
         standard_formats(&mut input_schema);
         let mut output_schema = (*schema_for_output::<O>()).clone();
         standard_formats(&mut output_schema);
+        for (which, schema) in [("input", &mut input_schema), ("output", &mut output_schema)] {
+            if let Err(e) = without_null(schema, which) {
+                panic!("tool {}: {e}", spec.name);
+            }
+        }
         let mut tool = Tool::new(spec.name, spec.description, Arc::new(input_schema));
         tool.title = Some(spec.title.to_string());
         tool.output_schema = Some(Arc::new(output_schema));
@@ -481,6 +486,121 @@ impl Catalog {
     }
 }
 
+/// Removes `null` from a generated schema, so optional members are simply optional (the
+/// portable form: validators such as the MCP Inspector's warn about nullable type arrays).
+/// schemars writes `Option<T>` as `"type": [T, "null"]`, as an `anyOf`/`oneOf` with a
+/// `{"type": "null"}` branch (the other branch is then merged into the schema), or with `null`
+/// in `enum` and `default`; all of these go.
+///
+/// Errors: a member listed in `required` whose schema allowed `null` — an output `Option`
+/// that would be sent as `null`: give it `#[serde(skip_serializing_if = "Option::is_none")]`.
+fn without_null(schema: &mut JsonObject, at: &str) -> Result<(), String> {
+    strip_null(schema, at).map(|_| ())
+}
+
+/// [`without_null`] on one schema object; whether it allowed `null`.
+fn strip_null(schema: &mut JsonObject, at: &str) -> Result<bool, String> {
+    use serde_json::Value;
+    let mut nullable = false;
+    if let Some(Value::Array(types)) = schema.get("type") {
+        let kept: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+        nullable |= kept.len() < types.len();
+        match kept.len() {
+            0 => return Err(format!("{at}: a schema that allows only null")),
+            1 => {
+                schema.insert("type".to_string(), kept[0].clone());
+            }
+            _ => {
+                schema.remove("type");
+                let branches = kept.into_iter().map(|t| serde_json::json!({ "type": t }));
+                schema.insert("anyOf".to_string(), Value::Array(branches.collect()));
+            }
+        }
+    }
+    for key in ["anyOf", "oneOf"] {
+        let Some(Value::Array(branches)) = schema.get_mut(key) else {
+            continue;
+        };
+        let before = branches.len();
+        branches.retain(|b| b != &serde_json::json!({ "type": "null" }));
+        if branches.len() == before {
+            continue;
+        }
+        nullable = true;
+        if let [Value::Object(only)] = branches.as_slice() {
+            let only = only.clone();
+            schema.remove(key);
+            for (k, v) in only {
+                schema.entry(k).or_insert(v);
+            }
+        }
+    }
+    if let Some(Value::Array(values)) = schema.get_mut("enum") {
+        let before = values.len();
+        values.retain(|v| !v.is_null());
+        nullable |= values.len() < before;
+    }
+    if schema.get("const").is_some_and(Value::is_null) {
+        return Err(format!("{at}: a schema that allows only null"));
+    }
+    if schema.get("default").is_some_and(Value::is_null) {
+        schema.remove("default");
+    }
+    let required: Vec<String> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(|n| n.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    for (key, value) in schema.iter_mut() {
+        let here = format!("{at}/{key}");
+        match key.as_str() {
+            "properties" => {
+                let Some(members) = value.as_object_mut() else {
+                    continue;
+                };
+                for (name, member) in members.iter_mut() {
+                    let Value::Object(member) = member else {
+                        continue;
+                    };
+                    if strip_null(member, &format!("{here}/{name}"))? && required.contains(name) {
+                        return Err(format!(
+                            "{here}/{name} is required but may be null: leave it out when empty \
+                             (skip_serializing_if)"
+                        ));
+                    }
+                }
+            }
+            "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => {
+                if let Some(members) = value.as_object_mut() {
+                    for (name, member) in members.iter_mut() {
+                        if let Value::Object(member) = member {
+                            strip_null(member, &format!("{here}/{name}"))?;
+                        }
+                    }
+                }
+            }
+            "const" | "enum" | "default" | "examples" | "required" | "type" => {}
+            _ => strip_null_in(value, &here)?,
+        }
+    }
+    Ok(nullable)
+}
+
+fn strip_null_in(value: &mut serde_json::Value, at: &str) -> Result<(), String> {
+    match value {
+        serde_json::Value::Object(map) => strip_null(map, at).map(|_| ()),
+        serde_json::Value::Array(items) => items
+            .iter_mut()
+            .enumerate()
+            .try_for_each(|(i, item)| strip_null_in(item, &format!("{at}/{i}"))),
+        _ => Ok(()),
+    }
+}
+
 /// Test support: finds `format` keywords outside JSON Schema 2020-12.
 #[cfg(test)]
 pub(crate) mod schema_check {
@@ -677,6 +797,7 @@ mod tests {
         struct Out {
             a: u64,
             b: usize,
+            #[serde(skip_serializing_if = "Option::is_none")]
             c: Option<u16>,
             d: f32,
             e: i32,
@@ -714,5 +835,45 @@ mod tests {
         assert_eq!(output["properties"]["f"]["format"], "int64", "{output}");
         assert_eq!(output["properties"]["e"]["format"], "int32", "{output}");
         assert_eq!(input["properties"]["c"]["type"], "number", "{input}");
+    }
+
+    #[test]
+    fn optional_members_are_simply_optional() {
+        let mut schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": ["integer", "null"], "minimum": 1},
+                "b": {"anyOf": [{"$ref": "#/$defs/B"}, {"type": "null"}], "description": "B."},
+                "c": {"type": "array", "items": {"type": ["string", "null"]}},
+                "d": {"enum": ["x", null], "default": null},
+                "e": {"type": ["string", "integer", "null"]}
+            },
+            "required": [],
+            "$defs": {"B": {"type": "object", "properties": {"n": {"type": ["number", "null"]}}}}
+        });
+        without_null(schema.as_object_mut().unwrap(), "s").unwrap();
+        assert_eq!(
+            schema,
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "a": {"type": "integer", "minimum": 1},
+                    "b": {"$ref": "#/$defs/B", "description": "B."},
+                    "c": {"type": "array", "items": {"type": "string"}},
+                    "d": {"enum": ["x"]},
+                    "e": {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+                },
+                "required": [],
+                "$defs": {"B": {"type": "object", "properties": {"n": {"type": "number"}}}}
+            })
+        );
+        // An output member that would be sent as null is a programming error.
+        let mut required = serde_json::json!({
+            "type": "object",
+            "properties": {"error": {"type": ["string", "null"]}},
+            "required": ["error"]
+        });
+        let e = without_null(required.as_object_mut().unwrap(), "output").unwrap_err();
+        assert!(e.contains("output/properties/error"), "{e}");
     }
 }

@@ -2,9 +2,17 @@
 //! §Security Warning; 2025-11-25 and later: an invalid present `Origin` is answered 403).
 //!
 //! Runs before authentication, so a foreign page is refused whether or not it holds a token:
+//! - the request names one host (RFC 9112 §3.2): more than one `Host` line, a `Host` that is
+//!   not a host, or none in an HTTP/1.1 request is answered `400`; an absolute-form request
+//!   target's authority (or HTTP/2's `:authority`) is the host, whatever `Host` says
+//!   (RFC 9112 §3.2.2);
 //! - a present `Origin` must be the issuer's origin or one of `GATEHOUSE_ALLOWED_ORIGINS`
-//!   (`*` allows any); a request without `Origin` (a non-browser client) passes;
-//! - when the server listens on a loopback address, the `Host` must be a loopback name
+//!   (`*` allows any), or — when the server listens on a loopback address or `MCP_SERVER_URL`
+//!   is loopback — itself a loopback origin (`http(s)://localhost`, `127.0.0.0/8`, `[::1]`,
+//!   any port): a page served from the user's own machine is not a DNS-rebinding attempt, and
+//!   this route's credentials are bearer tokens, never cookies. A request without `Origin` (a
+//!   non-browser client) passes;
+//! - when the server listens on a loopback address, the host must be a loopback name
 //!   (`localhost`, `127.0.0.0/8`, `[::1]`, any port) or the host of `MCP_SERVER_URL`, the issuer
 //!   or `FRONTEND_URL` (so a reverse proxy in front of a loopback listener keeps working).
 //!
@@ -13,7 +21,7 @@
 use std::net::IpAddr;
 
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{StatusCode, Version, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use url::Url;
@@ -37,6 +45,15 @@ fn is_loopback_host(host: &str) -> bool {
 /// The host of a `Host` header value (`name[:port]`, `[v6][:port]`), lowercased, brackets off.
 fn host_of(value: &str) -> Option<String> {
     let authority: axum::http::uri::Authority = value.parse().ok()?;
+    // `host[:port]` only: no user info, a port of digits (RFC 3986 §3.2).
+    let port = authority.as_str().get(authority.host().len()..)?;
+    let port_ok = port.is_empty()
+        || port
+            .strip_prefix(':')
+            .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()));
+    if authority.host().is_empty() || authority.as_str().contains('@') || !port_ok {
+        return None;
+    }
     Some(
         authority
             .host()
@@ -69,35 +86,100 @@ impl HostPolicy {
         }
     }
 
-    /// Whether a request with this `Host` header may proceed. A missing header passes (no
-    /// browser sends a request without one).
-    pub fn allows(&self, host_header: Option<&str>) -> bool {
-        let (Some(allowed), Some(value)) = (&self.allowed, host_header) else {
+    /// Whether a request naming this host (from [`request_host`]: lowercased, brackets off)
+    /// may proceed. An HTTP/1.0 request that names none passes (no browser sends one).
+    pub fn allows(&self, host: Option<&str>) -> bool {
+        let (Some(allowed), Some(host)) = (&self.allowed, host) else {
             return true;
         };
-        match host_of(value) {
-            Some(host) => is_loopback_host(&host) || allowed.contains(&host),
+        is_loopback_host(host) || allowed.iter().any(|a| a == host)
+    }
+}
+
+/// Which browser origins the MCP route serves: `GATEHOUSE_ALLOWED_ORIGINS` (with the issuer's
+/// origin), and any loopback origin when the server itself is loopback.
+#[derive(Debug, Clone)]
+pub struct OriginPolicy {
+    allowed: AllowedOrigins,
+    /// The listener or `MCP_SERVER_URL` is loopback: loopback origins are the user's own.
+    loopback: bool,
+}
+
+/// Whether an origin's URL is `http(s)` on a loopback host (`localhost` and its subdomains,
+/// `127.0.0.0/8`, `[::1]`).
+fn is_loopback_origin(url: &Url) -> bool {
+    matches!(url.scheme(), "http" | "https")
+        && match url.host() {
+            Some(url::Host::Domain(d)) => is_loopback_host(&d.to_ascii_lowercase()),
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
             None => false,
+        }
+}
+
+impl OriginPolicy {
+    /// The policy for `config`.
+    pub fn new(config: &Config) -> OriginPolicy {
+        let url_is_loopback = Url::parse(&config.mcp_server_url)
+            .ok()
+            .is_some_and(|u| is_loopback_origin(&u));
+        OriginPolicy {
+            allowed: config.allowed_origins.clone(),
+            loopback: config.bind.ip().is_loopback() || url_is_loopback,
+        }
+    }
+
+    /// Whether a present `Origin` header value is allowed (compared as an RFC 6454 ASCII
+    /// serialization, so `http://h:80` equals `http://h`). `null` and unparsable values are
+    /// allowed only under `*`.
+    pub fn allows(&self, origin: &str) -> bool {
+        if matches!(self.allowed, AllowedOrigins::Any) {
+            return true;
+        }
+        match Url::parse(origin) {
+            Ok(url) if url.has_host() => {
+                (self.loopback && is_loopback_origin(&url))
+                    || self.allowed.allows(&url.origin().ascii_serialization())
+            }
+            _ => false,
         }
     }
 }
 
-/// Whether a present `Origin` header value is allowed (compared as an RFC 6454 ASCII
-/// serialization, so `http://h:80` equals `http://h`). `null` and unparsable values are
-/// allowed only under `*`.
-pub fn origin_allowed(origin: &str, allowed: &AllowedOrigins) -> bool {
-    if matches!(allowed, AllowedOrigins::Any) {
-        return true;
+/// The host a request names (RFC 9112 §3.2, §3.2.2), lowercased, brackets off: the request
+/// target's authority when it has one (absolute form, HTTP/2), else the one `Host`. `Ok(None)`
+/// for an HTTP/1.0 request without `Host`. `Err` (answered `400`) for more than one `Host`
+/// line, a `Host` that is not `host[:port]`, or an HTTP/1.1 request without one.
+pub fn request_host(request: &Request) -> Result<Option<String>, &'static str> {
+    let mut lines = request.headers().get_all(header::HOST).iter();
+    let host = lines.next();
+    if lines.next().is_some() {
+        return Err("more than one Host header");
     }
-    match Url::parse(origin) {
-        Ok(url) if url.has_host() => allowed.allows(&url.origin().ascii_serialization()),
-        _ => false,
+    let host = match host {
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(host_of)
+                .ok_or("the Host header is not a host")?,
+        ),
+        None => None,
+    };
+    if let Some(authority) = request.uri().authority() {
+        return host_of(authority.as_str())
+            .map(Some)
+            .ok_or("the request target's authority is not a host");
     }
+    if host.is_none() && request.version() == Version::HTTP_11 {
+        return Err("an HTTP/1.1 request needs a Host header");
+    }
+    Ok(host)
 }
 
-fn forbidden(message: &'static str) -> Response {
+fn refusal(status: StatusCode, message: &'static str) -> Response {
     (
-        StatusCode::FORBIDDEN,
+        status,
         [(header::CONTENT_TYPE, "application/json")],
         serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}})
             .to_string(),
@@ -105,24 +187,35 @@ fn forbidden(message: &'static str) -> Response {
         .into_response()
 }
 
-/// Middleware: 403 for a foreign `Origin` or, on a loopback listener, a foreign `Host`.
+/// Middleware: 400 when the request does not name one host; 403 for a foreign `Origin` or, on
+/// a loopback listener, a foreign host.
 pub async fn guard(State(mcp): State<McpState>, request: Request, next: Next) -> Response {
-    let headers = request.headers();
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let ok = origin
-            .to_str()
-            .is_ok_and(|o| origin_allowed(o, &mcp.app.config.allowed_origins));
+    let host = match request_host(&request) {
+        Ok(host) => host,
+        Err(why) => {
+            tracing::info!(why, "MCP request without one valid host refused");
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: the request must name one host (one valid Host header)",
+            );
+        }
+    };
+    if let Some(origin) = request.headers().get(header::ORIGIN) {
+        let ok = origin.to_str().is_ok_and(|o| mcp.origins.allows(o));
         if !ok {
             tracing::warn!(origin = ?origin, "MCP request from a foreign Origin refused");
-            return forbidden("Forbidden: this Origin may not call the MCP endpoint");
+            return refusal(
+                StatusCode::FORBIDDEN,
+                "Forbidden: this Origin may not call the MCP endpoint",
+            );
         }
     }
-    let host = headers
-        .get(header::HOST)
-        .map(|h| h.to_str().unwrap_or("\u{0}"));
-    if !mcp.hosts.allows(host) {
+    if !mcp.hosts.allows(host.as_deref()) {
         tracing::warn!(host = ?host, "MCP request with a foreign Host refused (DNS rebinding?)");
-        return forbidden("Forbidden: this Host is not served here");
+        return refusal(
+            StatusCode::FORBIDDEN,
+            "Forbidden: this Host is not served here",
+        );
     }
     next.run(request).await
 }
@@ -131,37 +224,129 @@ pub async fn guard(State(mcp): State<McpState>, request: Request, next: Next) ->
 mod tests {
     use super::*;
 
+    fn request(version: Version, target: &str, hosts: &[&str]) -> Request {
+        let mut builder = axum::http::Request::builder()
+            .method("POST")
+            .uri(target)
+            .version(version);
+        for h in hosts {
+            builder = builder.header(header::HOST, *h);
+        }
+        builder.body(axum::body::Body::empty()).unwrap()
+    }
+
+    #[test]
+    fn one_host_per_request() {
+        #[allow(non_snake_case)]
+        let (HTTP_10, HTTP_11, HTTP_2) = (Version::HTTP_10, Version::HTTP_11, Version::HTTP_2);
+        let host = |v, t, h: &[&str]| request_host(&request(v, t, h));
+        assert_eq!(
+            host(HTTP_11, "/mcp", &["127.0.0.1:8080"]),
+            Ok(Some("127.0.0.1".into()))
+        );
+        assert_eq!(
+            host(HTTP_11, "/mcp", &["[::1]:8080"]),
+            Ok(Some("::1".into()))
+        );
+        assert_eq!(
+            host(HTTP_11, "/mcp", &["LOCALHOST"]),
+            Ok(Some("localhost".into()))
+        );
+        assert!(host(HTTP_11, "/mcp", &["127.0.0.1", "evil.example"]).is_err());
+        assert!(host(HTTP_11, "/mcp", &["127.0.0.1", "127.0.0.1"]).is_err());
+        assert!(host(HTTP_11, "/mcp", &[]).is_err());
+        for bad in ["", "a b", "u@evil.example", "h:port"] {
+            assert!(host(HTTP_11, "/mcp", &[bad]).is_err(), "{bad:?}");
+        }
+        assert_eq!(host(HTTP_10, "/mcp", &[]), Ok(None));
+        // The target's authority wins over Host (RFC 9112 §3.2.2), and stands in for it in
+        // HTTP/2.
+        assert_eq!(
+            host(HTTP_11, "http://evil.example/mcp", &["127.0.0.1"]),
+            Ok(Some("evil.example".into()))
+        );
+        assert_eq!(
+            host(HTTP_11, "http://127.0.0.1:9/mcp", &["evil.example"]),
+            Ok(Some("127.0.0.1".into()))
+        );
+        assert!(host(HTTP_11, "http://127.0.0.1/mcp", &["a", "b"]).is_err());
+        assert_eq!(
+            host(HTTP_2, "http://localhost:9/mcp", &[]),
+            Ok(Some("localhost".into()))
+        );
+    }
+
     #[test]
     fn loopback_policy() {
         let policy = HostPolicy {
             allowed: Some(vec!["mcp.example.com".into()]),
         };
         for ok in [
-            "127.0.0.1:8080",
+            "127.0.0.1",
             "localhost",
-            "LOCALHOST:3000",
-            "[::1]:8080",
+            "::1",
             "127.1.2.3",
             "mcp.example.com",
         ] {
             assert!(policy.allows(Some(ok)), "{ok}");
         }
-        for bad in ["evil.example", "evil.example:8080", "10.0.0.1", "", "a b"] {
+        for bad in ["evil.example", "10.0.0.1", "localhost.evil.example"] {
             assert!(!policy.allows(Some(bad)), "{bad}");
         }
         assert!(policy.allows(None));
         assert!(HostPolicy { allowed: None }.allows(Some("evil.example")));
     }
 
+    fn origins(allowed: AllowedOrigins, loopback: bool) -> OriginPolicy {
+        OriginPolicy { allowed, loopback }
+    }
+
     #[test]
-    fn origins() {
-        let list = AllowedOrigins::List(vec!["http://127.0.0.1:8080".into()]);
-        assert!(origin_allowed("http://127.0.0.1:8080", &list));
-        assert!(!origin_allowed("http://127.0.0.1:8081", &list));
-        assert!(!origin_allowed("https://evil.example", &list));
-        assert!(!origin_allowed("null", &list));
-        let https = AllowedOrigins::List(vec!["https://app.example".into()]);
-        assert!(origin_allowed("https://app.example:443", &https));
-        assert!(origin_allowed("null", &AllowedOrigins::Any));
+    fn origin_lists() {
+        let list = origins(
+            AllowedOrigins::List(vec!["http://127.0.0.1:8080".into()]),
+            false,
+        );
+        assert!(list.allows("http://127.0.0.1:8080"));
+        assert!(!list.allows("http://127.0.0.1:8081"));
+        assert!(!list.allows("https://evil.example"));
+        assert!(!list.allows("null"));
+        let https = origins(
+            AllowedOrigins::List(vec!["https://app.example".into()]),
+            false,
+        );
+        assert!(https.allows("https://app.example:443"));
+        assert!(origins(AllowedOrigins::Any, false).allows("null"));
+    }
+
+    #[test]
+    fn loopback_origins_on_a_loopback_server() {
+        let own = AllowedOrigins::List(vec!["http://127.0.0.1:8080".into()]);
+        let local = origins(own.clone(), true);
+        for ok in [
+            "http://127.0.0.1:8081",
+            "http://localhost:6274",
+            "http://[::1]:3000",
+            "https://localhost",
+            "http://app.localhost:5173",
+            "http://127.9.9.9",
+        ] {
+            assert!(local.allows(ok), "{ok}");
+            assert!(
+                !origins(own.clone(), false).allows(ok),
+                "{ok} on a public server"
+            );
+        }
+        for bad in [
+            "http://localhost.evil.example",
+            "http://127.0.0.1.nip.io",
+            "http://0.0.0.0:8080",
+            "http://[::ffff:127.0.0.1]:1",
+            "file://localhost/x",
+            "null",
+            "https://evil.example",
+        ] {
+            assert!(!local.allows(bad), "{bad}");
+        }
     }
 }

@@ -4,14 +4,17 @@
 //!
 //! Layers of `POST <mcp path>`, outermost first:
 //! 1. CORS: preflights are answered here, without authentication; `WWW-Authenticate` is exposed.
-//! 2. [`guard`]: a foreign `Origin`, or on a loopback listener a foreign `Host`, is refused (403).
-//! 3. [`auth`]: the credential (OAuth access token or API key) is checked (401 with a challenge
-//!    otherwise, 403 for a key used from an address it is not allowed from); a `tools/call` outside
-//!    the credential's scopes is refused (403 `insufficient_scope`); a JSON body that is not a
-//!    well-formed JSON-RPC message is answered with its JSON-RPC error ([`body`]: 400 `-32700`
-//!    or `-32600`, `-32602` for params that do not fit the method); the [`auth::Principal`]
-//!    is attached.
-//! 4. rmcp's `StreamableHttpService`, stateless, JSON responses, serving the revisions rmcp
+//! 2. [`guard`]: a request that does not name one host is refused (400); a foreign `Origin`,
+//!    or on a loopback listener a foreign host, is refused (403).
+//! 3. [`accept`]: `Accept` is read leniently — JSON whenever the client takes it (or says
+//!    nothing), one SSE event for an SSE-only client, `406` with a JSON-RPC error otherwise.
+//! 4. [`auth`]: the credential (OAuth access token or API key) is checked (401 with a challenge
+//!    otherwise, 403 for a key used from an address it is not allowed from); a `tools/call`
+//!    outside the credential's scopes is refused (403 `insufficient_scope`); a JSON body that is
+//!    not a well-formed JSON-RPC message is answered with its JSON-RPC error ([`body`]: 400
+//!    `-32700` or `-32600`, `-32602` for params that do not fit the method); the
+//!    [`auth::Principal`] is attached.
+//! 5. rmcp's `StreamableHttpService`, stateless, JSON responses, serving the revisions rmcp
 //!    knows (2024-11-05 … 2026-07-28): `initialize` for the older ones, `server/discover` and
 //!    per-request `_meta` for 2026-07-28, with rmcp's header checks, `resultType` and cache
 //!    hints.
@@ -22,7 +25,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
-use axum::middleware::from_fn_with_state;
+use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, post_service};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -30,8 +33,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::app::AppState;
-use crate::config::{AllowedOrigins, Config};
 
+pub mod accept;
 pub mod args;
 pub mod auth;
 pub mod body;
@@ -52,6 +55,8 @@ pub struct McpState {
     pub catalog: Arc<catalog::Catalog>,
     /// Which `Host` values are served.
     pub hosts: Arc<guard::HostPolicy>,
+    /// Which browser origins are served.
+    pub origins: Arc<guard::OriginPolicy>,
     /// When this process last wrote each API key's use.
     pub key_use: Arc<auth::KeyUseTracker>,
 }
@@ -64,16 +69,10 @@ async fn method_not_allowed() -> impl IntoResponse {
     )
 }
 
-/// CORS of the MCP route: the same origins the guard allows.
-fn cors(config: &Config) -> CorsLayer {
-    let origins = match &config.allowed_origins {
-        AllowedOrigins::Any => AllowOrigin::any(),
-        AllowedOrigins::List(list) => AllowOrigin::list(
-            list.iter()
-                .filter_map(|o| HeaderValue::from_str(o).ok())
-                .collect::<Vec<_>>(),
-        ),
-    };
+/// CORS of the MCP route: the same origins the guard allows ([`guard::OriginPolicy`]).
+fn cors(origins: Arc<guard::OriginPolicy>) -> CorsLayer {
+    let origins =
+        AllowOrigin::predicate(move |origin, _| origin.to_str().is_ok_and(|o| origins.allows(o)));
     CorsLayer::new()
         .allow_origin(origins)
         .allow_methods([Method::POST])
@@ -106,6 +105,7 @@ pub fn router(state: AppState) -> Router {
         app: state.clone(),
         catalog,
         hosts: Arc::new(guard::HostPolicy::new(&config)),
+        origins: Arc::new(guard::OriginPolicy::new(&config)),
         key_use: Arc::new(auth::KeyUseTracker::default()),
     };
     let service_state = mcp.clone();
@@ -123,9 +123,10 @@ pub fn router(state: AppState) -> Router {
     );
     let endpoint: MethodRouter = post_service(service)
         .route_layer(from_fn_with_state(mcp.clone(), auth::authenticate))
+        .route_layer(from_fn(accept::negotiate))
         .route_layer(from_fn_with_state(mcp.clone(), guard::guard))
         .fallback(method_not_allowed)
-        .layer(cors(&config));
+        .layer(cors(mcp.origins.clone()));
     let path = config.mcp_path.clone();
     let mut router = Router::new()
         .route(&path, endpoint.clone())

@@ -27,28 +27,37 @@ const KEEP_WHOLE: &[&str] = &[
     "kind",
     "status",
 ];
-/// Strings shorter than this are never cut.
+/// Strings shorter than this are not cut in the first pass; the second pass cuts any text.
 const MIN_CUT: usize = 64;
+/// What a cut text ends with.
+const ELLIPSIS: char = '…';
 /// Room kept for the note and the JSON-RPC envelope.
 const OVERHEAD: usize = 256;
 
-fn size(v: &Value) -> usize {
+fn size<T: serde::Serialize + ?Sized>(v: &T) -> usize {
     serde_json::to_string(v).map(|s| s.len()).unwrap_or(0)
 }
 
-/// Removes about `excess` bytes from `v`, from its largest part; `false` if nothing can be cut.
-fn shrink(v: &mut Value, excess: usize) -> bool {
+/// Removes about `excess` bytes of JSON from `v`, from its largest part, leaving texts of at
+/// least `floor` bytes (plus the ellipsis). Returns `true` only when the JSON of `v` became
+/// strictly shorter, so a loop that calls this until it answers `false` ends.
+fn shrink(v: &mut Value, excess: usize, floor: usize) -> bool {
     match v {
         Value::String(s) => {
-            if s.len() <= MIN_CUT {
+            let mark = ELLIPSIS.len_utf8();
+            // Cut to `keep` bytes plus the ellipsis, only when that is shorter than now.
+            if s.len() <= floor + mark {
                 return false;
             }
-            let mut keep = s.len().saturating_sub(excess + 3).max(MIN_CUT);
+            let mut keep = s.len().saturating_sub(excess.max(1) + mark).max(floor);
             while !s.is_char_boundary(keep) {
                 keep -= 1;
             }
+            if keep + mark >= s.len() {
+                return false;
+            }
             s.truncate(keep);
-            s.push('…');
+            s.push(ELLIPSIS);
             true
         }
         Value::Array(items) => {
@@ -59,18 +68,20 @@ fn shrink(v: &mut Value, excess: usize) -> bool {
             let total: usize = sizes.iter().sum();
             if let Some((i, &biggest)) = sizes.iter().enumerate().max_by_key(|(_, n)| **n)
                 && (items.len() == 1 || biggest * 2 > total)
-                && shrink(&mut items[i], excess)
+                && shrink(&mut items[i], excess, floor)
             {
                 return true;
             }
             // Drop trailing items worth about `excess` bytes in one step (each item is measured
-            // once), so cutting a large list costs linear, not quadratic, time.
+            // once), so cutting a large list costs linear, not quadratic, time. At least one
+            // item goes.
             let mut removed = 0;
-            while removed < excess
-                && let Some(n) = sizes.get(items.len().wrapping_sub(1))
-            {
+            while let Some(n) = sizes.get(items.len().wrapping_sub(1)) {
                 removed += n + 1;
                 items.pop();
+                if removed >= excess {
+                    break;
+                }
             }
             true
         }
@@ -83,22 +94,76 @@ fn shrink(v: &mut Value, excess: usize) -> bool {
             fields.sort_by_key(|f| std::cmp::Reverse(f.1));
             fields
                 .into_iter()
-                .any(|(k, _)| map.get_mut(&k).is_some_and(|v| shrink(v, excess)))
+                .any(|(k, _)| map.get_mut(&k).is_some_and(|v| shrink(v, excess, floor)))
         }
         _ => false,
     }
 }
 
-/// Cuts `value` until its JSON is at most `budget` bytes. Returns whether anything was cut.
-fn fit(value: &mut Value, budget: usize) -> bool {
+/// Cuts `value` until its JSON is at most `budget` bytes or nothing more can be cut at
+/// `floor`. Returns whether anything was cut. Ends: every step makes the JSON strictly shorter.
+fn fit(value: &mut Value, budget: usize, floor: usize) -> bool {
     let mut cut = false;
     loop {
         let n = size(value);
-        if n <= budget || !shrink(value, n - budget) {
+        if n <= budget || !shrink(value, n - budget, floor) {
             return cut;
         }
         cut = true;
     }
+}
+
+/// Cuts `value` until `build(&value)` serializes to at most `max_bytes`, starting with `value`
+/// cut to `budget` bytes and tightening the budget by what the assembled answer still exceeds.
+/// Texts are first kept to [`MIN_CUT`] bytes, then cut further if that is not enough. `None`
+/// when nothing left to cut makes it fit (ids and URIs are never cut).
+///
+/// Ends: every round either returns, lowers the floor (once), or lowers the budget by at least
+/// 16 bytes and 1/16 of itself; at budget 0 or when a round can cut nothing, the last floor
+/// gives up. [`fit`] itself ends because every cut makes the JSON strictly shorter.
+fn cut_to_fit<T: serde::Serialize>(
+    mut value: Value,
+    max_bytes: usize,
+    mut budget: usize,
+    build: impl Fn(&Value) -> T,
+) -> Option<T> {
+    let mut floor = MIN_CUT;
+    loop {
+        let cut = fit(&mut value, budget, floor);
+        let out = build(&value);
+        let n = size(&out);
+        if n <= max_bytes {
+            return Some(out);
+        }
+        // Nothing more can be cut at this floor, or no smaller budget is left: cut texts
+        // further once, then give up.
+        let stalled = !cut && size(&value) > budget;
+        if stalled || budget == 0 {
+            if floor == 0 {
+                return None;
+            }
+            floor = 0;
+            continue;
+        }
+        budget = budget.saturating_sub(((n - max_bytes) / 2 + 16).max(budget / 16));
+    }
+}
+
+/// Runs CPU-bound work — cutting and serializing a result, which takes time proportional to
+/// its size — on tokio's blocking pool, at most one job per CPU at once, so the async workers
+/// stay free to serve other requests, timers and the stop signal (a stop abandons what is
+/// still running here after its grace period). `None` if the work panicked.
+pub async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    let slots = SLOTS.get_or_init(|| {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        tokio::sync::Semaphore::new(cpus)
+    });
+    // The semaphore is never closed, so acquiring only waits.
+    let _slot = slots.acquire().await.ok()?;
+    tokio::task::spawn_blocking(work).await.ok()
 }
 
 fn link_block(link: Link) -> ContentBlock {
@@ -121,55 +186,64 @@ fn assemble(value: Value, links: &[ContentBlock], note: Option<&str>) -> CallToo
 }
 
 /// The `CallToolResult` for one call, bounded by `max_bytes` (its JSON, both copies and the
-/// links included).
+/// links included; `max_bytes` ≥ 1024, the lowest `GATEHOUSE_MAX_RESULT_BYTES`).
+///
+/// A result that does not fit is cut (the last list items, the end of long texts; ids and
+/// URIs stay whole) and carries `"truncated": true` and a note. When even the cut result does
+/// not fit (ids too long for the limit), the answer is an `isError` result saying so — never
+/// more than `max_bytes`. CPU work proportional to the result's size: call it off the async
+/// workers for large results (see [`crate::mcp::server`]).
 pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallToolResult {
     let produced = match result {
         Ok(p) => p,
         Err(e) => return CallToolResult::error(vec![ContentBlock::text(e.message())]),
     };
     let links: Vec<ContentBlock> = produced.links.into_iter().map(link_block).collect();
-    let mut value = produced.value;
+    let value = produced.value;
     let whole = assemble(value.clone(), &links, None);
-    let whole_size = serde_json::to_string(&whole).map(|s| s.len()).unwrap_or(0);
+    let whole_size = size(&whole);
     if whole_size <= max_bytes {
         return whole;
     }
+    drop(whole);
     let note = format!(
         "[Result cut to fit {max_bytes} bytes (it was {whole_size}): the last list items and the \
          end of long texts are missing. Ask for less, e.g. a smaller limit, or read one note at \
          a time.]"
     );
-    // The JSON is sent twice (structured and as escaped text): start from half the room left
-    // and tighten until the assembled result fits.
-    let links_size: usize = links
-        .iter()
-        .map(|l| serde_json::to_string(l).map(|s| s.len()).unwrap_or(0))
-        .sum();
-    let mut budget = max_bytes.saturating_sub(links_size + note.len() + OVERHEAD) / 2;
-    loop {
-        fit(&mut value, budget);
-        let mut marked = value.clone();
-        if let Value::Object(map) = &mut marked {
-            map.insert("truncated".to_string(), Value::Bool(true));
-        }
-        let out = assemble(marked, &links, Some(&note));
-        let size = serde_json::to_string(&out).map(|s| s.len()).unwrap_or(0);
-        if size <= max_bytes || budget <= MIN_CUT {
-            return out;
-        }
-        budget = budget.saturating_sub((size - max_bytes) / 2 + 16);
-    }
-}
-
-fn json_len<T: serde::Serialize>(v: &T) -> usize {
-    serde_json::to_string(v).map(|s| s.len()).unwrap_or(0)
+    // The JSON is sent twice (structured and as escaped text): start from half the room left.
+    // At the lowest limits the note itself is a fair share of the room: a short one is tried
+    // before giving up.
+    let short_note = format!("[Cut to fit {max_bytes} bytes; ask for less.]");
+    let links_size: usize = links.iter().map(size).sum();
+    let attempt = |value: Value, note: &str| {
+        let budget = max_bytes.saturating_sub(links_size + note.len() + OVERHEAD) / 2;
+        let build = |v: &Value| {
+            let mut marked = v.clone();
+            if let Value::Object(map) = &mut marked {
+                map.insert("truncated".to_string(), Value::Bool(true));
+            }
+            assemble(marked, &links, Some(note))
+        };
+        cut_to_fit(value, max_bytes, budget, build)
+    };
+    attempt(value.clone(), &note)
+        .or_else(|| attempt(value, &short_note))
+        .unwrap_or_else(|| {
+            CallToolResult::error(vec![ContentBlock::text(format!(
+                "The result ({whole_size} bytes) does not fit the server's limit of {max_bytes} \
+                 bytes even when cut. The call itself was carried out; ask for less (e.g. a \
+                 smaller limit) or read one item at a time."
+            ))])
+        })
 }
 
 /// The `resources/read` result holding the JSON document `value` of `uri`, bounded by
-/// `max_bytes` (the JSON of the whole result). A document that does not fit is cut like a tool
-/// result (the last list items, the end of long texts; ids and URIs stay whole) and gets
-/// `"truncated": true` and a `"truncation_notice"`: what was cut, then `rest` — how to get
-/// the rest.
+/// `max_bytes` (the JSON of the whole result; ≥ 1024). A document that does not fit is cut
+/// like a tool result (the last list items, the end of long texts; ids and URIs stay whole)
+/// and gets `"truncated": true` and a `"truncation_notice"`: what was cut, then `rest` — how
+/// to get the rest. When even that does not fit, the document is only `truncated` and the
+/// notice. `uri` is one of the server's own resource URIs (short).
 pub fn resource_document(
     uri: &str,
     value: Value,
@@ -183,40 +257,46 @@ pub fn resource_document(
         ])
     };
     let whole = build(&value);
-    let whole_size = json_len(&whole);
+    let whole_size = size(&whole);
     if whole_size <= max_bytes {
         return whole;
     }
+    drop(whole);
     let notice = format!(
         "This document was cut to fit {max_bytes} bytes (it was {whole_size}): the last list \
          items and the end of long texts are missing. {rest}"
     );
-    let mut value = value;
-    // The document is sent as escaped text: start from the room left and tighten until the
-    // result fits.
-    let mut budget = max_bytes.saturating_sub(uri.len() + notice.len() + OVERHEAD);
-    loop {
-        fit(&mut value, budget);
-        let mut marked = value.clone();
+    let mark = |v: &Value, notice: &str| {
+        let mut marked = v.clone();
         if let Value::Object(map) = &mut marked {
             map.insert("truncated".to_string(), Value::Bool(true));
             map.insert(
                 "truncation_notice".to_string(),
-                Value::String(notice.clone()),
+                Value::String(notice.to_string()),
             );
         }
-        let out = build(&marked);
-        let size = json_len(&out);
-        if size <= max_bytes || budget <= MIN_CUT {
-            return out;
+        build(&marked)
+    };
+    // The document is sent as escaped text: start from the room left.
+    let budget = max_bytes.saturating_sub(uri.len() + notice.len() + OVERHEAD);
+    cut_to_fit(value, max_bytes, budget, |v| mark(v, &notice)).unwrap_or_else(|| {
+        let empty = Value::Object(serde_json::Map::new());
+        let out = mark(&empty, &notice);
+        if size(&out) <= max_bytes {
+            out
+        } else {
+            mark(
+                &empty,
+                &format!("This document does not fit {max_bytes} bytes."),
+            )
         }
-        budget = budget.saturating_sub(size - max_bytes + 16);
-    }
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
 
     fn produced(value: Value) -> Produced {
@@ -315,7 +395,7 @@ mod tests {
             .collect();
         let doc = json!({"id": "job1", "uri": "gatehouse://jobs/export/job1", "document": {"project_id": "p", "notes": notes}});
         let r = resource_document("gatehouse://jobs/export/job1", doc, 4096, "Use get_note.");
-        assert!(json_len(&r) <= 4096, "{}", json_len(&r));
+        assert!(size(&r) <= 4096, "{}", size(&r));
         let cut = document_of(&r);
         assert_eq!(cut["truncated"], true);
         assert_eq!(cut["id"], "job1");
@@ -335,8 +415,115 @@ mod tests {
             2048,
             "x",
         );
-        assert!(json_len(&r) <= 2048, "{}", json_len(&r));
+        assert!(size(&r) <= 2048, "{}", size(&r));
         let cut = document_of(&r);
         assert!(cut["body"].as_str().unwrap().ends_with('…'));
+    }
+
+    /// Runs `f` on its own thread; `None` when it has not returned within `secs` (a loop that
+    /// does not end).
+    fn returns_within<T: Send + 'static>(
+        secs: u64,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(secs)).ok()
+    }
+
+    #[test]
+    fn a_text_just_over_the_cut_floor_at_the_lowest_limit_ends() {
+        // The issue's case: a 600-character note body at GATEHOUSE_MAX_RESULT_BYTES=1024.
+        let note = json!({
+            "id": "3f1c2b9e-7d4a-4c8e-9b1a-2e5f6a7b8c9d",
+            "project_id": "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+            "title": "A note",
+            "body": "b".repeat(600),
+            "tags": [],
+            "uri": "gatehouse://projects/0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d/notes/3f1c2b9e-7d4a-4c8e-9b1a-2e5f6a7b8c9d",
+            "created_at": 1_700_000_000,
+            "updated_at": 1_700_000_000
+        });
+        let n = note.clone();
+        let r = returns_within(10, move || render(Ok(produced(n)), 1024)).expect("render returns");
+        assert!(serde_json::to_string(&r).unwrap().len() <= 1024);
+        let r = returns_within(10, move || {
+            resource_document("gatehouse://x", note, 1024, "Use get_note.")
+        })
+        .expect("resource_document returns");
+        assert!(size(&r) <= 1024);
+    }
+
+    #[test]
+    fn ids_too_long_to_fit_still_give_a_bounded_answer() {
+        let doc = json!({"id": "i".repeat(5000), "uri": "u".repeat(5000), "title": "t"});
+        let d = doc.clone();
+        let r = returns_within(10, move || render(Ok(produced(d)), 1024)).expect("returns");
+        assert!(serde_json::to_string(&r).unwrap().len() <= 1024);
+        assert_eq!(
+            r.is_error,
+            Some(true),
+            "nothing usable fits: said so, not sent whole"
+        );
+        let r = returns_within(10, move || {
+            resource_document("gatehouse://x", doc, 1024, "Use get_note.")
+        })
+        .expect("returns");
+        assert!(size(&r) <= 1024);
+        assert_eq!(document_of(&r)["truncated"], true);
+    }
+
+    /// Random JSON: multibyte and escaped text, deep nesting, long arrays, the never-cut keys.
+    fn payload() -> impl Strategy<Value = Value> {
+        let text = prop_oneof![
+            "[a-z ]{0,80}",
+            "\\PC{0,300}",
+            "[\"\\\\\\x00-\\x1f]{0,200}",
+            "[é€😀a]{0,2000}",
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            text.prop_map(Value::String),
+        ];
+        leaf.prop_recursive(10, 2000, 40, |inner| {
+            let key = prop_oneof![
+                "[a-z_]{1,12}",
+                proptest::sample::select(KEEP_WHOLE.to_vec()).prop_map(str::to_string),
+            ];
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..120).prop_map(Value::Array),
+                proptest::collection::btree_map(key, inner, 0..8)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn every_result_fits_its_limit_and_the_cut_returns(
+            value in payload(),
+            max in prop_oneof![1024usize..4096, 1024usize..=70_000, Just(1024usize)],
+        ) {
+            let v = value.clone();
+            let r = returns_within(20, move || render(Ok(produced(v)), max));
+            prop_assert!(r.is_some(), "render did not return (limit {})", max);
+            let n = serde_json::to_string(&r.unwrap()).unwrap().len();
+            prop_assert!(n <= max, "tool result {} > {}", n, max);
+
+            let r = returns_within(20, move || {
+                resource_document("gatehouse://projects/p/notes/n", value, max, "Use get_note.")
+            });
+            prop_assert!(r.is_some(), "resource_document did not return (limit {})", max);
+            let r = r.unwrap();
+            let n = size(&r);
+            prop_assert!(n <= max, "resource {} > {}", n, max);
+            document_of(&r);
+        }
     }
 }

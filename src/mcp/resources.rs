@@ -213,22 +213,24 @@ pub fn templates() -> Vec<ResourceTemplate> {
     ]
 }
 
-/// The contents of `uri`: `value` as JSON, bounded by `GATEHOUSE_MAX_RESULT_BYTES` like tool
-/// results; `rest` tells how to get what a cut leaves out.
-fn json_contents<T: Serialize>(
+/// The contents of `uri`: the JSON document `document()` makes, bounded by
+/// `GATEHOUSE_MAX_RESULT_BYTES` like tool results; `rest` tells how to get what a cut leaves
+/// out. Making, cutting and serializing the document run off the async workers
+/// ([`output::off_runtime`]).
+async fn json_contents(
     app: &AppState,
     uri: &str,
-    value: &T,
-    rest: &str,
+    document: impl FnOnce() -> Result<serde_json::Value, serde_json::Error> + Send + 'static,
+    rest: String,
 ) -> Result<ReadResourceResult, ErrorData> {
-    let value = serde_json::to_value(value)
-        .map_err(|e| ErrorData::internal_error(format!("serialize: {e}"), None))?;
-    Ok(output::resource_document(
-        uri,
-        value,
-        app.config.max_result_bytes,
-        rest,
-    ))
+    let max_bytes = app.config.max_result_bytes;
+    let uri = uri.to_owned();
+    output::off_runtime(move || {
+        document().map(|value| output::resource_document(&uri, value, max_bytes, &rest))
+    })
+    .await
+    .ok_or_else(|| ErrorData::internal_error("the document could not be prepared", None))?
+    .map_err(|e| ErrorData::internal_error(format!("serialize: {e}"), None))
 }
 
 /// `resources/read` of one URI, for this caller. The document is bounded by
@@ -250,7 +252,7 @@ pub async fn read(
             let count = store.count_notes(&project_id).await.map_err(internal)?;
             let view = ProjectView::new(&app.config, &m, count);
             let rest = format!("Open the project in the console: {}", view.console_url);
-            json_contents(app, uri, &view, &rest)
+            json_contents(app, uri, move || serde_json::to_value(view), rest).await
         }
         ResourceUri::Note {
             project_id,
@@ -270,7 +272,8 @@ pub async fn read(
                 "The note is longer than one result may be; get_note returns it under the same bound. Read it whole in the project's console: {}/projects/{project_id}",
                 app.config.frontend_url
             );
-            json_contents(app, uri, &NoteView::from(note), &rest)
+            let view = NoteView::from(note);
+            json_contents(app, uri, move || serde_json::to_value(view), rest).await
         }
         ResourceUri::Job { kind, job_id } => {
             let job = store
@@ -290,23 +293,20 @@ pub async fn read(
                 job: JobView,
                 document: Option<serde_json::Value>,
             }
-            let document = job
-                .result
-                .as_deref()
-                .and_then(|d| serde_json::from_str(d).ok());
             let rest = format!(
                 "note_count is the number of notes exported. Read the notes one at a time with get_note (project_id \"{}\" and the note ids, or search_notes to find them), or as the resources gatehouse://projects/{}/notes/{{note_id}}.",
                 job.project_id, job.project_id
             );
-            json_contents(
-                app,
-                uri,
-                &JobDocument {
-                    job: JobView::from(&job),
+            let view = JobView::from(&job);
+            let result = job.result;
+            let document = move || {
+                let document = result.as_deref().and_then(|d| serde_json::from_str(d).ok());
+                serde_json::to_value(JobDocument {
+                    job: view,
                     document,
-                },
-                &rest,
-            )
+                })
+            };
+            json_contents(app, uri, document, rest).await
         }
     }
 }

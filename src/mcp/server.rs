@@ -174,7 +174,11 @@ impl ServerHandler for GatehouseMcp {
                 now,
             )
             .await;
-        Ok(output::render(outcome.result, config.max_result_bytes).into())
+        let max_bytes = config.max_result_bytes;
+        let rendered = output::off_runtime(move || output::render(outcome.result, max_bytes))
+            .await
+            .ok_or_else(|| ErrorData::internal_error("the result could not be prepared", None))?;
+        Ok(rendered.into())
     }
 
     async fn list_resources(

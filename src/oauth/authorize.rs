@@ -16,6 +16,7 @@ use crate::domain::pkce::is_valid_challenge;
 use crate::domain::redirect_uri::matches;
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::{Secret, TokenKind};
+use crate::domain::text::check_line;
 use crate::store::StoreError;
 use crate::store::oauth::CodeRecord;
 
@@ -30,13 +31,15 @@ pub const CODE_TTL_SECS: i64 = 600;
 pub struct AuthorizationRequest {
     /// The client.
     pub client_id: String,
-    /// Its registered name, if any (shown as unverified).
+    /// Its registered name, if any and if it passes [`check_line`] (shown as unverified;
+    /// otherwise the page says "An unnamed application").
     pub client_name: Option<String>,
     /// The redirect URI to answer at, exactly as requested.
     pub redirect_uri: String,
     /// The registered redirect URI it matched (consent is remembered per this one).
     pub registered_redirect_uri: String,
-    /// Requested scopes (never empty of MCP scopes).
+    /// The scopes granted if the person approves ([`ScopeSet::granted_for_request`]: unknown
+    /// values ignored, the client's registered scope by default; never empty of MCP scopes).
     pub scope: String,
     /// `state`, echoed unchanged.
     pub state: Option<String>,
@@ -210,31 +213,14 @@ pub async fn validate(
         }
         None => app.config.mcp_server_url.clone(),
     };
-    let mut scopes = match params.get("scope") {
-        Some(s) => ScopeSet::parse(s).map_err(|e| fail("invalid_scope", e.to_string()))?,
-        None => ScopeSet::default_mcp(),
-    };
-    // offline_access changes nothing (refresh tokens are always issued); a request for it alone
-    // means the default MCP scopes.
-    scopes = scopes.without_offline_access();
-    if scopes.is_empty() {
-        scopes = ScopeSet::default_mcp();
-    }
-    if let Some(allowed) = client
-        .scope
-        .as_deref()
-        .and_then(|s| ScopeSet::parse(s).ok())
-        && !scopes.is_subset(&allowed.without_offline_access())
-    {
-        return Err(fail(
-            "invalid_scope",
-            format!("this application may only request \"{allowed}\""),
-        ));
-    }
+    let scopes =
+        ScopeSet::granted_for_request(params.get("scope").copied(), client.scope.as_deref())
+            .map_err(|e| fail("invalid_scope", e.to_string()))?;
     let prompt = params.get("prompt").map(|s| s.to_string());
     Ok(AuthorizationRequest {
         client_id: client.client_id,
-        client_name: client.client_name,
+        // A name stored before the rule of names applied at registration is not shown.
+        client_name: client.client_name.filter(|n| check_line(n).is_ok()),
         redirect_uri,
         registered_redirect_uri: registered,
         scope: scopes.to_string(),

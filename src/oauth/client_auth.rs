@@ -60,14 +60,18 @@ pub fn parse_params<'a>(
     Ok(out)
 }
 
+/// The `(client_id, client_secret)` of an `Authorization: Basic` header (RFC 7617, RFC 6749
+/// §2.3.1), `None` without one. The scheme name is matched case-insensitively and may be
+/// followed by several spaces (RFC 9110 §11.1, §11.4: `auth-scheme 1*SP token68`).
 fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, OAuthError> {
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Ok(None);
     };
     let value = value.to_str().unwrap_or("");
     let Some(encoded) = value
-        .strip_prefix("Basic ")
-        .or_else(|| value.strip_prefix("basic "))
+        .split_once(' ')
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("Basic"))
+        .map(|(_, rest)| rest)
     else {
         return Ok(None);
     };
@@ -90,12 +94,14 @@ fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, OA
     Ok(Some((unescape(id), unescape(secret))))
 }
 
-/// Authenticates the calling client as it registered: `client_secret_basic`,
-/// `client_secret_post` or `none` (public, `client_id` in the body). Secrets are compared as
-/// SHA-256 digests in constant time.
+/// Authenticates the calling client with any method the metadata advertises (RFC 8414 §2
+/// `*_endpoint_auth_methods_supported`): a client that was issued a secret presents it with
+/// `client_secret_basic` (which RFC 6749 §2.3.1 requires the server to accept from every such
+/// client, whatever it registered) or `client_secret_post`; a public client sends only its
+/// `client_id` (`none`). Secrets are compared as SHA-256 digests in constant time.
 ///
-/// Errors: `invalid_client` (401) for an unknown client, a wrong secret or a method other than
-/// the registered one; `invalid_request` for two methods at once.
+/// Errors: `invalid_client` (401) for an unknown client, a wrong secret, a secret from a
+/// public client or none from a confidential one; `invalid_request` for two methods at once.
 pub async fn authenticate_client(
     app: &AppState,
     headers: &HeaderMap,
@@ -138,11 +144,13 @@ pub async fn authenticate_client(
         Err(ClientLookupError::Metadata(e)) => return Err(fail(&e.to_string())),
         Err(ClientLookupError::Store(e)) => return Err(e.into()),
     };
-    if client.auth_method != method {
-        return Err(fail(&format!(
-            "this client is registered for {} authentication",
-            client.auth_method
-        )));
+    let confidential = client.client_secret_hash.is_some();
+    if confidential != (method != "none") {
+        return Err(fail(&if confidential {
+            "this client was issued a secret: authenticate with client_secret_basic or client_secret_post".to_string()
+        } else {
+            "this is a public client: send only its client_id (method none)".to_string()
+        }));
     }
     if let (Some(expected), Some(presented)) = (&client.client_secret_hash, &secret) {
         let presented = Secret::from_presented(presented.clone()).hash();

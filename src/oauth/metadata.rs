@@ -15,6 +15,26 @@ pub const GRANT_TYPES: [&str; 2] = ["authorization_code", "refresh_token"];
 /// only service clients made on the command line may use (RFC 6749 §4.4).
 pub const SUPPORTED_GRANT_TYPES: [&str; 3] =
     ["authorization_code", "refresh_token", "client_credentials"];
+/// The grant types a client registered for `registered` may use (RFC 7591 §2 `grant_types`):
+/// the registered ones, plus `refresh_token` whenever `authorization_code` is there, since the
+/// token endpoint issues a refresh token with every code (OAuth 2.1 §4.1.3, §4.3) and a client
+/// must be able to use it. Order: as registered, `refresh_token` appended.
+pub fn effective_grant_types(registered: &[String]) -> Vec<String> {
+    let mut grants = registered.to_vec();
+    if grants.iter().any(|g| g == "authorization_code")
+        && !grants.iter().any(|g| g == "refresh_token")
+    {
+        grants.push("refresh_token".into());
+    }
+    grants
+}
+
+/// Whether a client registered for `registered` grant types may use `grant`
+/// ([`effective_grant_types`]).
+pub fn permits_grant(registered: &[String], grant: &str) -> bool {
+    effective_grant_types(registered).iter().any(|g| g == grant)
+}
+
 /// The client authentication methods the token endpoint accepts.
 pub const AUTH_METHODS: [&str; 3] = ["none", "client_secret_basic", "client_secret_post"];
 

@@ -3,8 +3,12 @@
 //! Public clients register with `token_endpoint_auth_method: none`; confidential ones with
 //! `client_secret_basic` or `client_secret_post` and receive a `client_secret` once (stored as
 //! SHA-256). Omitted members take RFC 7591 §2 defaults, except `grant_types`, which defaults to
-//! `authorization_code` + `refresh_token`. Unknown members are ignored; known ones we store are
-//! echoed back (§3.2.1), never as empty strings.
+//! `authorization_code` + `refresh_token`: `refresh_token` is implied by `authorization_code`
+//! (the token endpoint issues a refresh token with every code) and always registered with it.
+//! Unknown members and unknown scope values are ignored; known ones we store are echoed back
+//! (§3.2.1), never as empty strings. Text a person may be shown (`client_name`, the URIs,
+//! `software_id`, `software_version`, `contacts`) holds no control, invisible or formatting
+//! character, and `client_name` holds something visible ([`crate::domain::text`]).
 
 use std::net::SocketAddr;
 
@@ -19,7 +23,10 @@ use crate::app::AppState;
 use crate::domain::redirect_uri::validate_registration;
 use crate::domain::scope::ScopeSet;
 use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
+use crate::domain::text::{check_line, forbidden_char};
+use crate::domain::throttle::{Policy, source_key};
 use crate::store::audit::AuditEvent;
+use crate::store::limits::{Admission, Limit};
 use crate::store::now;
 use crate::store::oauth::ClientRecord;
 
@@ -81,6 +88,9 @@ async fn register_inner(
                 "the request body is larger than {MAX_BODY_BYTES} bytes"
             ))
         })?;
+    if let Some(refused) = registration_limit(state, ip, bytes.len()).await? {
+        return Ok(refused);
+    }
     let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
         OAuthError::InvalidClientMetadata(format!("the request body is not valid JSON: {e}"))
     })?;
@@ -159,6 +169,51 @@ async fn register_inner(
         .into_response())
 }
 
+/// RFC 7591 §3 lets a server limit registrations: each source address (an IPv6 /64) may send
+/// `GATEHOUSE_REGISTRATIONS_PER_HOUR` requests and `GATEHOUSE_REGISTRATION_BYTES_PER_HOUR` bytes
+/// of requests per hour (counted before the request is parsed, whatever its outcome). Beyond
+/// that: `429 Too Many Requests` with `Retry-After` (RFC 6585 §4) and an RFC 6749 §5.2 body,
+/// `temporarily_unavailable`, with nothing written.
+async fn registration_limit(
+    state: &AppState,
+    ip: &str,
+    size: usize,
+) -> Result<Option<Response>, OAuthError> {
+    let source = match ip.parse() {
+        Ok(addr) => source_key(addr),
+        Err(_) => ip.to_string(),
+    };
+    let limit = Limit::new(
+        "register-address",
+        &source,
+        Policy::Window {
+            max_hits: state.config.registrations_per_hour,
+            max_amount: state.config.registration_bytes_per_hour,
+            window_secs: 3600,
+        },
+        i64::try_from(size).unwrap_or(i64::MAX),
+    );
+    Ok(match state.store.admit(&[limit], now()).await? {
+        Admission::Admitted(_) => None,
+        Admission::Refused { retry_after, .. } => Some(
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                [
+                    (header::CACHE_CONTROL, "no-store".to_string()),
+                    (header::RETRY_AFTER, retry_after.to_string()),
+                ],
+                axum::Json(json!({
+                    "error": "temporarily_unavailable",
+                    "error_description": format!(
+                        "too many registrations from this address; retry after {retry_after} seconds"
+                    ),
+                })),
+            )
+                .into_response(),
+        ),
+    })
+}
+
 struct Parsed {
     redirect_uris: Vec<String>,
     auth_method: String,
@@ -206,19 +261,20 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
         )));
     }
 
-    let grant_types = string_list(req, "grant_types")?
+    let requested_grants = string_list(req, "grant_types")?
         .filter(|g| !g.is_empty())
-        .unwrap_or_else(|| vec!["authorization_code".into(), "refresh_token".into()]);
-    for g in &grant_types {
+        .unwrap_or_else(|| vec!["authorization_code".into()]);
+    for g in &requested_grants {
         if !super::metadata::GRANT_TYPES.contains(&g.as_str()) {
             return Err(bad(format!(
                 "grant type \"{g}\" is not supported (use authorization_code and refresh_token)"
             )));
         }
     }
-    if !grant_types.iter().any(|g| g == "authorization_code") {
+    if !requested_grants.iter().any(|g| g == "authorization_code") {
         return Err(bad("grant_types must include authorization_code"));
     }
+    let grant_types = super::metadata::effective_grant_types(&requested_grants);
 
     if let Some(rt) = string_list(req, "response_types")?
         && rt.iter().any(|r| r != "code")
@@ -251,18 +307,19 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
                 "client_name must be at most {MAX_CLIENT_NAME_CHARS} characters"
             )));
         }
-        if let Some(c) = crate::domain::text::forbidden_char(n, false) {
-            return Err(bad(format!(
-                "client_name must not contain control or invisible formatting characters (found U+{:04X})",
-                c as u32
-            )));
-        }
+        check_line(n).map_err(|e| bad(format!("client_name {e}")))?;
     }
 
-    let scope = opt_string(req, "scope")?;
-    if let Some(s) = &scope {
-        ScopeSet::parse(s).map_err(|e| bad(format!("scope: {e}")))?;
-    }
+    // RFC 7591 §3.2.1 lets the server register less than asked and say so in the response:
+    // scope values it does not serve (`openid`, `profile`, …) are left out, as at the
+    // authorization endpoint (RFC 6749 §3.3); with none left, no scope is registered.
+    let scope = match opt_string(req, "scope")? {
+        Some(s) => {
+            let known = ScopeSet::parse_known(&s).map_err(|e| bad(format!("scope: {e}")))?;
+            (!known.is_empty()).then(|| known.to_string())
+        }
+        None => None,
+    };
 
     // OpenID Connect Registration §2 (MCP 2026-07-28 asks clients to send it): "web" or
     // "native". Both may use loopback redirect URIs here, which MCP's native clients need.
@@ -281,6 +338,7 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
             if v.len() > MAX_URI_BYTES {
                 return Err(bad(format!("{key} must be at most {MAX_URI_BYTES} bytes")));
             }
+            refuse_invisible(key, &v)?;
             extra.push((key.to_string(), Value::String(v)));
         }
     }
@@ -290,6 +348,9 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
             .filter(|c| !c.is_empty())
             .take(10)
             .collect();
+        for c in &contacts {
+            refuse_invisible("contacts", c)?;
+        }
         if !contacts.is_empty() {
             extra.push(("contacts".into(), json!(contacts)));
         }
@@ -302,6 +363,20 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
         scope,
         extra,
     })
+}
+
+/// Refuses a member a person may be shown (RFC 7591 §2 human-readable and URI members) when
+/// it holds a control, invisible or formatting character
+/// ([`crate::domain::text::is_forbidden_in_line`]); the description names the member and the
+/// character.
+fn refuse_invisible(key: &str, value: &str) -> Result<(), OAuthError> {
+    match forbidden_char(value, false) {
+        Some(c) => Err(bad(format!(
+            "{key} must not contain control, invisible or formatting characters (found U+{:04X})",
+            u32::from(c)
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn truncate(s: &str) -> String {

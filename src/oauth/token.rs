@@ -88,7 +88,7 @@ pub async fn token(
         let grant = params
             .get("grant_type")
             .ok_or_else(|| OAuthError::InvalidRequest("grant_type is required".into()))?;
-        if !client.grant_types.iter().any(|g| g == grant)
+        if !super::metadata::permits_grant(&client.grant_types, grant)
             && super::metadata::GRANT_TYPES.contains(&grant.as_str())
         {
             return Err(OAuthError::UnauthorizedClient(format!(
@@ -316,10 +316,9 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
         .params
         .get("code")
         .ok_or_else(|| OAuthError::InvalidRequest("code is required".into()))?;
-    let verifier = ctx
-        .params
-        .get("code_verifier")
-        .ok_or_else(|| OAuthError::InvalidRequest("code_verifier is required (PKCE)".into()))?;
+    // Every code is issued with a code_challenge, so a missing verifier is a failed PKCE
+    // verification: invalid_grant, like a wrong one (OAuth 2.1 §4.1.3, RFC 7636 §4.6).
+    let verifier = ctx.params.get("code_verifier");
     let hash = Secret::from_presented(code.clone()).hash();
     let invalid = || {
         OAuthError::InvalidGrant(
@@ -342,10 +341,19 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
             ));
         }
         check_target(ctx, &record.resource, record.issuer.as_deref())?;
-        if !verify_s256(verifier, &record.code_challenge) {
-            return Err(OAuthError::InvalidGrant(
-                "code_verifier does not match the code_challenge".into(),
-            ));
+        match verifier {
+            None => {
+                return Err(OAuthError::InvalidGrant(
+                    "code_verifier is required: the code was issued with a code_challenge (PKCE)"
+                        .into(),
+                ));
+            }
+            Some(v) if !verify_s256(v, &record.code_challenge) => {
+                return Err(OAuthError::InvalidGrant(
+                    "code_verifier does not match the code_challenge".into(),
+                ));
+            }
+            Some(_) => {}
         }
         if record.expires_at <= ctx.now {
             return Err(invalid());

@@ -73,67 +73,6 @@ impl Store {
         }
     }
 
-    /// Records a sign-in attempt before it is checked, as a failure (so concurrent attempts
-    /// count each other); [`Store::finish_signin_attempt`] sets its real outcome. Returns its id.
-    pub async fn begin_signin_attempt(
-        &self,
-        source_ip: &str,
-        email: &str,
-        now: i64,
-    ) -> Result<i64, StoreError> {
-        let row = sqlx::query(
-            "INSERT INTO audit_events (at, event, outcome, subject, source_ip, detail) \
-             VALUES ($1, 'signin', 'failure', $2, $3, 'checking') RETURNING id",
-        )
-        .bind(now)
-        .bind(email)
-        .bind(source_ip)
-        .fetch_one(self.pool())
-        .await?;
-        Ok(row.try_get("id")?)
-    }
-
-    /// Sets the outcome (`success` or `failure`), account and detail of an attempt
-    /// begun with [`Store::begin_signin_attempt`].
-    pub async fn finish_signin_attempt(
-        &self,
-        id: i64,
-        outcome: &str,
-        account_id: Option<&str>,
-        detail: Option<&str>,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE audit_events SET outcome = $1, account_id = $2, detail = $3 WHERE id = $4",
-        )
-        .bind(outcome)
-        .bind(account_id)
-        .bind(detail)
-        .bind(id)
-        .execute(self.pool())
-        .await?;
-        Ok(())
-    }
-
-    /// Failed sign-ins from `source_ip` after `since` (Unix seconds): `(all, for this email)`,
-    /// where the email is the one recorded as the failure's subject.
-    pub async fn recent_signin_failures(
-        &self,
-        source_ip: &str,
-        email: &str,
-        since: i64,
-    ) -> Result<(i64, i64), StoreError> {
-        let row = sqlx::query(
-            "SELECT COUNT(*) AS total, COUNT(CASE WHEN subject = $2 THEN 1 END) AS for_email \
-             FROM audit_events WHERE source_ip = $1 AND event = 'signin' AND outcome = 'failure' AND at > $3",
-        )
-        .bind(source_ip)
-        .bind(email)
-        .bind(since)
-        .fetch_one(self.pool())
-        .await?;
-        Ok((row.try_get("total")?, row.try_get("for_email")?))
-    }
-
     /// The most recent records, newest first (at most `limit`).
     pub async fn recent_audit(&self, limit: i64) -> Result<Vec<AuditRecord>, StoreError> {
         let rows = sqlx::query(

@@ -16,6 +16,7 @@ use sqlx::{AnyPool, Executor};
 pub mod accounts;
 pub mod audit;
 pub mod keys;
+pub mod limits;
 pub mod notes;
 pub mod oauth;
 pub mod postgres;

@@ -14,6 +14,7 @@ use super::session::{csrf_ok, csrf_token, signed_in};
 use super::{PageForm, form_expired, render, see_other};
 use crate::app::AppState;
 use crate::domain::redirect_uri::host_for_display;
+use crate::domain::text::check_line;
 use crate::error::AppError;
 use crate::store::audit::AuditEvent;
 use crate::store::now;
@@ -45,8 +46,10 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
         .into_iter()
         .map(|a| AppRow {
             host: host_for_display(&a.redirect_uri),
+            // A name stored before the visible-text rule is never shown (RFC 7591 §5).
             name: a
                 .client_name
+                .filter(|n| check_line(n).is_ok())
                 .unwrap_or_else(|| "An unnamed application".into()),
             consent_id: a.consent_id,
             client_id: a.client_id,

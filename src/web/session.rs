@@ -1,6 +1,15 @@
 //! Session helpers: the signed-in account and CSRF tokens.
+//!
+//! A session row exists only once a session holds something: signing in creates it. Pages that
+//! anonymous browsers see (sign-in, first-run setup) keep their CSRF token in a cookie of its
+//! own instead ([`PageCsrf`]), so a page view writes nothing to the database.
 
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
 use tower_sessions::Session;
+use tower_sessions::cookie::{Cookie, SameSite};
 
 use crate::app::AppState;
 use crate::domain::account::AccountStatus;
@@ -28,6 +37,99 @@ pub async fn csrf_ok(session: &Session, presented: &str) -> Result<bool, AppErro
         Some(expected) => constant_time_eq(expected.as_bytes(), presented.as_bytes()),
         None => false,
     })
+}
+
+/// Name of the cookie that carries the CSRF token of a browser without a session.
+pub const CSRF_COOKIE: &str = "gatehouse_csrf";
+
+/// Length of a CSRF token: 32 random bytes in unpadded base64url.
+const CSRF_TOKEN_LEN: usize = 43;
+
+/// The CSRF token of a page anonymous browsers see (double-submit cookie).
+///
+/// The token is the session's when the browser has a session, otherwise the value of the
+/// `gatehouse_csrf` cookie (`HttpOnly`, `SameSite=Lax`, `Secure` for https issuers), minted on
+/// first use and set by [`PageCsrf::respond`]. A cross-site page can neither read the cookie nor
+/// make the browser send a form with its value, which is what the session-held token guarded
+/// against too. Signing the cookie would bind it to nothing more: before sign-in there is no
+/// identity to bind it to, and someone able to plant cookies could plant a session cookie just
+/// as well.
+#[derive(Debug)]
+pub struct PageCsrf {
+    cookie: Option<String>,
+    minted: Option<String>,
+    secure: bool,
+}
+
+impl FromRequestParts<AppState> for PageCsrf {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let cookie = parts
+            .headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(Cookie::split_parse)
+            .filter_map(Result::ok)
+            .find(|c| c.name() == CSRF_COOKIE)
+            .map(|c| c.value().to_string())
+            .filter(|v| {
+                v.len() == CSRF_TOKEN_LEN
+                    && v.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            });
+        Ok(PageCsrf {
+            cookie,
+            minted: None,
+            secure: state.config.secure_cookies(),
+        })
+    }
+}
+
+impl PageCsrf {
+    /// The token to put in the page's form: the session's, else the cookie's, else a new one
+    /// (remembered for [`PageCsrf::respond`]). Never writes to the session.
+    pub async fn token(&mut self, session: &Session) -> Result<String, AppError> {
+        if let Some(t) = session.get::<String>(CSRF_KEY).await? {
+            return Ok(t);
+        }
+        if let Some(t) = &self.cookie {
+            return Ok(t.clone());
+        }
+        Ok(self
+            .minted
+            .get_or_insert_with(|| random_urlsafe(32))
+            .clone())
+    }
+
+    /// Whether `presented` equals the session's token or the cookie's (constant time). Without
+    /// either, nothing matches.
+    pub async fn verify(&self, session: &Session, presented: &str) -> Result<bool, AppError> {
+        let from_session = session.get::<String>(CSRF_KEY).await?;
+        let matches = |expected: &str| constant_time_eq(expected.as_bytes(), presented.as_bytes());
+        Ok(from_session.as_deref().is_some_and(matches)
+            | self.cookie.as_deref().is_some_and(matches))
+    }
+
+    /// `response` with the cookie of a newly minted token.
+    pub fn respond(self, mut response: Response) -> Response {
+        if let Some(token) = self.minted {
+            let cookie = Cookie::build((CSRF_COOKIE, token))
+                .path("/")
+                .http_only(true)
+                .same_site(SameSite::Lax)
+                .secure(self.secure)
+                .build();
+            if let Ok(v) = HeaderValue::from_str(&cookie.to_string()) {
+                response.headers_mut().append(header::SET_COOKIE, v);
+            }
+        }
+        response
+    }
 }
 
 /// The signed-in, active account. A session whose account was disabled is ended.

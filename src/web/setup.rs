@@ -3,12 +3,12 @@
 
 use askama::Template;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::session::{csrf_ok, csrf_token};
+use super::session::PageCsrf;
 use super::{PageForm, PageQuery, error_page, form_expired, render, see_other};
 use crate::app::AppState;
 use crate::domain::account::{Email, validate_password};
@@ -45,22 +45,24 @@ fn link_invalid() -> Response {
 pub async fn show(
     State(state): State<AppState>,
     session: Session,
+    mut csrf: PageCsrf,
     PageQuery(q): PageQuery<SetupQuery>,
 ) -> Result<Response, AppError> {
     let hash = Secret::from_presented(q.token.clone()).hash();
     if !state.store.setup_token_valid(&hash, now()).await? {
         return Ok(link_invalid());
     }
-    let csrf = csrf_token(&session).await?;
-    render(
+    let token = csrf.token(&session).await?;
+    let page = render(
         StatusCode::OK,
         &SetupPage {
-            csrf_token: &csrf,
+            csrf_token: &token,
             token: &q.token,
             email: "",
             error: None,
         },
-    )
+    )?;
+    Ok(csrf.respond(page))
 }
 
 /// Body of `POST /setup`.
@@ -80,9 +82,10 @@ pub struct SetupForm {
 pub async fn submit(
     State(state): State<AppState>,
     session: Session,
+    mut csrf: PageCsrf,
     PageForm(form): PageForm<SetupForm>,
 ) -> Result<Response, AppError> {
-    if !csrf_ok(&session, &form.csrf_token).await? {
+    if !csrf.verify(&session, &form.csrf_token).await? {
         return Ok(form_expired());
     }
     let now = now();
@@ -95,20 +98,39 @@ pub async fn submit(
         (_, Err(e)) => Some(e.to_string()),
         (Ok(_), Ok(())) => None,
     };
-    if let Some(problem) = problem {
-        let csrf = csrf_token(&session).await?;
-        return render(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            &SetupPage {
-                csrf_token: &csrf,
-                token: &form.token,
-                email: &form.email,
-                error: Some(&problem),
-            },
-        );
-    }
+    // A place on the password pool for the hash; when every worker is busy, 503.
+    let slot = match (problem, state.passwords.try_reserve()) {
+        (None, Ok(slot)) => Ok(slot),
+        (Some(problem), _) => Err((StatusCode::UNPROCESSABLE_ENTITY, problem)),
+        (None, Err(_)) => Err((
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The server is busy. Try again in a moment.".to_string(),
+        )),
+    };
+    let slot = match slot {
+        Ok(slot) => slot,
+        Err((status, problem)) => {
+            let token = csrf.token(&session).await?;
+            let mut r = render(
+                status,
+                &SetupPage {
+                    csrf_token: &token,
+                    token: &form.token,
+                    email: &form.email,
+                    error: Some(&problem),
+                },
+            )?;
+            if status == StatusCode::SERVICE_UNAVAILABLE {
+                r.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(super::signin::BUSY_RETRY_AFTER_SECS),
+                );
+            }
+            return Ok(csrf.respond(r));
+        }
+    };
     let email = Email::parse(&form.email).expect("checked above");
-    let password_hash = crate::password::hash_password(form.password).await?;
+    let password_hash = slot.hash(form.password).await?;
     let Some(account) = state
         .store
         .create_account_with_setup_token(&hash, &email, &password_hash, now)

@@ -6,13 +6,15 @@ use std::process::{Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_gatehouse");
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+/// What a run of the binary gave: exit code and output.
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
-fn run(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
+/// Runs the real binary with only `env` (and `RUST_LOG=error`) set, feeding `stdin`.
+pub(crate) fn run(args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
         .env_clear()
@@ -239,7 +241,7 @@ fn account_and_project_commands_work_and_refuse_bad_input() {
 }
 
 /// Starts `gatehouse serve` on a free port with `env`; returns the child (stdout and stderr piped).
-fn start_server(env: &[(&str, &str)]) -> (std::process::Child, u16) {
+pub(crate) fn start_server(env: &[(&str, &str)]) -> (std::process::Child, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -261,7 +263,7 @@ fn start_server(env: &[(&str, &str)]) -> (std::process::Child, u16) {
     (cmd.spawn().unwrap(), port)
 }
 
-fn wait_ready(port: u16) {
+pub(crate) fn wait_ready(port: u16) {
     for _ in 0..100 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return;

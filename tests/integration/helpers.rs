@@ -189,6 +189,17 @@ pub fn new_client() -> reqwest::Client {
         .unwrap()
 }
 
+/// Like [`new_client`], with its connections coming from `source` (any address of
+/// 127.0.0.0/8 is this machine on Linux), so tests can act as several source addresses.
+pub fn new_client_from(source: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .cookie_store(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .local_address(source.parse::<std::net::IpAddr>().expect("an IP address"))
+        .build()
+        .unwrap()
+}
+
 impl TestApp {
     /// `address` + `path`.
     pub fn url(&self, path: &str) -> String {

@@ -7,9 +7,12 @@ mod helpers;
 
 mod cimd;
 mod config_startup;
+mod display_text;
 mod grants;
 mod keys;
+mod limits;
 mod mcp;
+mod mcp_interop;
 mod oauth;
 #[allow(dead_code)]
 mod oauth_helpers;

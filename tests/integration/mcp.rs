@@ -10,10 +10,10 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-const V26: &str = "2026-07-28";
+pub(crate) const V26: &str = "2026-07-28";
 const BOB: &str = "bob@example.com";
 const BOB_PASSWORD: &str = "bobs-long-password";
-const ACCEPT: &str = "application/json, text/event-stream";
+pub(crate) const ACCEPT: &str = "application/json, text/event-stream";
 const ALL_TOOLS: [&str; 8] = [
     "list_projects",
     "get_project",
@@ -30,7 +30,7 @@ const ALL_TOOLS: [&str; 8] = [
 // ---------------------------------------------------------------------------------------------
 
 /// An access token for the account `browser` signs in as (alice when not signed in yet).
-async fn token_for(app: &TestApp, browser: &reqwest::Client, scope: &str) -> String {
+pub(crate) async fn token_for(app: &TestApp, browser: &reqwest::Client, scope: &str) -> String {
     let client_id = register_public(app, &[REDIRECT]).await;
     let (verifier, challenge) = pkce();
     let url = authorize_url(app, &client_id, &challenge, &[("scope", scope)]);
@@ -51,14 +51,14 @@ pub(crate) async fn account_id(app: &TestApp, email: &str) -> String {
 }
 
 /// Alice (signed-in browser, write token) with one project "Research".
-struct Alice {
-    browser: reqwest::Client,
-    token: String,
-    id: String,
-    project: String,
+pub(crate) struct Alice {
+    pub(crate) browser: reqwest::Client,
+    pub(crate) token: String,
+    pub(crate) id: String,
+    pub(crate) project: String,
 }
 
-async fn alice(app: &TestApp) -> Alice {
+pub(crate) async fn alice(app: &TestApp) -> Alice {
     let browser = new_client();
     let token = token_for(app, &browser, "mcp:read mcp:write").await;
     let id = account_id(app, EMAIL).await;
@@ -76,7 +76,7 @@ async fn alice(app: &TestApp) -> Alice {
 }
 
 /// Bob signed in, with a token of `scope`; returns (browser, token, account id).
-async fn bob(app: &TestApp, scope: &str) -> (reqwest::Client, String, String) {
+pub(crate) async fn bob(app: &TestApp, scope: &str) -> (reqwest::Client, String, String) {
     app.create_account(BOB, BOB_PASSWORD).await;
     let browser = new_client();
     assert_eq!(
@@ -88,7 +88,7 @@ async fn bob(app: &TestApp, scope: &str) -> (reqwest::Client, String, String) {
     (browser, token, id)
 }
 
-fn mcp_url(app: &TestApp) -> String {
+pub(crate) fn mcp_url(app: &TestApp) -> String {
     app.url("/mcp")
 }
 
@@ -138,14 +138,14 @@ pub(crate) async fn send(r: reqwest::RequestBuilder) -> (StatusCode, HeaderMap, 
 }
 
 /// A 2026-07-28 request that must succeed at the HTTP level; the JSON-RPC message.
-async fn rpc(app: &TestApp, token: &str, method: &str, params: Value) -> Value {
+pub(crate) async fn rpc(app: &TestApp, token: &str, method: &str, params: Value) -> Value {
     let (status, _, body) = send(modern(app, Some(token), method, params)).await;
     assert_eq!(status, StatusCode::OK, "{method}: {body}");
     body
 }
 
 /// `tools/call` (2026-07-28); the `result`.
-async fn call(app: &TestApp, token: &str, name: &str, args: Value) -> Value {
+pub(crate) async fn call(app: &TestApp, token: &str, name: &str, args: Value) -> Value {
     let body = rpc(
         app,
         token,
@@ -175,7 +175,7 @@ pub(crate) fn error_text(result: &Value) -> String {
 }
 
 /// A request of an older revision (no `_meta`; `MCP-Protocol-Version` after initialize).
-fn legacy(
+pub(crate) fn legacy(
     app: &TestApp,
     token: &str,
     version: Option<&str>,
@@ -1218,7 +1218,7 @@ async fn large_results_are_cut_with_a_note() {
 // ---------------------------------------------------------------------------------------------
 
 /// A POST of `body` as it is, with the usual headers of `version` and `content_type`.
-fn raw(
+pub(crate) fn raw(
     app: &TestApp,
     token: Option<&str>,
     version: &str,

@@ -298,6 +298,19 @@ async fn registration_defaults_echo_and_confidential_secret() {
     assert_eq!(s, StatusCode::CREATED, "{b}");
     assert!(b.get("client_secret").is_none());
     assert_eq!(b["application_type"], "native");
+
+    // Scope values the server does not serve are left out, not refused (RFC 7591 §3.2.1: the
+    // response says what was registered); with none left, no scope is registered.
+    let (s, b) = register(&app, json!({"redirect_uris": ["https://app.example/cb"], "scope": "openid mcp:read profile email"})).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert_eq!(b["scope"], "mcp:read");
+    let (s, b) = register(
+        &app,
+        json!({"redirect_uris": ["https://app.example/cb"], "scope": "openid profile"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert!(b.get("scope").is_none(), "{b}");
 }
 
 #[tokio::test]
@@ -345,7 +358,7 @@ async fn registration_errors_name_the_problem() {
             "invalid_client_metadata",
         ),
         (
-            json!({"redirect_uris": ["https://app.example/cb"], "scope": "admin"}),
+            json!({"redirect_uris": ["https://app.example/cb"], "scope": "mcp:read a\\b"}),
             "invalid_client_metadata",
         ),
         (
@@ -515,7 +528,8 @@ async fn request_errors_redirect_back_with_error_state_and_iss() {
             "invalid_target",
         ),
         (vec![("resource", mcp_slash.as_str())], "invalid_target"),
-        (vec![("scope", "mcp:read admin")], "invalid_scope"),
+        // A scope token with a character RFC 6749 §3.3 does not allow.
+        (vec![("scope", "mcp:read a\"b")], "invalid_scope"),
     ];
     for (extra, error) in cases {
         let url = authorize_url(&app, &client_id, &challenge, &extra);
@@ -880,4 +894,155 @@ async fn prompt_login_asks_for_the_password_again_once() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert!(query_of(r.headers()["location"].to_str().unwrap()).contains_key("code"));
+}
+
+#[tokio::test]
+async fn redirect_uris_match_after_rfc3986_normalization_through_authorize() {
+    let app = spawn_app().await;
+    let browser = signed_in_browser(&app).await;
+    // (registered, requested): RFC 3986 §6.2.3 empty path and default port, §6.2.2 case,
+    // and the RFC 8252 §7.3 loopback port.
+    let cases = [
+        ("http://127.0.0.1:33418", "http://127.0.0.1:33418/"),
+        ("http://127.0.0.1/", "http://127.0.0.1:54321"),
+        ("https://app.example/cb", "https://App.Example:443/cb"),
+        ("https://app.example", "https://app.example/"),
+    ];
+    for (registered, requested) in cases {
+        let client_id = register_public(&app, &[registered]).await;
+        let (verifier, challenge) = pkce();
+        let loc = walk(
+            &app,
+            &browser,
+            &authorize_url(&app, &client_id, &challenge, &[("redirect_uri", requested)]),
+            "approve",
+        )
+        .await;
+        let back = url::Url::parse(&loc).unwrap();
+        let asked = url::Url::parse(requested).unwrap();
+        assert_eq!(
+            (back.scheme(), back.host_str(), back.port(), back.path()),
+            (asked.scheme(), asked.host_str(), asked.port(), asked.path()),
+            "{registered} / {requested} → {loc}"
+        );
+        let q = query_of(&loc);
+        assert_eq!(q["iss"], app.address);
+        let (s, b, _) = exchange(
+            &app,
+            &client_id,
+            &q["code"],
+            &verifier,
+            &[("redirect_uri", requested)],
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{registered} / {requested}: {b}");
+    }
+    // Never looser: another host, path, port of a non-loopback host, or a prefix is refused
+    // with a page, never a redirect.
+    let refused = [
+        ("http://127.0.0.1:33418", "http://localhost:33418/"),
+        ("https://app.example/cb", "https://app.example/cb/x"),
+        ("https://app.example/cb", "https://app.example:8443/cb"),
+        (
+            "https://app.example/cb",
+            "https://app.example.evil.example/cb",
+        ),
+        ("https://app.example", "https://app.example/x"),
+    ];
+    for (registered, requested) in refused {
+        let client_id = register_public(&app, &[registered]).await;
+        let (_, challenge) = pkce();
+        let r = browser
+            .get(authorize_url(
+                &app,
+                &client_id,
+                &challenge,
+                &[("redirect_uri", requested)],
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.status(),
+            StatusCode::BAD_REQUEST,
+            "{registered} / {requested}"
+        );
+        assert!(r.headers().get("location").is_none());
+    }
+}
+
+/// Opens the consent page for `url` in a signed-in `browser`; returns the page, after checking
+/// it is one.
+async fn consent_page(browser: &reqwest::Client, url: &str) -> String {
+    let r = browser.get(url).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "a consent page for {url}");
+    r.text().await.unwrap()
+}
+
+#[tokio::test]
+async fn authorize_scope_defaults_to_the_registered_scope_and_ignores_unknown_values() {
+    let app = spawn_app().await;
+    let browser = signed_in_browser(&app).await;
+    let (s, reg) = register(
+        &app,
+        json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none",
+               "client_name": "Test Client", "scope": "mcp:read"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{reg}");
+    let read_only = reg["client_id"].as_str().unwrap().to_string();
+    let any_scope = register_public(&app, &[REDIRECT]).await;
+    const READ: &str = "Read your projects and notes";
+    const WRITE: &str = "Create and change notes in your projects";
+    // (client, requested scope or "" for none, expected grant)
+    let cases = [
+        (&read_only, "", "mcp:read"),
+        (&read_only, "openid profile email", "mcp:read"),
+        (&read_only, "openid mcp:read offline_access", "mcp:read"),
+        (&any_scope, "", "mcp:read mcp:write"),
+        (&any_scope, "openid profile email", "mcp:read mcp:write"),
+        (&any_scope, "openid profile mcp:read", "mcp:read"),
+        (&any_scope, "email mcp:write", "mcp:write"),
+    ];
+    for (client_id, requested, granted) in cases {
+        let (verifier, challenge) = pkce();
+        let url = authorize_url(
+            &app,
+            client_id,
+            &challenge,
+            &[("scope", requested), ("prompt", "consent")],
+        );
+        let page = consent_page(&browser, &url).await;
+        assert_eq!(
+            page.contains(READ),
+            granted.contains("mcp:read"),
+            "{requested:?} → {granted}"
+        );
+        assert_eq!(
+            page.contains(WRITE),
+            granted.contains("mcp:write"),
+            "{requested:?} → {granted}"
+        );
+        let csrf = crate::helpers::hidden_input(&page, "csrf_token").unwrap();
+        let request = crate::helpers::hidden_input(&page, "request").unwrap();
+        let r = decide(&app, &browser, &csrf, &request, "approve").await;
+        let q = query_of(r.headers()["location"].to_str().unwrap());
+        let (s, token, _) = exchange(&app, client_id, &q["code"], &verifier, &[]).await;
+        assert_eq!(s, StatusCode::OK, "{token}");
+        assert_eq!(token["scope"], granted, "{requested:?}");
+    }
+    // A known scope the client did not register for is still refused.
+    let (_, challenge) = pkce();
+    let r = browser
+        .get(authorize_url(
+            &app,
+            &read_only,
+            &challenge,
+            &[("scope", "mcp:write")],
+        ))
+        .send()
+        .await
+        .unwrap();
+    let q = query_of(r.headers()["location"].to_str().unwrap());
+    assert_eq!(q["error"], "invalid_scope");
 }

@@ -1,6 +1,6 @@
 //! Browser sign-in and sign-out (sessions, CSRF, `next`, disabled accounts).
 
-use crate::helpers::{hidden_input, new_client, spawn_app};
+use crate::helpers::{hidden_input, new_client, new_client_from, spawn_app};
 use gatehouse::domain::account::{AccountStatus, Email};
 use reqwest::StatusCode;
 
@@ -63,20 +63,34 @@ async fn right_password_signs_in_and_lands_on_next() {
     assert!(home.text().await.unwrap().contains(EMAIL));
 }
 
+/// The `gatehouse_session=…` pair a response sets.
+fn session_cookie(r: &reqwest::Response) -> Option<String> {
+    r.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with("gatehouse_session="))
+        .map(|c| c.split(';').next().unwrap().to_string())
+}
+
 #[tokio::test]
 async fn session_id_cycles_at_sign_in() {
     let app = spawn_app().await;
     app.create_account(EMAIL, PASSWORD).await;
     let client = new_client();
     let r = client.get(app.url("/signin")).send().await.unwrap();
-    let before = r.headers()["set-cookie"]
-        .to_str()
+    assert_eq!(session_cookie(&r), None, "no session before sign-in");
+    let before = session_cookie(&app.sign_in(&client, EMAIL, PASSWORD).await).unwrap();
+    // Signing in again (as `prompt=login` asks) gives a new session id.
+    let page = client
+        .get(app.url("/signin?reauth=1"))
+        .send()
+        .await
         .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
-    let csrf = hidden_input(&r.text().await.unwrap(), "csrf_token").unwrap();
+        .text()
+        .await
+        .unwrap();
+    let csrf = hidden_input(&page, "csrf_token").unwrap();
     let r = client
         .post(app.url("/signin"))
         .form(&[
@@ -88,15 +102,10 @@ async fn session_id_cycles_at_sign_in() {
         .send()
         .await
         .unwrap();
-    let after = r.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let after = session_cookie(&r).unwrap();
     assert_ne!(before, after, "the session id must change at sign-in");
-    // The pre-sign-in session id is not signed in.
+    // The earlier session id is no longer signed in.
     let r = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -108,6 +117,40 @@ async fn session_id_cycles_at_sign_in() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert_eq!(r.headers()["location"], "/signin");
+    // A session id made up by someone else is never adopted.
+    let planted = "gatehouse_session=AAAAAAAAAAAAAAAAAAAAAA";
+    let no_jar = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = no_jar
+        .get(app.url("/signin"))
+        .header("cookie", planted)
+        .send()
+        .await
+        .unwrap();
+    let csrf_cookie = r.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let csrf = hidden_input(&r.text().await.unwrap(), "csrf_token").unwrap();
+    let r = no_jar
+        .post(app.url("/signin"))
+        .header("cookie", format!("{planted}; {csrf_cookie}"))
+        .form(&[
+            ("csrf_token", csrf.as_str()),
+            ("next", "/"),
+            ("email", EMAIL),
+            ("password", PASSWORD),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_ne!(session_cookie(&r).unwrap(), planted);
 }
 
 #[tokio::test]
@@ -234,7 +277,8 @@ async fn repeated_failures_are_throttled_per_email_and_address() {
     assert!(
         audit
             .iter()
-            .any(|e| e.event == "signin" && e.detail.as_deref() == Some("throttled"))
+            .any(|e| e.event == "signin_throttled" && e.outcome == "denied"),
+        "reaching a limit is audited: {audit:?}"
     );
 }
 
@@ -452,10 +496,159 @@ async fn concurrent_guesses_count_each_other() {
         }
     }
     assert!(checked <= 5, "{checked} guesses were checked");
+    // Attempts that lost to concurrent ones were refused without being counted; guessing on,
+    // no more than five are ever checked in the window.
+    for _ in 0..10 {
+        match app
+            .sign_in(&new_client(), EMAIL, "wrong-guess")
+            .await
+            .status()
+        {
+            StatusCode::UNAUTHORIZED => checked += 1,
+            other => assert_eq!(other, StatusCode::TOO_MANY_REQUESTS),
+        }
+    }
+    assert_eq!(checked, 5, "{checked} guesses were checked");
     let r = app.sign_in(&new_client(), EMAIL, PASSWORD).await;
     assert_eq!(
         r.status(),
         StatusCode::TOO_MANY_REQUESTS,
         "still locked for this email"
     );
+}
+
+/// The `Retry-After` of a refused attempt, in seconds (RFC 9110 §10.2.3).
+fn retry_after(r: &reqwest::Response) -> u64 {
+    r.headers()
+        .get("retry-after")
+        .expect("Retry-After on a refused attempt")
+        .to_str()
+        .unwrap()
+        .parse()
+        .expect("Retry-After in seconds")
+}
+
+// NIST SP 800-63B §5.2.2: failed attempts are limited per account, whatever address they come
+// from. The account's first ten failures are free; each further attempt waits a delay that
+// doubles from one second, so 100 guesses from 20 addresses are mostly refused unchecked.
+#[tokio::test]
+async fn guessing_spread_over_many_addresses_is_slowed_per_account() {
+    let app = spawn_app().await;
+    app.create_account(EMAIL, PASSWORD).await;
+    let (mut checked, mut refused) = (0, 0);
+    for a in 2..22 {
+        let client = new_client_from(&format!("127.0.0.{a}"));
+        for _ in 0..5 {
+            let r = app.sign_in(&client, EMAIL, "wrong-password").await;
+            match r.status() {
+                StatusCode::UNAUTHORIZED => checked += 1,
+                StatusCode::TOO_MANY_REQUESTS => {
+                    refused += 1;
+                    assert!(retry_after(&r) >= 1);
+                    let body = r.text().await.unwrap();
+                    assert!(body.contains("slowed"), "{body}");
+                }
+                other => panic!("unexpected {other}"),
+            }
+        }
+    }
+    assert_eq!(checked + refused, 100);
+    // Ten free failures, then delays of 1, 2, 4, 8 s …: a slow machine may let a few through.
+    assert!(
+        (10..=15).contains(&checked),
+        "{checked} of 100 guesses were checked"
+    );
+    // The right password, sent while a delay is running, is refused too, without being
+    // checked. A probe finds a running delay with at least a second to go (times are whole
+    // seconds); a shorter one is waited out, and the next probe is checked and starts a longer
+    // one.
+    let owner = new_client_from("127.0.0.30");
+    let mut owner_refused = false;
+    for a in 31..41 {
+        let probe = app
+            .sign_in(
+                &new_client_from(&format!("127.0.0.{a}")),
+                EMAIL,
+                "wrong-password",
+            )
+            .await;
+        if probe.status() != StatusCode::TOO_MANY_REQUESTS {
+            continue;
+        }
+        let wait = retry_after(&probe);
+        if wait < 2 {
+            tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+            continue;
+        }
+        let r = app.sign_in(&owner, EMAIL, PASSWORD).await;
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert!(retry_after(&r) >= 1);
+        assert!(r.text().await.unwrap().contains("slowed"));
+        owner_refused = true;
+        break;
+    }
+    assert!(owner_refused, "no running delay found");
+    assert_eq!(
+        owner.get(app.url("/")).send().await.unwrap().status(),
+        StatusCode::SEE_OTHER,
+        "not signed in"
+    );
+}
+
+// Growing delays, not a lock: once the delay has passed the owner signs in, and a success
+// starts the account's count again.
+#[tokio::test]
+async fn a_slowed_account_signs_in_once_its_delay_has_passed() {
+    let app = spawn_app().await;
+    app.create_account(EMAIL, PASSWORD).await;
+    for a in 2..12 {
+        let r = app
+            .sign_in(&new_client_from(&format!("127.0.0.{a}")), EMAIL, "wrong")
+            .await;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "failure {a} is free");
+    }
+    let owner = new_client_from("127.0.0.40");
+    let r = app.sign_in(&owner, EMAIL, PASSWORD).await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait = retry_after(&r);
+    assert!((1..=2).contains(&wait), "first delay is one second: {wait}");
+    tokio::time::sleep(std::time::Duration::from_millis(wait * 1000 + 200)).await;
+    let r = app.sign_in(&owner, EMAIL, PASSWORD).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "the delay has passed");
+    let r = app
+        .sign_in(&new_client_from("127.0.0.41"), EMAIL, "wrong")
+        .await;
+    assert_eq!(
+        r.status(),
+        StatusCode::UNAUTHORIZED,
+        "a success starts the count again"
+    );
+}
+
+/// Rows of the audit log and the state of the sign-in counters.
+async fn writes_so_far(app: &crate::helpers::TestApp) -> (usize, i64, i64) {
+    let audit = app.store.recent_audit(100_000).await.unwrap().len();
+    let (rows, hits): (i64, i64) =
+        sqlx::query_as("SELECT COUNT(*), CAST(COALESCE(SUM(hits), 0) AS BIGINT) FROM rate_limits")
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    (audit, rows, hits)
+}
+
+// A refused attempt writes nothing: a flood of refused guesses costs reads only.
+#[tokio::test]
+async fn refused_attempts_write_nothing() {
+    let app = spawn_app().await;
+    app.create_account(EMAIL, PASSWORD).await;
+    for _ in 0..5 {
+        let r = app.sign_in(&new_client(), EMAIL, "wrong-password").await;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    }
+    let before = writes_so_far(&app).await;
+    for _ in 0..10 {
+        let r = app.sign_in(&new_client(), EMAIL, "wrong-password").await;
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    }
+    assert_eq!(writes_so_far(&app).await, before);
 }

@@ -1,7 +1,7 @@
 //! The token endpoint: client authentication, code binding and replay, refresh rotation,
 //! the grace window, reuse detection and revocation.
 
-use crate::helpers::{new_client, spawn_app, spawn_app_with};
+use crate::helpers::{TestApp, new_client, spawn_app, spawn_app_with};
 use crate::oauth_helpers::*;
 use gatehouse::domain::account::{AccountStatus, Email};
 use reqwest::StatusCode;
@@ -94,14 +94,25 @@ async fn client_authentication_as_registered() {
         wrong.json::<Value>().await.unwrap()["error"],
         "invalid_client"
     );
-    // client_secret_post is not how it registered.
+    // A wrong secret in the body is refused the same way.
     let mut post_form = form.to_vec();
     post_form.push(("client_id", &id));
-    post_form.push(("client_secret", &secret));
+    post_form.push(("client_secret", "gate_cs_wrong"));
     let r = app
         .client
         .post(app.url("/oauth/token"))
         .form(&post_form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // A public client cannot pass for a confidential one, nor the reverse.
+    let public = register_public(&app, &[REDIRECT]).await;
+    let r = app
+        .client
+        .post(app.url("/oauth/token"))
+        .basic_auth(&public, Some(&secret))
+        .form(&form)
         .send()
         .await
         .unwrap();
@@ -153,7 +164,10 @@ async fn code_is_bound_to_client_redirect_verifier_and_resource() {
     let (_, b, _) = exchange(&app, &client_id, &code, &pkce().0, &[]).await;
     assert_eq!(b["error"], "invalid_grant", "wrong verifier");
     let (_, b, _) = exchange(&app, &client_id, &code, &verifier, &[("code_verifier", "")]).await;
-    assert_eq!(b["error"], "invalid_request", "missing verifier");
+    assert_eq!(
+        b["error"], "invalid_grant",
+        "missing verifier (OAuth 2.1 §4.1.3, RFC 7636 §4.6)"
+    );
     let (_, b, _) = exchange(
         &app,
         &client_id,
@@ -426,25 +440,7 @@ async fn revocation_endpoint_revokes_the_family() {
 async fn introspection_for_a_service_client_created_on_the_command_line() {
     let app = spawn_app().await;
     let (client_id, grant) = full_grant(&app).await;
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-        .args(["client", "add", "Billing service", "--introspect"])
-        .env("DATABASE_URL", &app.db.url)
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let field = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
-            .unwrap()
-            .to_string()
-    };
-    let (svc_id, svc_secret) = (field("client_id"), field("client_secret"));
+    let (svc_id, svc_secret) = introspection_client(&app);
     let access = grant["access_token"].as_str().unwrap();
     let r = app
         .client
@@ -509,4 +505,314 @@ async fn introspection_for_a_service_client_created_on_the_command_line() {
         .await
         .unwrap();
     assert_eq!(v, json!({"active": false}));
+}
+
+#[tokio::test]
+async fn a_client_registered_for_authorization_code_alone_can_refresh() {
+    let app = spawn_app().await;
+    let reg: Value = app
+        .client
+        .post(app.url("/oauth/register"))
+        .json(&json!({
+            "redirect_uris": [REDIRECT],
+            "token_endpoint_auth_method": "none",
+            "client_name": "Test Client",
+            "grant_types": ["authorization_code"],
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        reg["grant_types"],
+        json!(["authorization_code", "refresh_token"]),
+        "refresh_token is implied by authorization_code and said so"
+    );
+    let client_id = reg["client_id"].as_str().unwrap();
+    let (code, verifier) = code_for(&app, client_id).await;
+    let (s, grant, _) = exchange(&app, client_id, &code, &verifier, &[]).await;
+    assert_eq!(s, StatusCode::OK, "{grant}");
+    let (s, refreshed) = refresh(
+        &app,
+        client_id,
+        grant["refresh_token"].as_str().unwrap(),
+        &[],
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{refreshed}");
+    assert!(access_token_live(&app, refreshed["access_token"].as_str().unwrap()).await);
+
+    // A client stored before this rule (its grant types say authorization_code alone) refreshes
+    // too: the token endpoint applies the same implication.
+    let stored = gatehouse::store::oauth::ClientRecord {
+        client_id: "gc_registered_earlier".into(),
+        client_secret_hash: None,
+        auth_method: "none".into(),
+        client_name: Some("Test Client".into()),
+        redirect_uris: vec![REDIRECT.into()],
+        grant_types: vec!["authorization_code".into()],
+        scope: None,
+        metadata: json!({}),
+        can_introspect: false,
+        created_at: gatehouse::store::now(),
+    };
+    app.store.create_client(&stored).await.unwrap();
+    let (code, verifier) = code_for(&app, &stored.client_id).await;
+    let (s, grant, _) = exchange(&app, &stored.client_id, &code, &verifier, &[]).await;
+    assert_eq!(s, StatusCode::OK, "{grant}");
+    let (s, refreshed) = refresh(
+        &app,
+        &stored.client_id,
+        grant["refresh_token"].as_str().unwrap(),
+        &[],
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{refreshed}");
+}
+
+#[tokio::test]
+async fn a_code_issued_with_a_challenge_needs_its_verifier() {
+    let app = spawn_app().await;
+    let client_id = register_public(&app, &[REDIRECT]).await;
+    let (code, _) = code_for(&app, &client_id).await;
+    let (s, b, _) = exchange(&app, &client_id, &code, "", &[]).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        b["error"], "invalid_grant",
+        "OAuth 2.1 §4.1.3, RFC 7636 §4.6: {b}"
+    );
+    assert!(
+        b["error_description"]
+            .as_str()
+            .unwrap()
+            .contains("code_verifier"),
+        "{b}"
+    );
+}
+
+/// A confidential client as dynamic registration makes it (RFC 7591 default
+/// `client_secret_basic`): `(client_id, client_secret)`.
+async fn register_confidential(app: &TestApp) -> (String, String) {
+    let reg: Value = app
+        .client
+        .post(app.url("/oauth/register"))
+        .json(&json!({"redirect_uris": [REDIRECT], "client_name": "Test Client"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    (
+        reg["client_id"].as_str().unwrap().to_string(),
+        reg["client_secret"].as_str().unwrap().to_string(),
+    )
+}
+
+/// A confidential client allowed to introspect, made as an operator would
+/// (`gatehouse client add --introspect`): `(client_id, client_secret)`.
+fn introspection_client(app: &TestApp) -> (String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["client", "add", "Billing service", "--introspect"])
+        .env("DATABASE_URL", &app.db.url)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+            .unwrap()
+            .to_string()
+    };
+    (field("client_id"), field("client_secret"))
+}
+
+/// POSTs `form` to `endpoint`, authenticating `client_id` with `method` (RFC 6749 §2.3.1,
+/// OAuth 2.1 §2.4): `none` puts `client_id` in the body, `client_secret_post` both
+/// credentials, `client_secret_basic` an `Authorization` header whose scheme is spelled
+/// `scheme` (RFC 9110 §11.1: case-insensitive).
+async fn post_as(
+    app: &TestApp,
+    endpoint: &str,
+    method: &str,
+    scheme: &str,
+    (client_id, secret): (&str, &str),
+    form: &[(&str, &str)],
+) -> reqwest::Response {
+    use base64::Engine;
+    let mut form = form.to_vec();
+    let mut request = app.client.post(endpoint);
+    match method {
+        "none" => form.push(("client_id", client_id)),
+        "client_secret_post" => {
+            form.push(("client_id", client_id));
+            form.push(("client_secret", secret));
+        }
+        "client_secret_basic" => {
+            let encode =
+                |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+            let credentials = base64::engine::general_purpose::STANDARD.encode(format!(
+                "{}:{}",
+                encode(client_id),
+                encode(secret)
+            ));
+            request = request.header("authorization", format!("{scheme} {credentials}"));
+        }
+        other => panic!("advertised method {other} has no test"),
+    }
+    request.form(&form).send().await.unwrap()
+}
+
+#[tokio::test]
+async fn every_advertised_client_authentication_method_is_accepted() {
+    let app = spawn_app().await;
+    let metadata: Value = app
+        .client
+        .get(app.url("/.well-known/oauth-authorization-server"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let confidential = register_confidential(&app).await;
+    let introspector = introspection_client(&app);
+    let methods = |key: &str| -> Vec<String> {
+        metadata[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("{key} advertised"))
+            .iter()
+            .map(|m| m.as_str().unwrap().to_string())
+            .collect()
+    };
+    // The Basic scheme name in any case (RFC 9110 §11.1).
+    let schemes = ["Basic", "BASIC", "basic", "bAsIc"];
+
+    // Token endpoint: each method redeems a code.
+    let token_endpoint = metadata["token_endpoint"].as_str().unwrap();
+    for method in methods("token_endpoint_auth_methods_supported") {
+        for scheme in schemes {
+            let client = if method == "none" {
+                (register_public(&app, &[REDIRECT]).await, String::new())
+            } else {
+                confidential.clone()
+            };
+            let (code, verifier) = code_for(&app, &client.0).await;
+            let r = post_as(
+                &app,
+                token_endpoint,
+                &method,
+                scheme,
+                (&client.0, &client.1),
+                &[
+                    ("grant_type", "authorization_code"),
+                    ("code", &code),
+                    ("code_verifier", &verifier),
+                    ("redirect_uri", REDIRECT),
+                ],
+            )
+            .await;
+            assert_eq!(
+                r.status(),
+                StatusCode::OK,
+                "token endpoint, {method} ({scheme})"
+            );
+            if method != "client_secret_basic" {
+                break;
+            }
+        }
+    }
+
+    // Revocation endpoint: each method revokes the client's own refresh token.
+    let revocation_endpoint = metadata["revocation_endpoint"].as_str().unwrap();
+    for method in methods("revocation_endpoint_auth_methods_supported") {
+        for scheme in schemes {
+            let client = if method == "none" {
+                (register_public(&app, &[REDIRECT]).await, String::new())
+            } else {
+                confidential.clone()
+            };
+            let (code, verifier) = code_for(&app, &client.0).await;
+            let grant: Value = post_as(
+                &app,
+                token_endpoint,
+                if method == "none" {
+                    "none"
+                } else {
+                    "client_secret_basic"
+                },
+                "Basic",
+                (&client.0, &client.1),
+                &[
+                    ("grant_type", "authorization_code"),
+                    ("code", &code),
+                    ("code_verifier", &verifier),
+                    ("redirect_uri", REDIRECT),
+                ],
+            )
+            .await
+            .json()
+            .await
+            .unwrap();
+            let access = grant["access_token"].as_str().unwrap();
+            assert!(access_token_live(&app, access).await);
+            let r = post_as(
+                &app,
+                revocation_endpoint,
+                &method,
+                scheme,
+                (&client.0, &client.1),
+                &[("token", grant["refresh_token"].as_str().unwrap())],
+            )
+            .await;
+            assert_eq!(
+                r.status(),
+                StatusCode::OK,
+                "revocation endpoint, {method} ({scheme})"
+            );
+            assert!(
+                !access_token_live(&app, access).await,
+                "revoked with {method} ({scheme})"
+            );
+            if method != "client_secret_basic" {
+                break;
+            }
+        }
+    }
+
+    // Introspection endpoint: each method introspects a live token.
+    let introspection_endpoint = metadata["introspection_endpoint"].as_str().unwrap();
+    let (_, grant) = full_grant(&app).await;
+    let access = grant["access_token"].as_str().unwrap();
+    for method in methods("introspection_endpoint_auth_methods_supported") {
+        for scheme in schemes {
+            let r = post_as(
+                &app,
+                introspection_endpoint,
+                &method,
+                scheme,
+                (&introspector.0, &introspector.1),
+                &[("token", access)],
+            )
+            .await;
+            assert_eq!(
+                r.status(),
+                StatusCode::OK,
+                "introspection endpoint, {method} ({scheme})"
+            );
+            let v: Value = r.json().await.unwrap();
+            assert_eq!(v["active"], true, "{method} ({scheme})");
+            if method != "client_secret_basic" {
+                break;
+            }
+        }
+    }
 }

@@ -4,10 +4,9 @@
 // to --target and adds `Authorization: Bearer <token>` (read from
 // --token-file on every request, a JSON file with access_token, written by
 // sdk-v1-client.mjs). Host, Origin and every other header pass through
-// unchanged so the server's DNS-rebinding checks see the client's values --
-// except that a loopback Host/Origin naming the proxy's own port is rewritten
-// to the upstream port (what a direct connection would have sent);
-// --no-port-rewrite turns that off.
+// unchanged, so the server's DNS-rebinding checks see the client's own values
+// (a loopback Origin naming the proxy's port included: Gatehouse on a loopback
+// listener serves loopback origins on any port).
 // On a 401 from upstream it refreshes once with the refresh_token in the
 // token file (if any), rewrites the file and retries.
 //
@@ -26,7 +25,6 @@ const { values: args } = parseArgs({
     'port-file': { type: 'string' },
     port: { type: 'string', default: '0' },
     verbose: { type: 'boolean', default: false },
-    'no-port-rewrite': { type: 'boolean', default: false },
   },
 });
 if (!args.target || !args['token-file']) {
@@ -69,40 +67,11 @@ async function refresh(staleAccessToken) {
   console.log('auth-proxy: refreshed the access token after a 401');
 }
 
-let listenPort = 0;
-
-function isLoopbackName(hostname) {
-  const h = hostname.replace(/^\[|\]$/g, '').toLowerCase();
-  return h === 'localhost' || h.endsWith('.localhost') || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h);
-}
-
-/**
- * A loopback Host/Origin that names *this proxy's* port is rewritten to name the
- * upstream port instead, so the server sees exactly what the client would have
- * sent had it connected directly (Gatehouse only allows its own issuer origin).
- * Every other value, e.g. the suite's Host: evil.example.com, passes untouched.
- */
-function mapLoopbackPort(name, value) {
-  if (typeof value !== 'string' || args['no-port-rewrite']) return value;
-  try {
-    if (name === 'host') {
-      const u = new URL(`http://${value}`);
-      if (isLoopbackName(u.hostname) && u.port === String(listenPort)) return `${u.hostname}:${target.port}`;
-    } else if (name === 'origin') {
-      const u = new URL(value);
-      if (isLoopbackName(u.hostname) && u.port === String(listenPort)) return `${u.protocol}//${u.hostname}:${target.port}`;
-    }
-  } catch {
-    // not parseable: pass it through as is
-  }
-  return value;
-}
-
 function forward(req, body, accessToken) {
   return new Promise((resolve, reject) => {
     const headers = {};
     for (const [k, v] of Object.entries(req.headers)) {
-      if (!HOP_BY_HOP.has(k)) headers[k] = k === 'host' || k === 'origin' ? mapLoopbackPort(k, v) : v;
+      if (!HOP_BY_HOP.has(k)) headers[k] = v;
     }
     if (!headers.authorization && accessToken) headers.authorization = `Bearer ${accessToken}`;
     if (body.length > 0) headers['content-length'] = String(body.length);
@@ -167,7 +136,6 @@ const server = http.createServer(async (req, res) => {
 
 server.listen(Number(args.port), '127.0.0.1', () => {
   const { port } = server.address();
-  listenPort = port;
   if (args['port-file']) writeFileSync(args['port-file'], `${port}\n`);
   console.log(`auth-proxy listening on http://127.0.0.1:${port} -> ${target.origin}`);
 });

@@ -37,10 +37,13 @@ pub struct JobView {
     /// When it was started (Unix seconds).
     pub created_at: i64,
     /// When it finished (Unix seconds), once it has.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<i64>,
     /// How many notes the export holds, once completed.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub note_count: Option<i64>,
     /// Why it failed, if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// MCP resource URI of the job; reading it returns the finished document.
     pub resource: String,

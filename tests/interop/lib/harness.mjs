@@ -340,7 +340,7 @@ export async function walkAuthorization(authorizationUrl, opts) {
       if (!('password' in signin.fields)) log('note: sign-in form has no input named "password"');
       fields.email = email;
       fields.password = password;
-      if (!jar.has('gatehouse_session')) log('note: no gatehouse_session cookie before posting the sign-in form');
+      if (!jar.has('gatehouse_session') && !jar.has('gatehouse_csrf')) log('note: no session or CSRF cookie before posting the sign-in form');
       const target = new URL(signin.action || '/signin', url).href;
       const r = await httpPostForm(target, fields, jar, origin);
       steps.push(`POST ${new URL(target).pathname} -> ${r.res.status}`);
