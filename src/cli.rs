@@ -1,6 +1,6 @@
 //! The command line: `serve` (default), `migrate`, `account add|disable`,
-//! `project add|add-member`. Every command works on both databases and exits non-zero with one
-//! clear message on bad input.
+//! `project add|add-member`, `client add`, `key create|list|revoke`. Every command works on both
+//! databases and exits non-zero with one clear message on bad input.
 
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -10,9 +10,14 @@ use clap::{Parser, Subcommand};
 use crate::app::open_store;
 use crate::config::Config;
 use crate::domain::account::{AccountStatus, Email, Role, validate_password};
+use crate::domain::api_key::{DEFAULT_NAME, parse_allow_list, parse_lifetime, parse_name};
+use crate::domain::principal::key_scopes;
 use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
 use crate::domain::text::check_line;
+use crate::store::audit::AuditEvent;
+use crate::store::keys::{ApiKeyRecord, NewApiKey};
 use crate::store::oauth::ClientRecord;
+use crate::store::services::NewService;
 use crate::store::{StoreError, now};
 
 /// Gatehouse: an OAuth 2.1 authorization server and MCP resource server.
@@ -43,6 +48,48 @@ pub enum Command {
     /// Manage OAuth clients.
     #[command(subcommand)]
     Client(ClientCommand),
+    /// Manage API keys for the MCP route.
+    #[command(subcommand)]
+    Key(KeyCommand),
+}
+
+/// `gatehouse key …` (product spec "API keys").
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Create an API key; prints its id and the key once (only its SHA-256 is stored).
+    Create {
+        /// Email of the account the key acts for.
+        #[arg(long)]
+        account: String,
+        /// Make a project key reaching only this project (the account must be a member);
+        /// without it, an account key reaching all of the account's active projects.
+        #[arg(long, value_name = "PROJECT_ID")]
+        project: Option<String>,
+        /// Allow writes (mcp:write); the member's role in a project still limits them.
+        #[arg(long)]
+        write: bool,
+        /// An address or CIDR block the project key may be used from (repeatable); without
+        /// it, any address.
+        #[arg(long = "allow-ip", value_name = "CIDR")]
+        allow_ip: Vec<String>,
+        /// Lifetime: days or hours, e.g. 90d or 12h; without it the key does not expire.
+        #[arg(long, value_name = "DURATION")]
+        expires: Option<String>,
+        /// A name to recognise the key by.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List keys (never the secrets), all or one account's.
+    List {
+        /// Only this account's keys.
+        #[arg(long)]
+        account: Option<String>,
+    },
+    /// Revoke a key at once.
+    Revoke {
+        /// The key id, as printed by `key create` and `key list`.
+        key_id: String,
+    },
 }
 
 /// `gatehouse client …`
@@ -56,6 +103,19 @@ pub enum ClientCommand {
         /// Allow it to call the introspection endpoint (RFC 7662).
         #[arg(long)]
         introspect: bool,
+        /// Make a service client that gets access tokens with client_credentials (RFC 6749
+        /// §4.4), acting for the --owner account.
+        #[arg(long, requires = "owner")]
+        service: bool,
+        /// Email of the account a service client acts for.
+        #[arg(long, requires = "service")]
+        owner: Option<String>,
+        /// Limit a service client to this project (the owner must be a member).
+        #[arg(long, value_name = "PROJECT_ID", requires = "service")]
+        project: Option<String>,
+        /// Let a service client write (mcp:write); the owner's role still limits it.
+        #[arg(long, requires = "service")]
+        write: bool,
     },
 }
 
@@ -196,7 +256,14 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 })?;
             format!("{email} is now a {} member of {project_id}", role.as_str())
         }
-        Command::Client(ClientCommand::Add { name, introspect }) => {
+        Command::Client(ClientCommand::Add {
+            name,
+            introspect,
+            service,
+            owner,
+            project,
+            write,
+        }) => {
             let name = name.trim();
             if name.is_empty() || name.chars().count() > 200 {
                 return Err(CliError(
@@ -206,28 +273,264 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             check_line(name).map_err(|e| CliError(format!("client name {e}")))?;
             let client_id = format!("gc_{}", random_urlsafe(18));
             let secret = Secret::generate(TokenKind::ClientSecret);
-            store
-                .create_client(&ClientRecord {
-                    client_id: client_id.clone(),
-                    client_secret_hash: Some(secret.hash()),
-                    auth_method: "client_secret_basic".into(),
-                    client_name: Some(name.to_string()),
-                    redirect_uris: Vec::new(),
-                    grant_types: Vec::new(),
-                    scope: None,
-                    metadata: serde_json::json!({"client_name": name}),
-                    can_introspect: introspect,
-                    created_at: now,
-                })
-                .await?;
+            let mut record = ClientRecord {
+                client_id: client_id.clone(),
+                client_secret_hash: Some(secret.hash()),
+                auth_method: "client_secret_basic".into(),
+                client_name: Some(name.to_string()),
+                redirect_uris: Vec::new(),
+                grant_types: Vec::new(),
+                scope: None,
+                metadata: serde_json::json!({"client_name": name}),
+                can_introspect: introspect,
+                created_at: now,
+            };
+            match owner.filter(|_| service) {
+                None => store.create_client(&record).await?,
+                Some(owner) => {
+                    let account_id = find_active_account(&store, &owner).await?;
+                    if let Some(project_id) = &project
+                        && store.membership(&account_id, project_id).await?.is_none()
+                    {
+                        return Err(CliError(format!(
+                            "{owner} is not a member of an active project with id {project_id}"
+                        )));
+                    }
+                    let scope = key_scopes(write).to_string();
+                    record.grant_types = vec!["client_credentials".into()];
+                    record.scope = Some(scope.clone());
+                    store
+                        .create_service_client(
+                            &record,
+                            &NewService {
+                                account_id: &account_id,
+                                project_id: project.as_deref(),
+                                scope: &scope,
+                                resource: &config.mcp_server_url,
+                                issuer: &config.issuer,
+                            },
+                            now,
+                        )
+                        .await?;
+                    store
+                        .audit(
+                            AuditEvent {
+                                event: "client_created",
+                                outcome: "success",
+                                account_id: Some(&account_id),
+                                client_id: Some(&client_id),
+                                subject: project.as_deref(),
+                                source_ip: None,
+                                detail: Some(&format!("source=cli service scope={scope}")),
+                            },
+                            now,
+                        )
+                        .await;
+                }
+            }
             format!(
                 "client_id: {client_id}\nclient_secret: {}\n(the secret is shown once; it is stored hashed)",
                 secret.expose()
             )
         }
+        Command::Key(command) => run_key(&store, command, now).await?,
     };
     store.close().await;
     Ok(out)
+}
+
+/// `gatehouse key create|list|revoke`.
+async fn run_key(
+    store: &crate::store::Store,
+    command: KeyCommand,
+    now: i64,
+) -> Result<String, CliError> {
+    match command {
+        KeyCommand::Create {
+            account,
+            project,
+            write,
+            allow_ip,
+            expires,
+            name,
+        } => {
+            let name = parse_name(name.as_deref().unwrap_or(DEFAULT_NAME))
+                .map_err(|e| CliError(e.to_string()))?;
+            let lifetime = expires
+                .as_deref()
+                .map(parse_lifetime)
+                .transpose()
+                .map_err(|e| CliError(e.to_string()))?;
+            if !allow_ip.is_empty() && project.is_none() {
+                return Err(CliError(
+                    "--allow-ip applies to project keys only: add --project PROJECT_ID".into(),
+                ));
+            }
+            let allowed: Vec<String> = parse_allow_list(&allow_ip)
+                .map_err(|e| CliError(e.to_string()))?
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            let account_id = find_active_account(store, &account).await?;
+            if let Some(project_id) = &project
+                && store.membership(&account_id, project_id).await?.is_none()
+            {
+                return Err(CliError(format!(
+                    "{account} is not a member of an active project with id {project_id}"
+                )));
+            }
+            let key = Secret::generate(TokenKind::ApiKey);
+            let scope = key_scopes(write).to_string();
+            let id = store
+                .create_api_key(
+                    &NewApiKey {
+                        account_id: &account_id,
+                        project_id: project.as_deref(),
+                        name: &name,
+                        scope: &scope,
+                        allowed_ips: &allowed,
+                        expires_at: lifetime.map(|secs| now + secs),
+                    },
+                    &key.hash(),
+                    now,
+                )
+                .await?;
+            let kind = if project.is_some() {
+                "project_key"
+            } else {
+                "account_key"
+            };
+            store
+                .audit(
+                    AuditEvent {
+                        event: "key_created",
+                        outcome: "success",
+                        account_id: Some(&account_id),
+                        subject: Some(&id),
+                        source_ip: None,
+                        client_id: None,
+                        detail: Some(&format!("source=cli {kind} scope={scope}")),
+                    },
+                    now,
+                )
+                .await;
+            Ok(format!(
+                "key_id: {id}\nkey: {}\n(the key is shown once; it is stored hashed. Send it to the MCP endpoint as X-Api-Key: KEY or Authorization: Bearer KEY)",
+                key.expose()
+            ))
+        }
+        KeyCommand::List { account } => {
+            let account_id = match &account {
+                Some(email) => Some(find_account(store, email).await?),
+                None => None,
+            };
+            let keys = store.api_keys(account_id.as_deref()).await?;
+            let mut out = String::from(
+                "ID\tACCOUNT\tKIND\tPROJECT\tACCESS\tNAME\tCREATED\tEXPIRES\tLAST_USED\tSTATUS\tALLOWED_IPS",
+            );
+            for key in &keys {
+                out.push('\n');
+                out.push_str(&key_line(key, now));
+            }
+            if keys.is_empty() {
+                out.push_str("\n(no keys)");
+            }
+            Ok(out)
+        }
+        KeyCommand::Revoke { key_id } => {
+            let record = store
+                .api_key(&key_id)
+                .await?
+                .ok_or_else(|| CliError(format!("no key with id {key_id}")))?;
+            if !store.revoke_api_key(&key_id, now).await? {
+                return Err(CliError(format!("key {key_id} is already revoked")));
+            }
+            store
+                .audit(
+                    AuditEvent {
+                        event: "key_revoked",
+                        outcome: "success",
+                        account_id: Some(&record.account_id),
+                        subject: Some(&key_id),
+                        source_ip: None,
+                        client_id: None,
+                        detail: Some("source=cli"),
+                    },
+                    now,
+                )
+                .await;
+            Ok(format!("revoked key {key_id}"))
+        }
+    }
+}
+
+/// A Unix time as `2026-01-31T12:00:00Z`.
+fn timestamp(at: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(at)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| at.to_string())
+}
+
+/// One tab-separated line of `gatehouse key list`.
+fn key_line(key: &ApiKeyRecord, now: i64) -> String {
+    let status = if key.revoked_at.is_some() {
+        "revoked"
+    } else if key.expires_at.is_some_and(|at| at <= now) {
+        "expired"
+    } else {
+        "active"
+    };
+    let access = if key.scope.split(' ').any(|s| s == "mcp:write") {
+        "read-write"
+    } else {
+        "read-only"
+    };
+    let (kind, project) = match &key.project_id {
+        Some(p) => ("project", p.as_str()),
+        None => ("account", "-"),
+    };
+    let allowed = if key.allowed_ips.is_empty() {
+        "any".to_string()
+    } else {
+        key.allowed_ips.join(",")
+    };
+    [
+        key.id.clone(),
+        key.account_email.clone(),
+        kind.to_string(),
+        project.to_string(),
+        access.to_string(),
+        key.name.clone(),
+        timestamp(key.created_at),
+        key.expires_at
+            .map_or_else(|| "never".to_string(), timestamp),
+        key.last_used_at
+            .map_or_else(|| "never".to_string(), timestamp),
+        status.to_string(),
+        allowed,
+    ]
+    .join("\t")
+}
+
+/// The id of the active account with this email, for credentials that act for it (a key or
+/// service client of a disabled account would not work).
+async fn find_active_account(store: &crate::store::Store, email: &str) -> Result<String, CliError> {
+    let email = Email::parse(email).map_err(|e| CliError(format!("invalid email: {e}")))?;
+    let account = store
+        .account_by_email(&email)
+        .await?
+        .ok_or_else(|| CliError(format!("no account with email {}", email.as_str())))?;
+    if account.status != AccountStatus::Active {
+        return Err(CliError(format!(
+            "account {} is disabled: credentials acting for it would not work",
+            email.as_str()
+        )));
+    }
+    Ok(account.id)
 }
 
 async fn find_account(store: &crate::store::Store, email: &str) -> Result<String, CliError> {

@@ -1,9 +1,11 @@
 //! Pure domain rules of Gatehouse: no I/O, no async, no framework types.
 
 pub mod account;
+pub mod api_key;
 pub mod cimd;
 pub mod notes;
 pub mod pkce;
+pub mod principal;
 pub mod redirect_uri;
 pub mod scope;
 pub mod secret;

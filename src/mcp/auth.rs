@@ -1,20 +1,35 @@
-//! Bearer authentication of every MCP request, and its challenges.
+//! Authentication of every MCP request, and its challenges.
 //!
-//! - The token comes only from `Authorization: Bearer` (RFC 6750 §2.1); a token in the query
-//!   string is not looked at (MCP authorization §Token Requirements).
-//! - One database round trip per request: the token's SHA-256 joined with its family, consent
-//!   and account ([`crate::store::Store::authenticate_access_token`]), which keeps only a token
-//!   that is unrevoked (token, family and consent), unexpired and of an active account; the
-//!   token must also be bound to `MCP_SERVER_URL` (RFC 8707 audience).
+//! - Credentials come only from headers, never the query string (MCP authorization §Token
+//!   Requirements): `Authorization: Bearer` (RFC 6750 §2.1) carries an OAuth access token or an
+//!   API key; `X-Api-Key` carries an API key (product spec "API keys"). Both headers at once is
+//!   `400 invalid_request` (RFC 6750 §3.1: one method per request).
+//! - Every credential resolves to one [`Principal`] in one database round trip, chosen by the
+//!   secret's prefix: an access token's SHA-256 (from the browser flow, or a service client's
+//!   `client_credentials` token) joined with its family, consent and account, and a service
+//!   token limited to one project with that project and membership
+//!   ([`crate::store::Store::authenticate_access_token`]), which keeps only a token that is
+//!   unrevoked (token, family and consent), unexpired and of an active account, and bound to
+//!   `MCP_SERVER_URL` (RFC 8707 audience); an API key's SHA-256 joined with its account and,
+//!   for a project key, its project and membership
+//!   ([`crate::store::Store::authenticate_api_key`]). Access tokens are refused while
+//!   `GATEHOUSE_OAUTH=off`; API keys are accepted either way.
+//! - A project key with an address allow-list used from another address: `403`.
+//! - A key's `last_used_at` is written off the response path, at most once a minute per key
+//!   ([`KeyUseTracker`] in this process, a conditional `UPDATE` across instances); its first use
+//!   is audited once.
 //! - No credentials: `401` with `WWW-Authenticate: Bearer resource_metadata="…", scope="…"`
-//!   (RFC 9728 §5.1, RFC 6750 §3); a bad token: the same plus `error="invalid_token"`.
-//! - A `tools/call` of a tool the token's scopes do not cover: `403` with
+//!   (RFC 9728 §5.1, RFC 6750 §3; `Bearer realm="gatehouse"` while OAuth is off); a bad
+//!   credential: the same plus `error="invalid_token"`.
+//! - A `tools/call` of a tool the credential's scopes do not cover: `403` with
 //!   `error="insufficient_scope"` and every scope the operation needs, in one challenge
 //!   (MCP 2026-07-28 §Runtime Insufficient Scope Errors).
 //! - Then a JSON body that is not a well-formed JSON-RPC message gets its JSON-RPC error
 //!   ([`super::body`]): `-32700`, `-32600` or `-32602`.
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
 
 use axum::body::{Body, to_bytes};
 use axum::extract::{ConnectInfo, Request, State};
@@ -25,9 +40,12 @@ use serde::Deserialize;
 
 use super::{McpState, body};
 use crate::config::Config;
+use crate::domain::api_key::{address_allowed, last_use_due, parse_allowed};
+use crate::domain::principal::{CredentialKind, Reach};
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::{Secret, TokenKind};
 use crate::store::audit::AuditEvent;
+use crate::store::keys::{KeyGrant, KeyUse};
 use crate::store::oauth::AccessGrant;
 
 /// The scopes every challenge names: all the MCP operations need.
@@ -36,17 +54,10 @@ pub const CHALLENGE_SCOPE: &str = "mcp:read mcp:write";
 /// Largest request body the MCP route reads (JSON-RPC requests are small).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// Who is calling, established for this request only and handed to the MCP handlers through
-/// the request extensions.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
-    /// The account the credential acts for; its active projects are reachable.
-    pub account_id: String,
-    /// The OAuth client the token was issued to.
-    pub client_id: Option<String>,
-    /// What the credential may do.
-    pub scopes: ScopeSet,
-}
+/// The header that carries an API key (product spec "API keys").
+pub const API_KEY_HEADER: &str = "x-api-key";
+
+pub use crate::domain::principal::Principal;
 
 /// Why a presented credential was refused (logged, never sent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +71,57 @@ pub enum Rejection {
     WrongAudience,
     /// Carries a scope this server does not know.
     BadScope,
+    /// Something other than an API key in `X-Api-Key`.
+    NotAKey,
+    /// Both `Authorization` and `X-Api-Key` were sent.
+    TwoCredentials,
+}
+
+/// A credential as sent: the secret, and whether it came in `X-Api-Key`.
+#[derive(Debug)]
+pub struct Presented {
+    /// The secret, unchecked.
+    pub secret: Secret,
+    /// It came in `X-Api-Key` (so it must be an API key).
+    pub api_key_header: bool,
+}
+
+/// Whether `token` is an RFC 6750 §2.1 `b64token` (`1*( ALPHA / DIGIT / "-" / "." / "_" /
+/// "~" / "+" / "/" ) *"="`, checked loosely: those characters in any order).
+fn is_token68(token: &str) -> bool {
+    !token.is_empty()
+        && token
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-._~+/=".contains(c))
+}
+
+/// The credential of a request: `Authorization: Bearer` or `X-Api-Key`, each at most once.
+/// `Ok(None)` when neither is present.
+///
+/// Errors: [`Rejection::TwoCredentials`] when both are present; [`Rejection::Malformed`] for a
+/// header that is not a usable credential (repeated, not `Bearer`, not a token).
+pub fn presented_credential(headers: &HeaderMap) -> Result<Option<Presented>, Rejection> {
+    let mut keys = headers.get_all(API_KEY_HEADER).iter();
+    let Some(key) = keys.next() else {
+        return Ok(bearer_token(headers)?.map(|secret| Presented {
+            secret,
+            api_key_header: false,
+        }));
+    };
+    if headers.contains_key(header::AUTHORIZATION) {
+        return Err(Rejection::TwoCredentials);
+    }
+    if keys.next().is_some() {
+        return Err(Rejection::Malformed);
+    }
+    let key = key.to_str().map_err(|_| Rejection::Malformed)?.trim();
+    if !is_token68(key) {
+        return Err(Rejection::Malformed);
+    }
+    Ok(Some(Presented {
+        secret: Secret::from_presented(key),
+        api_key_header: true,
+    }))
 }
 
 /// The bearer token of `Authorization`, if any. `Err` for a present header that is not a
@@ -75,8 +137,7 @@ pub fn bearer_token(headers: &HeaderMap) -> Result<Option<Secret>, Rejection> {
     let value = value.to_str().map_err(|_| Rejection::Malformed)?;
     let (scheme, token) = value.split_once(' ').ok_or(Rejection::Malformed)?;
     let token = token.trim();
-    let token68 = |c: char| c.is_ascii_alphanumeric() || "-._~+/=".contains(c);
-    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || !token.chars().all(token68) {
+    if !scheme.eq_ignore_ascii_case("bearer") || !is_token68(token) {
         return Err(Rejection::Malformed);
     }
     Ok(Some(Secret::from_presented(token)))
@@ -152,8 +213,43 @@ pub fn missing_credentials(config: &Config) -> Response {
         StatusCode::UNAUTHORIZED,
         unauthorized_challenge(config, None),
         "invalid_request",
-        "This MCP server needs an access token: sign in through the authorization server named in the protected-resource metadata.",
+        if config.oauth_enabled {
+            "This MCP server needs an access token (sign in through the authorization server named in the protected-resource metadata) or an API key (X-Api-Key header)."
+        } else {
+            "This MCP server needs an API key: send it in the X-Api-Key header or as Authorization: Bearer."
+        },
     )
+}
+
+/// `400 invalid_request`: both `Authorization` and `X-Api-Key` were sent (RFC 6750 §3.1).
+pub fn two_credentials(config: &Config) -> Response {
+    challenge_response(
+        StatusCode::BAD_REQUEST,
+        unauthorized_challenge(config, Some("invalid_request")),
+        "invalid_request",
+        "Send one credential: either Authorization: Bearer or X-Api-Key, not both.",
+    )
+}
+
+/// `403`: a project key used from an address outside its allow-list. No challenge: another
+/// credential would not help from this address.
+pub fn address_not_allowed() -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+        ],
+        serde_json::json!({
+            "error": "access_denied",
+            "error_description": "This API key may not be used from your address."
+        })
+        .to_string(),
+    )
+        .into_response()
 }
 
 /// `401 invalid_token`: the credential was refused.
@@ -162,7 +258,7 @@ pub fn invalid_token(config: &Config) -> Response {
         StatusCode::UNAUTHORIZED,
         unauthorized_challenge(config, Some("invalid_token")),
         "invalid_token",
-        "The access token is unknown, expired, revoked or not issued for this server.",
+        "The access token or API key is unknown, expired, revoked or not valid for this server.",
     )
 }
 
@@ -172,7 +268,7 @@ pub fn insufficient_scope(config: &Config) -> Response {
         StatusCode::FORBIDDEN,
         insufficient_scope_challenge(config),
         "insufficient_scope",
-        "This tool needs a scope the access token does not have; authorize again with the scopes named in the challenge.",
+        "This operation needs a scope the credential does not have: authorize again with the scopes named in the challenge, or use a read-write API key.",
     )
 }
 
@@ -213,37 +309,202 @@ fn needed_scope(mcp: &McpState, body: &[u8]) -> Option<(String, Scope)> {
     }
 }
 
-/// Middleware on `POST <mcp path>`: authenticates the bearer, refuses a tool call outside the
-/// token's scopes, and puts the [`Principal`] into the request extensions (rmcp hands the
+/// In-process record of when this instance last wrote each key's use, so that concurrent
+/// requests with a key whose stored `last_used_at` is stale start one write, not one each.
+#[derive(Debug, Default)]
+pub struct KeyUseTracker {
+    written: Mutex<HashMap<String, i64>>,
+}
+
+/// Entries the tracker keeps before it forgets those older than a minute.
+const TRACKER_PRUNE_AT: usize = 10_000;
+
+impl KeyUseTracker {
+    /// Whether this request should write key `id`'s use at `now` (Unix seconds): `true` at
+    /// most once a minute per key in this process.
+    pub fn claim(&self, id: &str, now: i64) -> bool {
+        let mut written = match self.written.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if written
+            .get(id)
+            .is_some_and(|&at| !last_use_due(Some(at), now))
+        {
+            return false;
+        }
+        if written.len() >= TRACKER_PRUNE_AT {
+            written.retain(|_, at| !last_use_due(Some(*at), now));
+        }
+        written.insert(id.to_string(), now);
+        true
+    }
+}
+
+/// Why authentication did not produce a principal.
+enum Refusal {
+    /// `401 invalid_token`.
+    Invalid(Rejection),
+    /// `403`: a key used from an address outside its allow-list.
+    Address,
+    /// The database failed: `503`.
+    Unavailable(crate::store::StoreError),
+}
+
+impl From<crate::store::StoreError> for Refusal {
+    fn from(e: crate::store::StoreError) -> Self {
+        Refusal::Unavailable(e)
+    }
+}
+
+/// The principal of an OAuth access token.
+async fn oauth_principal(mcp: &McpState, secret: &Secret, now: i64) -> Result<Principal, Refusal> {
+    let grant = mcp
+        .app
+        .store
+        .authenticate_access_token(&secret.hash(), now)
+        .await?
+        .ok_or(Refusal::Invalid(Rejection::NotLive))?;
+    let scopes = check_grant(&grant, &mcp.app.config.mcp_server_url).map_err(Refusal::Invalid)?;
+    let reach = match grant.project_id {
+        Some(project) => Reach::Project(project),
+        None => Reach::Account,
+    };
+    let (credential, credential_id) = if grant.service {
+        (CredentialKind::ServiceToken, grant.client_id.clone())
+    } else {
+        (CredentialKind::OAuthToken, grant.family_id)
+    };
+    Ok(Principal {
+        account_id: grant.account_id,
+        reach,
+        scopes,
+        credential,
+        credential_id,
+        client_id: Some(grant.client_id),
+    })
+}
+
+/// Checks a live key's allow-list against the peer address (fails closed: no known address,
+/// or an entry that does not parse, matches nothing).
+fn key_address_allowed(grant: &KeyGrant, peer: Option<IpAddr>) -> bool {
+    if grant.allowed_ips.is_empty() {
+        return true;
+    }
+    let Some(peer) = peer else {
+        return false;
+    };
+    let nets: Vec<_> = grant
+        .allowed_ips
+        .iter()
+        .filter_map(|entry| parse_allowed(entry).ok())
+        .collect();
+    address_allowed(&nets, peer)
+}
+
+/// The principal of an API key, and its use recorded off the response path.
+async fn key_principal(
+    mcp: &McpState,
+    secret: &Secret,
+    peer: Option<IpAddr>,
+    now: i64,
+) -> Result<Principal, Refusal> {
+    let store = &mcp.app.store;
+    let grant = store
+        .authenticate_api_key(&secret.hash(), now)
+        .await?
+        .ok_or(Refusal::Invalid(Rejection::NotLive))?;
+    let scopes =
+        ScopeSet::parse(&grant.scope).map_err(|_| Refusal::Invalid(Rejection::BadScope))?;
+    if !key_address_allowed(&grant, peer) {
+        return Err(Refusal::Address);
+    }
+    let (reach, credential) = match &grant.project_id {
+        Some(project) => (Reach::Project(project.clone()), CredentialKind::ProjectKey),
+        None => (Reach::Account, CredentialKind::AccountKey),
+    };
+    if last_use_due(grant.last_used_at, now) && mcp.key_use.claim(&grant.id, now) {
+        let store = store.clone();
+        let (id, account) = (grant.id.clone(), grant.account_id.clone());
+        let first = grant.last_used_at.is_none();
+        let source_ip = peer.map(|ip| ip.to_canonical().to_string());
+        tokio::spawn(async move {
+            match store.record_key_use(&id, first, now).await {
+                Ok(KeyUse::First) => {
+                    store
+                        .audit(
+                            AuditEvent {
+                                event: "key_first_use",
+                                outcome: "success",
+                                account_id: Some(&account),
+                                client_id: None,
+                                subject: Some(&id),
+                                source_ip: source_ip.as_deref(),
+                                detail: Some(credential.as_str()),
+                            },
+                            now,
+                        )
+                        .await;
+                }
+                Ok(KeyUse::Updated | KeyUse::Unchanged) => {}
+                Err(e) => tracing::warn!(error = %e, "could not record an API key's use"),
+            }
+        });
+    }
+    Ok(Principal {
+        account_id: grant.account_id,
+        reach,
+        scopes,
+        credential,
+        credential_id: grant.id,
+        client_id: None,
+    })
+}
+
+/// Middleware on `POST <mcp path>`: authenticates the credential, refuses a tool call outside
+/// its scopes, and puts the [`Principal`] into the request extensions (rmcp hands the
 /// request's `http::request::Parts`, extensions included, to the handlers).
 pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: Next) -> Response {
     let config = &mcp.app.config;
     let now = crate::store::now();
-    let token = match bearer_token(request.headers()) {
-        Ok(Some(token)) => token,
+    let presented = match presented_credential(request.headers()) {
+        Ok(Some(presented)) => presented,
         Ok(None) => return missing_credentials(config),
+        Err(Rejection::TwoCredentials) => {
+            tracing::info!(why = ?Rejection::TwoCredentials, "MCP credential refused");
+            return two_credentials(config);
+        }
         Err(why) => {
-            tracing::info!(?why, "MCP bearer refused");
+            tracing::info!(?why, "MCP credential refused");
             return invalid_token(config);
         }
     };
-    if !config.oauth_enabled || token.kind() != Some(TokenKind::AccessToken) {
-        tracing::info!(why = ?Rejection::NotLive, "MCP bearer refused");
-        return invalid_token(config);
-    }
-    let grant = match mcp
-        .app
-        .store
-        .authenticate_access_token(&token.hash(), now)
-        .await
-    {
-        Ok(Some(grant)) => grant,
-        Ok(None) => {
-            tracing::info!(why = ?Rejection::NotLive, "MCP bearer refused");
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let resolved = match presented.secret.kind() {
+        Some(TokenKind::ApiKey) => key_principal(&mcp, &presented.secret, peer, now).await,
+        Some(TokenKind::AccessToken) if presented.api_key_header => {
+            Err(Refusal::Invalid(Rejection::NotAKey))
+        }
+        Some(TokenKind::AccessToken) if config.oauth_enabled => {
+            oauth_principal(&mcp, &presented.secret, now).await
+        }
+        _ => Err(Refusal::Invalid(Rejection::NotLive)),
+    };
+    let principal = match resolved {
+        Ok(principal) => principal,
+        Err(Refusal::Invalid(why)) => {
+            tracing::info!(?why, "MCP credential refused");
             return invalid_token(config);
         }
-        Err(e) => {
-            tracing::error!(error = %e, "MCP bearer lookup failed");
+        Err(Refusal::Address) => {
+            tracing::info!("MCP API key refused: address not allowed");
+            return address_not_allowed();
+        }
+        Err(Refusal::Unavailable(e)) => {
+            tracing::error!(error = %e, "MCP credential lookup failed");
             return (
                 StatusCode::SERVICE_UNAVAILABLE,
                 [(header::RETRY_AFTER, "5")],
@@ -252,20 +513,8 @@ pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: N
                 .into_response();
         }
     };
-    let scopes = match check_grant(&grant, &config.mcp_server_url) {
-        Ok(scopes) => scopes,
-        Err(why) => {
-            tracing::info!(?why, "MCP bearer refused");
-            return invalid_token(config);
-        }
-    };
-    let principal = Principal {
-        account_id: grant.account_id,
-        client_id: Some(grant.client_id),
-        scopes,
-    };
 
-    // Step-up: a tool call outside the token's scopes is refused at the HTTP layer, where the
+    // Step-up: a tool call outside the credential's scopes is refused at the HTTP layer, where the
     // challenge can be sent (the JSON-RPC layer cannot set a status or header).
     let (parts, body) = request.into_parts();
     let bytes = match to_bytes(body, MAX_BODY_BYTES).await {
@@ -285,6 +534,7 @@ pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: N
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| c.0.ip().to_string());
+        let detail = format!("{} duration_ms=0", principal.audit_credential());
         mcp.app
             .store
             .audit(
@@ -295,7 +545,7 @@ pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: N
                     client_id: principal.client_id.as_deref(),
                     subject: Some(&operation),
                     source_ip: source_ip.as_deref(),
-                    detail: Some("duration_ms=0"),
+                    detail: Some(&detail),
                 },
                 now,
             )
@@ -355,6 +605,72 @@ mod tests {
         }
     }
 
+    #[test]
+    fn credentials_come_from_one_header() {
+        let mut h = HeaderMap::new();
+        h.insert(API_KEY_HEADER, HeaderValue::from_static(" gate_key_abc "));
+        let p = presented_credential(&h).unwrap().unwrap();
+        assert_eq!(p.secret.expose(), "gate_key_abc");
+        assert!(p.api_key_header);
+        let p = presented_credential(&headers("Bearer gate_key_abc"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.secret.expose(), "gate_key_abc");
+        assert!(!p.api_key_header);
+        assert!(presented_credential(&HeaderMap::new()).unwrap().is_none());
+
+        let mut both = headers("Bearer gate_key_abc");
+        both.insert(API_KEY_HEADER, HeaderValue::from_static("gate_key_abc"));
+        assert_eq!(
+            presented_credential(&both).unwrap_err(),
+            Rejection::TwoCredentials
+        );
+        let mut twice = HeaderMap::new();
+        twice.append(API_KEY_HEADER, HeaderValue::from_static("gate_key_a"));
+        twice.append(API_KEY_HEADER, HeaderValue::from_static("gate_key_b"));
+        assert_eq!(
+            presented_credential(&twice).unwrap_err(),
+            Rejection::Malformed
+        );
+        for bad in ["", "gate key", "gate_key_\"x\""] {
+            let mut h = HeaderMap::new();
+            h.insert(API_KEY_HEADER, HeaderValue::from_str(bad).unwrap());
+            assert_eq!(
+                presented_credential(&h).unwrap_err(),
+                Rejection::Malformed,
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn key_use_is_claimed_once_a_minute_per_key() {
+        let tracker = KeyUseTracker::default();
+        assert!(tracker.claim("k1", 1_000));
+        assert!(!tracker.claim("k1", 1_000));
+        assert!(!tracker.claim("k1", 1_059));
+        assert!(tracker.claim("k2", 1_001));
+        assert!(tracker.claim("k1", 1_060));
+    }
+
+    #[test]
+    fn allow_lists_fail_closed() {
+        let grant = |ips: &[&str]| KeyGrant {
+            id: "k".into(),
+            account_id: "a".into(),
+            project_id: Some("p".into()),
+            scope: "mcp:read".into(),
+            allowed_ips: ips.iter().map(|s| s.to_string()).collect(),
+            last_used_at: None,
+        };
+        let local: Option<IpAddr> = Some("127.0.0.1".parse().unwrap());
+        assert!(key_address_allowed(&grant(&[]), None));
+        assert!(key_address_allowed(&grant(&["127.0.0.0/8"]), local));
+        assert!(!key_address_allowed(&grant(&["127.0.0.0/8"]), None));
+        assert!(!key_address_allowed(&grant(&["10.0.0.0/8"]), local));
+        assert!(!key_address_allowed(&grant(&["not an address"]), local));
+    }
+
     fn grant() -> AccessGrant {
         AccessGrant {
             account_id: "a".into(),
@@ -364,6 +680,8 @@ mod tests {
             issued_at: 0,
             expires_at: 100,
             family_id: "f".into(),
+            service: false,
+            project_id: None,
         }
     }
 

@@ -7,8 +7,9 @@
 //! - refuses, when it is built at start, a tool whose name or metadata is destructive
 //!   (delete, remove, cancel, undeploy, destroy, drop, purge): Gatehouse exposes no tool that
 //!   loses data, so `destructiveHint` is always `false`;
-//! - resolves the `project_id` argument against the caller's memberships before the handler
-//!   runs, so another account's project answers exactly like one that does not exist;
+//! - resolves the `project_id` argument against the caller's memberships and the credential's
+//!   reach before the handler runs, so another account's project (or, for a project key,
+//!   any other project) answers exactly like one that does not exist;
 //! - keeps registration order, which is the stable order of `tools/list`.
 
 use std::future::Future;
@@ -232,7 +233,7 @@ async fn resolve_project(
     let membership = ctx
         .state
         .store
-        .membership(&ctx.principal.account_id, project_id)
+        .reachable_membership(&ctx.principal, project_id)
         .await?
         .ok_or_else(|| project_not_found(project_id))?;
     if access == ProjectAccess::Write && membership.role != Role::Write {

@@ -8,11 +8,12 @@
 //!    or on a loopback listener a foreign host, is refused (403).
 //! 3. [`accept`]: `Accept` is read leniently — JSON whenever the client takes it (or says
 //!    nothing), one SSE event for an SSE-only client, `406` with a JSON-RPC error otherwise.
-//! 4. [`auth`]: the bearer is checked (401 with a challenge otherwise); a `tools/call` outside the
-//!    token's scopes is refused (403 `insufficient_scope`); a JSON body that is not a
-//!    well-formed JSON-RPC message is answered with its JSON-RPC error ([`body`]: 400 `-32700`
-//!    or `-32600`, `-32602` for params that do not fit the method); the [`auth::Principal`]
-//!    is attached.
+//! 4. [`auth`]: the credential (OAuth access token or API key) is checked (401 with a challenge
+//!    otherwise, 403 for a key used from an address it is not allowed from); a `tools/call`
+//!    outside the credential's scopes is refused (403 `insufficient_scope`); a JSON body that is
+//!    not a well-formed JSON-RPC message is answered with its JSON-RPC error ([`body`]: 400
+//!    `-32700` or `-32600`, `-32602` for params that do not fit the method); the
+//!    [`auth::Principal`] is attached.
 //! 5. rmcp's `StreamableHttpService`, stateless, JSON responses, serving the revisions rmcp
 //!    knows (2024-11-05 … 2026-07-28): `initialize` for the older ones, `server/discover` and
 //!    per-request `_meta` for 2026-07-28, with rmcp's header checks, `resultType` and cache
@@ -56,6 +57,8 @@ pub struct McpState {
     pub hosts: Arc<guard::HostPolicy>,
     /// Which browser origins are served.
     pub origins: Arc<guard::OriginPolicy>,
+    /// When this process last wrote each API key's use.
+    pub key_use: Arc<auth::KeyUseTracker>,
 }
 
 async fn method_not_allowed() -> impl IntoResponse {
@@ -75,6 +78,7 @@ fn cors(origins: Arc<guard::OriginPolicy>) -> CorsLayer {
         .allow_methods([Method::POST])
         .allow_headers([
             header::AUTHORIZATION,
+            HeaderName::from_static(auth::API_KEY_HEADER),
             header::CONTENT_TYPE,
             header::ACCEPT,
             HeaderName::from_static("mcp-protocol-version"),
@@ -102,6 +106,7 @@ pub fn router(state: AppState) -> Router {
         catalog,
         hosts: Arc::new(guard::HostPolicy::new(&config)),
         origins: Arc::new(guard::OriginPolicy::new(&config)),
+        key_use: Arc::new(auth::KeyUseTracker::default()),
     };
     let service_state = mcp.clone();
     let service = StreamableHttpService::new(

@@ -1,9 +1,10 @@
-//! MCP resources (`server/resources`): the caller's projects, their notes and their jobs as
-//! `gatehouse://` URIs — listed in pages, described by templates, readable as JSON.
+//! MCP resources (`server/resources`): the projects the caller's credential reaches, their notes
+//! and their jobs as `gatehouse://` URIs — listed in pages, described by templates, readable as
+//! JSON.
 //!
-//! Not found (unknown, malformed, or another account's) is `ErrorData::resource_not_found`
-//! with `data.uri`; rmcp sends it as `-32002` to peers before 2026-07-28 and as `-32602` to
-//! 2026-07-28 peers, as each revision requires.
+//! Not found (unknown, malformed, another account's, or out of the credential's reach) is
+//! `ErrorData::resource_not_found` with `data.uri`; rmcp sends it as `-32002` to peers before
+//! 2026-07-28 and as `-32602` to 2026-07-28 peers, as each revision requires.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -110,7 +111,6 @@ pub async fn list(
         }
     };
     let store = &app.store;
-    let account = principal.account_id.as_str();
     let mut items = Vec::new();
     let next = loop {
         let need = PAGE - items.len();
@@ -119,7 +119,10 @@ pub async fn list(
         }
         match cur.section {
             Section::Projects => {
-                let projects = store.projects_of_account(account).await.map_err(internal)?;
+                let projects = store
+                    .reachable_projects(principal)
+                    .await
+                    .map_err(internal)?;
                 let page: Vec<_> = projects.iter().skip(cur.offset).take(need).collect();
                 items.extend(page.iter().map(|p| {
                     resource(
@@ -140,7 +143,7 @@ pub async fn list(
             }
             Section::Notes => {
                 let notes = store
-                    .notes_of_account(account, cur.offset as i64, need as i64)
+                    .reachable_notes(principal, cur.offset as i64, need as i64)
                     .await
                     .map_err(internal)?;
                 let got = notes.len();
@@ -163,7 +166,7 @@ pub async fn list(
             }
             Section::Jobs => {
                 let jobs = store
-                    .jobs_of_account(account, cur.offset as i64, need as i64)
+                    .reachable_jobs(principal, cur.offset as i64, need as i64)
                     .await
                     .map_err(internal)?;
                 let got = jobs.len();
@@ -238,12 +241,11 @@ pub async fn read(
     uri: &str,
 ) -> Result<ReadResourceResult, ErrorData> {
     let store = &app.store;
-    let account = principal.account_id.as_str();
     let parsed = ResourceUri::parse(uri).ok_or_else(|| not_found(uri))?;
     match parsed {
         ResourceUri::Project { project_id } => {
             let m = store
-                .membership(account, &project_id)
+                .reachable_membership(principal, &project_id)
                 .await
                 .map_err(internal)?
                 .ok_or_else(|| not_found(uri))?;
@@ -257,7 +259,7 @@ pub async fn read(
             note_id,
         } => {
             store
-                .membership(account, &project_id)
+                .reachable_membership(principal, &project_id)
                 .await
                 .map_err(internal)?
                 .ok_or_else(|| not_found(uri))?;
@@ -281,7 +283,7 @@ pub async fn read(
                 .filter(|j| j.kind == kind)
                 .ok_or_else(|| not_found(uri))?;
             store
-                .membership(account, &job.project_id)
+                .reachable_membership(principal, &job.project_id)
                 .await
                 .map_err(internal)?
                 .ok_or_else(|| not_found(uri))?;

@@ -95,13 +95,7 @@ impl ServerHandler for GatehouseMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let principal = principal(&ctx)?;
-        let can_write_somewhere = match self
-            .mcp
-            .app
-            .store
-            .projects_of_account(&principal.account_id)
-            .await
-        {
+        let can_write_somewhere = match self.mcp.app.store.reachable_projects(&principal).await {
             Ok(projects) => projects.iter().any(|p| p.role == Role::Write),
             Err(e) => {
                 tracing::warn!(error = %e, "could not read memberships for tools/list");
@@ -158,9 +152,10 @@ impl ServerHandler for GatehouseMcp {
         if let Err(ToolError::Internal(cause)) = &outcome.result {
             tracing::error!(tool = def.spec.name, error = %cause, "MCP tool failed");
         }
+        let credential = principal.audit_credential();
         let detail = match &outcome.project_id {
-            Some(p) => format!("project={p} duration_ms={elapsed_ms}"),
-            None => format!("duration_ms={elapsed_ms}"),
+            Some(p) => format!("{credential} project={p} duration_ms={elapsed_ms}"),
+            None => format!("{credential} duration_ms={elapsed_ms}"),
         };
         let ip = source_ip(&ctx);
         self.mcp

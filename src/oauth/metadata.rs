@@ -9,8 +9,12 @@ use serde_json::{Value, json};
 use crate::app::AppState;
 use crate::config::Config;
 
-/// The grant types the token endpoint accepts.
+/// The grant types a registered client may use (dynamic registration accepts only these).
 pub const GRANT_TYPES: [&str; 2] = ["authorization_code", "refresh_token"];
+/// The grant types the token endpoint accepts: [`GRANT_TYPES`] and `client_credentials`, which
+/// only service clients made on the command line may use (RFC 6749 §4.4).
+pub const SUPPORTED_GRANT_TYPES: [&str; 3] =
+    ["authorization_code", "refresh_token", "client_credentials"];
 /// The grant types a client registered for `registered` may use (RFC 7591 §2 `grant_types`):
 /// the registered ones, plus `refresh_token` whenever `authorization_code` is there, since the
 /// token endpoint issues a refresh token with every code (OAuth 2.1 §4.1.3, §4.3) and a client
@@ -47,7 +51,7 @@ pub fn document(config: &Config) -> Value {
         "introspection_endpoint": url("/oauth/introspect"),
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],
-        "grant_types_supported": GRANT_TYPES,
+        "grant_types_supported": SUPPORTED_GRANT_TYPES,
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": AUTH_METHODS,
         "revocation_endpoint_auth_methods_supported": AUTH_METHODS,

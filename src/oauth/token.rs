@@ -25,7 +25,7 @@ use super::OAuthError;
 use super::client_auth::{authenticate_client, read_form};
 use crate::app::AppState;
 use crate::domain::pkce::verify_s256;
-use crate::domain::scope::ScopeSet;
+use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::{Secret, TokenKind};
 use crate::domain::successor;
 use crate::store::audit::AuditEvent;
@@ -43,8 +43,9 @@ pub struct TokenResponse {
     pub token_type: String,
     /// Seconds until the access token expires.
     pub expires_in: i64,
-    /// The refresh token.
-    pub refresh_token: String,
+    /// The refresh token (none for `client_credentials`, RFC 6749 §4.4.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_token: Option<String>,
     /// Granted scopes, space-delimited.
     pub scope: String,
 }
@@ -97,8 +98,9 @@ pub async fn token(
         match grant.as_str() {
             "authorization_code" => authorization_code(&ctx).await,
             "refresh_token" => refresh_token(&ctx).await,
+            "client_credentials" => client_credentials(&ctx).await,
             other => Err(OAuthError::UnsupportedGrantType(format!(
-                "grant_type {other} is not supported (use authorization_code or refresh_token)"
+                "grant_type {other} is not supported (use authorization_code, refresh_token or client_credentials)"
             ))),
         }
     }
@@ -178,7 +180,7 @@ fn response(refresh: &Secret, access: &Secret, ttl: i64, scope: &str) -> TokenRe
         access_token: access.expose().to_string(),
         token_type: "Bearer".into(),
         expires_in: ttl,
-        refresh_token: refresh.expose().to_string(),
+        refresh_token: Some(refresh.expose().to_string()),
         scope: scope.to_string(),
     }
 }
@@ -206,6 +208,104 @@ async fn audit(
             ctx.now,
         )
         .await;
+}
+
+/// The `client_credentials` grant (RFC 6749 §4.4; OAuth 2.1 §4.2) for service clients made
+/// with `gatehouse client add NAME --service`: the client authenticates with its secret; the
+/// token acts for the service's owner (or its one project), is bound to `MCP_SERVER_URL`
+/// (`resource` optional, and if sent it must name it: `invalid_target`), carries the service's
+/// scope or the narrower `scope` asked for (`invalid_scope` beyond it), lasts the access-token
+/// lifetime and comes without a refresh token (§4.4.3). Any other client, public, registered
+/// or dynamically registered, gets `unauthorized_client`; a service whose owner is disabled or
+/// whose approval was revoked gets `invalid_grant`.
+async fn client_credentials(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
+    let store = &ctx.state.store;
+    let client_id = &ctx.client.client_id;
+    if ctx.client.client_secret_hash.is_none() || !store.is_service_client(client_id).await? {
+        return Err(OAuthError::UnauthorizedClient(
+            "only service clients made with gatehouse client add --service may use client_credentials".into(),
+        ));
+    }
+    let config = &ctx.state.config;
+    if ctx
+        .params
+        .get("resource")
+        .is_some_and(|r| r != &config.mcp_server_url)
+    {
+        return Err(OAuthError::InvalidTarget(format!(
+            "resource must be {}, the resource served here",
+            config.mcp_server_url
+        )));
+    }
+    let Some(service) = store.service_client(client_id).await? else {
+        audit(
+            ctx,
+            "token_issued",
+            "denied",
+            None,
+            None,
+            Some("service_not_live"),
+        )
+        .await;
+        return Err(OAuthError::InvalidGrant(
+            "this service client's owner is disabled or its access was revoked".into(),
+        ));
+    };
+    let allowed = ScopeSet::parse(&service.scope)
+        .map_err(|_| OAuthError::InvalidGrant("the service's stored scope is invalid".into()))?;
+    let scope = match ctx
+        .params
+        .get("scope")
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+    {
+        None => allowed,
+        Some(asked) => {
+            let asked =
+                ScopeSet::parse(asked).map_err(|e| OAuthError::InvalidScope(e.to_string()))?;
+            if asked.contains(Scope::OfflineAccess) {
+                return Err(OAuthError::InvalidScope(
+                    "offline_access is not available: client_credentials issues no refresh token"
+                        .into(),
+                ));
+            }
+            if !asked.iter().all(|s| allowed.satisfies(s)) {
+                return Err(OAuthError::InvalidScope(format!(
+                    "this service client may get at most \"{allowed}\""
+                )));
+            }
+            asked
+        }
+    };
+    let scope = scope.to_string();
+    let access = Secret::generate(TokenKind::AccessToken);
+    let ttl = config.access_token_ttl_secs;
+    store
+        .insert_service_token(
+            &service,
+            &access.hash(),
+            &scope,
+            &config.mcp_server_url,
+            ctx.now,
+            ctx.now + ttl,
+        )
+        .await?;
+    audit(
+        ctx,
+        "token_issued",
+        "success",
+        Some(&service.account_id),
+        None,
+        Some("grant=client_credentials"),
+    )
+    .await;
+    Ok(TokenResponse {
+        access_token: access.expose().to_string(),
+        token_type: "Bearer".into(),
+        expires_in: ttl,
+        refresh_token: None,
+        scope,
+    })
 }
 
 /// The `authorization_code` grant (OAuth 2.1 §4.1.3): the code is bound to the client, the
@@ -474,7 +574,7 @@ fn grace_successor(ctx: &Ctx<'_>, state: &RefreshState, presented: &str) -> Opti
         access_token: pair.access_token,
         token_type: "Bearer".into(),
         expires_in: (pair.access_expires_at - ctx.now).max(0),
-        refresh_token: pair.refresh_token,
+        refresh_token: Some(pair.refresh_token),
         scope: pair.scope,
     })
 }

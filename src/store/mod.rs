@@ -15,11 +15,13 @@ use sqlx::{AnyPool, Executor};
 
 pub mod accounts;
 pub mod audit;
+pub mod keys;
 pub mod limits;
 pub mod notes;
 pub mod oauth;
 pub mod postgres;
 pub mod projects;
+pub mod services;
 pub mod sessions;
 pub mod sqlite;
 

@@ -9,6 +9,7 @@ use sqlx::any::AnyRow;
 
 use super::{Store, StoreError, new_id, parse_column};
 use crate::domain::notes::{JobKind, JobStatus, full_text_query};
+use crate::domain::principal::Principal;
 
 /// One note.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -281,11 +282,12 @@ impl Store {
         rows.iter().map(note_from_row).collect()
     }
 
-    /// One page of the notes in all active projects the account is a member of, in a stable
-    /// order (project creation, then note creation).
-    pub async fn notes_of_account(
+    /// One page of the notes in the active projects `principal` reaches (see
+    /// [`Store::reachable_projects`]), in a stable order (project creation, then note
+    /// creation).
+    pub async fn reachable_notes(
         &self,
-        account_id: &str,
+        principal: &Principal,
         offset: i64,
         limit: i64,
     ) -> Result<Vec<NoteRef>, StoreError> {
@@ -294,12 +296,13 @@ impl Store {
              FROM notes n \
              JOIN memberships m ON m.project_id = n.project_id \
              JOIN projects p ON p.id = n.project_id \
-             WHERE m.account_id = $1 AND p.status = 'active' \
+             WHERE m.account_id = $1 AND p.status = 'active' AND p.id = COALESCE($4, p.id) \
              ORDER BY p.created_at, p.id, n.created_at, n.id LIMIT $2 OFFSET $3",
         )
-        .bind(account_id)
+        .bind(&principal.account_id)
         .bind(limit)
         .bind(offset)
+        .bind(principal.reach.only_project())
         .fetch_all(self.pool())
         .await?;
         rows.iter()
@@ -359,10 +362,11 @@ impl Store {
         row.as_ref().map(job_from_row).transpose()
     }
 
-    /// One page of the jobs of the account's active projects, newest first.
-    pub async fn jobs_of_account(
+    /// One page of the jobs of the active projects `principal` reaches (see
+    /// [`Store::reachable_projects`]), newest first.
+    pub async fn reachable_jobs(
         &self,
-        account_id: &str,
+        principal: &Principal,
         offset: i64,
         limit: i64,
     ) -> Result<Vec<Job>, StoreError> {
@@ -373,12 +377,13 @@ impl Store {
              FROM jobs j \
              JOIN memberships m ON m.project_id = j.project_id \
              JOIN projects p ON p.id = j.project_id \
-             WHERE m.account_id = $1 AND p.status = 'active' \
+             WHERE m.account_id = $1 AND p.status = 'active' AND p.id = COALESCE($4, p.id) \
              ORDER BY j.created_at DESC, j.id LIMIT $2 OFFSET $3",
         )
-        .bind(account_id)
+        .bind(&principal.account_id)
         .bind(limit)
         .bind(offset)
+        .bind(principal.reach.only_project())
         .fetch_all(self.pool())
         .await?;
         rows.iter().map(job_from_row).collect()

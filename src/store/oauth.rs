@@ -216,6 +216,11 @@ pub struct AccessGrant {
     pub expires_at: i64,
     /// The family it descends from.
     pub family_id: String,
+    /// Issued by `client_credentials` to a service client ([`super::services`]).
+    pub service: bool,
+    /// The one project a service client limited to one project reaches (active, and the
+    /// account still a member); `None`: every active project of the account.
+    pub project_id: Option<String>,
 }
 
 /// A client the account has granted, for the connected-apps page.
@@ -721,7 +726,8 @@ impl Store {
     /// Authenticates an access token in one round trip: the token must be unrevoked and
     /// unexpired, its family and consent live, its account active, and neither the family's
     /// nor the token's scope may exceed the consent's (RFC 6749 §3.3; `mcp:write` implies
-    /// `mcp:read`). `None` for anything else.
+    /// `mcp:read`); a service token limited to one project also needs that project active and
+    /// the account still its member. `None` for anything else.
     pub async fn authenticate_access_token(
         &self,
         hash: &TokenHash,
@@ -730,13 +736,18 @@ impl Store {
         let row = sqlx::query(
             "SELECT t.account_id AS account_id, t.client_id AS client_id, t.scope AS scope, t.audience AS audience, \
              t.created_at AS created_at, t.expires_at AS expires_at, t.family_id AS family_id, \
-             f.scope AS family_scope, c.scope AS consent_scope \
+             f.scope AS family_scope, c.scope AS consent_scope, \
+             s.client_id AS service_client, s.project_id AS service_project \
              FROM access_tokens t \
              JOIN token_families f ON f.id = t.family_id \
              JOIN consents c ON c.id = f.consent_id \
              JOIN accounts a ON a.id = t.account_id \
+             LEFT JOIN service_clients s ON s.family_id = t.family_id \
+             LEFT JOIN projects p ON p.id = s.project_id \
+             LEFT JOIN memberships m ON m.project_id = s.project_id AND m.account_id = t.account_id \
              WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > $2 \
-             AND f.revoked_at IS NULL AND c.revoked_at IS NULL AND a.status = 'active'",
+             AND f.revoked_at IS NULL AND c.revoked_at IS NULL AND a.status = 'active' \
+             AND (s.project_id IS NULL OR (p.status = 'active' AND m.account_id IS NOT NULL))",
         )
         .bind(hash.as_str())
         .bind(now)
@@ -761,6 +772,8 @@ impl Store {
             issued_at: r.try_get("created_at")?,
             expires_at: r.try_get("expires_at")?,
             family_id: r.try_get("family_id")?,
+            service: r.try_get::<Option<String>, _>("service_client")?.is_some(),
+            project_id: r.try_get("service_project")?,
         }))
     }
 

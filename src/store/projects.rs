@@ -4,6 +4,7 @@ use sqlx::Row;
 
 use super::{Store, StoreError, new_id, parse_column};
 use crate::domain::account::Role;
+use crate::domain::principal::Principal;
 
 /// A project as seen by one member.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,5 +124,30 @@ impl Store {
         .fetch_optional(self.pool())
         .await?;
         row.as_ref().map(membership_from_row).transpose()
+    }
+
+    /// The active projects `principal` reaches, with its account's role in each, oldest first:
+    /// all of the account's for an OAuth grant or an account key, at most the one project of a
+    /// project key (none once the account is no longer a member or the project is archived).
+    pub async fn reachable_projects(
+        &self,
+        principal: &Principal,
+    ) -> Result<Vec<ProjectMembership>, StoreError> {
+        let mut projects = self.projects_of_account(&principal.account_id).await?;
+        projects.retain(|m| principal.reaches(&m.project_id));
+        Ok(projects)
+    }
+
+    /// The account's membership in `project_id` if `principal` reaches it; `None` for a
+    /// project out of reach exactly as for a missing one (callers must not tell them apart).
+    pub async fn reachable_membership(
+        &self,
+        principal: &Principal,
+        project_id: &str,
+    ) -> Result<Option<ProjectMembership>, StoreError> {
+        if !principal.reaches(project_id) {
+            return Ok(None);
+        }
+        self.membership(&principal.account_id, project_id).await
     }
 }

@@ -10,12 +10,14 @@ mod cimd;
 mod config_startup;
 mod display_text;
 mod grants;
+mod keys;
 mod limits;
 mod mcp;
 mod mcp_interop;
 mod oauth;
 #[allow(dead_code)]
 mod oauth_helpers;
+mod service;
 mod signin;
 mod store_contract;
 mod token;

@@ -6,6 +6,7 @@ use gatehouse::app::open_store;
 use gatehouse::domain::account::{AccountStatus, Email, Role};
 use gatehouse::domain::secret::TokenHash;
 use gatehouse::store::audit::AuditEvent;
+use gatehouse::store::keys::{KeyUse, NewApiKey};
 use gatehouse::store::oauth::{
     ClientRecord, CodeRecord, GrantRefusal, NewTokens, Redeemed, Rotation,
 };
@@ -423,6 +424,151 @@ async fn housekeeping_contract(store: &Store) {
     assert!(store.refresh_state(&live_refresh).await.unwrap().is_some());
 }
 
+async fn keys_contract(store: &Store) {
+    let owner = store
+        .create_account(&Email::parse("keys@example.com").unwrap(), "h", 100)
+        .await
+        .unwrap();
+    let other = store
+        .create_account(&Email::parse("keys2@example.com").unwrap(), "h", 100)
+        .await
+        .unwrap();
+    let project = store.create_project("K", &owner.id, 100).await.unwrap();
+    let new = |project_id, expires_at| NewApiKey {
+        account_id: &owner.id,
+        project_id,
+        name: "n",
+        scope: "mcp:read",
+        allowed_ips: &[],
+        expires_at,
+    };
+    let (account_key, project_key) = (TokenHash::of("ak"), TokenHash::of("pk"));
+    let ak = store
+        .create_api_key(&new(None, Some(500)), &account_key, 100)
+        .await
+        .unwrap();
+    let allowed = vec!["10.0.0.0/8".to_string()];
+    let pk = store
+        .create_api_key(
+            &NewApiKey {
+                allowed_ips: &allowed,
+                ..new(Some(&project), None)
+            },
+            &project_key,
+            100,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        store
+            .create_api_key(&new(None, None), &account_key, 100)
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+    // Expiry is exclusive: live before 500, gone at 500.
+    let live = store
+        .authenticate_api_key(&account_key, 499)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((live.id.as_str(), live.project_id), (ak.as_str(), None));
+    assert!(
+        store
+            .authenticate_api_key(&account_key, 500)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let live = store
+        .authenticate_api_key(&project_key, 100)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(live.project_id.as_deref(), Some(project.as_str()));
+    assert_eq!(live.allowed_ips, allowed);
+    assert!(
+        store
+            .authenticate_api_key(&TokenHash::of("x"), 100)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // A project key of an account that is not a member is out of range.
+    let stray = TokenHash::of("stray");
+    store
+        .create_api_key(
+            &NewApiKey {
+                account_id: &other.id,
+                ..new(Some(&project), None)
+            },
+            &stray,
+            100,
+        )
+        .await
+        .unwrap();
+    assert!(
+        store
+            .authenticate_api_key(&stray, 100)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    store
+        .add_member(&project, &other.id, Role::Read, 100)
+        .await
+        .unwrap();
+    assert!(
+        store
+            .authenticate_api_key(&stray, 100)
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // Twenty concurrent first uses: exactly one wins and is the first use.
+    let uses =
+        futures::future::join_all((0..20).map(|_| store.record_key_use(&pk, true, 200))).await;
+    let firsts = uses
+        .iter()
+        .filter(|u| matches!(u, Ok(KeyUse::First)))
+        .count();
+    assert_eq!(firsts, 1, "{uses:?}");
+    assert!(uses.iter().all(|u| u.is_ok()));
+    assert_eq!(
+        store.record_key_use(&pk, false, 259).await.unwrap(),
+        KeyUse::Unchanged
+    );
+    assert_eq!(
+        store.record_key_use(&pk, false, 260).await.unwrap(),
+        KeyUse::Updated
+    );
+    let listed = store.api_keys(Some(&owner.id)).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    let used = listed.iter().find(|k| k.id == pk).unwrap();
+    assert_eq!(used.last_used_at, Some(260));
+    assert_eq!(used.account_email, "keys@example.com");
+    assert_eq!(used.project_id.as_deref(), Some(project.as_str()));
+    assert_eq!(store.api_keys(None).await.unwrap().len(), 3);
+
+    assert!(store.revoke_api_key(&pk, 300).await.unwrap());
+    assert!(!store.revoke_api_key(&pk, 301).await.unwrap());
+    assert!(matches!(
+        store.revoke_api_key("missing", 300).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(
+        store
+            .authenticate_api_key(&project_key, 302)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        store.api_key(&pk).await.unwrap().unwrap().revoked_at,
+        Some(300)
+    );
+}
+
 async fn run_contract(db: &TestDb) {
     let store = open_store(&db.url).await.unwrap();
     // Migrating twice is harmless.
@@ -435,6 +581,7 @@ async fn run_contract(db: &TestDb) {
     jobs_contract(&store).await;
     housekeeping_contract(&store).await;
     grants_contract(&store).await;
+    keys_contract(&store).await;
     store.close().await;
 }
 

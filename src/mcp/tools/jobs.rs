@@ -153,7 +153,7 @@ pub fn get_job() -> ToolDef {
                 .ok_or_else(not_found)?;
             // Visible to members of the job's project, like the project itself.
             store
-                .membership(&ctx.principal.account_id, &job.project_id)
+                .reachable_membership(&ctx.principal, &job.project_id)
                 .await?
                 .ok_or_else(not_found)?;
             let view = JobView::from(&job);

@@ -99,11 +99,7 @@ pub fn list_projects() -> ToolDef {
             project: ProjectAccess::None,
         },
         |ctx: ToolCtx, _input: NoInput| async move {
-            let memberships = ctx
-                .state
-                .store
-                .projects_of_account(&ctx.principal.account_id)
-                .await?;
+            let memberships = ctx.state.store.reachable_projects(&ctx.principal).await?;
             let mut ok = ToolOk::new(ProjectList {
                 projects: memberships
                     .iter()

@@ -1,0 +1,273 @@
+//! API keys (product spec "API keys"): created and revoked from the command line, looked up
+//! by the SHA-256 of the presented key on every MCP request (one query), their last use
+//! written at most once a minute.
+
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::{Store, StoreError, new_id};
+use crate::domain::api_key::LAST_USED_INTERVAL_SECS;
+use crate::domain::secret::TokenHash;
+
+/// A key to create.
+#[derive(Debug, Clone)]
+pub struct NewApiKey<'a> {
+    /// The account it acts for.
+    pub account_id: &'a str,
+    /// The one project it reaches; `None` for an account key.
+    pub project_id: Option<&'a str>,
+    /// Its name (checked by [`crate::domain::api_key::parse_name`]).
+    pub name: &'a str,
+    /// `mcp:read` or `mcp:read mcp:write`.
+    pub scope: &'a str,
+    /// CIDR blocks it may be used from (project keys only); empty: any address.
+    pub allowed_ips: &'a [String],
+    /// Expiry, Unix seconds; `None`: none.
+    pub expires_at: Option<i64>,
+}
+
+/// A key as `gatehouse key list` shows it (never the secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKeyRecord {
+    /// Key id (UUID text): what `gatehouse key revoke` takes.
+    pub id: String,
+    /// The account it acts for.
+    pub account_id: String,
+    /// That account's email.
+    pub account_email: String,
+    /// The one project it reaches (`None`: an account key).
+    pub project_id: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// `mcp:read` or `mcp:read mcp:write`.
+    pub scope: String,
+    /// CIDR blocks it may be used from; empty: any address.
+    pub allowed_ips: Vec<String>,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// Unix seconds; `None`: no expiry.
+    pub expires_at: Option<i64>,
+    /// Unix seconds, to within a minute; `None`: never used.
+    pub last_used_at: Option<i64>,
+    /// Unix seconds; `None`: live.
+    pub revoked_at: Option<i64>,
+}
+
+/// A live key found by its hash: what authentication needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyGrant {
+    /// Key id.
+    pub id: String,
+    /// The account it acts for (active).
+    pub account_id: String,
+    /// The one project it reaches (active, and the account still a member); `None` for an
+    /// account key.
+    pub project_id: Option<String>,
+    /// `mcp:read` or `mcp:read mcp:write`.
+    pub scope: String,
+    /// CIDR blocks it may be used from; empty: any address.
+    pub allowed_ips: Vec<String>,
+    /// Unix seconds; `None`: never used.
+    pub last_used_at: Option<i64>,
+}
+
+/// What [`Store::record_key_use`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyUse {
+    /// The key had never been used: this is its first use (audited once, by whichever
+    /// request or instance wrote it).
+    First,
+    /// `last_used_at` was moved forward.
+    Updated,
+    /// Nothing to write: another request wrote it less than a minute ago, or the key is gone.
+    Unchanged,
+}
+
+fn allowed_ips(raw: Option<String>) -> Result<Vec<String>, StoreError> {
+    match raw {
+        None => Ok(Vec::new()),
+        Some(json) => serde_json::from_str(&json).map_err(|_| {
+            StoreError::Database(sqlx::Error::Decode(
+                "unexpected value in api_keys.allowed_ips".into(),
+            ))
+        }),
+    }
+}
+
+fn record_from_row(r: &AnyRow) -> Result<ApiKeyRecord, StoreError> {
+    Ok(ApiKeyRecord {
+        id: r.try_get("id")?,
+        account_id: r.try_get("account_id")?,
+        account_email: r.try_get("email")?,
+        project_id: r.try_get("project_id")?,
+        name: r.try_get("name")?,
+        scope: r.try_get("scope")?,
+        allowed_ips: allowed_ips(r.try_get("allowed_ips")?)?,
+        created_at: r.try_get("created_at")?,
+        expires_at: r.try_get("expires_at")?,
+        last_used_at: r.try_get("last_used_at")?,
+        revoked_at: r.try_get("revoked_at")?,
+    })
+}
+
+const RECORD_COLUMNS: &str = "k.id AS id, k.account_id AS account_id, a.email AS email, \
+    k.project_id AS project_id, k.name AS name, k.scope AS scope, k.allowed_ips AS allowed_ips, \
+    k.created_at AS created_at, k.expires_at AS expires_at, k.last_used_at AS last_used_at, \
+    k.revoked_at AS revoked_at";
+
+impl Store {
+    /// Stores a new key under `hash` (the SHA-256 of the key, which is not kept). Returns its id.
+    pub async fn create_api_key(
+        &self,
+        key: &NewApiKey<'_>,
+        hash: &TokenHash,
+        now: i64,
+    ) -> Result<String, StoreError> {
+        let id = new_id();
+        let allowed = if key.allowed_ips.is_empty() {
+            None
+        } else {
+            Some(serde_json::Value::from(key.allowed_ips.to_vec()).to_string())
+        };
+        sqlx::query(
+            "INSERT INTO api_keys (id, key_hash, account_id, project_id, name, scope, allowed_ips, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(&id)
+        .bind(hash.as_str())
+        .bind(key.account_id)
+        .bind(key.project_id)
+        .bind(key.name)
+        .bind(key.scope)
+        .bind(allowed)
+        .bind(now)
+        .bind(key.expires_at)
+        .execute(self.pool())
+        .await
+        .map_err(|e| StoreError::from_insert(e, "api key"))?;
+        Ok(id)
+    }
+
+    /// Every key, or those of one account, oldest first.
+    pub async fn api_keys(
+        &self,
+        account_id: Option<&str>,
+    ) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {RECORD_COLUMNS} FROM api_keys k JOIN accounts a ON a.id = k.account_id \
+             WHERE k.account_id = COALESCE($1, k.account_id) ORDER BY k.created_at, k.id"
+        ))
+        .bind(account_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(record_from_row).collect()
+    }
+
+    /// One key by id.
+    pub async fn api_key(&self, id: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {RECORD_COLUMNS} FROM api_keys k JOIN accounts a ON a.id = k.account_id \
+             WHERE k.id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(record_from_row).transpose()
+    }
+
+    /// Revokes a key at once (the next request with it gets 401). Returns `false` if it was
+    /// already revoked.
+    ///
+    /// Errors: [`StoreError::NotFound`] for an unknown id.
+    pub async fn revoke_api_key(&self, id: &str, now: i64) -> Result<bool, StoreError> {
+        let done =
+            sqlx::query("UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL")
+                .bind(id)
+                .bind(now)
+                .execute(self.pool())
+                .await?
+                .rows_affected();
+        if done == 1 {
+            return Ok(true);
+        }
+        match self.api_key(id).await? {
+            Some(_) => Ok(false),
+            None => Err(StoreError::NotFound(format!("api key {id}"))),
+        }
+    }
+
+    /// The live key whose SHA-256 is `hash`, in one query: not revoked, not expired at `now`,
+    /// of an active account, and for a project key, of an active project the account is still a
+    /// member of. `None` otherwise (callers answer all of these alike).
+    pub async fn authenticate_api_key(
+        &self,
+        hash: &TokenHash,
+        now: i64,
+    ) -> Result<Option<KeyGrant>, StoreError> {
+        let row = sqlx::query(
+            "SELECT k.id AS id, k.account_id AS account_id, k.project_id AS project_id, \
+             k.scope AS scope, k.allowed_ips AS allowed_ips, k.last_used_at AS last_used_at \
+             FROM api_keys k \
+             JOIN accounts a ON a.id = k.account_id \
+             LEFT JOIN projects p ON p.id = k.project_id \
+             LEFT JOIN memberships m ON m.project_id = k.project_id AND m.account_id = k.account_id \
+             WHERE k.key_hash = $1 AND k.revoked_at IS NULL \
+             AND (k.expires_at IS NULL OR k.expires_at > $2) AND a.status = 'active' \
+             AND (k.project_id IS NULL OR (p.status = 'active' AND m.account_id IS NOT NULL))",
+        )
+        .bind(hash.as_str())
+        .bind(now)
+        .fetch_optional(self.pool())
+        .await?;
+        let Some(r) = row else {
+            return Ok(None);
+        };
+        Ok(Some(KeyGrant {
+            id: r.try_get("id")?,
+            account_id: r.try_get("account_id")?,
+            project_id: r.try_get("project_id")?,
+            scope: r.try_get("scope")?,
+            allowed_ips: allowed_ips(r.try_get("allowed_ips")?)?,
+            last_used_at: r.try_get("last_used_at")?,
+        }))
+    }
+
+    /// Writes a use of key `id` at `now`, conditionally so that any number of requests and
+    /// instances write it at most once a minute: `first` (the key was read as never used)
+    /// sets it only while still unset, which exactly one writer wins; otherwise it moves
+    /// only if the stored value is at least a minute old.
+    pub async fn record_key_use(
+        &self,
+        id: &str,
+        first: bool,
+        now: i64,
+    ) -> Result<KeyUse, StoreError> {
+        if first {
+            let won = sqlx::query(
+                "UPDATE api_keys SET last_used_at = $2 WHERE id = $1 AND last_used_at IS NULL",
+            )
+            .bind(id)
+            .bind(now)
+            .execute(self.pool())
+            .await?
+            .rows_affected();
+            if won == 1 {
+                return Ok(KeyUse::First);
+            }
+        }
+        let moved = sqlx::query(
+            "UPDATE api_keys SET last_used_at = $2 WHERE id = $1 AND last_used_at <= $3",
+        )
+        .bind(id)
+        .bind(now)
+        .bind(now - LAST_USED_INTERVAL_SECS)
+        .execute(self.pool())
+        .await?
+        .rows_affected();
+        Ok(if moved == 1 {
+            KeyUse::Updated
+        } else {
+            KeyUse::Unchanged
+        })
+    }
+}
