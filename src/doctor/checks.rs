@@ -77,15 +77,15 @@ pub struct Registration {
 
 /// Checks the given MCP URL itself: absolute `http`/`https`, a host, no fragment
 /// (MCP 2025-06-18 §Canonical Server URI).
-pub fn given_url(given: &str) -> Result<Url, Step> {
+pub fn given_url(given: &str) -> Result<Url, Box<Step>> {
     let fail = |got: &str| {
-        Step::fail(
+        Box::new(Step::fail(
             "url",
             given.to_string(),
             got.to_string(),
             "an absolute http or https URL with a host and no fragment",
             "Give the MCP endpoint's full URL, e.g. https://mcp.example.com/mcp.",
-        )
+        ))
     };
     let url = Url::parse(given).map_err(|e| fail(&format!("not a URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
@@ -412,7 +412,7 @@ pub async fn server_metadata(probe: &Probe, issuer: &str) -> (Step, Option<Serve
             format!("GET {}", urls.join(", then ")),
             tried.join("; "),
             expected,
-            &format!(
+            format!(
                 "Serve RFC 8414 metadata at {}: a proxy must forward /.well-known/ paths to the authorization server.",
                 urls[0]
             ),

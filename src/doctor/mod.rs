@@ -154,7 +154,7 @@ pub async fn run(options: &Options) -> Report {
     };
     let url = match checks::given_url(&options.url) {
         Ok(u) => u,
-        Err(step) => return report(vec![step], registered),
+        Err(step) => return report(vec![*step], registered),
     };
     let probe = match http::Probe::new(options.timeout) {
         Ok(p) => p,

@@ -8,6 +8,7 @@ mod helpers;
 mod cimd;
 mod config_startup;
 mod display_text;
+mod doctor;
 mod grants;
 mod limits;
 mod mcp;
