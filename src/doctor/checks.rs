@@ -158,7 +158,7 @@ pub async fn unauthenticated_post(
     if fetched.is_redirect() {
         let location = fetched.header("location").unwrap_or("");
         let fix = if url.scheme() == "https" && location.starts_with("http://") {
-            "The server redirects https to http: TLS is terminated in front of it, so tell it the original scheme (proxy: X-Forwarded-Proto https) and set MCP_SERVER_URL to the https URL."
+            "The server redirects https to http because TLS is terminated in front of it: set MCP_SERVER_URL to the https URL (other servers may need X-Forwarded-Proto: https from the proxy)."
         } else {
             "Clients do not follow redirects on the MCP URL: give them the final URL and set MCP_SERVER_URL to exactly it."
         };

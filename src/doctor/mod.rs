@@ -212,7 +212,7 @@ pub async fn run(options: &Options) -> Report {
         }
         None => steps.push(Step::skip(
             "as-metadata",
-            "no protected-resource metadata names an authorization server",
+            "no usable protected-resource metadata names an authorization server (clients stop here)",
         )),
     }
 
@@ -265,10 +265,12 @@ pub async fn run(options: &Options) -> Report {
         .and_then(|m| m.str("authorization_endpoint").map(String::from));
     for profile in clients::PROFILES {
         let Some(endpoint) = &registration_endpoint else {
-            steps.push(Step::skip(
-                profile.register_check,
-                "no registration_endpoint (clients would use a client ID metadata document)",
-            ));
+            let why = if meta.is_some() {
+                "no registration_endpoint (clients would use a client ID metadata document)"
+            } else {
+                "no authorization-server metadata"
+            };
+            steps.push(Step::skip(profile.register_check, why));
             continue;
         };
         let (step, reg) = checks::register(&probe, endpoint, profile).await;
