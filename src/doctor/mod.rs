@@ -15,7 +15,9 @@
 //! 6. the authorization endpoint with PKCE S256 and `resource` for each registered client;
 //! 7. `/.well-known/openai-apps-challenge` with `--openai`;
 //! 8. https and host rules over every URL the documents name;
-//! 9. with `--token`: `initialize` and `tools/list` ([`token`]).
+//! 9. with `--interactive`: the authorization-code flow in the browser with the `oauth2` crate,
+//!    then one refresh ([`interactive`]);
+//! 10. with `--token` (or the token of step 9): `initialize` and `tools/list` ([`token`]).
 //!
 //! Nothing here panics on network input: errors, timeouts, redirects and bodies that are not
 //! JSON are findings. Every request is bounded in time ([`http::Probe`]) and size.
@@ -28,6 +30,7 @@ pub mod challenge;
 pub mod checks;
 pub mod clients;
 pub mod http;
+pub mod interactive;
 pub mod token;
 
 use checks::{PostForm, ServerMetadata};
@@ -43,6 +46,10 @@ pub struct DoctorArgs {
     /// Also check `/.well-known/openai-apps-challenge` (ChatGPT Apps domain verification).
     #[arg(long)]
     pub openai: bool,
+    /// Also run a full authorization-code flow in the browser (sign in and approve there),
+    /// then refresh once; the token obtained calls `tools/list` unless `--token` is given.
+    #[arg(long)]
+    pub interactive: bool,
     /// Print one JSON document instead of lines for people.
     #[arg(long)]
     pub json: bool,
@@ -62,6 +69,10 @@ pub struct Options {
     pub openai: bool,
     /// Per-request time limit.
     pub timeout: Duration,
+    /// With `--interactive`: how to open the browser.
+    pub interactive: Option<interactive::BrowserOpener>,
+    /// With `--interactive`: how long the person has in the browser.
+    pub interactive_wait: Duration,
 }
 
 impl From<&DoctorArgs> for Options {
@@ -71,6 +82,8 @@ impl From<&DoctorArgs> for Options {
             token: a.token.clone(),
             openai: a.openai,
             timeout: Duration::from_secs(a.timeout),
+            interactive: a.interactive.then(interactive::BrowserOpener::desktop),
+            interactive_wait: Duration::from_secs(300),
         }
     }
 }
@@ -361,9 +374,39 @@ pub async fn run(options: &Options) -> Report {
     }
     steps.extend(url_steps);
 
-    // 9. With a token: the negotiated revision and the tools.
+    // 9. With --interactive: the whole flow in the browser, then one refresh.
+    let mut flow_token = None;
+    if let Some(opener) = &options.interactive {
+        match &meta {
+            Some(m) => {
+                let (flow_steps, flow) = interactive::flow(
+                    &probe,
+                    m,
+                    &options.url,
+                    scope.as_deref(),
+                    opener,
+                    options.interactive_wait,
+                )
+                .await;
+                steps.extend(flow_steps);
+                if let Some(id) = flow.client_id {
+                    registered.push(RegisteredClient {
+                        client: "interactive".into(),
+                        client_id: id,
+                    });
+                }
+                flow_token = flow.access_token;
+            }
+            None => steps.push(Step::skip(
+                "interactive-register",
+                "no authorization-server metadata",
+            )),
+        }
+    }
+
+    // 10. With a token: the negotiated revision and the tools.
     let mut outcome = token::TokenOutcome::default();
-    if let Some(t) = &options.token {
+    if let Some(t) = options.token.as_ref().or(flow_token.as_ref()) {
         let (token_steps, o) = token::with_token(&probe, &url, t).await;
         steps.extend(token_steps);
         outcome = o;

@@ -26,6 +26,8 @@ fn options(url: &str) -> Options {
         token: None,
         openai: false,
         timeout: Duration::from_secs(5),
+        interactive: None,
+        interactive_wait: Duration::from_secs(30),
     }
 }
 
@@ -473,4 +475,45 @@ async fn the_command_exits_zero_only_when_every_step_passes() {
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["passed"], json!(false));
     assert_eq!(out.status.code(), Some(1));
+}
+
+#[tokio::test]
+async fn interactive_runs_the_whole_flow_with_one_refresh_and_lists_the_tools() {
+    let app = spawn_app().await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let mut opts = options(&app.config.mcp_server_url);
+    opts.interactive = Some(doctor::interactive::BrowserOpener(Arc::new(
+        move |url: &str| tx.send(url.to_string()).map_err(|e| e.to_string()),
+    )));
+    // The person: signs in, approves, and the browser follows the redirect to the doctor.
+    let person = async {
+        let url = rx.recv().await.expect("the doctor opens the browser");
+        assert!(url.contains("code_challenge_method=S256"), "{url}");
+        assert!(url.contains("resource="), "{url}");
+        let browser = crate::helpers::new_client();
+        let location = crate::oauth_helpers::walk(&app, &browser, &url, "approve").await;
+        assert!(location.starts_with("http://127.0.0.1:"), "{location}");
+        let page = browser.get(&location).send().await.unwrap();
+        assert_eq!(page.status(), StatusCode::OK);
+    };
+    let (report, ()) = tokio::join!(doctor::run(&opts), person);
+    let text = doctor::render_text(&report);
+    assert!(report.passed, "{text}");
+    for check in [
+        "interactive-register",
+        "interactive-authorize",
+        "interactive-token",
+        "interactive-refresh",
+        "token-initialize",
+        "token-tools-list",
+    ] {
+        assert_step(&report, check, Status::Pass);
+    }
+    assert_eq!(
+        report.step("interactive-refresh").unwrap().got,
+        "access token, refresh token rotated"
+    );
+    assert_eq!(report.registered_clients.len(), 5);
+    assert_eq!(report.registered_clients[4].client, "interactive");
+    assert!(report.tools.unwrap().contains(&"search_notes".to_string()));
 }
