@@ -442,7 +442,7 @@ pub fn render_text(report: &Report) -> String {
     }
     if !report.registered_clients.is_empty() {
         out.push_str(
-            "clients registered by this run (Gatehouse deletes them after GATEHOUSE_UNUSED_CLIENT_MAX_AGE, as they never complete an authorization):\n",
+            "clients registered by this run (on Gatehouse those that never completed an authorization are deleted after GATEHOUSE_UNUSED_CLIENT_MAX_AGE; revoke an approved one at /apps):\n",
         );
         for c in &report.registered_clients {
             out.push_str(&format!("  {}: {}\n", c.client, c.client_id));
