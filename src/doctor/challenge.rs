@@ -111,8 +111,10 @@ fn read_params(
             while i < bytes.len() {
                 match bytes[i] {
                     b'\\' if i + 1 < bytes.len() => {
-                        v.push(bytes[i + 1] as char);
-                        i += 2;
+                        // quoted-pair: the next character, whatever its UTF-8 length.
+                        let ch = value[i + 1..].chars().next().unwrap_or('\u{fffd}');
+                        v.push(ch);
+                        i += 1 + ch.len_utf8();
                     }
                     b'"' => {
                         i += 1;
@@ -197,6 +199,8 @@ mod tests {
             "Bearer =",
             "Bearer a=",
             "Bearer a=\"é",
+            "Bearer a=\"\\é\"",
+            "Bearer a=\"\\",
             "Bearer ,,, é",
             "\u{0}",
         ] {
