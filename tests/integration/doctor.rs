@@ -517,3 +517,38 @@ async fn interactive_runs_the_whole_flow_with_one_refresh_and_lists_the_tools() 
     assert_eq!(report.registered_clients[4].client, "interactive");
     assert!(report.tools.unwrap().contains(&"search_notes".to_string()));
 }
+
+#[tokio::test]
+async fn a_proxy_that_drops_cors_headers_is_named_for_each_endpoint() {
+    let (proxy_listener, proxy_port) = listener().await;
+    let public = format!("http://127.0.0.1:{proxy_port}/mcp");
+    let app = spawn_app_with(|v| {
+        v.insert("MCP_SERVER_URL".into(), public.clone());
+    })
+    .await;
+    start_proxy(
+        proxy_listener,
+        &app.address,
+        ProxyFaults {
+            drop_header: Some("access-control-allow-origin"),
+            ..Default::default()
+        },
+    );
+    let report = doctor::run(&options(&public)).await;
+    for check in [
+        "cors-resource-metadata",
+        "cors-server-metadata",
+        "cors-registration",
+        "cors-token",
+    ] {
+        let step = assert_step(&report, check, Status::Fail);
+        assert!(
+            step.got.contains("Access-Control-Allow-Origin \"\""),
+            "{step:?}"
+        );
+        assert!(step.fix.unwrap().starts_with("Answer CORS preflights on"));
+    }
+    // Clients that are not browsers are unaffected.
+    assert_step(&report, "challenge", Status::Pass);
+    assert_step(&report, "register-claude", Status::Pass);
+}
