@@ -51,6 +51,8 @@ pub enum Command {
     /// Manage API keys for the MCP route.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Walk an MCP server's discovery chain as the real clients do and name what breaks.
+    Doctor(crate::doctor::DoctorArgs),
 }
 
 /// `gatehouse key …` (product spec "API keys").
@@ -182,7 +184,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         .map_err(|e| CliError(e.to_string()))?;
     let now = now();
     let out = match command {
-        Command::Serve => unreachable!("serve is handled by main"),
+        Command::Serve | Command::Doctor(_) => unreachable!("handled by main"),
         Command::Migrate => "migrations applied".to_string(),
         Command::Account(AccountCommand::Add { email, .. }) => {
             let email =

@@ -7,6 +7,7 @@
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod doctor;
 pub mod domain;
 pub mod error;
 pub mod mcp;

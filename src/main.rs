@@ -41,6 +41,16 @@ fn start_watchdog(bound: std::time::Duration) {
 
 async fn run() {
     let cli = Cli::parse();
+    if let Some(Command::Doctor(args)) = &cli.command {
+        // A client of any server: needs no configuration or database of its own.
+        let report = gatehouse::doctor::run(&args.into()).await;
+        if args.json {
+            println!("{}", gatehouse::doctor::render_json(&report));
+        } else {
+            print!("{}", gatehouse::doctor::render_text(&report));
+        }
+        std::process::exit(if report.passed { 0 } else { 1 });
+    }
     let config = match Config::load(cli.config.as_deref()) {
         Ok(c) => c,
         Err(e) => fail(&e.to_string()),

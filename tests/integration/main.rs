@@ -9,6 +9,7 @@ mod audit;
 mod cimd;
 mod config_startup;
 mod display_text;
+mod doctor;
 mod grants;
 mod keys;
 mod limits;

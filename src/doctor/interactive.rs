@@ -1,0 +1,460 @@
+//! `--interactive`: a full authorization-code flow as a native client runs it, with the
+//! `oauth2` crate as the client: register a public client with a loopback redirect (RFC 8252
+//! §7.3), open the browser at the authorization endpoint with PKCE S256 (RFC 7636) and
+//! `resource` (RFC 8707), receive the code on the loopback listener and check `state` and `iss`
+//! (RFC 9207 §2.4), redeem it (OAuth 2.1 §4.1.3), then refresh once and check the refresh token
+//! rotated (OAuth 2.1 §4.3.1: public clients' refresh tokens rotate).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use oauth2::basic::BasicClient;
+use oauth2::{
+    AuthUrl, AuthorizationCode, ClientId, CsrfToken, PkceCodeChallenge, RedirectUrl, Scope,
+    TokenResponse, TokenUrl,
+};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use super::Step;
+use super::checks::{ServerMetadata, json_object};
+use super::http::Probe;
+
+/// Opens the browser at a URL (the command line prints it and asks the desktop to open it;
+/// tests hand it to a scripted browser).
+#[derive(Clone)]
+pub struct BrowserOpener(pub Arc<OpenFn>);
+
+/// A function opening a URL in a browser.
+pub type OpenFn = dyn Fn(&str) -> Result<(), String> + Send + Sync;
+
+impl fmt::Debug for BrowserOpener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("BrowserOpener")
+    }
+}
+
+impl BrowserOpener {
+    /// Prints `url` on standard error and asks the desktop to open it (`xdg-open`, `open` or
+    /// `start`); the printed URL is enough when no browser can be started.
+    pub fn desktop() -> BrowserOpener {
+        BrowserOpener(Arc::new(|url: &str| {
+            eprintln!("Open this URL in a browser to sign in and approve the doctor:\n{url}");
+            let program = if cfg!(target_os = "macos") {
+                "open"
+            } else if cfg!(windows) {
+                "explorer"
+            } else {
+                "xdg-open"
+            };
+            std::process::Command::new(program)
+                .arg(url)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .map(|_| ())
+                .map_err(|e| format!("cannot start {program}: {e}"))
+        }))
+    }
+}
+
+/// What the flow produced.
+#[derive(Debug, Default)]
+pub struct Interactive {
+    /// The client registered for the flow.
+    pub client_id: Option<String>,
+    /// The access token obtained by the refresh.
+    pub access_token: Option<String>,
+}
+
+/// Runs the flow; `wait` bounds the time the person has in the browser.
+pub async fn flow(
+    probe: &Probe,
+    meta: &ServerMetadata,
+    resource: &str,
+    scope: Option<&str>,
+    opener: &BrowserOpener,
+    wait: Duration,
+) -> (Vec<Step>, Interactive) {
+    let mut steps = Vec::new();
+    let mut out = Interactive::default();
+    let (Some(auth), Some(token), Some(register)) = (
+        meta.str("authorization_endpoint"),
+        meta.str("token_endpoint"),
+        meta.str("registration_endpoint"),
+    ) else {
+        steps.push(Step::skip(
+            "interactive-register",
+            "the metadata lacks an authorization, token or registration endpoint",
+        ));
+        return (steps, out);
+    };
+    let issuer = meta.str("issuer").unwrap_or("").to_string();
+
+    // A loopback listener for the redirect.
+    let listener = match TcpListener::bind("127.0.0.1:0").await {
+        Ok(l) => l,
+        Err(e) => {
+            steps.push(Step::fail(
+                "interactive-register",
+                "bind 127.0.0.1:0".into(),
+                e.to_string(),
+                "a loopback port for the redirect",
+                "Allow the doctor to listen on a loopback port.",
+            ));
+            return (steps, out);
+        }
+    };
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+
+    // 1. Registration as a native public client.
+    let body = json!({
+        "client_name": "gatehouse doctor (interactive)",
+        "redirect_uris": [redirect_uri],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+        "application_type": "native",
+    });
+    let request = format!("POST {register} {body}");
+    let expected = "201 JSON with client_id";
+    let builder = probe
+        .client()
+        .post(register)
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    let client_id = match probe.send(builder).await {
+        Ok(f) if (200..300).contains(&f.status) => match json_object(&f).ok().and_then(|d| {
+            d.get("client_id")
+                .and_then(|v| v.as_str())
+                .map(String::from)
+        }) {
+            Some(id) => id,
+            None => {
+                steps.push(Step::fail(
+                    "interactive-register",
+                    request,
+                    format!("{} without client_id", f.status),
+                    expected,
+                    "Return client_id in the registration response (RFC 7591 §3.2.1).",
+                ));
+                return (steps, out);
+            }
+        },
+        Ok(f) => {
+            steps.push(Step::fail(
+                "interactive-register",
+                request,
+                format!("{} {}", f.summary(), f.excerpt()),
+                expected,
+                "Accept a native public client with a loopback redirect (RFC 8252 §7.3); on 429 raise GATEHOUSE_REGISTRATIONS_PER_HOUR or wait.",
+            ));
+            return (steps, out);
+        }
+        Err(e) => {
+            steps.push(Step::fail(
+                "interactive-register",
+                request,
+                e,
+                expected,
+                "Make the registration endpoint reachable.",
+            ));
+            return (steps, out);
+        }
+    };
+    steps.push(Step::pass(
+        "interactive-register",
+        request,
+        format!("client_id \"{client_id}\""),
+        expected,
+    ));
+    out.client_id = Some(client_id.clone());
+
+    let (Ok(auth_url), Ok(token_url), Ok(redirect)) = (
+        AuthUrl::new(auth.to_string()),
+        TokenUrl::new(token.to_string()),
+        RedirectUrl::new(redirect_uri.clone()),
+    ) else {
+        steps.push(Step::skip(
+            "interactive-authorize",
+            "the endpoints are not absolute URLs",
+        ));
+        return (steps, out);
+    };
+    let client = BasicClient::new(ClientId::new(client_id))
+        .set_auth_uri(auth_url)
+        .set_token_uri(token_url)
+        .set_redirect_uri(redirect);
+
+    // 2. The browser: sign in, approve, come back to the loopback listener.
+    let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+    let mut request = client
+        .authorize_url(CsrfToken::new_random)
+        .set_pkce_challenge(challenge)
+        .add_extra_param("resource", resource);
+    for s in scope.unwrap_or("").split_whitespace() {
+        request = request.add_scope(Scope::new(s.to_string()));
+    }
+    let (url, state) = request.url();
+    let request = format!("browser GET {auth}?… then the redirect to {redirect_uri}");
+    let expected = "the redirect back with code, the same state and iss equal to the issuer";
+    if let Err(e) = (opener.0)(url.as_str()) {
+        // The URL was printed; the person may still open it by hand.
+        tracing::debug!("browser not opened: {e}");
+    }
+    let query = match tokio::time::timeout(wait, callback(&listener)).await {
+        Ok(Ok(q)) => q,
+        Ok(Err(e)) => {
+            steps.push(Step::fail(
+                "interactive-authorize",
+                request,
+                e,
+                expected,
+                "The redirect must reach the client's loopback URI.",
+            ));
+            return (steps, out);
+        }
+        Err(_) => {
+            steps.push(Step::fail(
+                "interactive-authorize",
+                request,
+                format!("no redirect within {} s", wait.as_secs()),
+                expected,
+                "Sign in and approve in the browser before the time runs out.",
+            ));
+            return (steps, out);
+        }
+    };
+    let get = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let got = format!(
+        "code {}, state {}, iss {}",
+        if get("code").is_some() {
+            "present"
+        } else {
+            "absent"
+        },
+        if get("state").as_deref() == Some(state.secret().as_str()) {
+            "echoed"
+        } else {
+            "wrong"
+        },
+        get("iss")
+            .map(|i| format!("\"{i}\""))
+            .unwrap_or_else(|| "absent".into())
+    );
+    if let Some(error) = get("error") {
+        steps.push(Step::fail(
+            "interactive-authorize",
+            request,
+            format!(
+                "error={error} {}",
+                get("error_description").unwrap_or_default()
+            ),
+            expected,
+            "The authorization was refused: approve it in the browser, or read the error.",
+        ));
+        return (steps, out);
+    }
+    let iss_required = meta
+        .document
+        .get("authorization_response_iss_parameter_supported")
+        .and_then(|v| v.as_bool())
+        == Some(true);
+    let iss_ok = match get("iss") {
+        Some(i) => i == issuer,
+        None => !iss_required,
+    };
+    let Some(code) = get("code") else {
+        steps.push(Step::fail(
+            "interactive-authorize",
+            request,
+            got,
+            expected,
+            "Redirect back with a code (OAuth 2.1 §4.1.2).",
+        ));
+        return (steps, out);
+    };
+    if get("state").as_deref() != Some(state.secret().as_str()) || !iss_ok {
+        steps.push(Step::fail(
+            "interactive-authorize",
+            request,
+            got,
+            expected,
+            "Echo state unchanged and send iss byte-identical to the metadata's issuer (RFC 9207 §2).",
+        ));
+        return (steps, out);
+    }
+    steps.push(Step::pass("interactive-authorize", request, got, expected));
+
+    // 3. The code for tokens, then one refresh.
+    let http = probe.client().clone();
+    let request = format!("POST {token} grant_type=authorization_code (oauth2 crate)");
+    let expected = "an access token and a refresh token";
+    let exchange = client
+        .exchange_code(AuthorizationCode::new(code))
+        .set_pkce_verifier(verifier)
+        .add_extra_param("resource", resource)
+        .request_async(&http);
+    let tokens = match tokio::time::timeout(probe.timeout(), exchange).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            steps.push(Step::fail(
+                "interactive-token",
+                request,
+                describe(&e),
+                expected,
+                "The token endpoint must redeem the code for the PKCE verifier and resource it was issued with.",
+            ));
+            return (steps, out);
+        }
+        Err(_) => {
+            steps.push(Step::fail(
+                "interactive-token",
+                request,
+                format!("no answer within {} s", probe.timeout().as_secs()),
+                expected,
+                "Make the token endpoint answer promptly.",
+            ));
+            return (steps, out);
+        }
+    };
+    let Some(first_refresh) = tokens.refresh_token().cloned() else {
+        steps.push(Step::fail(
+            "interactive-token",
+            request,
+            "an access token without a refresh token".into(),
+            expected,
+            "Issue a refresh token to clients registered for the refresh_token grant, or they ask people to sign in again every hour.",
+        ));
+        return (steps, out);
+    };
+    steps.push(Step::pass(
+        "interactive-token",
+        request,
+        format!(
+            "access token, refresh token, expires_in {}",
+            tokens
+                .expires_in()
+                .map(|d| format!("{} s", d.as_secs()))
+                .unwrap_or_else(|| "absent".into())
+        ),
+        expected,
+    ));
+    let request = format!("POST {token} grant_type=refresh_token (oauth2 crate)");
+    let expected = "a new access token and a rotated refresh token";
+    let refresh = client
+        .exchange_refresh_token(&first_refresh)
+        .add_extra_param("resource", resource)
+        .request_async(&http);
+    match tokio::time::timeout(probe.timeout(), refresh).await {
+        Ok(Ok(t)) => {
+            let rotated = t
+                .refresh_token()
+                .is_some_and(|r| r.secret() != first_refresh.secret());
+            let got = format!(
+                "access token, refresh token {}",
+                if rotated { "rotated" } else { "not rotated" }
+            );
+            if rotated {
+                steps.push(Step::pass("interactive-refresh", request, got, expected));
+                out.access_token = Some(t.access_token().secret().clone());
+            } else {
+                steps.push(Step::fail(
+                    "interactive-refresh",
+                    request,
+                    got,
+                    expected,
+                    "Rotate refresh tokens of public clients (OAuth 2.1 §4.3.1).",
+                ));
+            }
+        }
+        Ok(Err(e)) => steps.push(Step::fail(
+            "interactive-refresh",
+            request,
+            describe(&e),
+            expected,
+            "The token endpoint must accept the refresh token it just issued.",
+        )),
+        Err(_) => steps.push(Step::fail(
+            "interactive-refresh",
+            request,
+            format!("no answer within {} s", probe.timeout().as_secs()),
+            expected,
+            "Make the token endpoint answer promptly.",
+        )),
+    }
+    (steps, out)
+}
+
+fn describe<E: std::error::Error>(e: &E) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    let mut depth = 0;
+    while let Some(s) = source {
+        if depth == 3 {
+            break;
+        }
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+        depth += 1;
+    }
+    text
+}
+
+/// Waits for `GET /callback?…` on `listener` and returns its query pairs; other requests
+/// (a favicon) get 404. At most 20 connections are looked at, each read up to 8 KiB.
+async fn callback(listener: &TcpListener) -> Result<Vec<(String, String)>, String> {
+    for _ in 0..20 {
+        let (mut stream, _) = listener.accept().await.map_err(|e| e.to_string())?;
+        let mut buf = vec![0u8; 8192];
+        let mut len = 0;
+        while len < buf.len() {
+            let n = match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf[len..]))
+                .await
+            {
+                Ok(Ok(n)) => n,
+                _ => 0,
+            };
+            if n == 0 {
+                break;
+            }
+            len += n;
+            if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+                break;
+            }
+        }
+        let head = String::from_utf8_lossy(&buf[..len]);
+        let target = head
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("GET "))
+            .and_then(|l| l.split(' ').next())
+            .unwrap_or("");
+        let Some(query) = target.strip_prefix("/callback?") else {
+            let _ = stream
+                .write_all(
+                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                )
+                .await;
+            continue;
+        };
+        let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
+        let page = "<!doctype html><title>gatehouse doctor</title><p>Done: you can close this tab and return to the terminal.</p>";
+        let _ = stream
+            .write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
+                    page.len()
+                )
+                .as_bytes(),
+            )
+            .await;
+        return Ok(pairs);
+    }
+    Err("more than 20 requests on the loopback port without the callback".into())
+}

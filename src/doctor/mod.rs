@@ -1,0 +1,465 @@
+//! `gatehouse doctor URL`: walks an MCP server's discovery chain the way current MCP clients
+//! (Claude, ChatGPT, Cursor, VS Code, the MCP Inspector) do, and names what breaks.
+//!
+//! The steps, in the clients' order (each a function in [`checks`]):
+//! 1. unauthenticated `POST` in the `initialize` form and the 2026-07-28 stateless form →
+//!    `401` with a `Bearer` challenge carrying `resource_metadata` and `scope`
+//!    (RFC 9728 §5.1, RFC 6750 §3);
+//! 2. protected-resource metadata at the challenge's URL, the path-suffixed and the root
+//!    well-known URLs (RFC 9728 §3; MCP 2025-11-25 §Protected Resource Metadata Discovery);
+//! 3. authorization-server metadata by RFC 8414 path insertion, then the OpenID Connect
+//!    fallbacks (MCP 2025-11-25 §Authorization Server Metadata Discovery), and its members;
+//! 4. CORS preflights on the metadata, registration and token endpoints with the MCP
+//!    Inspector's origin;
+//! 5. dynamic registration (RFC 7591) as each well-known client sends it ([`clients`]);
+//! 6. the authorization endpoint with PKCE S256 and `resource` for each registered client;
+//! 7. `/.well-known/openai-apps-challenge` with `--openai`;
+//! 8. https and host rules over every URL the documents name;
+//! 9. with `--interactive`: the authorization-code flow in the browser with the `oauth2` crate,
+//!    then one refresh ([`interactive`]);
+//! 10. with `--token` (or the token of step 9): `initialize` and `tools/list` ([`token`]).
+//!
+//! Nothing here panics on network input: errors, timeouts, redirects and bodies that are not
+//! JSON are findings. Every request is bounded in time ([`http::Probe`]) and size.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+pub mod challenge;
+pub mod checks;
+pub mod clients;
+pub mod http;
+pub mod interactive;
+pub mod token;
+
+use checks::{PostForm, ServerMetadata};
+
+/// `gatehouse doctor` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DoctorArgs {
+    /// The MCP endpoint URL exactly as clients are given it, e.g. https://mcp.example.com/mcp.
+    pub url: String,
+    /// An access token: also call `initialize` and `tools/list` with it.
+    #[arg(long, env = "GATEHOUSE_DOCTOR_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Also check `/.well-known/openai-apps-challenge` (ChatGPT Apps domain verification).
+    #[arg(long)]
+    pub openai: bool,
+    /// Also run a full authorization-code flow in the browser (sign in and approve there),
+    /// then refresh once; the token obtained calls `tools/list` unless `--token` is given.
+    #[arg(long)]
+    pub interactive: bool,
+    /// Print one JSON document instead of lines for people.
+    #[arg(long)]
+    pub json: bool,
+    /// Seconds each request may take (1 to 120).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=120))]
+    pub timeout: u64,
+}
+
+/// What a run checks.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The MCP URL as given.
+    pub url: String,
+    /// A bearer token for the `tools/list` steps.
+    pub token: Option<String>,
+    /// Whether to check the ChatGPT Apps challenge.
+    pub openai: bool,
+    /// Per-request time limit.
+    pub timeout: Duration,
+    /// With `--interactive`: how to open the browser.
+    pub interactive: Option<interactive::BrowserOpener>,
+    /// With `--interactive`: how long the person has in the browser.
+    pub interactive_wait: Duration,
+}
+
+impl From<&DoctorArgs> for Options {
+    fn from(a: &DoctorArgs) -> Self {
+        Options {
+            url: a.url.clone(),
+            token: a.token.clone(),
+            openai: a.openai,
+            timeout: Duration::from_secs(a.timeout),
+            interactive: a.interactive.then(interactive::BrowserOpener::desktop),
+            interactive_wait: Duration::from_secs(300),
+        }
+    }
+}
+
+/// The outcome of one step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// ✓
+    Pass,
+    /// ✗
+    Fail,
+    /// Not run, because an earlier step it needs failed (counts as not passed).
+    Skip,
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    /// A stable id (`challenge`, `prm-path`, `issuer`, `register-claude`, …).
+    pub check: String,
+    /// Its outcome.
+    pub status: Status,
+    /// The request made.
+    pub request: String,
+    /// What came back.
+    pub got: String,
+    /// What was expected.
+    pub expected: String,
+    /// The fix, in one sentence, when the step failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+/// A client registered during the run (listed so an operator can remove it).
+#[derive(Debug, Clone, Serialize)]
+pub struct RegisteredClient {
+    /// The client imitated.
+    pub client: String,
+    /// The id issued.
+    pub client_id: String,
+}
+
+/// Everything a run found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The URL checked.
+    pub url: String,
+    /// Whether every step passed (the exit status is 0 only then).
+    pub passed: bool,
+    /// The steps, in order.
+    pub steps: Vec<Step>,
+    /// Clients registered by this run.
+    pub registered_clients: Vec<RegisteredClient>,
+    /// With `--token`: the protocol revision the server chose.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+    /// With `--token`: the tools listed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+}
+
+impl Report {
+    /// The step with id `check`, if it ran.
+    pub fn step(&self, check: &str) -> Option<&Step> {
+        self.steps.iter().find(|s| s.check == check)
+    }
+}
+
+/// Runs every check against `options.url`.
+pub async fn run(options: &Options) -> Report {
+    let mut steps = Vec::new();
+    let mut registered = Vec::new();
+    let report = |steps: Vec<Step>, registered: Vec<RegisteredClient>| Report {
+        url: options.url.clone(),
+        passed: !steps.is_empty() && steps.iter().all(|s| s.status == Status::Pass),
+        steps,
+        registered_clients: registered,
+        protocol_version: None,
+        tools: None,
+    };
+    let url = match checks::given_url(&options.url) {
+        Ok(u) => u,
+        Err(step) => return report(vec![*step], registered),
+    };
+    let probe = match http::Probe::new(options.timeout) {
+        Ok(p) => p,
+        Err(e) => {
+            return report(
+                vec![Step::fail(
+                    "client",
+                    String::new(),
+                    e,
+                    "",
+                    "Report this as a bug.",
+                )],
+                registered,
+            );
+        }
+    };
+
+    // 1. The challenge, in both request forms.
+    let (step, challenge) = checks::unauthenticated_post(&probe, &url, PostForm::Initialize).await;
+    steps.push(step);
+    let (step, _) = checks::unauthenticated_post(&probe, &url, PostForm::Stateless).await;
+    steps.push(step);
+
+    // 2. Protected-resource metadata: where the challenge points, then the well-known URLs.
+    let (suffixed, root) = checks::resource_metadata_urls(&url);
+    let from_header = challenge.as_ref().and_then(|c| c.resource_metadata.clone());
+    let mut prm = None;
+    if let Some(h) = from_header
+        .as_deref()
+        .filter(|h| *h != suffixed && *h != root)
+    {
+        let (step, found) =
+            checks::protected_resource_metadata(&probe, "prm-challenge", h, &options.url).await;
+        steps.push(step);
+        prm = prm.or(found);
+    }
+    for (check, u) in [("prm-path", &suffixed), ("prm-root", &root)] {
+        let (step, found) =
+            checks::protected_resource_metadata(&probe, check, u, &options.url).await;
+        steps.push(step);
+        prm = prm.or(found);
+    }
+
+    // 3. Authorization-server metadata.
+    let issuer = prm.as_ref().map(|p| p.authorization_servers[0].clone());
+    let mut meta: Option<ServerMetadata> = None;
+    match &issuer {
+        Some(issuer) => {
+            let (step, found) = checks::server_metadata(&probe, issuer).await;
+            steps.push(step);
+            if let Some(m) = &found {
+                steps.extend(checks::server_metadata_members(issuer, m));
+            }
+            meta = found;
+        }
+        None => steps.push(Step::skip(
+            "as-metadata",
+            "no usable protected-resource metadata names an authorization server (clients stop here)",
+        )),
+    }
+
+    // 4. CORS preflights as a browser-based client sends them.
+    let registration_endpoint = meta
+        .as_ref()
+        .and_then(|m| m.str("registration_endpoint").map(String::from));
+    let token_endpoint = meta
+        .as_ref()
+        .and_then(|m| m.str("token_endpoint").map(String::from));
+    let prm_url = prm.as_ref().map(|p| p.url.clone());
+    let metadata_url = meta.as_ref().map(|m| m.url.clone());
+    let preflights: [(&str, Option<&String>, &str, &[&str]); 4] = [
+        (
+            "cors-resource-metadata",
+            prm_url.as_ref(),
+            "GET",
+            &["mcp-protocol-version"],
+        ),
+        (
+            "cors-server-metadata",
+            metadata_url.as_ref(),
+            "GET",
+            &["mcp-protocol-version"],
+        ),
+        (
+            "cors-registration",
+            registration_endpoint.as_ref(),
+            "POST",
+            &["content-type"],
+        ),
+        (
+            "cors-token",
+            token_endpoint.as_ref(),
+            "POST",
+            &["content-type", "authorization"],
+        ),
+    ];
+    for (check, target, method, headers) in preflights {
+        match target {
+            Some(t) => steps.push(checks::cors_preflight(&probe, check, t, method, headers).await),
+            None => steps.push(Step::skip(check, "the endpoint is not known")),
+        }
+    }
+
+    // 5. and 6. Registration as each well-known client, then its authorization request.
+    let scope = challenge.as_ref().and_then(|c| c.scope.clone());
+    let authorization_endpoint = meta
+        .as_ref()
+        .and_then(|m| m.str("authorization_endpoint").map(String::from));
+    for profile in clients::PROFILES {
+        let Some(endpoint) = &registration_endpoint else {
+            let why = if meta.is_some() {
+                "no registration_endpoint (clients would use a client ID metadata document)"
+            } else {
+                "no authorization-server metadata"
+            };
+            steps.push(Step::skip(profile.register_check, why));
+            continue;
+        };
+        let (step, reg) = checks::register(&probe, endpoint, profile).await;
+        steps.push(step);
+        let Some(reg) = reg else {
+            steps.push(Step::skip(profile.authorize_check, "registration failed"));
+            continue;
+        };
+        registered.push(RegisteredClient {
+            client: profile.name.to_string(),
+            client_id: reg.client_id.clone(),
+        });
+        match &authorization_endpoint {
+            Some(a) => {
+                steps.push(checks::authorize(&probe, a, &reg, &options.url, scope.as_deref()).await)
+            }
+            None => steps.push(Step::skip(
+                profile.authorize_check,
+                "no authorization_endpoint in the metadata",
+            )),
+        }
+    }
+
+    // 7. ChatGPT Apps' domain verification.
+    if options.openai {
+        steps.push(checks::openai_apps_challenge(&probe, &url).await);
+    }
+
+    // 8. Schemes and hosts of everything named.
+    let mut resource_side = Vec::new();
+    if let Some(h) = &from_header {
+        resource_side.push(("resource_metadata".to_string(), h.clone()));
+    }
+    if let Some(p) = &prm {
+        resource_side.push(("resource".to_string(), p.resource.clone()));
+    }
+    let mut server_side = Vec::new();
+    if let Some(p) = &prm {
+        for s in &p.authorization_servers {
+            server_side.push(("authorization_servers".to_string(), s.clone()));
+        }
+    }
+    if let Some(m) = &meta {
+        for name in [
+            "issuer",
+            "authorization_endpoint",
+            "token_endpoint",
+            "registration_endpoint",
+            "revocation_endpoint",
+            "introspection_endpoint",
+            "jwks_uri",
+        ] {
+            if let Some(u) = m.str(name) {
+                server_side.push((name.to_string(), u.to_string()));
+            }
+        }
+    }
+    let issuer_for_hosts = issuer.clone();
+    // authorization_servers itself may name another host: that is the documents saying so.
+    let server_side_checked: Vec<(String, String)> = server_side
+        .into_iter()
+        .filter(|(name, _)| name != "authorization_servers")
+        .collect();
+    let mut url_steps = checks::url_rules(
+        &url,
+        &resource_side,
+        issuer_for_hosts.as_deref(),
+        &server_side_checked,
+    );
+    if let Some(p) = &prm {
+        // The https rule also covers the issuers named.
+        if url.scheme() == "https" {
+            let plain: Vec<&String> = p
+                .authorization_servers
+                .iter()
+                .filter(|s| !s.starts_with("https://"))
+                .collect();
+            if !plain.is_empty() && url_steps[0].status == Status::Pass {
+                url_steps[0] = Step::fail(
+                    "https",
+                    url_steps[0].request.clone(),
+                    format!("authorization_servers {plain:?}"),
+                    "every URL https",
+                    "TLS is terminated in front of the server and it names http URLs: set MCP_SERVER_URL (and GATEHOUSE_ISSUER) to the https URL.",
+                );
+            }
+        }
+    }
+    steps.extend(url_steps);
+
+    // 9. With --interactive: the whole flow in the browser, then one refresh.
+    let mut flow_token = None;
+    if let Some(opener) = &options.interactive {
+        match &meta {
+            Some(m) => {
+                let (flow_steps, flow) = interactive::flow(
+                    &probe,
+                    m,
+                    &options.url,
+                    scope.as_deref(),
+                    opener,
+                    options.interactive_wait,
+                )
+                .await;
+                steps.extend(flow_steps);
+                if let Some(id) = flow.client_id {
+                    registered.push(RegisteredClient {
+                        client: "interactive".into(),
+                        client_id: id,
+                    });
+                }
+                flow_token = flow.access_token;
+            }
+            None => steps.push(Step::skip(
+                "interactive-register",
+                "no authorization-server metadata",
+            )),
+        }
+    }
+
+    // 10. With a token: the negotiated revision and the tools.
+    let mut outcome = token::TokenOutcome::default();
+    if let Some(t) = options.token.as_ref().or(flow_token.as_ref()) {
+        let (token_steps, o) = token::with_token(&probe, &url, t).await;
+        steps.extend(token_steps);
+        outcome = o;
+    }
+
+    let mut r = report(steps, registered);
+    r.protocol_version = outcome.protocol_version;
+    r.tools = outcome.tools;
+    r
+}
+
+/// The report for people: one line per step, then the clients registered and a summary.
+pub fn render_text(report: &Report) -> String {
+    let mut out = format!("gatehouse doctor {}\n", report.url);
+    for s in &report.steps {
+        let line = match s.status {
+            Status::Pass => format!("✓ {}: {} → {}", s.check, s.request, s.got),
+            Status::Fail => format!(
+                "✗ {}: {} → {}; expected {}; fix: {}",
+                s.check,
+                s.request,
+                s.got,
+                s.expected,
+                s.fix.as_deref().unwrap_or("")
+            ),
+            Status::Skip => format!("– {}: skipped, {}", s.check, s.got),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if let Some(v) = &report.protocol_version {
+        out.push_str(&format!("negotiated protocol revision: {v}\n"));
+    }
+    if !report.registered_clients.is_empty() {
+        out.push_str(
+            "clients registered by this run (on Gatehouse those that never completed an authorization are deleted after GATEHOUSE_UNUSED_CLIENT_MAX_AGE; revoke an approved one at /apps):\n",
+        );
+        for c in &report.registered_clients {
+            out.push_str(&format!("  {}: {}\n", c.client, c.client_id));
+        }
+    }
+    let count = |st: Status| report.steps.iter().filter(|s| s.status == st).count();
+    out.push_str(&format!(
+        "{} passed, {} failed, {} skipped: {}\n",
+        count(Status::Pass),
+        count(Status::Fail),
+        count(Status::Skip),
+        if report.passed { "all good" } else { "NOT OK" }
+    ));
+    out
+}
+
+/// The report as one JSON document (for CI).
+pub fn render_json(report: &Report) -> String {
+    serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}
