@@ -10,8 +10,8 @@ use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::session::{csrf_ok, csrf_token, signed_in};
-use super::{PageForm, form_expired, render, see_other};
+use super::session::{csrf_token, signed_in};
+use super::{CsrfForm, render, see_other};
 use crate::app::AppState;
 use crate::domain::redirect_uri::host_for_display;
 use crate::domain::text::check_line;
@@ -69,8 +69,6 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
 #[derive(Deserialize)]
 pub struct RevokeForm {
     #[serde(default)]
-    csrf_token: String,
-    #[serde(default)]
     consent_id: String,
 }
 
@@ -79,11 +77,8 @@ pub async fn revoke(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     session: Session,
-    PageForm(form): PageForm<RevokeForm>,
+    CsrfForm(form): CsrfForm<RevokeForm>,
 ) -> Result<Response, AppError> {
-    if !csrf_ok(&session, &form.csrf_token).await? {
-        return Ok(form_expired());
-    }
     let Some(account) = signed_in(&state, &session).await? else {
         return Ok(see_other("/signin?next=%2Fapps"));
     };

@@ -30,15 +30,6 @@ pub async fn csrf_token(session: &Session) -> Result<String, AppError> {
     Ok(t)
 }
 
-/// Whether `presented` equals the session's CSRF token (constant time). A session without a
-/// token never matches.
-pub async fn csrf_ok(session: &Session, presented: &str) -> Result<bool, AppError> {
-    Ok(match session.get::<String>(CSRF_KEY).await? {
-        Some(expected) => constant_time_eq(expected.as_bytes(), presented.as_bytes()),
-        None => false,
-    })
-}
-
 /// Name of the cookie that carries the CSRF token of a browser without a session.
 pub const CSRF_COOKIE: &str = "gatehouse_csrf";
 
@@ -106,13 +97,15 @@ impl PageCsrf {
             .clone())
     }
 
-    /// Whether `presented` equals the session's token or the cookie's (constant time). Without
-    /// either, nothing matches.
+    /// Whether `presented` equals the page's token (constant time): the session's when the
+    /// session holds one (then the cookie does not count, so a planted cookie cannot stand in
+    /// for it), else the cookie's. Without either, nothing matches.
     pub async fn verify(&self, session: &Session, presented: &str) -> Result<bool, AppError> {
-        let from_session = session.get::<String>(CSRF_KEY).await?;
         let matches = |expected: &str| constant_time_eq(expected.as_bytes(), presented.as_bytes());
-        Ok(from_session.as_deref().is_some_and(matches)
-            | self.cookie.as_deref().is_some_and(matches))
+        Ok(match session.get::<String>(CSRF_KEY).await? {
+            Some(expected) => matches(&expected),
+            None => self.cookie.as_deref().is_some_and(matches),
+        })
     }
 
     /// `response` with the cookie of a newly minted token.

@@ -9,8 +9,8 @@ use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::session::{PageCsrf, csrf_ok, csrf_token, safe_next, signed_in};
-use super::{PageForm, PageQuery, form_expired, render, see_other};
+use super::session::{PageCsrf, csrf_token, safe_next, signed_in};
+use super::{CsrfForm, PageQuery, render, see_other};
 use crate::app::AppState;
 use crate::domain::account::{AccountStatus, Email};
 use crate::domain::throttle::{Policy, source_key};
@@ -130,8 +130,6 @@ pub async fn show(
 #[derive(Deserialize)]
 pub struct SigninForm {
     #[serde(default)]
-    csrf_token: String,
-    #[serde(default)]
     next: Option<String>,
     #[serde(default)]
     email: String,
@@ -158,11 +156,8 @@ pub async fn submit(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     session: Session,
     mut csrf: PageCsrf,
-    PageForm(form): PageForm<SigninForm>,
+    CsrfForm(form): CsrfForm<SigninForm>,
 ) -> Result<Response, AppError> {
-    if !csrf.verify(&session, &form.csrf_token).await? {
-        return Ok(form_expired());
-    }
     let next = safe_next(form.next.as_deref());
     let ip = peer.ip().to_string();
     let now = now();
@@ -291,21 +286,11 @@ pub async fn submit(
     Ok(see_other(&next))
 }
 
-/// Body of `POST /signout`.
-#[derive(Deserialize)]
-pub struct SignoutForm {
-    #[serde(default)]
-    csrf_token: String,
-}
-
 /// `POST /signout`: ends the session server-side.
 pub async fn sign_out(
     session: Session,
-    PageForm(form): PageForm<SignoutForm>,
+    CsrfForm(_): CsrfForm<super::NoFields>,
 ) -> Result<Response, AppError> {
-    if !csrf_ok(&session, &form.csrf_token).await? {
-        return Ok(form_expired());
-    }
     super::session::sign_out(&session).await?;
     Ok(see_other("/signin"))
 }

@@ -7,6 +7,7 @@ mod helpers;
 
 mod cimd;
 mod config_startup;
+mod console;
 mod display_text;
 mod grants;
 mod limits;
