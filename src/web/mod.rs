@@ -18,8 +18,10 @@ use crate::error::AppError;
 use crate::store::SessionBackend;
 use session::PageCsrf;
 
+pub mod account;
 pub mod apps;
 pub mod consent;
+pub mod projects;
 pub mod session;
 pub mod setup;
 pub mod signin;
@@ -30,7 +32,19 @@ pub const SESSION_COOKIE: &str = "gatehouse_session";
 /// The routes of the pages, with the session layer.
 pub fn router(state: AppState) -> Router {
     let mut pages = Router::new()
-        .route("/", get(signin::home))
+        .route("/", get(projects::home))
+        .route("/projects/{id}", get(projects::show))
+        .route("/projects/{id}/members", post(projects::add_member))
+        .route(
+            "/projects/{id}/members/remove",
+            post(projects::remove_member),
+        )
+        .route("/account", get(account::show))
+        .route("/account/password", post(account::change_password))
+        .route(
+            "/account/sign-out-everywhere",
+            post(account::sign_out_everywhere),
+        )
         .route("/signin", get(signin::show).post(signin::submit))
         .route("/signout", post(signin::sign_out))
         .route("/setup", get(setup::show).post(setup::submit));
@@ -42,7 +56,8 @@ pub fn router(state: AppState) -> Router {
             )
             .route("/oauth/authorize/decision", post(consent::decide))
             .route("/apps", get(apps::list))
-            .route("/apps/revoke", post(apps::revoke));
+            .route("/apps/revoke", post(apps::revoke))
+            .route("/apps/{consent_id}", get(apps::activity));
     }
     pages.layer(session_layer(&state)).with_state(state)
 }
@@ -181,6 +196,15 @@ pub fn form_expired() -> Response {
         "Form expired",
         "This form has expired or was not sent by this site. Go back, reload the page and try again.",
     )
+}
+
+/// A time for people: `2026-01-02 03:04 UTC`.
+pub fn when(unix_seconds: i64) -> String {
+    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute] UTC");
+    time::OffsetDateTime::from_unix_timestamp(unix_seconds)
+        .ok()
+        .and_then(|t| t.format(&format).ok())
+        .unwrap_or_else(|| "unknown time".to_string())
 }
 
 /// `303 See Other` to `location` (a path on this server or a validated redirect URI).

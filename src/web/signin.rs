@@ -1,4 +1,4 @@
-//! `GET/POST /signin`, `POST /signout` and the account page `GET /`.
+//! `GET/POST /signin` and `POST /signout`.
 
 use std::net::SocketAddr;
 
@@ -9,7 +9,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::session::{PageCsrf, csrf_token, safe_next, signed_in};
+use super::session::{PageCsrf, safe_next, signed_in};
 use super::{CsrfForm, PageQuery, render, see_other};
 use crate::app::AppState;
 use crate::domain::account::{AccountStatus, Email};
@@ -81,14 +81,6 @@ struct SigninPage<'a> {
     next: &'a str,
     email: &'a str,
     error: Option<&'a str>,
-}
-
-#[derive(Template)]
-#[template(path = "home.html")]
-struct HomePage<'a> {
-    email: &'a str,
-    csrf_token: &'a str,
-    oauth_enabled: bool,
 }
 
 /// Query of `GET /signin`.
@@ -293,20 +285,4 @@ pub async fn sign_out(
 ) -> Result<Response, AppError> {
     super::session::sign_out(&session).await?;
     Ok(see_other("/signin"))
-}
-
-/// `GET /`: who is signed in, with sign-out; the sign-in page otherwise.
-pub async fn home(State(state): State<AppState>, session: Session) -> Result<Response, AppError> {
-    let Some(account) = signed_in(&state, &session).await? else {
-        return Ok(see_other("/signin"));
-    };
-    let csrf = csrf_token(&session).await?;
-    render(
-        StatusCode::OK,
-        &HomePage {
-            email: &account.email,
-            csrf_token: &csrf,
-            oauth_enabled: state.config.oauth_enabled,
-        },
-    )
 }
