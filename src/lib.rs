@@ -10,6 +10,7 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod mcp;
+pub mod metrics;
 pub mod oauth;
 pub mod password;
 pub mod store;

@@ -206,6 +206,7 @@ pub async fn revoke(
         .revoke_consent(&account.id, &form.consent_id, now)
         .await?
     {
+        crate::metrics::token_event("revoked");
         state
             .store
             .audit(

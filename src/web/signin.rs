@@ -129,6 +129,11 @@ pub struct SigninForm {
     password: String,
 }
 
+/// Counts a sign-in attempt by outcome (`success`, `failure`, `throttled`, `busy`).
+fn signin_metric(outcome: &'static str) {
+    metrics::counter!(crate::metrics::SIGNINS, "outcome" => outcome).increment(1);
+}
+
 /// A wait in words: "N seconds" under two minutes, else "N minutes" (rounded up).
 fn wait_in_words(secs: i64) -> String {
     match secs {
@@ -167,6 +172,7 @@ pub async fn submit(
     // A place for the password check first: when every worker is busy the attempt is turned
     // away before it touches the database.
     let Ok(slot) = state.passwords.try_reserve() else {
+        signin_metric("busy");
         let token = csrf.token(&session).await?;
         let mut r = page(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -187,6 +193,7 @@ pub async fn submit(
     let counted = match state.store.admit(&limits, now).await? {
         Admission::Admitted(counted) => counted,
         Admission::Refused { retry_after, limit } => {
+            signin_metric("throttled");
             let message = if limit == Some(ACCOUNT_LIMIT) {
                 format!(
                     "Sign-in for this account is slowed down after many failed attempts. Try again in {}.",
@@ -230,6 +237,7 @@ pub async fn submit(
         ..Default::default()
     };
     if let Some(reason) = failure {
+        signin_metric("failure");
         let account_id = account.as_ref().map(|a| a.id.as_str());
         state
             .store
@@ -264,6 +272,7 @@ pub async fn submit(
         return Ok(csrf.respond(r));
     }
     let account = account.expect("checked above");
+    signin_metric("success");
     super::session::sign_in(&session, &account).await?;
     // A success is not a failure: the account's count starts again, and the address's
     // counters give back the place this attempt took.

@@ -12,6 +12,7 @@ mod display_text;
 mod grants;
 mod limits;
 mod mcp;
+mod metrics;
 mod oauth;
 #[allow(dead_code)]
 mod oauth_helpers;

@@ -30,7 +30,7 @@ const ALL_TOOLS: [&str; 8] = [
 // ---------------------------------------------------------------------------------------------
 
 /// An access token for the account `browser` signs in as (alice when not signed in yet).
-async fn token_for(app: &TestApp, browser: &reqwest::Client, scope: &str) -> String {
+pub(crate) async fn token_for(app: &TestApp, browser: &reqwest::Client, scope: &str) -> String {
     let client_id = register_public(app, &[REDIRECT]).await;
     let (verifier, challenge) = pkce();
     let url = authorize_url(app, &client_id, &challenge, &[("scope", scope)]);
@@ -145,7 +145,7 @@ async fn rpc(app: &TestApp, token: &str, method: &str, params: Value) -> Value {
 }
 
 /// `tools/call` (2026-07-28); the `result`.
-async fn call(app: &TestApp, token: &str, name: &str, args: Value) -> Value {
+pub(crate) async fn call(app: &TestApp, token: &str, name: &str, args: Value) -> Value {
     let body = rpc(
         app,
         token,
