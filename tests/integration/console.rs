@@ -138,7 +138,13 @@ async fn account_id(app: &TestApp, email: &str) -> String {
         .id
 }
 
-async fn add_note(app: &TestApp, project: &str, author: &str, title: &str, body: &str) {
+async fn add_note(
+    app: &TestApp,
+    project: &str,
+    author: &str,
+    title: &str,
+    body: &str,
+) -> gatehouse::store::notes::Note {
     app.store
         .create_note(
             &NewNote {
@@ -151,7 +157,7 @@ async fn add_note(app: &TestApp, project: &str, author: &str, title: &str, body:
             now(),
         )
         .await
-        .unwrap();
+        .unwrap()
 }
 
 #[tokio::test]
@@ -217,8 +223,12 @@ async fn project_page_lists_notes_and_members_and_searches_like_the_tool() {
         .await
         .unwrap();
     add_note(&app, &p, &alice, "Tomatoes", "plant them in May").await;
-    add_note(&app, &p, &alice, "Beans", "sow in June").await;
+    let beans = add_note(&app, &p, &alice, "Beans", "sow in June").await;
     let html = page(&app, &browser, &format!("/projects/{p}")).await;
+    assert!(
+        html.contains(&gatehouse::web::when(beans.updated_at)),
+        "{html}"
+    );
     assert!(html.contains("Garden plans") && html.contains("Tomatoes") && html.contains("Beans"));
     assert!(html.contains("bob@example.com") && html.contains(EMAIL));
     assert!(html.contains("<input") && html.contains("name=\"q\""));
