@@ -48,7 +48,9 @@ pub fn router(state: AppState) -> Router {
     if state.config.oauth_enabled {
         app = app.merge(crate::oauth::router(state.clone()));
     }
-    app.layer(SetResponseHeaderLayer::if_not_present(
+    // Per route, so the metrics see the route template (`MatchedPath`).
+    app.layer(axum::middleware::from_fn(crate::metrics::track))
+        .layer(SetResponseHeaderLayer::if_not_present(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CONTENT_SECURITY_POLICY),
     ))
@@ -98,6 +100,7 @@ pub struct StartupError(pub String);
 pub struct Application {
     listener: TcpListener,
     port: u16,
+    metrics_listener: Option<TcpListener>,
     router: Router,
     state: AppState,
 }
@@ -124,7 +127,7 @@ impl Application {
                 state.config.bind
             ))
         })?;
-        Self::assemble(state, listener)
+        Self::assemble(state, listener).await
     }
 
     /// Like [`Application::build`] with a listener bound by the caller (tests bind port 0 first
@@ -151,18 +154,27 @@ impl Application {
             clients: Arc::new(ClientResolver::new(fetcher)),
         };
         first_run(&state).await?;
-        Self::assemble(state, listener)
+        Self::assemble(state, listener).await
     }
 
-    fn assemble(state: AppState, listener: TcpListener) -> Result<Application, StartupError> {
+    async fn assemble(state: AppState, listener: TcpListener) -> Result<Application, StartupError> {
         let port = listener
             .local_addr()
             .map_err(|e| StartupError(format!("GATEHOUSE_BIND: {e}")))?
             .port();
+        let metrics_listener = match state.config.metrics_bind {
+            None => None,
+            Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| {
+                StartupError(format!(
+                    "GATEHOUSE_METRICS_BIND: cannot listen on {addr}: {e}"
+                ))
+            })?),
+        };
         let router = router(state.clone());
         Ok(Application {
             listener,
             port,
+            metrics_listener,
             router,
             state,
         })
@@ -171,6 +183,14 @@ impl Application {
     /// The bound port.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The port of the metrics listener (`GATEHOUSE_METRICS_BIND`), when there is one.
+    pub fn metrics_port(&self) -> Option<u16> {
+        self.metrics_listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+            .map(|a| a.port())
     }
 
     /// The shared state (tests reach the database through it).
@@ -191,6 +211,14 @@ impl Application {
             self.state.config.unused_client_max_age_secs,
         ));
         let audit_writer = self.state.store.start_audit_writer();
+        let metrics = match (self.metrics_listener, crate::metrics::recorder()) {
+            (Some(listener), Some(handle)) => Some(tokio::spawn(crate::metrics::serve(
+                listener,
+                self.state.clone(),
+                handle,
+            ))),
+            _ => None,
+        };
         let (stopped_tx, mut stopped_rx) = tokio::sync::watch::channel(false);
         let serve = axum::serve(self.listener, service).with_graceful_shutdown(async move {
             stop.await;
@@ -213,6 +241,9 @@ impl Application {
         // Tool-call audit rows still queued are committed before the process may exit.
         if let Some(writer) = audit_writer {
             writer.drain().await;
+        }
+        if let Some(metrics) = metrics {
+            metrics.abort();
         }
         served
     }

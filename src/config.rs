@@ -89,6 +89,9 @@ pub struct Config {
     pub database_url: String,
     /// `GATEHOUSE_BIND`: listen address.
     pub bind: SocketAddr,
+    /// `GATEHOUSE_METRICS_BIND`: where `GET /metrics` (Prometheus text) is served; `None`
+    /// (unset or empty): no metrics listener.
+    pub metrics_bind: Option<SocketAddr>,
     /// `OPENAI_APPS_CHALLENGE`: served at `/.well-known/openai-apps-challenge` when set.
     pub openai_apps_challenge: Option<String>,
     /// `GATEHOUSE_OAUTH`: `false` when set to `off` (API keys only; no OAuth routes).
@@ -206,6 +209,16 @@ impl Config {
                 format!("must be an address and port such as 127.0.0.1:8080 (got \"{bind_raw}\")"),
             )
         })?;
+
+        let metrics_bind = match get("GATEHOUSE_METRICS_BIND").map(str::trim) {
+            None | Some("") => None,
+            Some(raw) => Some(raw.parse::<SocketAddr>().map_err(|_| {
+                ConfigError::new(
+                    "GATEHOUSE_METRICS_BIND",
+                    format!("must be an address and port such as 127.0.0.1:9090 (got \"{raw}\")"),
+                )
+            })?),
+        };
 
         let oauth_enabled = match get("GATEHOUSE_OAUTH").map(|v| v.to_ascii_lowercase()) {
             None => true,
@@ -331,6 +344,7 @@ impl Config {
             frontend_url,
             database_url,
             bind,
+            metrics_bind,
             openai_apps_challenge: get("OPENAI_APPS_CHALLENGE").map(str::to_string),
             oauth_enabled,
             allowed_origins,

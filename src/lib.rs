@@ -11,6 +11,7 @@ pub mod doctor;
 pub mod domain;
 pub mod error;
 pub mod mcp;
+pub mod metrics;
 pub mod oauth;
 pub mod password;
 pub mod store;

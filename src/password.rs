@@ -128,6 +128,11 @@ impl PasswordPool {
             .map_err(|_| PoolBusy)
     }
 
+    /// Password jobs waiting or reserved in the queue now (for the metrics).
+    pub fn queue_depth(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
+    }
+
     /// Hashes `password` into an argon2id PHC string, waiting for a place in the queue (for the
     /// command line and start-up, where nobody else is waiting).
     pub async fn hash_waiting(&self, password: String) -> Result<String, PasswordError> {

@@ -149,6 +149,8 @@ impl ServerHandler for GatehouseMcp {
             Ok(_) => "success",
             Err(e) => e.outcome(),
         };
+        metrics::counter!(crate::metrics::TOOL_CALLS, "tool" => def.spec.name, "outcome" => audit_outcome)
+            .increment(1);
         if let Err(ToolError::Internal(cause)) = &outcome.result {
             tracing::error!(tool = def.spec.name, error = %cause, "MCP tool failed");
         }

@@ -135,6 +135,7 @@ async fn register_inner(
         created_at: now,
     };
     state.store.create_client(&record).await?;
+    metrics::counter!(crate::metrics::REGISTRATIONS, "outcome" => "success").increment(1);
     state
         .store
         .audit(
@@ -195,7 +196,8 @@ async fn registration_limit(
     );
     Ok(match state.store.admit(&[limit], now()).await? {
         Admission::Admitted(_) => None,
-        Admission::Refused { retry_after, .. } => Some(
+        Admission::Refused { retry_after, .. } => Some({
+            metrics::counter!(crate::metrics::REGISTRATIONS, "outcome" => "throttled").increment(1);
             (
                 StatusCode::TOO_MANY_REQUESTS,
                 [
@@ -209,8 +211,8 @@ async fn registration_limit(
                     ),
                 })),
             )
-                .into_response(),
-        ),
+                .into_response()
+        }),
     })
 }
 

@@ -27,6 +27,7 @@ pub async fn revoke(State(state): State<AppState>, headers: HeaderMap, body: Bod
             .revoke_token(&hash, &client.client_id, now)
             .await?
         {
+            crate::metrics::token_event("revoked");
             state
                 .store
                 .audit(

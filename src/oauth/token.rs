@@ -193,6 +193,13 @@ async fn audit(
     subject: Option<&str>,
     detail: Option<&str>,
 ) {
+    match event {
+        "code_redeemed" => crate::metrics::token_event("issued"),
+        "token_refreshed" => crate::metrics::token_event("refreshed"),
+        "refresh_reuse" => crate::metrics::token_event("reused"),
+        "family_revoked" => crate::metrics::token_event("revoked"),
+        _ => {}
+    }
     ctx.state
         .store
         .audit(

@@ -19,6 +19,9 @@ pub struct Account {
     pub status: AccountStatus,
     /// Unix seconds.
     pub created_at: i64,
+    /// Browser sessions are valid only while they carry this number; ending every session
+    /// raises it.
+    pub session_epoch: i64,
 }
 
 fn account_from_row(row: &sqlx::any::AnyRow) -> Result<Account, StoreError> {
@@ -29,10 +32,11 @@ fn account_from_row(row: &sqlx::any::AnyRow) -> Result<Account, StoreError> {
         password_hash: row.try_get("password_hash")?,
         status: parse_column(&status, "accounts.status")?,
         created_at: row.try_get("created_at")?,
+        session_epoch: row.try_get("session_epoch")?,
     })
 }
 
-const ACCOUNT_COLUMNS: &str = "id, email, password_hash, status, created_at";
+const ACCOUNT_COLUMNS: &str = "id, email, password_hash, status, created_at, session_epoch";
 
 impl Store {
     /// Creates an active account. Errors: [`StoreError::Conflict`] when the email exists.
@@ -60,6 +64,7 @@ impl Store {
             password_hash: password_hash.to_string(),
             status: AccountStatus::Active,
             created_at: now,
+            session_epoch: 0,
         })
     }
 
@@ -178,6 +183,41 @@ impl Store {
             password_hash: password_hash.to_string(),
             status: AccountStatus::Active,
             created_at: now,
+            session_epoch: 0,
         }))
+    }
+
+    /// Replaces the account's password hash. With `end_sessions` the session epoch is raised
+    /// in the same statement, so every browser session signed in before ends. Returns the
+    /// account's session epoch afterwards (`None` for an unknown account).
+    pub async fn set_password_hash(
+        &self,
+        account_id: &str,
+        password_hash: &str,
+        end_sessions: bool,
+    ) -> Result<Option<i64>, StoreError> {
+        let row = sqlx::query(
+            "UPDATE accounts SET password_hash = $1, \
+             session_epoch = session_epoch + (CASE WHEN $2 THEN 1 ELSE 0 END) \
+             WHERE id = $3 RETURNING session_epoch",
+        )
+        .bind(password_hash)
+        .bind(end_sessions)
+        .bind(account_id)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(row.map(|r| r.try_get("session_epoch")).transpose()?)
+    }
+
+    /// Ends every browser session of the account by raising its session epoch. Returns the new
+    /// epoch (`None` for an unknown account).
+    pub async fn end_sessions(&self, account_id: &str) -> Result<Option<i64>, StoreError> {
+        let row = sqlx::query(
+            "UPDATE accounts SET session_epoch = session_epoch + 1 WHERE id = $1 RETURNING session_epoch",
+        )
+        .bind(account_id)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(row.map(|r| r.try_get("session_epoch")).transpose()?)
     }
 }

@@ -308,4 +308,54 @@ impl Store {
             })
             .collect()
     }
+
+    /// When each client last called a tool for the account: `(client_id, unix seconds)`.
+    pub async fn last_tool_use_by_client(
+        &self,
+        account_id: &str,
+    ) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT client_id, MAX(at) AS last_at FROM audit_events \
+             WHERE account_id = $1 AND event = 'tool_call' AND client_id IS NOT NULL GROUP BY client_id",
+        )
+        .bind(account_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("client_id")?, r.try_get("last_at")?)))
+            .collect()
+    }
+
+    /// The tool calls one client made for the account, newest first (at most `limit`).
+    pub async fn client_activity(
+        &self,
+        account_id: &str,
+        client_id: &str,
+        limit: i64,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT at, event, outcome, account_id, client_id, subject, source_ip, detail \
+             FROM audit_events WHERE account_id = $1 AND client_id = $2 AND event = 'tool_call' \
+             ORDER BY id DESC LIMIT $3",
+        )
+        .bind(account_id)
+        .bind(client_id)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(record_from_row).collect()
+    }
+}
+
+fn record_from_row(r: &sqlx::any::AnyRow) -> Result<AuditRecord, StoreError> {
+    Ok(AuditRecord {
+        at: r.try_get("at")?,
+        event: r.try_get("event")?,
+        outcome: r.try_get("outcome")?,
+        account_id: r.try_get("account_id")?,
+        client_id: r.try_get("client_id")?,
+        subject: r.try_get("subject")?,
+        source_ip: r.try_get("source_ip")?,
+        detail: r.try_get("detail")?,
+    })
 }

@@ -262,6 +262,32 @@ impl Store {
             .collect()
     }
 
+    /// A project's most recently changed notes, newest first (at most `limit`; no bodies).
+    pub async fn recent_notes(
+        &self,
+        project_id: &str,
+        limit: i64,
+    ) -> Result<Vec<NoteRef>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, project_id, title, updated_at FROM notes WHERE project_id = $1 \
+             ORDER BY updated_at DESC, id LIMIT $2",
+        )
+        .bind(project_id)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(NoteRef {
+                    id: r.try_get("id")?,
+                    project_id: r.try_get("project_id")?,
+                    title: r.try_get("title")?,
+                    updated_at: r.try_get("updated_at")?,
+                })
+            })
+            .collect()
+    }
+
     /// How many notes a project holds.
     pub async fn count_notes(&self, project_id: &str) -> Result<i64, StoreError> {
         let row = sqlx::query("SELECT COUNT(*) AS n FROM notes WHERE project_id = $1")

@@ -19,6 +19,32 @@ pub struct ProjectMembership {
     pub created_at: i64,
 }
 
+/// A project on the console's home page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectSummary {
+    /// Project id (UUID text).
+    pub project_id: String,
+    /// Project name.
+    pub name: String,
+    /// The viewing account's role.
+    pub role: Role,
+    /// How many notes it holds.
+    pub note_count: i64,
+}
+
+/// A member of a project, for its console page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// Account id.
+    pub account_id: String,
+    /// The account's email.
+    pub email: String,
+    /// Its role.
+    pub role: Role,
+    /// Whether it owns the project (the owner cannot be removed).
+    pub is_owner: bool,
+}
+
 /// Maps a row of `id, name, role, created_at` (project joined with membership).
 fn membership_from_row(r: &sqlx::any::AnyRow) -> Result<ProjectMembership, StoreError> {
     let role: String = r.try_get("role")?;
@@ -149,5 +175,89 @@ impl Store {
             return Ok(None);
         }
         self.membership(&principal.account_id, project_id).await
+    }
+
+    /// The account's active projects with its role and the number of notes in each, oldest
+    /// first (the console's home page).
+    pub async fn project_summaries(
+        &self,
+        account_id: &str,
+    ) -> Result<Vec<ProjectSummary>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT p.id AS id, p.name AS name, m.role AS role, \
+             (SELECT COUNT(*) FROM notes n WHERE n.project_id = p.id) AS note_count \
+             FROM memberships m JOIN projects p ON p.id = m.project_id \
+             WHERE m.account_id = $1 AND p.status = 'active' ORDER BY p.created_at, p.id",
+        )
+        .bind(account_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let role: String = r.try_get("role")?;
+                Ok(ProjectSummary {
+                    project_id: r.try_get("id")?,
+                    name: r.try_get("name")?,
+                    role: parse_column(&role, "memberships.role")?,
+                    note_count: r.try_get("note_count")?,
+                })
+            })
+            .collect()
+    }
+
+    /// The members of a project with their emails and roles, the owner first, then by email.
+    /// Callers check the viewer's own membership first.
+    pub async fn members_of_project(&self, project_id: &str) -> Result<Vec<Member>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT a.id AS id, a.email AS email, m.role AS role, p.owner_account_id AS owner \
+             FROM memberships m JOIN accounts a ON a.id = m.account_id \
+             JOIN projects p ON p.id = m.project_id \
+             WHERE m.project_id = $1 ORDER BY a.email",
+        )
+        .bind(project_id)
+        .fetch_all(self.pool())
+        .await?;
+        let mut members = rows
+            .iter()
+            .map(|r| {
+                let role: String = r.try_get("role")?;
+                let id: String = r.try_get("id")?;
+                let owner: String = r.try_get("owner")?;
+                Ok(Member {
+                    is_owner: id == owner,
+                    account_id: id,
+                    email: r.try_get("email")?,
+                    role: parse_column(&role, "memberships.role")?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        members.sort_by_key(|m| !m.is_owner);
+        Ok(members)
+    }
+
+    /// The account that owns a project, if the project exists.
+    pub async fn project_owner(&self, project_id: &str) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT owner_account_id FROM projects WHERE id = $1")
+            .bind(project_id)
+            .fetch_optional(self.pool())
+            .await?;
+        Ok(row.map(|r| r.try_get("owner_account_id")).transpose()?)
+    }
+
+    /// Removes a member; the owner is never removed. Returns whether a membership was removed.
+    pub async fn remove_member(
+        &self,
+        project_id: &str,
+        account_id: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM memberships WHERE project_id = $1 AND account_id = $2 \
+             AND account_id <> (SELECT owner_account_id FROM projects WHERE id = $1)",
+        )
+        .bind(project_id)
+        .bind(account_id)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 }

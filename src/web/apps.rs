@@ -1,30 +1,39 @@
-//! Connected apps: `GET /apps` lists the clients the signed-in person granted; `POST
-//! /apps/revoke` revokes one, killing its live tokens at once.
+//! Connected apps: `GET /apps` lists the clients the signed-in person granted, `GET
+//! /apps/{consent_id}` shows what one of them did (from the audit log); `POST /apps/revoke`
+//! revokes one, killing its live tokens at once.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use askama::Template;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::session::{csrf_ok, csrf_token, signed_in};
-use super::{PageForm, form_expired, render, see_other};
+use super::session::{csrf_token, signed_in};
+use super::{CsrfForm, error_page, render, see_other, when};
 use crate::app::AppState;
+use crate::domain::cimd::is_url_client_id;
 use crate::domain::redirect_uri::host_for_display;
+use crate::domain::scope::ScopeSet;
 use crate::domain::text::check_line;
 use crate::error::AppError;
 use crate::store::audit::AuditEvent;
 use crate::store::now;
+use crate::store::oauth::ConnectedApp;
 
 struct AppRow {
     consent_id: String,
     client_id: String,
     name: String,
+    /// The host of a client ID metadata document URL; `None`: the name is unverified.
+    publisher: Option<String>,
     host: String,
-    scope: String,
+    abilities: Vec<&'static str>,
+    granted: String,
+    last_used: Option<String>,
 }
 
 #[derive(Template)]
@@ -32,28 +41,47 @@ struct AppRow {
 struct AppsPage {
     apps: Vec<AppRow>,
     csrf_token: String,
+    oauth_enabled: bool,
 }
 
-/// `GET /apps`.
+/// The name to show: the registered one when it follows the visible-text rule (a name stored
+/// before the rule is never shown, RFC 7591 §5).
+fn display_name(app: &ConnectedApp) -> String {
+    app.client_name
+        .clone()
+        .filter(|n| check_line(n).is_ok())
+        .unwrap_or_else(|| "An unnamed application".into())
+}
+
+/// `GET /apps`: each granted client with its name (the host of its metadata document, or
+/// marked unverified), redirect host, what it may do in words, when it was granted and last
+/// called a tool.
 pub async fn list(State(state): State<AppState>, session: Session) -> Result<Response, AppError> {
     let Some(account) = signed_in(&state, &session).await? else {
         return Ok(see_other("/signin?next=%2Fapps"));
     };
+    let last_used: HashMap<String, i64> = state
+        .store
+        .last_tool_use_by_client(&account.id)
+        .await?
+        .into_iter()
+        .collect();
     let apps = state
         .store
         .connected_apps(&account.id)
         .await?
         .into_iter()
         .map(|a| AppRow {
+            name: display_name(&a),
+            publisher: is_url_client_id(&a.client_id).then(|| host_for_display(&a.client_id)),
             host: host_for_display(&a.redirect_uri),
-            // A name stored before the visible-text rule is never shown (RFC 7591 §5).
-            name: a
-                .client_name
-                .filter(|n| check_line(n).is_ok())
-                .unwrap_or_else(|| "An unnamed application".into()),
+            abilities: ScopeSet::parse(&a.scope)
+                .map(|s| s.iter().map(|s| s.describe()).collect())
+                .unwrap_or_default(),
+            granted: when(a.updated_at),
+            last_used: last_used.get(&a.client_id).copied().map(when),
             consent_id: a.consent_id,
             client_id: a.client_id,
-            scope: a.scope,
         })
         .collect();
     render(
@@ -61,6 +89,96 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
         &AppsPage {
             apps,
             csrf_token: csrf_token(&session).await?,
+            oauth_enabled: state.config.oauth_enabled,
+        },
+    )
+}
+
+/// Tool calls shown on an app's activity page.
+pub const ACTIVITY_SHOWN: i64 = 50;
+
+struct EventRow {
+    at: String,
+    tool: String,
+    project: String,
+    outcome: String,
+}
+
+#[derive(Template)]
+#[template(path = "app_activity.html")]
+struct ActivityPage {
+    name: String,
+    limit: i64,
+    events: Vec<EventRow>,
+    csrf_token: String,
+    oauth_enabled: bool,
+}
+
+/// The project id in a `tool_call` audit record's detail (`project=ID duration_ms=N`).
+fn project_of(detail: Option<&str>) -> Option<&str> {
+    detail?
+        .split(' ')
+        .find_map(|part| part.strip_prefix("project="))
+}
+
+/// `GET /apps/{consent_id}`: what the app did with the account's access — the last
+/// [`ACTIVITY_SHOWN`] tool calls with their project and outcome, never their arguments or
+/// results. Another account's (or a revoked) grant answers 404.
+pub async fn activity(
+    State(state): State<AppState>,
+    session: Session,
+    Path(consent_id): Path<String>,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin?next=%2Fapps"));
+    };
+    let Some(app) = state
+        .store
+        .connected_apps(&account.id)
+        .await?
+        .into_iter()
+        .find(|a| a.consent_id == consent_id)
+    else {
+        return Ok(error_page(
+            StatusCode::NOT_FOUND,
+            "App not found",
+            "No connected app of yours is at this address.",
+        ));
+    };
+    // Project names only for projects the account is still a member of.
+    let projects: HashMap<String, String> = state
+        .store
+        .projects_of_account(&account.id)
+        .await?
+        .into_iter()
+        .map(|p| (p.project_id, p.name))
+        .collect();
+    let events = state
+        .store
+        .client_activity(&account.id, &app.client_id, ACTIVITY_SHOWN)
+        .await?
+        .into_iter()
+        .map(|e| EventRow {
+            at: when(e.at),
+            project: match project_of(e.detail.as_deref()) {
+                Some(id) => projects
+                    .get(id)
+                    .cloned()
+                    .unwrap_or_else(|| "a project you are no longer a member of".into()),
+                None => "—".into(),
+            },
+            tool: e.subject.unwrap_or_default(),
+            outcome: e.outcome,
+        })
+        .collect();
+    render(
+        StatusCode::OK,
+        &ActivityPage {
+            name: display_name(&app),
+            limit: ACTIVITY_SHOWN,
+            events,
+            csrf_token: csrf_token(&session).await?,
+            oauth_enabled: state.config.oauth_enabled,
         },
     )
 }
@@ -68,8 +186,6 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
 /// Body of `POST /apps/revoke`.
 #[derive(Deserialize)]
 pub struct RevokeForm {
-    #[serde(default)]
-    csrf_token: String,
     #[serde(default)]
     consent_id: String,
 }
@@ -79,11 +195,8 @@ pub async fn revoke(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     session: Session,
-    PageForm(form): PageForm<RevokeForm>,
+    CsrfForm(form): CsrfForm<RevokeForm>,
 ) -> Result<Response, AppError> {
-    if !csrf_ok(&session, &form.csrf_token).await? {
-        return Ok(form_expired());
-    }
     let Some(account) = signed_in(&state, &session).await? else {
         return Ok(see_other("/signin?next=%2Fapps"));
     };
@@ -93,6 +206,7 @@ pub async fn revoke(
         .revoke_consent(&account.id, &form.consent_id, now)
         .await?
     {
+        crate::metrics::token_event("revoked");
         state
             .store
             .audit(

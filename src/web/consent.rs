@@ -11,8 +11,8 @@ use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::session::{csrf_ok, csrf_token, signed_in};
-use super::{PageForm, error_page, form_expired, render, see_other};
+use super::session::{csrf_token, signed_in};
+use super::{CsrfForm, PageForm, error_page, render, see_other};
 use crate::app::AppState;
 use crate::domain::redirect_uri::{host_for_display, is_loopback_host};
 use crate::domain::secret::random_urlsafe;
@@ -194,8 +194,6 @@ async fn authorize(
 #[derive(Deserialize)]
 pub struct DecisionForm {
     #[serde(default)]
-    csrf_token: String,
-    #[serde(default)]
     request: String,
     #[serde(default)]
     decision: String,
@@ -207,11 +205,8 @@ pub async fn decide(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     session: Session,
-    PageForm(form): PageForm<DecisionForm>,
+    CsrfForm(form): CsrfForm<DecisionForm>,
 ) -> Result<Response, AppError> {
-    if !csrf_ok(&session, &form.csrf_token).await? {
-        return Ok(form_expired());
-    }
     let Some(account) = signed_in(&state, &session).await? else {
         return Ok(error_page(
             StatusCode::FORBIDDEN,

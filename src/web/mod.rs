@@ -11,14 +11,17 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
 use tower_sessions::cookie::SameSite;
-use tower_sessions::{Expiry, SessionManagerLayer};
+use tower_sessions::{Expiry, Session, SessionManagerLayer};
 
 use crate::app::AppState;
 use crate::error::AppError;
 use crate::store::SessionBackend;
+use session::PageCsrf;
 
+pub mod account;
 pub mod apps;
 pub mod consent;
+pub mod projects;
 pub mod session;
 pub mod setup;
 pub mod signin;
@@ -29,7 +32,19 @@ pub const SESSION_COOKIE: &str = "gatehouse_session";
 /// The routes of the pages, with the session layer.
 pub fn router(state: AppState) -> Router {
     let mut pages = Router::new()
-        .route("/", get(signin::home))
+        .route("/", get(projects::home))
+        .route("/projects/{id}", get(projects::show))
+        .route("/projects/{id}/members", post(projects::add_member))
+        .route(
+            "/projects/{id}/members/remove",
+            post(projects::remove_member),
+        )
+        .route("/account", get(account::show))
+        .route("/account/password", post(account::change_password))
+        .route(
+            "/account/sign-out-everywhere",
+            post(account::sign_out_everywhere),
+        )
         .route("/signin", get(signin::show).post(signin::submit))
         .route("/signout", post(signin::sign_out))
         .route("/setup", get(setup::show).post(setup::submit));
@@ -41,7 +56,8 @@ pub fn router(state: AppState) -> Router {
             )
             .route("/oauth/authorize/decision", post(consent::decide))
             .route("/apps", get(apps::list))
-            .route("/apps/revoke", post(apps::revoke));
+            .route("/apps/revoke", post(apps::revoke))
+            .route("/apps/{consent_id}", get(apps::activity));
     }
     pages.layer(session_layer(&state)).with_state(state)
 }
@@ -98,6 +114,55 @@ where
     }
 }
 
+/// A page form checked against CSRF: the one extractor behind every form of the pages.
+///
+/// The body must be `application/x-www-form-urlencoded` and carry exactly one `csrf_token`
+/// field equal (in constant time) to the page's token: the session's once the browser has a
+/// session, else the `gatehouse_csrf` cookie of an anonymous browser (see [`PageCsrf`]). A
+/// body that does not fit `T` (a wrong content type, a repeated field) is the "Request not
+/// understood" page (400); a missing, repeated or wrong token is the "Form expired" page (403).
+/// Either way the handler never runs. `T` sees every field but `csrf_token`.
+pub struct CsrfForm<T>(pub T);
+
+impl<T> FromRequest<AppState> for CsrfForm<T>
+where
+    T: DeserializeOwned + Send,
+{
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let (mut parts, body) = req.into_parts();
+        let session = Session::from_request_parts(&mut parts, state)
+            .await
+            .map_err(|(_, why)| AppError::Other(format!("session: {why}")).into_response())?;
+        let Ok(csrf) = PageCsrf::from_request_parts(&mut parts, state).await;
+        let req = Request::from_parts(parts, body);
+        let Ok(Form(pairs)) = Form::<Vec<(String, String)>>::from_request(req, state).await else {
+            return Err(not_understood());
+        };
+        let (tokens, fields): (Vec<_>, Vec<_>) =
+            pairs.into_iter().partition(|(k, _)| k == "csrf_token");
+        let encoded = serde_urlencoded::to_string(&fields).map_err(|_| not_understood())?;
+        let value: T = serde_urlencoded::from_str(&encoded).map_err(|_| not_understood())?;
+        let [(_, token)] = tokens.as_slice() else {
+            return Err(form_expired());
+        };
+        if csrf
+            .verify(&session, token)
+            .await
+            .map_err(IntoResponse::into_response)?
+        {
+            Ok(CsrfForm(value))
+        } else {
+            Err(form_expired())
+        }
+    }
+}
+
+/// The body of a form that carries nothing but its CSRF token (other fields are ignored).
+#[derive(Debug, serde::Deserialize)]
+pub struct NoFields {}
+
 /// A query string whose rejection is an HTML error page (400).
 pub struct PageQuery<T>(pub T);
 
@@ -131,6 +196,15 @@ pub fn form_expired() -> Response {
         "Form expired",
         "This form has expired or was not sent by this site. Go back, reload the page and try again.",
     )
+}
+
+/// A time for people: `2026-01-02 03:04 UTC`.
+pub fn when(unix_seconds: i64) -> String {
+    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute] UTC");
+    time::OffsetDateTime::from_unix_timestamp(unix_seconds)
+        .ok()
+        .and_then(|t| t.format(&format).ok())
+        .unwrap_or_else(|| "unknown time".to_string())
 }
 
 /// `303 See Other` to `location` (a path on this server or a validated redirect URI).

@@ -19,6 +19,10 @@ use crate::store::accounts::Account;
 
 const ACCOUNT_KEY: &str = "account_id";
 const CSRF_KEY: &str = "csrf";
+/// The account's session epoch when this session was signed in (see
+/// [`crate::store::accounts::Account::session_epoch`]).
+const EPOCH_KEY: &str = "epoch";
+const NOTICE_KEY: &str = "notice";
 
 /// The session's CSRF token, created on first use (32 random bytes, base64url).
 pub async fn csrf_token(session: &Session) -> Result<String, AppError> {
@@ -28,15 +32,6 @@ pub async fn csrf_token(session: &Session) -> Result<String, AppError> {
     let t = random_urlsafe(32);
     session.insert(CSRF_KEY, &t).await?;
     Ok(t)
-}
-
-/// Whether `presented` equals the session's CSRF token (constant time). A session without a
-/// token never matches.
-pub async fn csrf_ok(session: &Session, presented: &str) -> Result<bool, AppError> {
-    Ok(match session.get::<String>(CSRF_KEY).await? {
-        Some(expected) => constant_time_eq(expected.as_bytes(), presented.as_bytes()),
-        None => false,
-    })
 }
 
 /// Name of the cookie that carries the CSRF token of a browser without a session.
@@ -106,13 +101,15 @@ impl PageCsrf {
             .clone())
     }
 
-    /// Whether `presented` equals the session's token or the cookie's (constant time). Without
-    /// either, nothing matches.
+    /// Whether `presented` equals the page's token (constant time): the session's when the
+    /// session holds one (then the cookie does not count, so a planted cookie cannot stand in
+    /// for it), else the cookie's. Without either, nothing matches.
     pub async fn verify(&self, session: &Session, presented: &str) -> Result<bool, AppError> {
-        let from_session = session.get::<String>(CSRF_KEY).await?;
         let matches = |expected: &str| constant_time_eq(expected.as_bytes(), presented.as_bytes());
-        Ok(from_session.as_deref().is_some_and(matches)
-            | self.cookie.as_deref().is_some_and(matches))
+        Ok(match session.get::<String>(CSRF_KEY).await? {
+            Some(expected) => matches(&expected),
+            None => self.cookie.as_deref().is_some_and(matches),
+        })
     }
 
     /// `response` with the cookie of a newly minted token.
@@ -132,13 +129,15 @@ impl PageCsrf {
     }
 }
 
-/// The signed-in, active account. A session whose account was disabled is ended.
+/// The signed-in, active account. A session whose account was disabled, or whose sessions
+/// were all ended since it signed in (a raised session epoch), is ended.
 pub async fn signed_in(state: &AppState, session: &Session) -> Result<Option<Account>, AppError> {
     let Some(id) = session.get::<String>(ACCOUNT_KEY).await? else {
         return Ok(None);
     };
+    let epoch = session.get::<i64>(EPOCH_KEY).await?.unwrap_or(0);
     match state.store.account_by_id(&id).await? {
-        Some(a) if a.status == AccountStatus::Active => Ok(Some(a)),
+        Some(a) if a.status == AccountStatus::Active && a.session_epoch == epoch => Ok(Some(a)),
         _ => {
             session.flush().await?;
             Ok(None)
@@ -150,8 +149,28 @@ pub async fn signed_in(state: &AppState, session: &Session) -> Result<Option<Acc
 pub async fn sign_in(session: &Session, account: &Account) -> Result<(), AppError> {
     session.cycle_id().await?;
     session.insert(ACCOUNT_KEY, &account.id).await?;
+    session.insert(EPOCH_KEY, account.session_epoch).await?;
     session.insert(CSRF_KEY, random_urlsafe(32)).await?;
     Ok(())
+}
+
+/// Keeps this session signed in after its account's session epoch was raised to `epoch` (the
+/// other sessions end): a new session id, the new epoch.
+pub async fn keep_after_epoch(session: &Session, epoch: i64) -> Result<(), AppError> {
+    session.cycle_id().await?;
+    session.insert(EPOCH_KEY, epoch).await?;
+    Ok(())
+}
+
+/// Keeps a one-time notice for the next page this session shows ("Password changed.").
+pub async fn set_notice(session: &Session, notice: &str) -> Result<(), AppError> {
+    session.insert(NOTICE_KEY, notice).await?;
+    Ok(())
+}
+
+/// Takes the session's one-time notice, if any.
+pub async fn take_notice(session: &Session) -> Result<Option<String>, AppError> {
+    Ok(session.remove::<String>(NOTICE_KEY).await?)
 }
 
 /// Ends the session server-side: the old cookie no longer works.

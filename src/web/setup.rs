@@ -9,7 +9,7 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::session::PageCsrf;
-use super::{PageForm, PageQuery, error_page, form_expired, render, see_other};
+use super::{CsrfForm, PageQuery, error_page, render, see_other};
 use crate::app::AppState;
 use crate::domain::account::{Email, validate_password};
 use crate::domain::secret::Secret;
@@ -69,8 +69,6 @@ pub async fn show(
 #[derive(Deserialize)]
 pub struct SetupForm {
     #[serde(default)]
-    csrf_token: String,
-    #[serde(default)]
     token: String,
     #[serde(default)]
     email: String,
@@ -83,11 +81,8 @@ pub async fn submit(
     State(state): State<AppState>,
     session: Session,
     mut csrf: PageCsrf,
-    PageForm(form): PageForm<SetupForm>,
+    CsrfForm(form): CsrfForm<SetupForm>,
 ) -> Result<Response, AppError> {
-    if !csrf.verify(&session, &form.csrf_token).await? {
-        return Ok(form_expired());
-    }
     let now = now();
     let hash = Secret::from_presented(form.token.clone()).hash();
     if !state.store.setup_token_valid(&hash, now).await? {

@@ -1,4 +1,4 @@
-//! `GET/POST /signin`, `POST /signout` and the account page `GET /`.
+//! `GET/POST /signin` and `POST /signout`.
 
 use std::net::SocketAddr;
 
@@ -9,8 +9,8 @@ use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::session::{PageCsrf, csrf_ok, csrf_token, safe_next, signed_in};
-use super::{PageForm, PageQuery, form_expired, render, see_other};
+use super::session::{PageCsrf, safe_next, signed_in};
+use super::{CsrfForm, PageQuery, render, see_other};
 use crate::app::AppState;
 use crate::domain::account::{AccountStatus, Email};
 use crate::domain::throttle::{Policy, source_key};
@@ -83,14 +83,6 @@ struct SigninPage<'a> {
     error: Option<&'a str>,
 }
 
-#[derive(Template)]
-#[template(path = "home.html")]
-struct HomePage<'a> {
-    email: &'a str,
-    csrf_token: &'a str,
-    oauth_enabled: bool,
-}
-
 /// Query of `GET /signin`.
 #[derive(Debug, Deserialize)]
 pub struct SigninQuery {
@@ -130,13 +122,16 @@ pub async fn show(
 #[derive(Deserialize)]
 pub struct SigninForm {
     #[serde(default)]
-    csrf_token: String,
-    #[serde(default)]
     next: Option<String>,
     #[serde(default)]
     email: String,
     #[serde(default)]
     password: String,
+}
+
+/// Counts a sign-in attempt by outcome (`success`, `failure`, `throttled`, `busy`).
+fn signin_metric(outcome: &'static str) {
+    metrics::counter!(crate::metrics::SIGNINS, "outcome" => outcome).increment(1);
 }
 
 /// A wait in words: "N seconds" under two minutes, else "N minutes" (rounded up).
@@ -158,11 +153,8 @@ pub async fn submit(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     session: Session,
     mut csrf: PageCsrf,
-    PageForm(form): PageForm<SigninForm>,
+    CsrfForm(form): CsrfForm<SigninForm>,
 ) -> Result<Response, AppError> {
-    if !csrf.verify(&session, &form.csrf_token).await? {
-        return Ok(form_expired());
-    }
     let next = safe_next(form.next.as_deref());
     let ip = peer.ip().to_string();
     let now = now();
@@ -180,6 +172,7 @@ pub async fn submit(
     // A place for the password check first: when every worker is busy the attempt is turned
     // away before it touches the database.
     let Ok(slot) = state.passwords.try_reserve() else {
+        signin_metric("busy");
         let token = csrf.token(&session).await?;
         let mut r = page(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -200,6 +193,7 @@ pub async fn submit(
     let counted = match state.store.admit(&limits, now).await? {
         Admission::Admitted(counted) => counted,
         Admission::Refused { retry_after, limit } => {
+            signin_metric("throttled");
             let message = if limit == Some(ACCOUNT_LIMIT) {
                 format!(
                     "Sign-in for this account is slowed down after many failed attempts. Try again in {}.",
@@ -243,6 +237,7 @@ pub async fn submit(
         ..Default::default()
     };
     if let Some(reason) = failure {
+        signin_metric("failure");
         let account_id = account.as_ref().map(|a| a.id.as_str());
         state
             .store
@@ -277,6 +272,7 @@ pub async fn submit(
         return Ok(csrf.respond(r));
     }
     let account = account.expect("checked above");
+    signin_metric("success");
     super::session::sign_in(&session, &account).await?;
     // A success is not a failure: the account's count starts again, and the address's
     // counters give back the place this attempt took.
@@ -291,37 +287,11 @@ pub async fn submit(
     Ok(see_other(&next))
 }
 
-/// Body of `POST /signout`.
-#[derive(Deserialize)]
-pub struct SignoutForm {
-    #[serde(default)]
-    csrf_token: String,
-}
-
 /// `POST /signout`: ends the session server-side.
 pub async fn sign_out(
     session: Session,
-    PageForm(form): PageForm<SignoutForm>,
+    CsrfForm(_): CsrfForm<super::NoFields>,
 ) -> Result<Response, AppError> {
-    if !csrf_ok(&session, &form.csrf_token).await? {
-        return Ok(form_expired());
-    }
     super::session::sign_out(&session).await?;
     Ok(see_other("/signin"))
-}
-
-/// `GET /`: who is signed in, with sign-out; the sign-in page otherwise.
-pub async fn home(State(state): State<AppState>, session: Session) -> Result<Response, AppError> {
-    let Some(account) = signed_in(&state, &session).await? else {
-        return Ok(see_other("/signin"));
-    };
-    let csrf = csrf_token(&session).await?;
-    render(
-        StatusCode::OK,
-        &HomePage {
-            email: &account.email,
-            csrf_token: &csrf,
-            oauth_enabled: state.config.oauth_enabled,
-        },
-    )
 }

@@ -79,6 +79,7 @@ async fn a_graceful_stop_commits_every_queued_tool_call_row() {
         config,
         client: new_client(),
         db,
+        metrics_port: None,
     };
     app.create_account(EMAIL, PASSWORD).await;
     let (_, grant) = full_grant(&app).await;

@@ -373,3 +373,12 @@ fn settings_can_come_from_a_toml_file_and_the_environment_wins() {
         r.stderr
     );
 }
+
+#[test]
+fn bad_metrics_address_stops_the_start() {
+    assert_refused(
+        &[("GATEHOUSE_METRICS_BIND", "9090")],
+        "GATEHOUSE_METRICS_BIND",
+        "address and port",
+    );
+}

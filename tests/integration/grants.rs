@@ -126,7 +126,8 @@ async fn a_code_kept_through_revocation_and_a_narrower_approval_is_refused() {
         .await
         .unwrap();
     assert!(
-        page.contains("mcp:read") && !page.contains("mcp:write"),
+        page.contains("Read your projects and notes")
+            && !page.contains("Create and change notes in your projects"),
         "{page}"
     );
     let audit = app.store.recent_audit(50).await.unwrap();

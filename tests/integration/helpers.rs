@@ -106,6 +106,8 @@ pub struct TestApp {
     pub address: String,
     /// The bound port.
     pub port: u16,
+    /// The port of the metrics listener, when `GATEHOUSE_METRICS_BIND` is set.
+    pub metrics_port: Option<u16>,
     /// Direct access to the server's database.
     pub store: Store,
     /// The configuration the server runs with.
@@ -169,10 +171,12 @@ async fn spawn_on(
         .await
         .expect("build app");
     let store = app.state().store.clone();
+    let metrics_port = app.metrics_port();
     tokio::spawn(app.run_until(std::future::pending()));
     TestApp {
         address,
         port,
+        metrics_port,
         store,
         config,
         client: new_client(),

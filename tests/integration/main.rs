@@ -8,6 +8,7 @@ mod helpers;
 mod audit;
 mod cimd;
 mod config_startup;
+mod console;
 mod display_text;
 mod doctor;
 mod grants;
@@ -15,6 +16,7 @@ mod keys;
 mod limits;
 mod mcp;
 mod mcp_interop;
+mod metrics;
 mod oauth;
 #[allow(dead_code)]
 mod oauth_helpers;

@@ -1,0 +1,143 @@
+//! Prometheus metrics for operators, served as text at `GET /metrics` on a listener of its own
+//! (`GATEHOUSE_METRICS_BIND`, off by default), never on the public port.
+//!
+//! Labels carry only values from fixed sets: route templates (axum's [`MatchedPath`], never the
+//! raw path), methods, status classes, tool names from the catalog and outcomes. No label holds
+//! an id, an email, a query string or a secret.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tokio::net::TcpListener;
+
+use crate::app::AppState;
+
+/// Name of the request counter (labels `method`, `route`, `status`).
+pub const HTTP_REQUESTS: &str = "gatehouse_http_requests_total";
+/// Name of the request latency histogram, in seconds (labels `method`, `route`).
+pub const HTTP_DURATION: &str = "gatehouse_http_request_duration_seconds";
+/// Token events (label `event`: `issued`, `refreshed`, `reused`, `revoked`).
+pub const TOKENS: &str = "gatehouse_tokens_total";
+/// Dynamic registrations (label `outcome`: `success`, `throttled`).
+pub const REGISTRATIONS: &str = "gatehouse_registrations_total";
+/// Sign-in attempts (label `outcome`: `success`, `failure`, `throttled`, `busy`).
+pub const SIGNINS: &str = "gatehouse_signins_total";
+/// Tool calls (labels `tool`, `outcome`).
+pub const TOOL_CALLS: &str = "gatehouse_tool_calls_total";
+
+/// Latency buckets, in seconds.
+const DURATION_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// The process-wide Prometheus recorder, installed on first use (metrics are global to the
+/// process, so every server in it shares it). `None` if it could not be installed.
+pub fn recorder() -> Option<PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let built = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Full(HTTP_DURATION.into()), DURATION_BUCKETS)
+                .and_then(|b| b.install_recorder());
+            match built {
+                Ok(handle) => Some(handle),
+                Err(e) => {
+                    tracing::error!(error = %e, "could not install the metrics recorder");
+                    None
+                }
+            }
+        })
+        .clone()
+}
+
+/// Counts `event` of [`TOKENS`].
+pub fn token_event(event: &'static str) {
+    metrics::counter!(TOKENS, "event" => event).increment(1);
+}
+
+/// A method label from a fixed set (anything else is `other`).
+fn method_label(m: &Method) -> &'static str {
+    match *m {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        _ => "other",
+    }
+}
+
+/// Middleware: counts every request by method, route template and status class, and records
+/// its latency. A request that matched no route is labelled `unmatched`.
+pub async fn track(req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let method = method_label(req.method());
+    let started = Instant::now();
+    let response = next.run(req).await;
+    let status = match response.status().as_u16() / 100 {
+        1 => "1xx",
+        2 => "2xx",
+        3 => "3xx",
+        4 => "4xx",
+        _ => "5xx",
+    };
+    metrics::counter!(HTTP_REQUESTS, "method" => method, "route" => route.clone(), "status" => status)
+        .increment(1);
+    metrics::histogram!(HTTP_DURATION, "method" => method, "route" => route)
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// `GET /metrics`: the gauges read now (password queue, database pool), then everything.
+async fn render(State((state, handle)): State<(AppState, PrometheusHandle)>) -> Response {
+    metrics::gauge!("gatehouse_password_queue_depth").set(state.passwords.queue_depth() as f64);
+    let pool = state.store.pool();
+    let (size, idle) = (pool.size() as f64, pool.num_idle() as f64);
+    metrics::gauge!("gatehouse_db_pool_connections", "state" => "idle").set(idle);
+    metrics::gauge!("gatehouse_db_pool_connections", "state" => "in_use").set(size - idle);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        handle.render(),
+    )
+        .into_response()
+}
+
+/// Serves `GET /metrics` on `listener` until the task is aborted, keeping the recorder's
+/// histograms drained.
+pub async fn serve(listener: TcpListener, state: AppState, handle: PrometheusHandle) {
+    let upkeep = handle.clone();
+    let keeper = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "metrics listening");
+    }
+    let app = Router::new()
+        .route("/metrics", get(render))
+        .with_state((state, handle));
+    if let Err(e) = axum::serve(listener, app).await {
+        tracing::error!(error = %e, "metrics listener stopped");
+    }
+    keeper.abort();
+}

@@ -1,0 +1,191 @@
+//! The account page: `GET /account`, `POST /account/password` (the current password is
+//! required; other sessions end only when asked) and `POST /account/sign-out-everywhere`.
+//! Connected apps are never touched here.
+
+use std::net::SocketAddr;
+
+use askama::Template;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use serde::Deserialize;
+use tower_sessions::Session;
+
+use super::session::{csrf_token, keep_after_epoch, set_notice, signed_in, take_notice};
+use super::{CsrfForm, NoFields, render, see_other};
+use crate::app::AppState;
+use crate::domain::account::validate_password;
+use crate::error::AppError;
+use crate::store::accounts::Account;
+use crate::store::audit::AuditEvent;
+use crate::store::now;
+
+#[derive(Template)]
+#[template(path = "account.html")]
+struct AccountPage<'a> {
+    email: &'a str,
+    notice: Option<String>,
+    error: Option<&'a str>,
+    sign_out_others: bool,
+    csrf_token: &'a str,
+    oauth_enabled: bool,
+}
+
+async fn account_page(
+    state: &AppState,
+    session: &Session,
+    account: &Account,
+    status: StatusCode,
+    error: Option<&str>,
+    sign_out_others: bool,
+) -> Result<Response, AppError> {
+    let notice = take_notice(session).await?;
+    let csrf = csrf_token(session).await?;
+    render(
+        status,
+        &AccountPage {
+            email: &account.email,
+            notice,
+            error,
+            sign_out_others,
+            csrf_token: &csrf,
+            oauth_enabled: state.config.oauth_enabled,
+        },
+    )
+}
+
+/// `GET /account`.
+pub async fn show(State(state): State<AppState>, session: Session) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin?next=%2Faccount"));
+    };
+    account_page(&state, &session, &account, StatusCode::OK, None, false).await
+}
+
+/// Body of `POST /account/password`. The passwords are never shown again.
+#[derive(Deserialize)]
+pub struct PasswordForm {
+    #[serde(default)]
+    current_password: String,
+    #[serde(default)]
+    new_password: String,
+    #[serde(default)]
+    sign_out_others: Option<String>,
+}
+
+/// `POST /account/password`: checks the current password and hashes the new one on the
+/// password pool (503 with `Retry-After` when it is full), stores it and, when asked, ends
+/// every other session of the account. This session stays signed in.
+pub async fn change_password(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    session: Session,
+    CsrfForm(form): CsrfForm<PasswordForm>,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin?next=%2Faccount"));
+    };
+    let end_others = form.sign_out_others.is_some();
+    let refuse = |status, error: String| {
+        let (state, session, account) = (&state, &session, &account);
+        async move {
+            let mut r =
+                account_page(state, session, account, status, Some(&error), end_others).await?;
+            if status == StatusCode::SERVICE_UNAVAILABLE {
+                r.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(super::signin::BUSY_RETRY_AFTER_SECS),
+                );
+            }
+            Ok::<_, AppError>(r)
+        }
+    };
+    let busy = || {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is busy. Try again in a moment.".to_string(),
+        )
+    };
+    if let Err(e) = validate_password(&form.new_password) {
+        return refuse(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()).await;
+    }
+    let Ok(slot) = state.passwords.try_reserve() else {
+        let (status, error) = busy();
+        return refuse(status, error).await;
+    };
+    let now = now();
+    let ip = peer.ip().to_string();
+    let audit = |outcome| AuditEvent {
+        event: "password_changed",
+        outcome,
+        account_id: Some(&account.id),
+        source_ip: Some(&ip),
+        ..Default::default()
+    };
+    if !slot
+        .verify(form.current_password, Some(account.password_hash.clone()))
+        .await
+    {
+        state.store.audit(audit("failure"), now).await;
+        return refuse(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "the current password is wrong.".to_string(),
+        )
+        .await;
+    }
+    let Ok(slot) = state.passwords.try_reserve() else {
+        let (status, error) = busy();
+        return refuse(status, error).await;
+    };
+    let hash = slot.hash(form.new_password).await?;
+    let Some(epoch) = state
+        .store
+        .set_password_hash(&account.id, &hash, end_others)
+        .await?
+    else {
+        return Ok(see_other("/signin"));
+    };
+    if end_others {
+        keep_after_epoch(&session, epoch).await?;
+    }
+    state.store.audit(audit("success"), now).await;
+    set_notice(
+        &session,
+        if end_others {
+            "Password changed. Your other sessions were signed out."
+        } else {
+            "Password changed."
+        },
+    )
+    .await?;
+    Ok(see_other("/account"))
+}
+
+/// `POST /account/sign-out-everywhere`: ends every session of the account, this one too.
+pub async fn sign_out_everywhere(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    session: Session,
+    CsrfForm(_): CsrfForm<NoFields>,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin"));
+    };
+    let now = now();
+    state.store.end_sessions(&account.id).await?;
+    super::session::sign_out(&session).await?;
+    state
+        .store
+        .audit(
+            AuditEvent {
+                event: "signed_out_everywhere",
+                outcome: "success",
+                account_id: Some(&account.id),
+                source_ip: Some(&peer.ip().to_string()),
+                ..Default::default()
+            },
+            now,
+        )
+        .await;
+    Ok(see_other("/signin"))
+}

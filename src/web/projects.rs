@@ -1,0 +1,329 @@
+//! The console's projects: `GET /` (the account's projects with role and note count),
+//! `GET /projects/{id}` (the `console_url` handed to agents: notes, search, members) and the
+//! owner's member forms `POST /projects/{id}/members` and `POST /projects/{id}/members/remove`.
+//!
+//! A project the account is not a member of answers exactly like a missing one (404).
+
+use std::net::SocketAddr;
+
+use askama::Template;
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::Deserialize;
+use tower_sessions::Session;
+
+use super::session::{csrf_token, signed_in};
+use super::{CsrfForm, PageQuery, error_page, render, see_other, when};
+use crate::app::AppState;
+use crate::domain::account::{Email, Role};
+use crate::error::AppError;
+use crate::store::accounts::Account;
+use crate::store::audit::AuditEvent;
+use crate::store::now;
+use crate::store::projects::{Member, ProjectMembership, ProjectSummary};
+
+/// Notes listed on a project page (newest first) and search hits shown (best first).
+pub const NOTES_SHOWN: i64 = 100;
+
+#[derive(Template)]
+#[template(path = "home.html")]
+struct HomePage<'a> {
+    email: &'a str,
+    projects: Vec<ProjectSummary>,
+    csrf_token: &'a str,
+    oauth_enabled: bool,
+}
+
+/// `GET /`: the account's projects; the sign-in page when signed out.
+pub async fn home(State(state): State<AppState>, session: Session) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin"));
+    };
+    let projects = state.store.project_summaries(&account.id).await?;
+    let csrf = csrf_token(&session).await?;
+    render(
+        StatusCode::OK,
+        &HomePage {
+            email: &account.email,
+            projects,
+            csrf_token: &csrf,
+            oauth_enabled: state.config.oauth_enabled,
+        },
+    )
+}
+
+struct NoteRow {
+    title: String,
+    updated: String,
+}
+
+#[derive(Template)]
+#[template(path = "project.html")]
+struct ProjectPage<'a> {
+    project_id: &'a str,
+    name: &'a str,
+    role: &'a str,
+    notes: Vec<NoteRow>,
+    query: &'a str,
+    searching: bool,
+    members: Vec<Member>,
+    is_owner: bool,
+    error: Option<&'a str>,
+    member_email: &'a str,
+    member_role: &'a str,
+    csrf_token: &'a str,
+    oauth_enabled: bool,
+}
+
+/// The one answer for a project that is missing or not the account's.
+fn project_not_found() -> Response {
+    error_page(
+        StatusCode::NOT_FOUND,
+        "Project not found",
+        "There is no project at this address, or you are not a member of it.",
+    )
+}
+
+/// Where a signed-out browser goes: sign in, then back to `path`.
+fn signin_then(path: &str) -> Response {
+    let next: String = url::form_urlencoded::byte_serialize(path.as_bytes()).collect();
+    see_other(&format!("/signin?next={next}"))
+}
+
+/// Query of `GET /projects/{id}`.
+#[derive(Debug, Deserialize)]
+pub struct ProjectQuery {
+    /// Words to search the notes for.
+    #[serde(default)]
+    q: String,
+}
+
+/// What the member form held when it is shown again with an error.
+struct MemberFormState<'a> {
+    status: StatusCode,
+    error: &'a str,
+    email: &'a str,
+    role: &'a str,
+}
+
+async fn project_page(
+    state: &AppState,
+    session: &Session,
+    account: &Account,
+    project: &ProjectMembership,
+    query: &str,
+    form: Option<MemberFormState<'_>>,
+) -> Result<Response, AppError> {
+    let store = &state.store;
+    let searching = !query.trim().is_empty();
+    let notes = if searching {
+        // The same search as the `search_notes` tool.
+        store
+            .search_notes(&project.project_id, query, NOTES_SHOWN)
+            .await?
+            .into_iter()
+            .map(|h| NoteRow {
+                updated: String::new(),
+                title: h.title,
+            })
+            .collect()
+    } else {
+        store
+            .recent_notes(&project.project_id, NOTES_SHOWN)
+            .await?
+            .into_iter()
+            .map(|n| NoteRow {
+                updated: when(n.updated_at),
+                title: n.title,
+            })
+            .collect()
+    };
+    let members = store.members_of_project(&project.project_id).await?;
+    let is_owner = members
+        .iter()
+        .any(|m| m.is_owner && m.account_id == account.id);
+    let csrf = csrf_token(session).await?;
+    let (status, error, email, role) = match &form {
+        Some(f) => (f.status, Some(f.error), f.email, f.role),
+        None => (StatusCode::OK, None, "", "read"),
+    };
+    render(
+        status,
+        &ProjectPage {
+            project_id: &project.project_id,
+            name: &project.name,
+            role: project.role.as_str(),
+            notes,
+            query,
+            searching,
+            members,
+            is_owner,
+            error,
+            member_email: email,
+            member_role: role,
+            csrf_token: &csrf,
+            oauth_enabled: state.config.oauth_enabled,
+        },
+    )
+}
+
+/// `GET /projects/{id}[?q=words]`: the project's notes (or those matching `q`), its members
+/// and, for the owner, the member forms.
+pub async fn show(
+    State(state): State<AppState>,
+    session: Session,
+    Path(project_id): Path<String>,
+    PageQuery(q): PageQuery<ProjectQuery>,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(signin_then(&format!("/projects/{project_id}")));
+    };
+    let Some(project) = state.store.membership(&account.id, &project_id).await? else {
+        return Ok(project_not_found());
+    };
+    project_page(&state, &session, &account, &project, &q.q, None).await
+}
+
+/// Body of `POST /projects/{id}/members`.
+#[derive(Deserialize)]
+pub struct AddMemberForm {
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    role: String,
+}
+
+/// The owner's membership of the project, or the response to send instead: 404 for a project
+/// that is missing or not the account's, 403 for a member who is not the owner.
+async fn owned_project(
+    state: &AppState,
+    account: &Account,
+    project_id: &str,
+) -> Result<Result<ProjectMembership, Response>, AppError> {
+    let Some(project) = state.store.membership(&account.id, project_id).await? else {
+        return Ok(Err(project_not_found()));
+    };
+    if state.store.project_owner(project_id).await?.as_deref() != Some(account.id.as_str()) {
+        return Ok(Err(error_page(
+            StatusCode::FORBIDDEN,
+            "Only the owner manages members",
+            "Ask the project's owner to add or remove members.",
+        )));
+    }
+    Ok(Ok(project))
+}
+
+/// `POST /projects/{id}/members`: the owner adds an account by email with a role, or changes
+/// a member's role.
+pub async fn add_member(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    session: Session,
+    Path(project_id): Path<String>,
+    CsrfForm(form): CsrfForm<AddMemberForm>,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(signin_then(&format!("/projects/{project_id}")));
+    };
+    let project = match owned_project(&state, &account, &project_id).await? {
+        Ok(p) => p,
+        Err(response) => return Ok(response),
+    };
+    let role = form.role.parse::<Role>().ok();
+    let member = match Email::parse(&form.email) {
+        Ok(email) => state.store.account_by_email(&email).await?,
+        Err(_) => None,
+    };
+    let problem = match (&member, role) {
+        (_, None) => Some("Choose the role read or write."),
+        (None, _) => Some("No account has this email. The person needs an account first."),
+        (Some(m), _) if m.id == account.id => Some("You own this project already."),
+        _ => None,
+    };
+    if let Some(error) = problem {
+        let form_state = MemberFormState {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            error,
+            email: &form.email,
+            role: &form.role,
+        };
+        return project_page(&state, &session, &account, &project, "", Some(form_state)).await;
+    }
+    let (member, role) = (member.expect("checked above"), role.expect("checked above"));
+    let now = now();
+    state
+        .store
+        .add_member(&project.project_id, &member.id, role, now)
+        .await?;
+    state
+        .store
+        .audit(
+            AuditEvent {
+                event: "member_added",
+                outcome: "success",
+                account_id: Some(&account.id),
+                subject: Some(&project.project_id),
+                source_ip: Some(&peer.ip().to_string()),
+                detail: Some(&format!("member={} role={}", member.id, role.as_str())),
+                ..Default::default()
+            },
+            now,
+        )
+        .await;
+    Ok(see_other(&format!("/projects/{}", project.project_id)))
+}
+
+/// Body of `POST /projects/{id}/members/remove`.
+#[derive(Deserialize)]
+pub struct RemoveMemberForm {
+    #[serde(default)]
+    account_id: String,
+}
+
+/// `POST /projects/{id}/members/remove`: the owner removes a member (never the owner).
+pub async fn remove_member(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    session: Session,
+    Path(project_id): Path<String>,
+    CsrfForm(form): CsrfForm<RemoveMemberForm>,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(signin_then(&format!("/projects/{project_id}")));
+    };
+    let project = match owned_project(&state, &account, &project_id).await? {
+        Ok(p) => p,
+        Err(response) => return Ok(response),
+    };
+    if !state
+        .store
+        .remove_member(&project.project_id, &form.account_id)
+        .await?
+    {
+        let form_state = MemberFormState {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            error: "That person is not a member who can be removed (the owner always stays).",
+            email: "",
+            role: "read",
+        };
+        return project_page(&state, &session, &account, &project, "", Some(form_state)).await;
+    }
+    let now = now();
+    state
+        .store
+        .audit(
+            AuditEvent {
+                event: "member_removed",
+                outcome: "success",
+                account_id: Some(&account.id),
+                subject: Some(&project.project_id),
+                source_ip: Some(&peer.ip().to_string()),
+                detail: Some(&format!("member={}", form.account_id)),
+                ..Default::default()
+            },
+            now,
+        )
+        .await;
+    Ok(see_other(&format!("/projects/{}", project.project_id)))
+}
