@@ -36,6 +36,10 @@ pub fn is_forbidden_in_text(c: char) -> bool {
         )
 }
 
+/// U+2800 BRAILLE PATTERN BLANK: general category `So` and not default-ignorable, so no
+/// Unicode property marks it, yet it shows as an empty cell (a blank name).
+pub const BRAILLE_PATTERN_BLANK: char = '\u{2800}';
+
 /// Whether `c` may not appear in a one-line text a person reads as a name (a client's name and
 /// other registration members, a project's name, a note's title or tags): everything
 /// [`is_forbidden_in_text`] refuses, line feed, carriage return and tab, and by Unicode
@@ -43,9 +47,11 @@ pub fn is_forbidden_in_text(c: char) -> bool {
 /// soft hyphen U+00AD, the Hangul fillers U+115F, U+1160, U+3164 and U+FFA0, variation
 /// selectors, joiners, …), every character of general category `Cf` (format, e.g. the
 /// Mongolian vowel separator U+180E), `Cc` (control), `Zl` and `Zp` (line and paragraph
-/// separators).
+/// separators); and [`BRAILLE_PATTERN_BLANK`], a symbol (`So`) by category that renders as
+/// nothing and is used in the field for blank-looking names.
 pub fn is_forbidden_in_line(c: char) -> bool {
     is_forbidden_in_text(c)
+        || c == BRAILLE_PATTERN_BLANK
         || CodePointSetData::new::<DefaultIgnorableCodePoint>().contains(c)
         || matches!(
             CodePointMapData::<GeneralCategory>::new().get(c),
@@ -60,6 +66,9 @@ pub fn is_forbidden_in_line(c: char) -> bool {
 /// symbol (general categories `L*`, `N*`, `P*`, `S*`) that is not default-ignorable. Spaces,
 /// lone combining marks and the characters of [`is_forbidden_in_line`] are not visible.
 pub fn is_visible(c: char) -> bool {
+    if c == BRAILLE_PATTERN_BLANK {
+        return false;
+    }
     let visible = GeneralCategoryGroup::Letter
         .union(GeneralCategoryGroup::Number)
         .union(GeneralCategoryGroup::Punctuation)
@@ -124,8 +133,8 @@ mod tests {
     use super::*;
 
     /// Invisible characters seen in the field in names that looked blank or like another name.
-    const FIELD_CASES: [char; 6] = [
-        '\u{200B}', '\u{2060}', '\u{00AD}', '\u{180E}', '\u{3164}', '\u{115F}',
+    const FIELD_CASES: [char; 7] = [
+        '\u{200B}', '\u{2060}', '\u{00AD}', '\u{180E}', '\u{3164}', '\u{115F}', '\u{2800}',
     ];
 
     #[test]

@@ -9,9 +9,10 @@ use crate::config_startup::run;
 use crate::helpers::{TestDb, spawn_app, spawn_app_with};
 
 /// Characters that render as nothing or as a blank, seen in the field: zero width space, word
-/// joiner, soft hyphen, Mongolian vowel separator, Hangul filler, Hangul choseong filler.
-const INVISIBLE: [char; 6] = [
-    '\u{200B}', '\u{2060}', '\u{00AD}', '\u{180E}', '\u{3164}', '\u{115F}',
+/// joiner, soft hyphen, Mongolian vowel separator, Hangul filler, Hangul choseong filler,
+/// braille pattern blank.
+const INVISIBLE: [char; 7] = [
+    '\u{200B}', '\u{2060}', '\u{00AD}', '\u{180E}', '\u{3164}', '\u{115F}', '\u{2800}',
 ];
 
 #[tokio::test]
