@@ -18,6 +18,7 @@ use crate::domain::account::validate_password;
 use crate::error::AppError;
 use crate::store::accounts::Account;
 use crate::store::audit::AuditEvent;
+use crate::store::limits::Admission;
 use crate::store::now;
 
 #[derive(Template)]
@@ -122,6 +123,25 @@ pub async fn change_password(
         source_ip: Some(&ip),
         ..Default::default()
     };
+    // Guessing the current password here counts like guessing it on the sign-in page: the
+    // same per-address, per-(address, email) and per-account limits, before the check.
+    let limits = super::signin::signin_limits(peer.ip(), &account.email.to_lowercase());
+    let counted = match state.store.admit(&limits, now).await? {
+        Admission::Admitted(counted) => counted,
+        Admission::Refused { retry_after, .. } => {
+            let mut r = refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "too many wrong passwords. Wait {} and try again.",
+                    super::signin::wait_in_words(retry_after)
+                ),
+            )
+            .await?;
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+            return Ok(r);
+        }
+    };
     if !slot
         .verify(form.current_password, Some(account.password_hash.clone()))
         .await
@@ -133,6 +153,7 @@ pub async fn change_password(
         )
         .await;
     }
+    super::signin::forget_failures(&state, &limits, &counted).await?;
     let Ok(slot) = state.passwords.try_reserve() else {
         let (status, error) = busy();
         return refuse(status, error).await;

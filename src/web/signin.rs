@@ -13,7 +13,7 @@ use super::session::{PageCsrf, safe_next, signed_in};
 use super::{CsrfForm, PageQuery, render, see_other};
 use crate::app::AppState;
 use crate::domain::account::{AccountStatus, Email};
-use crate::domain::throttle::{Policy, source_key};
+use crate::domain::throttle::{CounterState, Policy, source_key};
 use crate::error::AppError;
 use crate::store::audit::AuditEvent;
 use crate::store::limits::{Admission, Limit};
@@ -44,7 +44,7 @@ pub const BUSY_RETRY_AFTER_SECS: u64 = 1;
 /// The counters one sign-in attempt is checked against, in this order: the source address
 /// (its IPv6 /64, see [`source_key`]), the (address, email) pair, and the account named by the
 /// email (whether or not it exists, so the limits do not tell which emails have accounts).
-fn signin_limits(source: std::net::IpAddr, email_key: &str) -> [Limit; 3] {
+pub(super) fn signin_limits(source: std::net::IpAddr, email_key: &str) -> [Limit; 3] {
     let ip = &source_key(source);
     let window = |max_hits| Policy::Window {
         max_hits,
@@ -72,7 +72,7 @@ fn signin_limits(source: std::net::IpAddr, email_key: &str) -> [Limit; 3] {
         ),
     ]
 }
-const ACCOUNT_LIMIT: usize = 2;
+pub(super) const ACCOUNT_LIMIT: usize = 2;
 
 #[derive(Template)]
 #[template(path = "signin.html")]
@@ -135,7 +135,7 @@ fn signin_metric(outcome: &'static str) {
 }
 
 /// A wait in words: "N seconds" under two minutes, else "N minutes" (rounded up).
-fn wait_in_words(secs: i64) -> String {
+pub(super) fn wait_in_words(secs: i64) -> String {
     match secs {
         1 => "1 second".to_string(),
         s if s < 120 => format!("{s} seconds"),
@@ -276,15 +276,26 @@ pub async fn submit(
     super::session::sign_in(&session, &account).await?;
     // A success is not a failure: the account's count starts again, and the address's
     // counters give back the place this attempt took.
-    state.store.clear_counter(&limits[ACCOUNT_LIMIT]).await?;
-    for (limit, state_after) in limits.iter().zip(&counted).take(ACCOUNT_LIMIT) {
-        state.store.refund_counter(limit, state_after.since).await?;
-    }
+    forget_failures(&state, &limits, &counted).await?;
     state
         .store
         .audit(audit("success", Some(account.id.as_str()), None), now)
         .await;
     Ok(see_other(&next))
+}
+
+/// After a right password: the account's failure count starts again, and the address's
+/// counters give back the place the attempt took (`counted` as [`Store::admit`] returned it).
+pub(super) async fn forget_failures(
+    state: &AppState,
+    limits: &[Limit; 3],
+    counted: &[CounterState],
+) -> Result<(), AppError> {
+    state.store.clear_counter(&limits[ACCOUNT_LIMIT]).await?;
+    for (limit, state_after) in limits.iter().zip(counted).take(ACCOUNT_LIMIT) {
+        state.store.refund_counter(limit, state_after.since).await?;
+    }
+    Ok(())
 }
 
 /// `POST /signout`: ends the session server-side.

@@ -810,3 +810,51 @@ async fn pages_are_labelled_set_their_language_and_fit_a_phone() {
         }
     }
 }
+
+#[tokio::test]
+async fn guessing_the_current_password_on_the_account_page_is_limited_like_sign_in() {
+    // Someone holding a signed-in browser must not get unlimited guesses at the password
+    // through the change-password form: it counts against the sign-in limits (5 failures per
+    // address and email in 15 minutes), and a refused attempt is 429 with Retry-After, the
+    // right password included.
+    let app = spawn_app().await;
+    let browser = signed_in_browser(&app).await;
+    for i in 0..5 {
+        let wrong = post_form(
+            &app,
+            &browser,
+            "/account",
+            "/account/password",
+            &[
+                ("current_password", &format!("guess-number-{i}")),
+                ("new_password", "a-new-long-password"),
+            ],
+        )
+        .await;
+        assert_eq!(
+            wrong.status(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "guess {i}"
+        );
+    }
+    let refused = post_form(
+        &app,
+        &browser,
+        "/account",
+        "/account/password",
+        &[
+            ("current_password", PASSWORD),
+            ("new_password", "a-new-long-password"),
+        ],
+    )
+    .await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(refused.headers().contains_key("retry-after"));
+    // The password did not change (the sign-in is refused, whether as wrong or as limited).
+    assert_ne!(
+        app.sign_in(&new_client(), EMAIL, "a-new-long-password")
+            .await
+            .status(),
+        StatusCode::SEE_OTHER
+    );
+}
