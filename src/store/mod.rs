@@ -134,9 +134,12 @@ impl Store {
         let options = if backend == Backend::Sqlite {
             options.after_connect(|conn, _meta| {
                 Box::pin(async move {
+                    // The busy timeout first, so that the statements after it (and the
+                    // journal-mode switch, which takes a lock) wait for a busy database
+                    // instead of failing at once.
+                    conn.execute("PRAGMA busy_timeout = 10000").await?;
                     conn.execute("PRAGMA journal_mode = WAL").await?;
                     conn.execute("PRAGMA foreign_keys = ON").await?;
-                    conn.execute("PRAGMA busy_timeout = 10000").await?;
                     conn.execute("PRAGMA synchronous = NORMAL").await?;
                     Ok(())
                 })
