@@ -1,0 +1,363 @@
+#!/usr/bin/env node
+// Gatehouse in a real headless Chromium, driven by the official MCP TypeScript
+// SDK client: the SDK's redirectToAuthorization hands the authorization URL to
+// the browser, which signs in and approves on the real pages; the browser
+// lands on the client's loopback callback and the SDK redeems the code. Then
+// the browser revokes the app on Connected apps and the client's next call is
+// refused. Every console page is screenshot at a desktop and a phone width and
+// checked for horizontal scrolling, input labels and <html lang>.
+//
+// Env: GATEHOUSE_BIN (server binary), CHROMIUM (default /usr/bin/chromium),
+// ARTIFACTS (screenshot folder, default ./artifacts next to this script).
+// Prints one PASS/FAIL line per check and finally "browser: N passed, N failed".
+
+import { createServer } from 'node:http';
+import { mkdirSync, rmSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
+import { chromium } from 'playwright-core';
+
+import { EXPECTED_TOOLS, FatalCheck, HeadlessOAuthProvider, Reporter, assert, short } from '../interop/lib/harness.mjs';
+import { freePort, startGatehouse } from '../interop/lib/server.mjs';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const BIN = resolve(process.env.GATEHOUSE_BIN || join(HERE, '../../target/debug/gatehouse'));
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const ARTIFACTS = resolve(process.env.ARTIFACTS || join(HERE, 'artifacts'));
+const DESKTOP = { name: 'desktop', width: 1280, height: 800 };
+const PHONE = { name: 'phone', width: 390, height: 844 };
+const STEP_TIMEOUT = 20_000;
+
+const rep = new Reporter('browser');
+const clientInfo = { name: 'gatehouse-browser-test', version: '1.32.2' };
+
+// ---------------------------------------------------------------------------
+// The client's redirect URI: a loopback server that records each arrival.
+// ---------------------------------------------------------------------------
+
+async function startCallbackServer() {
+  const port = await freePort();
+  const waiters = [];
+  const arrivals = [];
+  const server = createServer((req, res) => {
+    const url = new URL(req.url, `http://127.0.0.1:${port}`);
+    if (url.pathname !== '/callback') {
+      res.writeHead(404).end();
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+    res.end('<!doctype html><html lang="en"><title>Done</title><p>Authorization finished. You can close this window.</p></html>');
+    arrivals.push(url);
+    while (waiters.length) waiters.shift()(url);
+  });
+  await new Promise((r) => server.listen(port, '127.0.0.1', r));
+  return {
+    redirectUrl: `http://127.0.0.1:${port}/callback`,
+    arrivals,
+    next: () => new Promise((r) => waiters.push(r)),
+    close: () => new Promise((r) => server.close(r)),
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Page checks: screenshot, no horizontal scrolling on a phone, labels, lang.
+// ---------------------------------------------------------------------------
+
+async function auditPage(page, name, viewport) {
+  const file = join(ARTIFACTS, `${name}-${viewport.name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  const facts = await page.evaluate(() => ({
+    lang: document.documentElement.getAttribute('lang'),
+    scrollWidth: document.documentElement.scrollWidth,
+    innerWidth: window.innerWidth,
+    unlabelled: [...document.querySelectorAll('input, select, textarea')]
+      .filter((el) => el.type !== 'hidden' && el.labels.length === 0)
+      .map((el) => el.outerHTML.slice(0, 120)),
+  }));
+  const where = `${name} at ${viewport.width}x${viewport.height}`;
+  await rep.check(`${where}: <html lang> is set`, () => {
+    assert(facts.lang, 'no lang attribute on <html>');
+    return `lang="${facts.lang}"`;
+  });
+  await rep.check(`${where}: every input has a label`, () => {
+    assert(facts.unlabelled.length === 0, `unlabelled: ${facts.unlabelled.join(' | ')}`);
+  });
+  if (viewport === PHONE) {
+    await rep.check(`${where}: no horizontal scrolling`, () => {
+      assert(facts.scrollWidth <= facts.innerWidth, `scrollWidth ${facts.scrollWidth} > innerWidth ${facts.innerWidth}`);
+      return `scrollWidth ${facts.scrollWidth} <= ${facts.innerWidth}`;
+    });
+  }
+  return file;
+}
+
+// ---------------------------------------------------------------------------
+// An OAuthClientProvider whose "browser" is the real Chromium.
+// ---------------------------------------------------------------------------
+
+class BrowserOAuthProvider extends HeadlessOAuthProvider {
+  /** o.page: a Playwright page; o.viewport; o.consentBy: 'click' | 'keyboard'; o.callbacks */
+  async redirectToAuthorization(authorizationUrl) {
+    const url = new URL(authorizationUrl);
+    this.authorizationUrls.push(url.href);
+    if (!this.interactive) return; // recorded only: the test asserts what the SDK does next
+    const { page, viewport, consentBy, callbacks } = this.o;
+    const arrived = callbacks.next();
+    const walk = { authorizationUrl: url.href, sentState: url.searchParams.get('state'), signedIn: false, consentShown: false };
+
+    await page.goto(url.href);
+    if (new URL(page.url()).pathname === '/signin') {
+      await auditPage(page, 'signin', viewport);
+      await page.getByLabel('Email', { exact: true }).fill(this.o.email);
+      await page.getByLabel('Password', { exact: true }).fill(this.o.password);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      walk.signedIn = true;
+    }
+    const allow = page.getByRole('button', { name: 'Allow', exact: true });
+    await allow.waitFor({ timeout: STEP_TIMEOUT });
+    walk.consentShown = true;
+    walk.consentUrl = page.url();
+    await auditPage(page, 'consent', viewport);
+    if (consentBy === 'keyboard') {
+      // Only the keyboard: Tab from the top of the page until Allow has focus, then Enter.
+      await page.evaluate(() => document.activeElement?.blur());
+      let tabs = 0;
+      for (; tabs < 30; tabs++) {
+        if (await allow.evaluate((el) => el === document.activeElement)) break;
+        await page.keyboard.press('Tab');
+      }
+      assert(await allow.evaluate((el) => el === document.activeElement), 'Allow never got focus with Tab');
+      walk.tabs = tabs;
+      await page.keyboard.press('Enter');
+    } else {
+      await allow.click();
+    }
+    const cb = await Promise.race([
+      arrived,
+      new Promise((_, rej) => setTimeout(() => rej(new Error(`browser did not reach ${this.o.redirectUrl} (at ${page.url()})`)), STEP_TIMEOUT)),
+    ]);
+    await page.waitForURL((u) => u.href.startsWith(this.o.redirectUrl), { timeout: STEP_TIMEOUT });
+    walk.callbackUrl = cb.href;
+    walk.code = cb.searchParams.get('code');
+    walk.state = cb.searchParams.get('state');
+    walk.iss = cb.searchParams.get('iss');
+    this.walks.push(walk);
+    this.lastWalk = walk;
+  }
+}
+
+/** fetch for the SDK transport that remembers each response's status. */
+function recordingFetch(log) {
+  return async (input, init) => {
+    const res = await fetch(input, init);
+    const u = new URL(typeof input === 'string' || input instanceof URL ? input : input.url);
+    log.push({ method: init?.method ?? 'GET', path: u.pathname, status: res.status, wwwAuthenticate: res.headers.get('www-authenticate') });
+    return res;
+  };
+}
+
+/** SDK authorization through the browser; returns {provider, client, transport, walk, httpLog}. */
+async function authorizeWithSdk(s, { clientName, page, viewport, consentBy, callbacks }) {
+  const provider = new BrowserOAuthProvider({
+    redirectUrl: callbacks.redirectUrl,
+    clientName,
+    email: s.email,
+    password: s.password,
+    page,
+    viewport,
+    consentBy,
+    callbacks,
+  });
+  const httpLog = [];
+  const serverUrl = new URL(s.mcpUrl);
+  let transport = new StreamableHTTPClientTransport(serverUrl, { authProvider: provider, fetch: recordingFetch(httpLog) });
+  try {
+    await new Client(clientInfo).connect(transport);
+    throw new Error('connect() succeeded without any token');
+  } catch (err) {
+    if (!(err instanceof UnauthorizedError)) throw err;
+  }
+  const walk = provider.lastWalk;
+  assert(walk, 'the SDK never asked for authorization');
+  assert(walk.code, `no code at the callback: ${walk.callbackUrl}`);
+  assert(walk.state === walk.sentState, `state ${walk.state} != sent ${walk.sentState}`);
+  assert(walk.iss === s.issuer, `iss is ${walk.iss}, expected ${s.issuer}`);
+  await transport.finishAuth(walk.code);
+  assert(provider.tokens()?.access_token, 'no access token saved after finishAuth');
+  transport = new StreamableHTTPClientTransport(serverUrl, { authProvider: provider, fetch: recordingFetch(httpLog) });
+  const client = new Client(clientInfo);
+  await client.connect(transport);
+  return { provider, client, transport, walk, httpLog };
+}
+
+async function listToolNames(client) {
+  const names = (await client.listTools()).tools.map((t) => t.name);
+  const missing = EXPECTED_TOOLS.filter((n) => !names.includes(n));
+  assert(missing.length === 0, `missing tools ${missing.join(', ')}; got ${names.join(', ')}`);
+  return names;
+}
+
+// ---------------------------------------------------------------------------
+
+async function main() {
+  rmSync(ARTIFACTS, { recursive: true, force: true });
+  mkdirSync(ARTIFACTS, { recursive: true });
+  console.log(`screenshots: ${ARTIFACTS}`);
+
+  let server;
+  let browser;
+  let callbacks;
+  try {
+    server = await rep.check(
+      'start gatehouse on a fresh SQLite database',
+      async () => {
+        const s = await startGatehouse({ bin: BIN, projectName: 'Browser test' });
+        server = s;
+        return s;
+      },
+      { fatal: true },
+    );
+    const s = server;
+    rep.info(`server ${s.issuer}, project ${s.projectId}`);
+    callbacks = await startCallbackServer();
+
+    browser = await rep.check(
+      'launch headless Chromium',
+      async () => {
+        browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
+        return browser;
+      },
+      { fatal: true },
+    );
+    rep.info(`Chromium ${browser.version()}`);
+    const desktop = await browser.newContext({ viewport: { width: DESKTOP.width, height: DESKTOP.height } });
+    const phone = await browser.newContext({ viewport: { width: PHONE.width, height: PHONE.height }, isMobile: true, hasTouch: true });
+    const dPage = await desktop.newPage();
+    const pPage = await phone.newPage();
+    for (const p of [dPage, pPage]) p.setDefaultTimeout(STEP_TIMEOUT);
+
+    // --- 1. desktop browser, Allow clicked with the mouse ----------------------
+    const appA = 'Browser test app (mouse)';
+    const a = await rep.check(
+      'SDK authorization in Chromium: sign in by label, click Allow, callback, finishAuth',
+      async () => {
+        const r = await authorizeWithSdk(s, { clientName: appA, page: dPage, viewport: DESKTOP, consentBy: 'click', callbacks });
+        assert(r.walk.signedIn && r.walk.consentShown, 'sign-in or consent page not shown');
+        return r;
+      },
+      { fatal: true },
+    );
+    await rep.check('SDK lists the Gatehouse tools (desktop approval)', async () => (await listToolNames(a.client)).join(', '));
+    await rep.check('create_note through the SDK (so the project and activity pages have content)', async () => {
+      const r = await a.client.callTool({
+        name: 'create_note',
+        arguments: { project_id: s.projectId, title: 'Release checklist for the spring launch', body: 'Check the consent page on a phone.' },
+      });
+      assert(!r.isError, `create_note returned isError: ${short(JSON.stringify(r.content))}`);
+    });
+
+    // --- 2. phone browser, Allow reached with Tab and pressed with Enter -------
+    const appB = 'Browser test app (keyboard)';
+    const b = await rep.check(
+      'SDK authorization in Chromium at phone width: Tab to Allow, Enter',
+      async () => {
+        return authorizeWithSdk(s, { clientName: appB, page: pPage, viewport: PHONE, consentBy: 'keyboard', callbacks });
+      },
+    );
+    if (b) {
+      rep.info(`keyboard: Allow focused after ${b.walk.tabs} Tab press(es)`);
+      await rep.check('SDK lists the Gatehouse tools (keyboard approval)', async () => (await listToolNames(b.client)).join(', '));
+    }
+
+    // --- 3. console pages at both widths ---------------------------------------
+    let activityPath;
+    await rep.check('Connected apps lists the app with an activity link', async () => {
+      await dPage.goto(`${s.issuer}/apps`);
+      await dPage.getByRole('heading', { name: appA }).waitFor();
+      const link = dPage.getByRole('link', { name: `What did ${appA} do? (activity)` });
+      activityPath = new URL(await link.getAttribute('href'), s.issuer).pathname;
+      return activityPath;
+    });
+    const pages = [
+      ['home', '/'],
+      ['project', `/projects/${s.projectId}`],
+      ['apps', '/apps'],
+      ...(activityPath ? [['app-activity', activityPath]] : []),
+      ['account', '/account'],
+    ];
+    for (const [page, viewport] of [
+      [dPage, DESKTOP],
+      [pPage, PHONE],
+    ]) {
+      for (const [name, path] of pages) {
+        const ok = await rep.check(`${name} (${path}) at ${viewport.width}x${viewport.height} answers 200`, async () => {
+          const res = await page.goto(`${s.issuer}${path}`);
+          assert(res.status() === 200, `status ${res.status()}`);
+          assert(new URL(page.url()).pathname === path, `ended at ${page.url()}`);
+        });
+        if (ok) await auditPage(page, name, viewport);
+      }
+    }
+    // --- 4. revoke in the browser, the client's next call is refused -----------
+    await rep.check('Revoke on Connected apps removes the app', async () => {
+      await dPage.goto(`${s.issuer}/apps`);
+      await dPage.getByRole('button', { name: `Revoke ${appA}` }).click();
+      await dPage.waitForLoadState();
+      assert(new URL(dPage.url()).pathname === '/apps', `after Revoke the browser is at ${dPage.url()}`);
+      assert((await dPage.getByRole('heading', { name: appA }).count()) === 0, `${appA} still listed`);
+      await auditPage(dPage, 'apps-after-revoke', DESKTOP);
+    });
+    await rep.check("the revoked client's next MCP call gets 401 and the SDK raises UnauthorizedError", async () => {
+      a.provider.interactive = false; // the SDK may ask for a new authorization: record it, open nothing
+      const before = a.httpLog.length;
+      let err;
+      try {
+        await a.client.listTools();
+      } catch (e) {
+        err = e;
+      }
+      assert(err, 'tools/list still succeeded after the revocation');
+      const seen = a.httpLog.slice(before);
+      const mcp401 = seen.find((r) => r.path === new URL(s.mcpUrl).pathname && r.status === 401);
+      assert(mcp401, `no 401 from /mcp; responses: ${short(JSON.stringify(seen))}`);
+      assert(/invalid_token/.test(mcp401.wwwAuthenticate ?? ''), `WWW-Authenticate lacks error="invalid_token": ${mcp401.wwwAuthenticate}`);
+      assert(err instanceof UnauthorizedError, `SDK raised ${err.name}: ${err.message}`);
+      const refresh = seen.find((r) => r.path.endsWith('/token'));
+      const sequence = seen.map((r) => `${r.method} ${r.path} ${r.status}`).join(', ');
+      assert(!refresh || refresh.status === 400, `refresh after revocation answered ${refresh?.status}`);
+      return `UnauthorizedError "${err.message}"; ${sequence}; WWW-Authenticate: ${mcp401.wwwAuthenticate}`;
+    });
+    if (b) {
+      await rep.check('the other app (not revoked) still lists tools', async () => {
+        await listToolNames(b.client);
+      });
+    }
+
+    await desktop.close();
+    await phone.close();
+  } catch (err) {
+    if (err instanceof FatalCheck) console.log(`  ${err.message}`);
+    else rep.fail('unexpected error', err);
+  } finally {
+    await browser?.close().catch(() => {});
+    await callbacks?.close().catch(() => {});
+    if (server?.stop) {
+      if (rep.failed > 0) {
+        console.log('--- last 30 lines of the server log');
+        console.log(server.log().split('\n').slice(-30).join('\n'));
+      }
+      await server.stop({ keep: rep.failed > 0 });
+      if (rep.failed > 0) console.log(`(server work dir kept: ${server.work})`);
+    }
+  }
+  console.log(`screenshots: ${ARTIFACTS}`);
+  console.log(`browser: ${rep.passed} passed, ${rep.failed} failed`);
+  process.exitCode = rep.failed === 0 ? 0 : 1;
+  setTimeout(() => process.exit(process.exitCode), 200).unref();
+}
+
+await main();
