@@ -60,6 +60,11 @@ pub fn router(state: AppState) -> Router {
         header::REFERRER_POLICY,
         HeaderValue::from_static("no-referrer"),
     ))
+    // The client address (behind trusted proxies, the forwarded one) for every handler.
+    .layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        crate::client_addr::resolve,
+    ))
     // A panicking handler answers 500 (and is logged) instead of leaving the request hanging.
     .layer(tower_http::catch_panic::CatchPanicLayer::new())
     .layer(

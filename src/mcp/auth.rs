@@ -28,17 +28,18 @@
 //!   ([`super::body`]): `-32700`, `-32600` or `-32602`.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Mutex;
 
 use axum::body::{Body, to_bytes};
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::{McpState, body};
+use crate::client_addr::ClientAddr;
 use crate::config::Config;
 use crate::domain::api_key::{address_allowed, last_use_due, parse_allowed};
 use crate::domain::principal::{CredentialKind, Reach};
@@ -479,10 +480,7 @@ pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: N
             return invalid_token(config);
         }
     };
-    let peer = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip());
+    let peer = ClientAddr::of(request.extensions()).map(|c| c.0);
     let resolved = match presented.secret.kind() {
         Some(TokenKind::ApiKey) => key_principal(&mcp, &presented.secret, peer, now).await,
         Some(TokenKind::AccessToken) if presented.api_key_header => {
@@ -530,10 +528,7 @@ pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: N
     if let Some((operation, scope)) = needed_scope(&mcp, &bytes)
         && !principal.scopes.satisfies(scope)
     {
-        let source_ip = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|c| c.0.ip().to_string());
+        let source_ip = ClientAddr::of(&parts.extensions).map(|c| c.to_string());
         let detail = format!("{} duration_ms=0", principal.audit_credential());
         mcp.app
             .store

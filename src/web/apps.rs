@@ -1,10 +1,10 @@
 //! Connected apps: `GET /apps` lists the clients the signed-in person granted; `POST
 //! /apps/revoke` revokes one, killing its live tokens at once.
 
-use std::net::SocketAddr;
-
 use askama::Template;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::State;
+
+use crate::client_addr::ClientAddr;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
@@ -77,7 +77,7 @@ pub struct RevokeForm {
 /// `POST /apps/revoke`.
 pub async fn revoke(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    client: ClientAddr,
     session: Session,
     PageForm(form): PageForm<RevokeForm>,
 ) -> Result<Response, AppError> {
@@ -101,7 +101,7 @@ pub async fn revoke(
                     outcome: "success",
                     account_id: Some(&account.id),
                     client_id: Some(&client_id),
-                    source_ip: Some(&peer.ip().to_string()),
+                    source_ip: Some(&client.to_string()),
                     ..Default::default()
                 },
                 now,

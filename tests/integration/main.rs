@@ -17,6 +17,7 @@ mod mcp_interop;
 mod oauth;
 #[allow(dead_code)]
 mod oauth_helpers;
+mod proxies;
 mod service;
 mod signin;
 mod store_contract;
