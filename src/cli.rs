@@ -1,5 +1,6 @@
 //! The command line: `serve` (default), `migrate`, `account add|disable`,
-//! `project add|add-member`, `client add`, `key create|list|revoke`. Every command works on both
+//! `project add|add-member`, `client add`, `key create|list|revoke`,
+//! `url create|list|revoke` ([`url`]). Every command works on both
 //! databases and exits non-zero with one clear message on bad input.
 
 use std::io::BufRead;
@@ -19,6 +20,8 @@ use crate::store::keys::{ApiKeyRecord, NewApiKey};
 use crate::store::oauth::ClientRecord;
 use crate::store::services::NewService;
 use crate::store::{StoreError, now};
+
+pub mod url;
 
 /// Gatehouse: an OAuth 2.1 authorization server and MCP resource server.
 #[derive(Debug, Parser)]
@@ -51,6 +54,9 @@ pub enum Command {
     /// Manage API keys for the MCP route.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Manage personal MCP URLs (for clients that cannot send a header).
+    #[command(subcommand)]
+    Url(url::UrlCommand),
 }
 
 /// `gatehouse key …` (product spec "API keys").
@@ -334,6 +340,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             )
         }
         Command::Key(command) => run_key(&store, command, now).await?,
+        Command::Url(command) => url::run(config, &store, command, now).await?,
     };
     store.close().await;
     Ok(out)

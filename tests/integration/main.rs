@@ -22,3 +22,4 @@ mod service;
 mod signin;
 mod store_contract;
 mod token;
+mod urls;
