@@ -213,6 +213,15 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                     )),
                     other => other.into(),
                 })?;
+            cli_audit(
+                &store,
+                "account_created",
+                Some(&account.id),
+                Some(email.as_str()),
+                None,
+                now,
+            )
+            .await;
             format!("created account {} ({})", account.email, account.id)
         }
         Command::Account(AccountCommand::Disable { email }) => {
@@ -231,6 +240,15 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             // Its tokens stop at once (every use checks the account); its pending codes are
             // used up so that none is redeemed later, even if the account is enabled again.
             store.use_up_codes_of_account(&account, now).await?;
+            cli_audit(
+                &store,
+                "account_disabled",
+                Some(&account),
+                Some(email.as_str()),
+                None,
+                now,
+            )
+            .await;
             format!("disabled account {}", email.as_str())
         }
         Command::Project(ProjectCommand::Add { name, owner }) => {
@@ -242,7 +260,17 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             }
             check_line(name).map_err(|e| CliError(format!("project name {e}")))?;
             let account = find_account(&store, &owner).await?;
-            store.create_project(name, &account, now).await?
+            let project = store.create_project(name, &account, now).await?;
+            cli_audit(
+                &store,
+                "project_created",
+                Some(&account),
+                Some(&project),
+                None,
+                now,
+            )
+            .await;
+            project
         }
         Command::Project(ProjectCommand::AddMember {
             project_id,
@@ -260,6 +288,15 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                     StoreError::NotFound(_) => CliError(format!("no project with id {project_id}")),
                     other => other.into(),
                 })?;
+            cli_audit(
+                &store,
+                "member_added",
+                Some(&account),
+                Some(&project_id),
+                Some(&format!("role={}", role.as_str())),
+                now,
+            )
+            .await;
             format!("{email} is now a {} member of {project_id}", role.as_str())
         }
         Command::Client(ClientCommand::Add {
@@ -292,7 +329,26 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 created_at: now,
             };
             match owner.filter(|_| service) {
-                None => store.create_client(&record).await?,
+                None => {
+                    store.create_client(&record).await?;
+                    let detail = if introspect {
+                        "actor=cli introspect"
+                    } else {
+                        "actor=cli"
+                    };
+                    store
+                        .audit(
+                            AuditEvent {
+                                event: "client_created",
+                                outcome: "success",
+                                client_id: Some(&client_id),
+                                detail: Some(detail),
+                                ..Default::default()
+                            },
+                            now,
+                        )
+                        .await;
+                }
                 Some(owner) => {
                     let account_id = find_active_account(&store, &owner).await?;
                     if let Some(project_id) = &project
@@ -327,7 +383,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                                 client_id: Some(&client_id),
                                 subject: project.as_deref(),
                                 source_ip: None,
-                                detail: Some(&format!("source=cli service scope={scope}")),
+                                detail: Some(&format!("actor=cli service scope={scope}")),
                             },
                             now,
                         )
@@ -416,7 +472,7 @@ async fn run_key(
                         subject: Some(&id),
                         source_ip: None,
                         client_id: None,
-                        detail: Some(&format!("source=cli {kind} scope={scope}")),
+                        detail: Some(&format!("actor=cli {kind} scope={scope}")),
                     },
                     now,
                 )
@@ -461,7 +517,7 @@ async fn run_key(
                         subject: Some(&key_id),
                         source_ip: None,
                         client_id: None,
-                        detail: Some("source=cli"),
+                        detail: Some("actor=cli"),
                     },
                     now,
                 )
@@ -469,6 +525,36 @@ async fn run_key(
             Ok(format!("revoked key {key_id}"))
         }
     }
+}
+
+/// Records a change made on the command line: actor `cli` (in the detail), no source
+/// address, never a secret.
+async fn cli_audit(
+    store: &crate::store::Store,
+    event: &'static str,
+    account_id: Option<&str>,
+    subject: Option<&str>,
+    detail: Option<&str>,
+    now: i64,
+) {
+    let detail = match detail {
+        Some(more) => format!("actor=cli {more}"),
+        None => "actor=cli".to_string(),
+    };
+    store
+        .audit(
+            AuditEvent {
+                event,
+                outcome: "success",
+                account_id,
+                client_id: None,
+                subject,
+                source_ip: None,
+                detail: Some(&detail),
+            },
+            now,
+        )
+        .await;
 }
 
 /// A Unix time as `2026-01-31T12:00:00Z`.

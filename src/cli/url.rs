@@ -105,7 +105,7 @@ pub(super) async fn run(
                         source_ip: None,
                         client_id: None,
                         detail: Some(&format!(
-                            "source=cli personal_url scope={scope}{}",
+                            "actor=cli personal_url scope={scope}{}",
                             project
                                 .as_deref()
                                 .map(|p| format!(" project={p}"))
@@ -159,7 +159,7 @@ pub(super) async fn run(
                         subject: Some(&url_id),
                         source_ip: None,
                         client_id: None,
-                        detail: Some("source=cli"),
+                        detail: Some("actor=cli"),
                     },
                     now,
                 )

@@ -7,6 +7,7 @@ mod helpers;
 
 mod audit;
 mod cimd;
+mod cli_audit;
 mod config_startup;
 mod display_text;
 mod grants;
