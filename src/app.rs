@@ -62,13 +62,52 @@ pub fn router(state: AppState) -> Router {
         header::REFERRER_POLICY,
         HeaderValue::from_static("no-referrer"),
     ))
+    // The client address (behind trusted proxies, the forwarded one) for every handler.
+    .layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        crate::client_addr::resolve,
+    ))
     // A panicking handler answers 500 (and is logged) instead of leaving the request hanging.
     .layer(tower_http::catch_panic::CatchPanicLayer::new())
     .layer(
         TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
-            tracing::info_span!("http", method = %req.method(), path = %req.uri().path())
+            tracing::info_span!("http", method = %req.method(), path = %span_path(req))
         }),
     )
+}
+
+/// The path a request span records: the matched route's template with its parameters shown
+/// as `…` (`/mcp/{secret}` becomes `/mcp/…`), or for a request no route matched, its path with
+/// every segment that looks like a secret (`gate_…`) shown as `…`. A personal MCP URL's
+/// secret never reaches a span or a log line.
+pub fn span_path<B>(req: &axum::http::Request<B>) -> String {
+    match req.extensions().get::<axum::extract::MatchedPath>() {
+        Some(matched) => matched
+            .as_str()
+            .split('/')
+            .map(|segment| {
+                if segment.starts_with('{') {
+                    "…"
+                } else {
+                    segment
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("/"),
+        None => req
+            .uri()
+            .path()
+            .split('/')
+            .map(|segment| {
+                if segment.to_ascii_lowercase().contains("gate_") {
+                    "…"
+                } else {
+                    segment
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("/"),
+    }
 }
 
 /// `GET /healthz`: the process is up.

@@ -1,5 +1,6 @@
 //! The command line: `serve` (default), `migrate`, `account add|disable`,
-//! `project add|add-member`, `client add`, `key create|list|revoke`. Every command works on both
+//! `project add|add-member`, `client add`, `key create|list|revoke`,
+//! `url create|list|revoke` ([`url`]). Every command works on both
 //! databases and exits non-zero with one clear message on bad input.
 
 use std::io::BufRead;
@@ -19,6 +20,8 @@ use crate::store::keys::{ApiKeyRecord, NewApiKey};
 use crate::store::oauth::ClientRecord;
 use crate::store::services::NewService;
 use crate::store::{StoreError, now};
+
+pub mod url;
 
 /// Gatehouse: an OAuth 2.1 authorization server and MCP resource server.
 #[derive(Debug, Parser)]
@@ -53,6 +56,9 @@ pub enum Command {
     Key(KeyCommand),
     /// Walk an MCP server's discovery chain as the real clients do and name what breaks.
     Doctor(crate::doctor::DoctorArgs),
+    /// Manage personal MCP URLs (for clients that cannot send a header).
+    #[command(subcommand)]
+    Url(url::UrlCommand),
 }
 
 /// `gatehouse key …` (product spec "API keys").
@@ -209,6 +215,15 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                     )),
                     other => other.into(),
                 })?;
+            cli_audit(
+                &store,
+                "account_created",
+                Some(&account.id),
+                Some(email.as_str()),
+                None,
+                now,
+            )
+            .await;
             format!("created account {} ({})", account.email, account.id)
         }
         Command::Account(AccountCommand::Disable { email }) => {
@@ -227,6 +242,15 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             // Its tokens stop at once (every use checks the account); its pending codes are
             // used up so that none is redeemed later, even if the account is enabled again.
             store.use_up_codes_of_account(&account, now).await?;
+            cli_audit(
+                &store,
+                "account_disabled",
+                Some(&account),
+                Some(email.as_str()),
+                None,
+                now,
+            )
+            .await;
             format!("disabled account {}", email.as_str())
         }
         Command::Project(ProjectCommand::Add { name, owner }) => {
@@ -238,7 +262,17 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             }
             check_line(name).map_err(|e| CliError(format!("project name {e}")))?;
             let account = find_account(&store, &owner).await?;
-            store.create_project(name, &account, now).await?
+            let project = store.create_project(name, &account, now).await?;
+            cli_audit(
+                &store,
+                "project_created",
+                Some(&account),
+                Some(&project),
+                None,
+                now,
+            )
+            .await;
+            project
         }
         Command::Project(ProjectCommand::AddMember {
             project_id,
@@ -256,6 +290,15 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                     StoreError::NotFound(_) => CliError(format!("no project with id {project_id}")),
                     other => other.into(),
                 })?;
+            cli_audit(
+                &store,
+                "member_added",
+                Some(&account),
+                Some(&project_id),
+                Some(&format!("role={}", role.as_str())),
+                now,
+            )
+            .await;
             format!("{email} is now a {} member of {project_id}", role.as_str())
         }
         Command::Client(ClientCommand::Add {
@@ -288,7 +331,26 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 created_at: now,
             };
             match owner.filter(|_| service) {
-                None => store.create_client(&record).await?,
+                None => {
+                    store.create_client(&record).await?;
+                    let detail = if introspect {
+                        "actor=cli introspect"
+                    } else {
+                        "actor=cli"
+                    };
+                    store
+                        .audit(
+                            AuditEvent {
+                                event: "client_created",
+                                outcome: "success",
+                                client_id: Some(&client_id),
+                                detail: Some(detail),
+                                ..Default::default()
+                            },
+                            now,
+                        )
+                        .await;
+                }
                 Some(owner) => {
                     let account_id = find_active_account(&store, &owner).await?;
                     if let Some(project_id) = &project
@@ -323,7 +385,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                                 client_id: Some(&client_id),
                                 subject: project.as_deref(),
                                 source_ip: None,
-                                detail: Some(&format!("source=cli service scope={scope}")),
+                                detail: Some(&format!("actor=cli service scope={scope}")),
                             },
                             now,
                         )
@@ -336,6 +398,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             )
         }
         Command::Key(command) => run_key(&store, command, now).await?,
+        Command::Url(command) => url::run(config, &store, command, now).await?,
     };
     store.close().await;
     Ok(out)
@@ -411,7 +474,7 @@ async fn run_key(
                         subject: Some(&id),
                         source_ip: None,
                         client_id: None,
-                        detail: Some(&format!("source=cli {kind} scope={scope}")),
+                        detail: Some(&format!("actor=cli {kind} scope={scope}")),
                     },
                     now,
                 )
@@ -456,7 +519,7 @@ async fn run_key(
                         subject: Some(&key_id),
                         source_ip: None,
                         client_id: None,
-                        detail: Some("source=cli"),
+                        detail: Some("actor=cli"),
                     },
                     now,
                 )
@@ -464,6 +527,36 @@ async fn run_key(
             Ok(format!("revoked key {key_id}"))
         }
     }
+}
+
+/// Records a change made on the command line: actor `cli` (in the detail), no source
+/// address, never a secret.
+async fn cli_audit(
+    store: &crate::store::Store,
+    event: &'static str,
+    account_id: Option<&str>,
+    subject: Option<&str>,
+    detail: Option<&str>,
+    now: i64,
+) {
+    let detail = match detail {
+        Some(more) => format!("actor=cli {more}"),
+        None => "actor=cli".to_string(),
+    };
+    store
+        .audit(
+            AuditEvent {
+                event,
+                outcome: "success",
+                account_id,
+                client_id: None,
+                subject,
+                source_ip: None,
+                detail: Some(&detail),
+            },
+            now,
+        )
+        .await;
 }
 
 /// A Unix time as `2026-01-31T12:00:00Z`.

@@ -123,6 +123,10 @@ pub struct Config {
     /// `GATEHOUSE_UNUSED_CLIENT_MAX_AGE`: seconds after which a registered client that never
     /// completed an authorization is deleted by housekeeping.
     pub unused_client_max_age_secs: i64,
+    /// `GATEHOUSE_TRUSTED_PROXIES`: comma-separated addresses or CIDR blocks of reverse
+    /// proxies whose `X-Forwarded-For` is believed (empty: the header is ignored); see
+    /// [`crate::domain::forwarded::client_address`].
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl Config {
@@ -337,6 +341,26 @@ impl Config {
             (3600, 365 * 24 * 3600),
         )?;
 
+        let mut trusted_proxies = Vec::new();
+        for item in get("GATEHOUSE_TRUSTED_PROXIES")
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            let net = crate::domain::api_key::parse_allowed(item).map_err(|_| {
+                ConfigError::new(
+                    "GATEHOUSE_TRUSTED_PROXIES",
+                    format!(
+                        "must be IP addresses or CIDR blocks such as 10.0.0.0/8 (got \"{item}\")"
+                    ),
+                )
+            })?;
+            if !trusted_proxies.contains(&net) {
+                trusted_proxies.push(net);
+            }
+        }
+
         Ok(Config {
             mcp_server_url,
             mcp_path,
@@ -358,6 +382,7 @@ impl Config {
             registrations_per_hour,
             registration_bytes_per_hour,
             unused_client_max_age_secs,
+            trusted_proxies,
         })
     }
 
@@ -522,6 +547,27 @@ mod tests {
             Config::from_vars(&vars(&[("GATEHOUSE_ISSUER", "https://a.example/")])).unwrap_err();
         assert_eq!(e.variable, "GATEHOUSE_ISSUER");
         assert!(e.to_string().contains("must not end with a slash"), "{e}");
+    }
+
+    #[test]
+    fn trusted_proxies_are_cidrs() {
+        let c = Config::from_vars(&vars(&[(
+            "GATEHOUSE_TRUSTED_PROXIES",
+            " 10.0.0.0/8, 192.0.2.1 ,2001:db8::/32,10.0.0.0/8",
+        )]))
+        .unwrap();
+        let shown: Vec<String> = c.trusted_proxies.iter().map(|n| n.to_string()).collect();
+        assert_eq!(shown, ["10.0.0.0/8", "192.0.2.1/32", "2001:db8::/32"]);
+        assert!(
+            Config::from_vars(&vars(&[]))
+                .unwrap()
+                .trusted_proxies
+                .is_empty()
+        );
+        let e =
+            Config::from_vars(&vars(&[("GATEHOUSE_TRUSTED_PROXIES", "10.0.0.0/33")])).unwrap_err();
+        assert_eq!(e.variable, "GATEHOUSE_TRUSTED_PROXIES");
+        assert!(e.to_string().contains("10.0.0.0/33"), "{e}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod client_addr;
 pub mod config;
 pub mod doctor;
 pub mod domain;

@@ -1,5 +1,5 @@
 //! Who calls the MCP route: every credential it accepts (an OAuth access token, an account
-//! API key, a project API key, a service client's token) resolves to one [`Principal`], and tools, resources, filters and
+//! API key, a project API key, a service client's token, a personal MCP URL) resolves to one [`Principal`], and tools, resources, filters and
 //! the tool-call audit use only that (product spec "Personal MCP URLs and service clients":
 //! one principal for every credential).
 
@@ -20,17 +20,20 @@ pub enum CredentialKind {
     /// An access token a service client got with `client_credentials` (RFC 6749 §4.4); its id
     /// is the client id.
     ServiceToken,
+    /// A personal MCP URL (`<MCP path>/<secret>`); its id is the URL id.
+    PersonalUrl,
 }
 
 impl CredentialKind {
     /// The name used in the audit log and in `gatehouse key list`: `oauth_token`,
-    /// `account_key`, `project_key` or `service_token`.
+    /// `account_key`, `project_key`, `service_token` or `personal_url`.
     pub fn as_str(self) -> &'static str {
         match self {
             CredentialKind::OAuthToken => "oauth_token",
             CredentialKind::AccountKey => "account_key",
             CredentialKind::ProjectKey => "project_key",
             CredentialKind::ServiceToken => "service_token",
+            CredentialKind::PersonalUrl => "personal_url",
         }
     }
 }

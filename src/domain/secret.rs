@@ -34,16 +34,19 @@ pub enum TokenKind {
     ApiKey,
     /// One-time token to create the first administrator, prefix `gate_setup_`.
     SetupToken,
+    /// The secret path segment of a personal MCP URL (`<MCP path>/<secret>`), prefix `gate_pu_`.
+    PersonalUrl,
 }
 
 impl TokenKind {
-    const ALL: [TokenKind; 6] = [
+    const ALL: [TokenKind; 7] = [
         TokenKind::AccessToken,
         TokenKind::RefreshToken,
         TokenKind::AuthorizationCode,
         TokenKind::ClientSecret,
         TokenKind::ApiKey,
         TokenKind::SetupToken,
+        TokenKind::PersonalUrl,
     ];
 
     /// The ASCII prefix of secrets of this kind, e.g. `"gate_at_"` for
@@ -56,6 +59,7 @@ impl TokenKind {
             TokenKind::ClientSecret => "gate_cs_",
             TokenKind::ApiKey => "gate_key_",
             TokenKind::SetupToken => "gate_setup_",
+            TokenKind::PersonalUrl => "gate_pu_",
         }
     }
 }

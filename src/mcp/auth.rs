@@ -4,6 +4,10 @@
 //!   Requirements): `Authorization: Bearer` (RFC 6750 §2.1) carries an OAuth access token or an
 //!   API key; `X-Api-Key` carries an API key (product spec "API keys"). Both headers at once is
 //!   `400 invalid_request` (RFC 6750 §3.1: one method per request).
+//! - A personal MCP URL (`POST <mcp path>/<secret>`, [`authenticate_personal`]) carries its
+//!   secret in the path, for clients that cannot send a header; it resolves like an API key
+//!   ([`crate::store::Store::authenticate_personal_url`], one query) to a principal of kind
+//!   `personal_url`. Its secret is never logged: spans record the route template.
 //! - Every credential resolves to one [`Principal`] in one database round trip, chosen by the
 //!   secret's prefix: an access token's SHA-256 (from the browser flow, or a service client's
 //!   `client_credentials` token) joined with its family, consent and account, and a service
@@ -28,17 +32,18 @@
 //!   ([`super::body`]): `-32700`, `-32600` or `-32602`.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Mutex;
 
 use axum::body::{Body, to_bytes};
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::{McpState, body};
+use crate::client_addr::ClientAddr;
 use crate::config::Config;
 use crate::domain::api_key::{address_allowed, last_use_due, parse_allowed};
 use crate::domain::principal::{CredentialKind, Reach};
@@ -402,26 +407,43 @@ fn key_address_allowed(grant: &KeyGrant, peer: Option<IpAddr>) -> bool {
     address_allowed(&nets, peer)
 }
 
-/// The principal of an API key, and its use recorded off the response path.
+/// Which key-like credential a secret is presented as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyLike {
+    /// An API key, from a header.
+    ApiKey,
+    /// The secret segment of a personal MCP URL.
+    PersonalUrl,
+}
+
+/// The principal of an API key or a personal URL, and its use recorded off the response path.
 async fn key_principal(
     mcp: &McpState,
     secret: &Secret,
+    kind: KeyLike,
     peer: Option<IpAddr>,
     now: i64,
 ) -> Result<Principal, Refusal> {
     let store = &mcp.app.store;
-    let grant = store
-        .authenticate_api_key(&secret.hash(), now)
-        .await?
-        .ok_or(Refusal::Invalid(Rejection::NotLive))?;
+    let grant = match kind {
+        KeyLike::ApiKey => store.authenticate_api_key(&secret.hash(), now).await?,
+        KeyLike::PersonalUrl => store.authenticate_personal_url(&secret.hash(), now).await?,
+    }
+    .ok_or(Refusal::Invalid(Rejection::NotLive))?;
     let scopes =
         ScopeSet::parse(&grant.scope).map_err(|_| Refusal::Invalid(Rejection::BadScope))?;
     if !key_address_allowed(&grant, peer) {
         return Err(Refusal::Address);
     }
-    let (reach, credential) = match &grant.project_id {
-        Some(project) => (Reach::Project(project.clone()), CredentialKind::ProjectKey),
-        None => (Reach::Account, CredentialKind::AccountKey),
+    let (reach, credential) = match (&grant.project_id, kind) {
+        (Some(project), KeyLike::ApiKey) => {
+            (Reach::Project(project.clone()), CredentialKind::ProjectKey)
+        }
+        (None, KeyLike::ApiKey) => (Reach::Account, CredentialKind::AccountKey),
+        (Some(project), KeyLike::PersonalUrl) => {
+            (Reach::Project(project.clone()), CredentialKind::PersonalUrl)
+        }
+        (None, KeyLike::PersonalUrl) => (Reach::Account, CredentialKind::PersonalUrl),
     };
     if last_use_due(grant.last_used_at, now) && mcp.key_use.claim(&grant.id, now) {
         let store = store.clone();
@@ -429,12 +451,20 @@ async fn key_principal(
         let first = grant.last_used_at.is_none();
         let source_ip = peer.map(|ip| ip.to_canonical().to_string());
         tokio::spawn(async move {
-            match store.record_key_use(&id, first, now).await {
+            let recorded = match kind {
+                KeyLike::ApiKey => store.record_key_use(&id, first, now).await,
+                KeyLike::PersonalUrl => store.record_url_use(&id, first, now).await,
+            };
+            let event = match kind {
+                KeyLike::ApiKey => "key_first_use",
+                KeyLike::PersonalUrl => "url_first_use",
+            };
+            match recorded {
                 Ok(KeyUse::First) => {
                     store
                         .audit(
                             AuditEvent {
-                                event: "key_first_use",
+                                event,
                                 outcome: "success",
                                 account_id: Some(&account),
                                 client_id: None,
@@ -447,7 +477,7 @@ async fn key_principal(
                         .await;
                 }
                 Ok(KeyUse::Updated | KeyUse::Unchanged) => {}
-                Err(e) => tracing::warn!(error = %e, "could not record an API key's use"),
+                Err(e) => tracing::warn!(error = %e, "could not record a key's or URL's use"),
             }
         });
     }
@@ -479,12 +509,11 @@ pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: N
             return invalid_token(config);
         }
     };
-    let peer = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip());
+    let peer = ClientAddr::of(request.extensions()).map(|c| c.0);
     let resolved = match presented.secret.kind() {
-        Some(TokenKind::ApiKey) => key_principal(&mcp, &presented.secret, peer, now).await,
+        Some(TokenKind::ApiKey) => {
+            key_principal(&mcp, &presented.secret, KeyLike::ApiKey, peer, now).await
+        }
         Some(TokenKind::AccessToken) if presented.api_key_header => {
             Err(Refusal::Invalid(Rejection::NotAKey))
         }
@@ -505,15 +534,91 @@ pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: N
         }
         Err(Refusal::Unavailable(e)) => {
             tracing::error!(error = %e, "MCP credential lookup failed");
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                [(header::RETRY_AFTER, "5")],
-                "The server cannot check credentials right now; try again shortly.",
-            )
-                .into_response();
+            return unavailable();
         }
     };
+    admit(&mcp, principal, request, next, now).await
+}
 
+/// The `WWW-Authenticate` value of a refused personal URL: no OAuth metadata, since signing in
+/// would not make this URL work.
+pub const PERSONAL_URL_CHALLENGE: &str = "Bearer error=\"invalid_token\", realm=\"gatehouse\"";
+
+/// `401 invalid_token` for a personal URL that is unknown, expired or revoked.
+pub fn invalid_personal_url() -> Response {
+    challenge_response(
+        StatusCode::UNAUTHORIZED,
+        PERSONAL_URL_CHALLENGE.to_string(),
+        "invalid_token",
+        "This MCP URL is unknown, expired or revoked.",
+    )
+}
+
+/// The secret segment of a personal URL's path (`<mcp path>/<secret>`), if the path has one.
+fn url_secret(mcp_path: &str, path: &str) -> Option<Secret> {
+    let secret = path.strip_prefix(mcp_path)?.strip_prefix('/')?;
+    (is_token68(secret) && secret.starts_with(TokenKind::PersonalUrl.prefix()))
+        .then(|| Secret::from_presented(secret))
+}
+
+/// Middleware on `POST <mcp path>/<secret>` (personal MCP URLs): the secret in the path is the
+/// credential, resolved like an API key without an address allow-list; a header credential
+/// besides it is `400 invalid_request` (one method per request, RFC 6750 §3.1); an unknown,
+/// expired or revoked URL gets `401 invalid_token`. Then the same checks as
+/// [`authenticate`]. The secret is never logged.
+pub async fn authenticate_personal(
+    State(mcp): State<McpState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let config = &mcp.app.config;
+    let now = crate::store::now();
+    if request.headers().contains_key(header::AUTHORIZATION)
+        || request.headers().contains_key(API_KEY_HEADER)
+    {
+        tracing::info!(why = ?Rejection::TwoCredentials, "MCP credential refused");
+        return two_credentials(config);
+    }
+    let Some(secret) = url_secret(&config.mcp_path, request.uri().path()) else {
+        tracing::info!(why = ?Rejection::NotLive, "MCP personal URL refused");
+        return invalid_personal_url();
+    };
+    let peer = ClientAddr::of(request.extensions()).map(|c| c.0);
+    let principal = match key_principal(&mcp, &secret, KeyLike::PersonalUrl, peer, now).await {
+        Ok(principal) => principal,
+        Err(Refusal::Invalid(why)) => {
+            tracing::info!(?why, "MCP personal URL refused");
+            return invalid_personal_url();
+        }
+        Err(Refusal::Address) => return address_not_allowed(),
+        Err(Refusal::Unavailable(e)) => {
+            tracing::error!(error = %e, "MCP credential lookup failed");
+            return unavailable();
+        }
+    };
+    admit(&mcp, principal, request, next, now).await
+}
+
+/// `503`: the database could not be asked.
+fn unavailable() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "5")],
+        "The server cannot check credentials right now; try again shortly.",
+    )
+        .into_response()
+}
+
+/// After authentication: the step-up check, the JSON-RPC body check, and the principal
+/// attached for the handlers.
+async fn admit(
+    mcp: &McpState,
+    principal: Principal,
+    request: Request,
+    next: Next,
+    now: i64,
+) -> Response {
+    let config = &mcp.app.config;
     // Step-up: a tool call outside the credential's scopes is refused at the HTTP layer, where the
     // challenge can be sent (the JSON-RPC layer cannot set a status or header).
     let (parts, body) = request.into_parts();
@@ -527,13 +632,10 @@ pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: N
                 .into_response();
         }
     };
-    if let Some((operation, scope)) = needed_scope(&mcp, &bytes)
+    if let Some((operation, scope)) = needed_scope(mcp, &bytes)
         && !principal.scopes.satisfies(scope)
     {
-        let source_ip = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|c| c.0.ip().to_string());
+        let source_ip = ClientAddr::of(&parts.extensions).map(|c| c.to_string());
         let detail = format!("{} duration_ms=0", principal.audit_credential());
         mcp.app
             .store

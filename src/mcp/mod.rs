@@ -19,6 +19,10 @@
 //!    per-request `_meta` for 2026-07-28, with rmcp's header checks, `resultType` and cache
 //!    hints.
 //!
+//! `POST <mcp path>/<secret>` (a personal MCP URL) has the same layers, with
+//! [`auth::authenticate_personal`] taking the credential from the path; the request span and
+//! logs name only the route template `<mcp path>/…`.
+//!
 //! Every other method on the route is answered `405` with `Allow: POST`; nothing redirects.
 
 use std::sync::Arc;
@@ -121,8 +125,15 @@ pub fn router(state: AppState) -> Router {
             .disable_allowed_hosts()
             .disable_allowed_origins(),
     );
-    let endpoint: MethodRouter = post_service(service)
+    let endpoint: MethodRouter = post_service(service.clone())
         .route_layer(from_fn_with_state(mcp.clone(), auth::authenticate))
+        .route_layer(from_fn(accept::negotiate))
+        .route_layer(from_fn_with_state(mcp.clone(), guard::guard))
+        .fallback(method_not_allowed)
+        .layer(cors(mcp.origins.clone()));
+    // Personal MCP URLs: the same layers, with the credential taken from the path.
+    let personal: MethodRouter = post_service(service)
+        .route_layer(from_fn_with_state(mcp.clone(), auth::authenticate_personal))
         .route_layer(from_fn(accept::negotiate))
         .route_layer(from_fn_with_state(mcp.clone(), guard::guard))
         .fallback(method_not_allowed)
@@ -130,7 +141,8 @@ pub fn router(state: AppState) -> Router {
     let path = config.mcp_path.clone();
     let mut router = Router::new()
         .route(&path, endpoint.clone())
-        .route(&format!("{path}/"), endpoint);
+        .route(&format!("{path}/"), endpoint)
+        .route(&format!("{path}/{{secret}}"), personal);
     if config.oauth_enabled {
         router = router.merge(metadata::router(state));
     }

@@ -4,10 +4,9 @@
 //! [`Principal`] the authentication layer put into the request extensions, which rmcp passes on
 //! inside the `http::request::Parts` it stores in the request context.
 
-use std::net::SocketAddr;
 use std::time::Instant;
 
-use axum::extract::ConnectInfo;
+use crate::client_addr::ClientAddr;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     Implementation, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
@@ -58,8 +57,8 @@ fn principal(ctx: &RequestContext<RoleServer>) -> Result<Principal, ErrorData> {
 fn source_ip(ctx: &RequestContext<RoleServer>) -> Option<String> {
     ctx.extensions
         .get::<http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<ConnectInfo<SocketAddr>>())
-        .map(|c| c.0.ip().to_string())
+        .and_then(|parts| ClientAddr::of(&parts.extensions))
+        .map(|c| c.to_string())
 }
 
 /// Whether the request speaks 2026-07-28 or later (cache hints are sent only then).

@@ -10,10 +10,10 @@
 //! `software_id`, `software_version`, `contacts`) holds no control, invisible or formatting
 //! character, and `client_name` holds something visible ([`crate::domain::text`]).
 
-use std::net::SocketAddr;
-
 use axum::body::Body;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::State;
+
+use crate::client_addr::ClientAddr;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
@@ -53,11 +53,11 @@ const ECHOED_STRINGS: [&str; 8] = [
 /// `POST /oauth/register`.
 pub async fn register(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    client: ClientAddr,
     headers: axum::http::HeaderMap,
     body: Body,
 ) -> Response {
-    match register_inner(&state, &headers, body, &peer.ip().to_string()).await {
+    match register_inner(&state, &headers, body, &client.to_string()).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }

@@ -12,11 +12,12 @@
 //! (checked again in the transaction that redeems or rotates; RFC 7009 §2.1, RFC 6749 §3.3).
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::State;
+
+use crate::client_addr::ClientAddr;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -70,11 +71,11 @@ struct Ctx<'a> {
 /// `POST /oauth/token`.
 pub async fn token(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    client: ClientAddr,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let ip = peer.ip().to_string();
+    let ip = client.to_string();
     let result = async {
         let params = read_form(&headers, body).await?;
         let client = authenticate_client(&state, &headers, &params).await?;

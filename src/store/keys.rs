@@ -242,10 +242,22 @@ impl Store {
         first: bool,
         now: i64,
     ) -> Result<KeyUse, StoreError> {
+        self.record_use("api_keys", id, first, now).await
+    }
+
+    /// [`Store::record_key_use`] for the credentials of `table` (`api_keys` or
+    /// `personal_urls`: a fixed name, never input).
+    pub(super) async fn record_use(
+        &self,
+        table: &'static str,
+        id: &str,
+        first: bool,
+        now: i64,
+    ) -> Result<KeyUse, StoreError> {
         if first {
-            let won = sqlx::query(
-                "UPDATE api_keys SET last_used_at = $2 WHERE id = $1 AND last_used_at IS NULL",
-            )
+            let won = sqlx::query(&format!(
+                "UPDATE {table} SET last_used_at = $2 WHERE id = $1 AND last_used_at IS NULL"
+            ))
             .bind(id)
             .bind(now)
             .execute(self.pool())
@@ -255,9 +267,9 @@ impl Store {
                 return Ok(KeyUse::First);
             }
         }
-        let moved = sqlx::query(
-            "UPDATE api_keys SET last_used_at = $2 WHERE id = $1 AND last_used_at <= $3",
-        )
+        let moved = sqlx::query(&format!(
+            "UPDATE {table} SET last_used_at = $2 WHERE id = $1 AND last_used_at <= $3"
+        ))
         .bind(id)
         .bind(now)
         .bind(now - LAST_USED_INTERVAL_SECS)

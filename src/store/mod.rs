@@ -24,6 +24,7 @@ pub mod projects;
 pub mod services;
 pub mod sessions;
 pub mod sqlite;
+pub mod urls;
 
 pub use sessions::SessionBackend;
 

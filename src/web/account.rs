@@ -2,10 +2,8 @@
 //! required; other sessions end only when asked) and `POST /account/sign-out-everywhere`.
 //! Connected apps are never touched here.
 
-use std::net::SocketAddr;
-
 use askama::Template;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde::Deserialize;
@@ -14,6 +12,7 @@ use tower_sessions::Session;
 use super::session::{csrf_token, keep_after_epoch, set_notice, signed_in, take_notice};
 use super::{CsrfForm, NoFields, render, see_other};
 use crate::app::AppState;
+use crate::client_addr::ClientAddr;
 use crate::domain::account::validate_password;
 use crate::error::AppError;
 use crate::store::accounts::Account;
@@ -79,7 +78,7 @@ pub struct PasswordForm {
 /// every other session of the account. This session stays signed in.
 pub async fn change_password(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    client: ClientAddr,
     session: Session,
     CsrfForm(form): CsrfForm<PasswordForm>,
 ) -> Result<Response, AppError> {
@@ -115,7 +114,7 @@ pub async fn change_password(
         return refuse(status, error).await;
     };
     let now = now();
-    let ip = peer.ip().to_string();
+    let ip = client.to_string();
     let audit = |outcome| AuditEvent {
         event: "password_changed",
         outcome,
@@ -125,7 +124,7 @@ pub async fn change_password(
     };
     // Guessing the current password here counts like guessing it on the sign-in page: the
     // same per-address, per-(address, email) and per-account limits, before the check.
-    let limits = super::signin::signin_limits(peer.ip(), &account.email.to_lowercase());
+    let limits = super::signin::signin_limits(client.0, &account.email.to_lowercase());
     let counted = match state.store.admit(&limits, now).await? {
         Admission::Admitted(counted) => counted,
         Admission::Refused { retry_after, .. } => {
@@ -185,7 +184,7 @@ pub async fn change_password(
 /// `POST /account/sign-out-everywhere`: ends every session of the account, this one too.
 pub async fn sign_out_everywhere(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    client: ClientAddr,
     session: Session,
     CsrfForm(_): CsrfForm<NoFields>,
 ) -> Result<Response, AppError> {
@@ -202,7 +201,7 @@ pub async fn sign_out_everywhere(
                 event: "signed_out_everywhere",
                 outcome: "success",
                 account_id: Some(&account.id),
-                source_ip: Some(&peer.ip().to_string()),
+                source_ip: Some(&client.to_string()),
                 ..Default::default()
             },
             now,

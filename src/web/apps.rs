@@ -3,10 +3,11 @@
 //! revokes one, killing its live tokens at once.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 
 use askama::Template;
-use axum::extract::{ConnectInfo, Path, State};
+use axum::extract::{Path, State};
+
+use crate::client_addr::ClientAddr;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
@@ -193,7 +194,7 @@ pub struct RevokeForm {
 /// `POST /apps/revoke`.
 pub async fn revoke(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    client: ClientAddr,
     session: Session,
     CsrfForm(form): CsrfForm<RevokeForm>,
 ) -> Result<Response, AppError> {
@@ -215,7 +216,7 @@ pub async fn revoke(
                     outcome: "success",
                     account_id: Some(&account.id),
                     client_id: Some(&client_id),
-                    source_ip: Some(&peer.ip().to_string()),
+                    source_ip: Some(&client.to_string()),
                     ..Default::default()
                 },
                 now,

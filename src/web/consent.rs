@@ -2,10 +2,10 @@
 //! consent, the consent page) and `POST /oauth/authorize/decision`. The rules are in
 //! [`crate::oauth::authorize`].
 
-use std::net::SocketAddr;
-
 use askama::Template;
-use axum::extract::{ConnectInfo, RawQuery, State};
+use axum::extract::{RawQuery, State};
+
+use crate::client_addr::ClientAddr;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
@@ -203,7 +203,7 @@ pub struct DecisionForm {
 /// (`error=access_denied`), always by a 303 so the browser follows with GET.
 pub async fn decide(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    client: ClientAddr,
     session: Session,
     CsrfForm(form): CsrfForm<DecisionForm>,
 ) -> Result<Response, AppError> {
@@ -239,7 +239,7 @@ pub async fn decide(
             "This authorization request was already answered or has expired. Start the connection again from the application.",
         ));
     };
-    let ip = peer.ip().to_string();
+    let ip = client.to_string();
     state
         .store
         .audit(

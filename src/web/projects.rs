@@ -4,10 +4,8 @@
 //!
 //! A project the account is not a member of answers exactly like a missing one (404).
 
-use std::net::SocketAddr;
-
 use askama::Template;
-use axum::extract::{ConnectInfo, Path, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
@@ -16,6 +14,7 @@ use tower_sessions::Session;
 use super::session::{csrf_token, signed_in};
 use super::{CsrfForm, PageQuery, error_page, render, see_other, when};
 use crate::app::AppState;
+use crate::client_addr::ClientAddr;
 use crate::domain::account::{Email, Role};
 use crate::error::AppError;
 use crate::store::accounts::Account;
@@ -218,7 +217,7 @@ async fn owned_project(
 /// a member's role.
 pub async fn add_member(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    client: ClientAddr,
     session: Session,
     Path(project_id): Path<String>,
     CsrfForm(form): CsrfForm<AddMemberForm>,
@@ -264,7 +263,7 @@ pub async fn add_member(
                 outcome: "success",
                 account_id: Some(&account.id),
                 subject: Some(&project.project_id),
-                source_ip: Some(&peer.ip().to_string()),
+                source_ip: Some(&client.to_string()),
                 detail: Some(&format!("member={} role={}", member.id, role.as_str())),
                 ..Default::default()
             },
@@ -284,7 +283,7 @@ pub struct RemoveMemberForm {
 /// `POST /projects/{id}/members/remove`: the owner removes a member (never the owner).
 pub async fn remove_member(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    client: ClientAddr,
     session: Session,
     Path(project_id): Path<String>,
     CsrfForm(form): CsrfForm<RemoveMemberForm>,
@@ -318,7 +317,7 @@ pub async fn remove_member(
                 outcome: "success",
                 account_id: Some(&account.id),
                 subject: Some(&project.project_id),
-                source_ip: Some(&peer.ip().to_string()),
+                source_ip: Some(&client.to_string()),
                 detail: Some(&format!("member={}", form.account_id)),
                 ..Default::default()
             },

@@ -1,9 +1,9 @@
 //! `GET/POST /signin` and `POST /signout`.
 
-use std::net::SocketAddr;
-
 use askama::Template;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::State;
+
+use crate::client_addr::ClientAddr;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde::Deserialize;
@@ -150,13 +150,13 @@ pub(super) fn wait_in_words(secs: i64) -> String {
 /// id and lands on `next`.
 pub async fn submit(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    client: ClientAddr,
     session: Session,
     mut csrf: PageCsrf,
     CsrfForm(form): CsrfForm<SigninForm>,
 ) -> Result<Response, AppError> {
     let next = safe_next(form.next.as_deref());
-    let ip = peer.ip().to_string();
+    let ip = client.to_string();
     let now = now();
     let page = |status: StatusCode, token: &str, error: &str| {
         render(
@@ -189,7 +189,7 @@ pub async fn submit(
     // guesses see each other and at most the limit get through; a refused attempt writes
     // nothing and costs no argon2 work.
     let email_key: String = form.email.trim().to_lowercase().chars().take(254).collect();
-    let limits = signin_limits(peer.ip(), &email_key);
+    let limits = signin_limits(client.0, &email_key);
     let counted = match state.store.admit(&limits, now).await? {
         Admission::Admitted(counted) => counted,
         Admission::Refused { retry_after, limit } => {

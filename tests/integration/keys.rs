@@ -12,7 +12,7 @@ use gatehouse::domain::account::Role;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-const ALICE: &str = "alice@example.com";
+pub(crate) const ALICE: &str = "alice@example.com";
 const BOB: &str = "bob@example.com";
 
 /// Runs the `gatehouse` binary against the app's database: (success, stdout, stderr).
@@ -31,7 +31,7 @@ pub(crate) fn gatehouse(app: &TestApp, args: &[&str]) -> (bool, String, String) 
 }
 
 /// `gatehouse key create ARGS…`, which must succeed: (key id, key).
-fn create_key(app: &TestApp, args: &[&str]) -> (String, String) {
+pub(crate) fn create_key(app: &TestApp, args: &[&str]) -> (String, String) {
     let mut all = vec!["key", "create"];
     all.extend_from_slice(args);
     let (success, out, err) = gatehouse(app, &all);
@@ -99,7 +99,7 @@ fn project_ids(list: &Value) -> Vec<String> {
 }
 
 /// Alice with two projects of her own ("Research", "Garden"); (account id, projects).
-async fn alice(app: &TestApp) -> (String, String, String) {
+pub(crate) async fn alice(app: &TestApp) -> (String, String, String) {
     app.create_account(ALICE, "a-long-password").await;
     let id = account_id(app, ALICE).await;
     let now = gatehouse::store::now();

@@ -7,6 +7,7 @@ mod helpers;
 
 mod audit;
 mod cimd;
+mod cli_audit;
 mod config_startup;
 mod console;
 mod display_text;
@@ -20,7 +21,9 @@ mod metrics;
 mod oauth;
 #[allow(dead_code)]
 mod oauth_helpers;
+mod proxies;
 mod service;
 mod signin;
 mod store_contract;
 mod token;
+mod urls;

@@ -171,6 +171,35 @@ step "sdk-v1 client (@modelcontextprotocol/sdk 1.32.2)" \
 step "client-v2 (@modelcontextprotocol/client 2.4.0)" \
   "$NODE" client-v2.mjs
 
+# --- credentials without a browser: an API key and a personal URL (made with the CLI) ---
+credentials_add() {
+  local key_out url_out
+  key_out="$("$GATEHOUSE_BIN" key create --account "$EMAIL" --name interop 2>"$WORK/cli.err")" || {
+    cat "$WORK/cli.err"; return 1; }
+  url_out="$(MCP_SERVER_URL="$MCP_URL" "$GATEHOUSE_BIN" url create --account "$EMAIL" --name interop 2>"$WORK/cli.err")" || {
+    cat "$WORK/cli.err"; return 1; }
+  GATEHOUSE_API_KEY="$(printf '%s\n' "$key_out" | sed -n 's/^key: //p')"
+  GATEHOUSE_PERSONAL_URL="$(printf '%s\n' "$url_out" | sed -n 's/^url: //p')"
+  say "key id: $(printf '%s\n' "$key_out" | sed -n 's/^key_id: //p')"
+  say "url id: $(printf '%s\n' "$url_out" | sed -n 's/^url_id: //p')"
+  [ -n "$GATEHOUSE_API_KEY" ] && [ -n "$GATEHOUSE_PERSONAL_URL" ]
+}
+say ""
+say "=== cli: gatehouse key create, gatehouse url create"
+rc=0; credentials_add || rc=$?
+record "cli: gatehouse key create, gatehouse url create" "$rc"
+export GATEHOUSE_API_KEY GATEHOUSE_PERSONAL_URL
+step "sdk-v1 client with an X-Api-Key header and with a personal URL" \
+  "$NODE" sdk-v1-credentials.mjs
+secret_not_logged() {
+  local secret="${GATEHOUSE_PERSONAL_URL##*/}"
+  if grep -qF -- "${secret#gate_pu_}" "$WORK/server.log"; then
+    say "the personal URL's secret is in the server log"; return 1
+  fi
+  say "the server log names the route only: $(grep -c '/mcp/…' "$WORK/server.log" || true) line(s) with /mcp/…"
+}
+step "server log holds no personal URL secret" secret_not_logged
+
 if [ "${SKIP_CONFORMANCE:-0}" = "1" ]; then
   summary
   [ "$FAILED" -eq 0 ]

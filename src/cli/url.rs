@@ -1,0 +1,200 @@
+//! `gatehouse url create|list|revoke`: personal MCP URLs (issue "Credentials beyond the
+//! browser"), `<MCP_SERVER_URL>/<secret>` for clients that cannot send a header.
+
+use clap::Subcommand;
+
+use super::{CliError, find_account, find_active_account, timestamp};
+use crate::config::Config;
+use crate::domain::api_key::{parse_lifetime, parse_name};
+use crate::domain::principal::key_scopes;
+use crate::domain::secret::{Secret, TokenKind};
+use crate::store::Store;
+use crate::store::audit::AuditEvent;
+use crate::store::urls::{NewPersonalUrl, PersonalUrlRecord};
+
+/// Lifetime of a personal URL made without `--expires`.
+pub const DEFAULT_LIFETIME: &str = "30d";
+
+/// Name of a personal URL made without `--name`.
+pub const DEFAULT_NAME: &str = "Personal MCP URL";
+
+/// `gatehouse url …`
+#[derive(Debug, Subcommand)]
+pub enum UrlCommand {
+    /// Create a personal MCP URL; prints its id and the URL once (only the SHA-256 of its
+    /// secret is stored). Read-only and valid for 30 days unless told otherwise.
+    Create {
+        /// Email of the account the URL acts for.
+        #[arg(long)]
+        account: String,
+        /// Reach only this project (the account must be a member); without it, every active
+        /// project of the account.
+        #[arg(long, value_name = "PROJECT_ID")]
+        project: Option<String>,
+        /// Allow writes (mcp:write); the member's role in a project still limits them.
+        #[arg(long)]
+        write: bool,
+        /// Lifetime: days or hours, e.g. 30d or 12h.
+        #[arg(long, value_name = "DURATION", default_value = DEFAULT_LIFETIME)]
+        expires: String,
+        /// A name to recognise the URL by.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List personal URLs (never the secrets) with their last use, all or one account's.
+    List {
+        /// Only this account's URLs.
+        #[arg(long)]
+        account: Option<String>,
+    },
+    /// Revoke a personal URL at once.
+    Revoke {
+        /// The URL id, as printed by `url create` and `url list`.
+        url_id: String,
+    },
+}
+
+/// Runs one `gatehouse url` command.
+pub(super) async fn run(
+    config: &Config,
+    store: &Store,
+    command: UrlCommand,
+    now: i64,
+) -> Result<String, CliError> {
+    match command {
+        UrlCommand::Create {
+            account,
+            project,
+            write,
+            expires,
+            name,
+        } => {
+            let name = parse_name(name.as_deref().unwrap_or(DEFAULT_NAME))
+                .map_err(|e| CliError(e.to_string()))?;
+            let lifetime = parse_lifetime(&expires).map_err(|e| CliError(e.to_string()))?;
+            let account_id = find_active_account(store, &account).await?;
+            if let Some(project_id) = &project
+                && store.membership(&account_id, project_id).await?.is_none()
+            {
+                return Err(CliError(format!(
+                    "{account} is not a member of an active project with id {project_id}"
+                )));
+            }
+            let secret = Secret::generate(TokenKind::PersonalUrl);
+            let scope = key_scopes(write).to_string();
+            let id = store
+                .create_personal_url(
+                    &NewPersonalUrl {
+                        account_id: &account_id,
+                        project_id: project.as_deref(),
+                        name: &name,
+                        scope: &scope,
+                        expires_at: Some(now + lifetime),
+                    },
+                    &secret.hash(),
+                    now,
+                )
+                .await?;
+            store
+                .audit(
+                    AuditEvent {
+                        event: "url_created",
+                        outcome: "success",
+                        account_id: Some(&account_id),
+                        subject: Some(&id),
+                        source_ip: None,
+                        client_id: None,
+                        detail: Some(&format!(
+                            "actor=cli personal_url scope={scope}{}",
+                            project
+                                .as_deref()
+                                .map(|p| format!(" project={p}"))
+                                .unwrap_or_default()
+                        )),
+                    },
+                    now,
+                )
+                .await;
+            Ok(format!(
+                "url_id: {id}\nurl: {}/{}\n(the URL is a credential, shown once; it is stored hashed. Give it to an MCP client as its server URL; anyone who has it can act as {account} until {})",
+                config.mcp_server_url,
+                secret.expose(),
+                timestamp(now + lifetime)
+            ))
+        }
+        UrlCommand::List { account } => {
+            let account_id = match &account {
+                Some(email) => Some(find_account(store, email).await?),
+                None => None,
+            };
+            let urls = store.personal_urls(account_id.as_deref()).await?;
+            let mut out = String::from(
+                "ID\tACCOUNT\tPROJECT\tACCESS\tNAME\tCREATED\tEXPIRES\tLAST_USED\tSTATUS",
+            );
+            for url in &urls {
+                out.push('\n');
+                out.push_str(&line(url, now));
+            }
+            if urls.is_empty() {
+                out.push_str("\n(no personal URLs)");
+            }
+            Ok(out)
+        }
+        UrlCommand::Revoke { url_id } => {
+            let record = store
+                .personal_url(&url_id)
+                .await?
+                .ok_or_else(|| CliError(format!("no personal URL with id {url_id}")))?;
+            if !store.revoke_personal_url(&url_id, now).await? {
+                return Err(CliError(format!(
+                    "personal URL {url_id} is already revoked"
+                )));
+            }
+            store
+                .audit(
+                    AuditEvent {
+                        event: "url_revoked",
+                        outcome: "success",
+                        account_id: Some(&record.account_id),
+                        subject: Some(&url_id),
+                        source_ip: None,
+                        client_id: None,
+                        detail: Some("actor=cli"),
+                    },
+                    now,
+                )
+                .await;
+            Ok(format!("revoked personal URL {url_id}"))
+        }
+    }
+}
+
+/// One tab-separated line of `gatehouse url list`.
+fn line(url: &PersonalUrlRecord, now: i64) -> String {
+    let status = if url.revoked_at.is_some() {
+        "revoked"
+    } else if url.expires_at.is_some_and(|at| at <= now) {
+        "expired"
+    } else {
+        "active"
+    };
+    let access = if url.scope.split(' ').any(|s| s == "mcp:write") {
+        "read-write"
+    } else {
+        "read-only"
+    };
+    [
+        url.id.clone(),
+        url.account_email.clone(),
+        url.project_id.clone().unwrap_or_else(|| "-".into()),
+        access.to_string(),
+        url.name.clone(),
+        timestamp(url.created_at),
+        url.expires_at
+            .map_or_else(|| "never".to_string(), timestamp),
+        url.last_used_at
+            .map_or_else(|| "never".to_string(), timestamp),
+        status.to_string(),
+    ]
+    .join("\t")
+}

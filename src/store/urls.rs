@@ -1,0 +1,195 @@
+//! Personal MCP URLs (issue "Credentials beyond the browser"): `<MCP path>/<secret>` for
+//! clients that cannot send a header. Created and revoked from the command line, looked up by
+//! the SHA-256 of the presented secret on every request (one query), their last use written at
+//! most once a minute (the keys' mechanism, [`Store::record_key_use`]).
+
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::keys::{KeyGrant, KeyUse};
+use super::{Store, StoreError, new_id};
+use crate::domain::secret::TokenHash;
+
+/// A personal URL to create.
+#[derive(Debug, Clone)]
+pub struct NewPersonalUrl<'a> {
+    /// The account it acts for.
+    pub account_id: &'a str,
+    /// The one project it reaches; `None`: every active project of the account.
+    pub project_id: Option<&'a str>,
+    /// Its name (checked by [`crate::domain::api_key::parse_name`]).
+    pub name: &'a str,
+    /// `mcp:read` or `mcp:read mcp:write`.
+    pub scope: &'a str,
+    /// Expiry, Unix seconds; `None`: none.
+    pub expires_at: Option<i64>,
+}
+
+/// A personal URL as `gatehouse url list` shows it (never the secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersonalUrlRecord {
+    /// URL id (UUID text): what `gatehouse url revoke` takes.
+    pub id: String,
+    /// The account it acts for.
+    pub account_id: String,
+    /// That account's email.
+    pub account_email: String,
+    /// The one project it reaches (`None`: every active project of the account).
+    pub project_id: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// `mcp:read` or `mcp:read mcp:write`.
+    pub scope: String,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// Unix seconds; `None`: no expiry.
+    pub expires_at: Option<i64>,
+    /// Unix seconds, to within a minute; `None`: never used.
+    pub last_used_at: Option<i64>,
+    /// Unix seconds; `None`: live.
+    pub revoked_at: Option<i64>,
+}
+
+fn record_from_row(r: &AnyRow) -> Result<PersonalUrlRecord, StoreError> {
+    Ok(PersonalUrlRecord {
+        id: r.try_get("id")?,
+        account_id: r.try_get("account_id")?,
+        account_email: r.try_get("email")?,
+        project_id: r.try_get("project_id")?,
+        name: r.try_get("name")?,
+        scope: r.try_get("scope")?,
+        created_at: r.try_get("created_at")?,
+        expires_at: r.try_get("expires_at")?,
+        last_used_at: r.try_get("last_used_at")?,
+        revoked_at: r.try_get("revoked_at")?,
+    })
+}
+
+const RECORD_COLUMNS: &str = "u.id AS id, u.account_id AS account_id, a.email AS email, \
+    u.project_id AS project_id, u.name AS name, u.scope AS scope, u.created_at AS created_at, \
+    u.expires_at AS expires_at, u.last_used_at AS last_used_at, u.revoked_at AS revoked_at";
+
+impl Store {
+    /// Stores a new personal URL under `hash` (the SHA-256 of its secret, which is not kept).
+    /// Returns its id.
+    pub async fn create_personal_url(
+        &self,
+        url: &NewPersonalUrl<'_>,
+        hash: &TokenHash,
+        now: i64,
+    ) -> Result<String, StoreError> {
+        let id = new_id();
+        sqlx::query(
+            "INSERT INTO personal_urls (id, url_hash, account_id, project_id, name, scope, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(&id)
+        .bind(hash.as_str())
+        .bind(url.account_id)
+        .bind(url.project_id)
+        .bind(url.name)
+        .bind(url.scope)
+        .bind(now)
+        .bind(url.expires_at)
+        .execute(self.pool())
+        .await
+        .map_err(|e| StoreError::from_insert(e, "personal url"))?;
+        Ok(id)
+    }
+
+    /// Every personal URL, or those of one account, oldest first.
+    pub async fn personal_urls(
+        &self,
+        account_id: Option<&str>,
+    ) -> Result<Vec<PersonalUrlRecord>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {RECORD_COLUMNS} FROM personal_urls u JOIN accounts a ON a.id = u.account_id \
+             WHERE u.account_id = COALESCE($1, u.account_id) ORDER BY u.created_at, u.id"
+        ))
+        .bind(account_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(record_from_row).collect()
+    }
+
+    /// One personal URL by id.
+    pub async fn personal_url(&self, id: &str) -> Result<Option<PersonalUrlRecord>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {RECORD_COLUMNS} FROM personal_urls u JOIN accounts a ON a.id = u.account_id \
+             WHERE u.id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(record_from_row).transpose()
+    }
+
+    /// Revokes a personal URL at once. Returns `false` if it was already revoked.
+    ///
+    /// Errors: [`StoreError::NotFound`] for an unknown id.
+    pub async fn revoke_personal_url(&self, id: &str, now: i64) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE personal_urls SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
+        )
+        .bind(id)
+        .bind(now)
+        .execute(self.pool())
+        .await?
+        .rows_affected();
+        if done == 1 {
+            return Ok(true);
+        }
+        match self.personal_url(id).await? {
+            Some(_) => Ok(false),
+            None => Err(StoreError::NotFound(format!("personal url {id}"))),
+        }
+    }
+
+    /// The live personal URL whose secret's SHA-256 is `hash`, in one query, with the same
+    /// conditions as [`Store::authenticate_api_key`] (not revoked, not expired at `now`, an
+    /// active account, and for a project URL an active project the account is a member of).
+    /// The grant has no address allow-list.
+    pub async fn authenticate_personal_url(
+        &self,
+        hash: &TokenHash,
+        now: i64,
+    ) -> Result<Option<KeyGrant>, StoreError> {
+        let row = sqlx::query(
+            "SELECT u.id AS id, u.account_id AS account_id, u.project_id AS project_id, \
+             u.scope AS scope, u.last_used_at AS last_used_at \
+             FROM personal_urls u \
+             JOIN accounts a ON a.id = u.account_id \
+             LEFT JOIN projects p ON p.id = u.project_id \
+             LEFT JOIN memberships m ON m.project_id = u.project_id AND m.account_id = u.account_id \
+             WHERE u.url_hash = $1 AND u.revoked_at IS NULL \
+             AND (u.expires_at IS NULL OR u.expires_at > $2) AND a.status = 'active' \
+             AND (u.project_id IS NULL OR (p.status = 'active' AND m.account_id IS NOT NULL))",
+        )
+        .bind(hash.as_str())
+        .bind(now)
+        .fetch_optional(self.pool())
+        .await?;
+        let Some(r) = row else {
+            return Ok(None);
+        };
+        Ok(Some(KeyGrant {
+            id: r.try_get("id")?,
+            account_id: r.try_get("account_id")?,
+            project_id: r.try_get("project_id")?,
+            scope: r.try_get("scope")?,
+            allowed_ips: Vec::new(),
+            last_used_at: r.try_get("last_used_at")?,
+        }))
+    }
+
+    /// Writes a use of personal URL `id` at `now`, at most once a minute across requests and
+    /// instances (see [`Store::record_key_use`]).
+    pub async fn record_url_use(
+        &self,
+        id: &str,
+        first: bool,
+        now: i64,
+    ) -> Result<KeyUse, StoreError> {
+        self.record_use("personal_urls", id, first, now).await
+    }
+}
