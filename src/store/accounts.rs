@@ -154,7 +154,7 @@ impl Store {
         password_hash: &str,
         now: i64,
     ) -> Result<Option<Account>, StoreError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         let spent = sqlx::query(
             "UPDATE setup_tokens SET used_at = $1 WHERE token_hash = $2 AND used_at IS NULL AND expires_at > $1",
         )

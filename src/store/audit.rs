@@ -241,7 +241,7 @@ impl Store {
     }
 
     async fn insert_audit_rows(&self, rows: &[&QueuedEvent]) -> Result<(), StoreError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         for row in rows {
             sqlx::query(INSERT_AUDIT)
                 .bind(row.at)

@@ -203,7 +203,7 @@ impl Store {
         &self,
         next: &[(&Limit, Option<CounterState>, CounterState)],
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         for (limit, old, new) in next {
             let written = match old {
                 None => sqlx::query(

@@ -172,6 +172,19 @@ impl Store {
         Ok(())
     }
 
+    /// Begins a transaction that writes. On SQLite it is `BEGIN IMMEDIATE`: the write lock is
+    /// taken at the start (waiting up to the busy timeout), so a transaction that reads before
+    /// it writes cannot fail at once with `SQLITE_BUSY` because another connection committed
+    /// in between (a deferred transaction cannot wait for that case). On PostgreSQL, `BEGIN`.
+    pub(crate) async fn begin_write(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Any>, sqlx::Error> {
+        match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            Backend::Postgres => self.pool.begin().await,
+        }
+    }
+
     /// The connection pool (both engines, `$n` placeholders).
     pub fn pool(&self) -> &AnyPool {
         &self.pool
@@ -298,6 +311,54 @@ pub(crate) fn parse_column<T: FromStr>(value: &str, column: &str) -> Result<T, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A write transaction that reads before it writes, while another connection commits a
+    /// write in between: on SQLite a deferred transaction fails at its first write with
+    /// `SQLITE_BUSY` (its snapshot is stale and it cannot wait); `begin_write` takes the write
+    /// lock first, so the other writer waits and both changes land.
+    #[tokio::test]
+    async fn a_write_transaction_that_reads_first_survives_a_concurrent_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
+        let store = Store::connect(&url).await.unwrap();
+        sqlx::query("CREATE TABLE counter (n INTEGER NOT NULL)")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO counter (n) VALUES (0)")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        let mut tx = store.begin_write().await.unwrap();
+        let n: i64 = sqlx::query_scalar("SELECT n FROM counter")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+        assert_eq!(n, 0);
+        let other = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                sqlx::query("UPDATE counter SET n = n + 1")
+                    .execute(store.pool())
+                    .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        sqlx::query("UPDATE counter SET n = n + 10")
+            .execute(&mut *tx)
+            .await
+            .expect("the transaction's write is not refused as busy");
+        tx.commit().await.unwrap();
+        other
+            .await
+            .unwrap()
+            .expect("the other writer waited, then wrote");
+        let n: i64 = sqlx::query_scalar("SELECT n FROM counter")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(n, 11);
+    }
 
     #[test]
     fn pool_sizes_follow_the_cores_within_bounds() {

@@ -192,7 +192,7 @@ impl Store {
         patch: &NotePatch<'_>,
         now: i64,
     ) -> Result<Option<Note>, StoreError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         let row = sqlx::query(&format!(
             "SELECT {NOTE_COLUMNS} FROM notes WHERE project_id = $1 AND id = $2"
         ))

@@ -529,7 +529,7 @@ impl Store {
         now: i64,
     ) -> Result<Redeemed, StoreError> {
         let family_id = new_id();
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         let refusal = grant_refusal(&mut tx, &code.consent_id, &[&code.scope, &new.scope]).await?;
         let won = refusal.is_none()
             && sqlx::query(
@@ -602,7 +602,7 @@ impl Store {
         reason: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         let changed = sqlx::query(
             "UPDATE token_families SET revoked_at = $1, revoked_reason = $2 WHERE id = $3 AND revoked_at IS NULL",
         )
@@ -684,7 +684,7 @@ impl Store {
         new: &NewTokens,
         now: i64,
     ) -> Result<Rotation, StoreError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         if let Some(refusal) =
             grant_refusal(&mut tx, &state.consent_id, &[&state.scope, &new.scope]).await?
         {
@@ -845,7 +845,7 @@ impl Store {
         consent_id: &str,
         now: i64,
     ) -> Result<Option<String>, StoreError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         let row = sqlx::query(
             "UPDATE consents SET revoked_at = $1 WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL \
              RETURNING client_id",

@@ -66,7 +66,7 @@ impl Store {
         now: i64,
     ) -> Result<String, StoreError> {
         let id = new_id();
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         sqlx::query(
             "INSERT INTO projects (id, name, owner_account_id, status, created_at) VALUES ($1, $2, $3, 'active', $4)",
         )

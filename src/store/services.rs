@@ -55,7 +55,7 @@ impl Store {
         service: &NewService<'_>,
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         sqlx::query(
             "INSERT INTO oauth_clients (client_id, client_secret_hash, auth_method, client_name, redirect_uris, \
              grant_types, scope, metadata, can_introspect, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
