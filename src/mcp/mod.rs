@@ -20,6 +20,7 @@
 //!    hints.
 //!
 //! Every other method on the route is answered `405` with `Allow: POST`; nothing redirects.
+//! Every error answer of the route, whichever layer gives it, is a JSON-RPC error ([`errors`]).
 
 use std::sync::Arc;
 
@@ -39,6 +40,7 @@ pub mod args;
 pub mod auth;
 pub mod body;
 pub mod catalog;
+pub mod errors;
 pub mod guard;
 pub mod metadata;
 pub mod output;
@@ -126,6 +128,7 @@ pub fn router(state: AppState) -> Router {
         .route_layer(from_fn(accept::negotiate))
         .route_layer(from_fn_with_state(mcp.clone(), guard::guard))
         .fallback(method_not_allowed)
+        .layer::<_, std::convert::Infallible>(from_fn(errors::json_rpc_errors))
         .layer(cors(mcp.origins.clone()));
     let path = config.mcp_path.clone();
     let mut router = Router::new()

@@ -576,3 +576,132 @@ async fn sigterm_stops_the_server_in_time_while_requests_are_in_flight() {
     drop(slow);
     busy.abort();
 }
+
+/// Asserts an MCP route error answer: `status`, `application/json`, a JSON-RPC error with
+/// `id: null` (JSON-RPC 2.0 §5); the error object.
+fn assert_json_rpc_error(
+    case: &str,
+    status: u16,
+    content_type: Option<&str>,
+    body: &str,
+    expected: u16,
+) -> Value {
+    assert_eq!(status, expected, "{case}: {body}");
+    assert!(
+        content_type.is_some_and(|ct| ct.starts_with("application/json")),
+        "{case}: content type {content_type:?}"
+    );
+    let body: Value =
+        serde_json::from_str(body).unwrap_or_else(|_| panic!("{case}: a JSON body: {body}"));
+    assert_eq!(body["jsonrpc"], "2.0", "{case}: {body}");
+    assert!(body["id"].is_null(), "{case}: {body}");
+    assert!(body["error"]["code"].is_i64(), "{case}: {body}");
+    assert!(
+        !body["error"]["message"].as_str().unwrap().is_empty(),
+        "{case}: {body}"
+    );
+    body["error"].clone()
+}
+
+/// Sends `request` as it is over a raw connection; status, content type and body.
+async fn raw_exchange(app: &TestApp, request: &str) -> (u16, Option<String>, String) {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", app.port))
+        .await
+        .unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut response))
+        .await
+        .expect("answered")
+        .unwrap();
+    let text = String::from_utf8_lossy(&response).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap();
+    let content_type = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+        .map(|(_, v)| v.trim().to_string());
+    (status, content_type, body.to_string())
+}
+
+#[tokio::test]
+async fn every_mcp_route_error_is_a_json_rpc_error() {
+    let app = spawn_app().await;
+    let a = alice(&app).await;
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let post = |content_type: &str, version: &str, body: Vec<u8>| {
+        app.client
+            .post(mcp_url(&app))
+            .bearer_auth(&a.token)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", content_type)
+            .header("mcp-protocol-version", version)
+            .body(body)
+    };
+    async fn parts(
+        r: reqwest::RequestBuilder,
+    ) -> (u16, Option<String>, String, reqwest::header::HeaderMap) {
+        let r = r.send().await.unwrap();
+        let status = r.status().as_u16();
+        let headers = r.headers().clone();
+        let ct = headers
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_string());
+        (status, ct, r.text().await.unwrap(), headers)
+    }
+    // Not JSON: 415.
+    let (s, ct, body, _) = parts(post("text/plain", "2025-06-18", ping.into())).await;
+    assert_json_rpc_error("text/plain", s, ct.as_deref(), &body, 415);
+    // A body over the limit: 413.
+    let (s, ct, body, _) = parts(post(
+        "application/json",
+        "2025-06-18",
+        vec![b' '; 2 * 1024 * 1024],
+    ))
+    .await;
+    assert_json_rpc_error("large body", s, ct.as_deref(), &body, 413);
+    // An unknown protocol revision: 400.
+    let (s, ct, body, _) = parts(post("application/json", "1999-01-01", ping.into())).await;
+    assert_json_rpc_error("revision", s, ct.as_deref(), &body, 400);
+    // Other methods: 405, still naming POST.
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let (s, ct, body, headers) = parts(
+            app.client
+                .request(method.clone(), mcp_url(&app))
+                .bearer_auth(&a.token),
+        )
+        .await;
+        assert_json_rpc_error(method.as_str(), s, ct.as_deref(), &body, 405);
+        assert_eq!(headers["allow"], "POST", "{method}");
+    }
+    // No credential: the challenge stays, with its JSON body (RFC 6750 §3).
+    let (s, ct, _, headers) = parts(
+        app.client
+            .post(mcp_url(&app))
+            .header("content-type", "application/json")
+            .body(ping),
+    )
+    .await;
+    assert_eq!(s, 401);
+    assert!(ct.unwrap().starts_with("application/json"));
+    assert!(headers.contains_key("www-authenticate"));
+    // HTTP/1.0 without Host.
+    let request = format!(
+        "POST /mcp HTTP/1.0\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{ping}",
+        a.token,
+        ping.len()
+    );
+    let (s, ct, body) = raw_exchange(&app, &request).await;
+    assert_json_rpc_error("HTTP/1.0", s, ct.as_deref(), &body, 400);
+    // An unknown method: -32601 naming it (JSON-RPC 2.0 §5.1).
+    let (s, _, body, _) = parts(post(
+        "application/json",
+        "2025-06-18",
+        br#"{"jsonrpc":"2.0","id":2,"method":"nope","params":{}}"#.to_vec(),
+    ))
+    .await;
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["code"], -32601, "{s}: {body}");
+    assert_eq!(body["error"]["message"], "Method not found: nope", "{body}");
+}
