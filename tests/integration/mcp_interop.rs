@@ -240,6 +240,49 @@ async fn loopback_origins_are_served_on_a_loopback_server_and_foreign_ones_refus
     );
 }
 
+#[tokio::test]
+async fn an_origin_must_be_one_serialized_origin() {
+    let app = spawn_app().await;
+    let a = alice(&app).await;
+    // RFC 6454 §7.1: `scheme "://" host [ ":" port ]`, nothing else.
+    for origin in [
+        "http://evil.com@localhost",
+        "http://localhost:1/path",
+        "http://localhost:1?x",
+        "http://127.0.0.1:6274#x",
+        "http://127.0.0.1:6274/",
+        "http://localhost:",
+        "http://localhost:x",
+        "http:/localhost",
+    ] {
+        let (status, allow) = ping_from(&app, origin, Some(&a.token)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{origin}");
+        assert_eq!(allow, None, "{origin}");
+    }
+    // One Origin only (RFC 6454 §7.3), whatever the order of two.
+    for pair in [
+        ["http://127.0.0.1:6274", "http://evil.com"],
+        ["http://evil.com", "http://127.0.0.1:6274"],
+        ["http://127.0.0.1:6274", "http://127.0.0.1:6274"],
+    ] {
+        let r = app
+            .client
+            .post(mcp_url(&app))
+            .bearer_auth(&a.token)
+            .header("origin", pair[0])
+            .header("origin", pair[1])
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{pair:?}");
+    }
+    // The control.
+    let (status, _) = ping_from(&app, "http://127.0.0.1:6274", Some(&a.token)).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
 /// Sends `head` (request line and header lines, without the blank line) and `body` over a raw
 /// connection to the app; the response's status code.
 async fn raw_status(app: &TestApp, head: &str, body: &str) -> u16 {
