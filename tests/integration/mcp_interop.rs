@@ -748,3 +748,57 @@ async fn every_mcp_route_error_is_a_json_rpc_error() {
     assert_eq!(body["error"]["code"], -32601, "{s}: {body}");
     assert_eq!(body["error"]["message"], "Method not found: nope", "{body}");
 }
+
+#[tokio::test]
+async fn slow_searches_leave_the_pool_to_others_and_nothing_answers_500() {
+    let app = spawn_app().await;
+    let a = alice(&app).await;
+    // Notes of ~10 KB, each word a match of the query: every hit is costly to rank and cut.
+    let body = "ü ".repeat(2500);
+    for i in 0..27 {
+        ok(&call(
+            &app,
+            &a.token,
+            "create_note",
+            json!({"project_id": a.project, "title": format!("note {i}"), "body": body}),
+        )
+        .await);
+    }
+    let client_id = crate::oauth_helpers::register_public(&app, &["http://127.0.0.1:9/cb"]).await;
+    let searches = (0..8).map(|_| {
+        call(
+            &app,
+            &a.token,
+            "search_notes",
+            json!({"project_id": a.project, "query": "ü", "limit": 50}),
+        )
+    });
+    let others = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let token = app
+            .client
+            .post(app.url("/oauth/token"))
+            .form(&[
+                ("grant_type", "authorization_code"),
+                ("client_id", client_id.as_str()),
+                ("code", "gate_ac_nope"),
+                ("code_verifier", &"v".repeat(43)),
+                ("redirect_uri", "http://127.0.0.1:9/cb"),
+            ])
+            .send()
+            .await
+            .unwrap();
+        let ready = app.client.get(app.url("/readyz")).send().await.unwrap();
+        (token.status(), token.text().await.unwrap(), ready.status())
+    };
+    let started = Instant::now();
+    let (hits, (token, token_body, ready)) =
+        tokio::join!(futures::future::join_all(searches), others);
+    // A client's mistake is answered as one, however busy the searches keep the database.
+    assert_eq!(token, StatusCode::BAD_REQUEST, "{token_body}");
+    assert_eq!(ready, StatusCode::OK);
+    for result in hits {
+        assert_eq!(ok(&result)["results"].as_array().unwrap().len(), 27);
+    }
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
