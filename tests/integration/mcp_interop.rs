@@ -802,3 +802,55 @@ async fn slow_searches_leave_the_pool_to_others_and_nothing_answers_500() {
     }
     assert!(started.elapsed() < Duration::from_secs(60));
 }
+
+#[tokio::test]
+async fn a_carried_out_write_answers_success_with_its_id_and_lists_drop_items() {
+    let app = spawn_app_with(|v| {
+        v.insert("GATEHOUSE_MAX_RESULT_BYTES".into(), "1024".into());
+    })
+    .await;
+    let a = alice(&app).await;
+    let tags: Vec<String> = (0..20)
+        .map(|i| format!("{i:02}{}", "t".repeat(38)))
+        .collect();
+    let r = call(
+        &app,
+        &a.token,
+        "create_note",
+        json!({"project_id": a.project, "title": "T".repeat(100), "body": "b", "tags": tags}),
+    )
+    .await;
+    assert!(serde_json::to_string(&r).unwrap().len() <= 1024, "{r}");
+    assert_eq!(r["isError"], false, "a write that was carried out: {r}");
+    let id = r["structuredContent"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the note id: {r}"));
+    let stored = app.store.note(&a.project, id).await.unwrap().unwrap();
+    assert_eq!(stored.tags.len(), 20);
+    assert!(
+        r["content"][0]["text"].as_str().unwrap().contains("cut"),
+        "{r}"
+    );
+    // A list drops items from the end until it fits.
+    for i in 0..5 {
+        let r = call(
+            &app,
+            &a.token,
+            "create_note",
+            json!({"project_id": a.project, "title": format!("{i} {}", "T".repeat(90)), "body": "findme"}),
+        )
+        .await;
+        assert_eq!(r["isError"], false, "{r}");
+    }
+    let r = call(
+        &app,
+        &a.token,
+        "search_notes",
+        json!({"project_id": a.project, "query": "findme", "limit": 50}),
+    )
+    .await;
+    assert!(serde_json::to_string(&r).unwrap().len() <= 1024, "{r}");
+    assert_eq!(r["isError"], false, "{r}");
+    let results = r["structuredContent"]["results"].as_array().unwrap();
+    assert!(!results.is_empty() && results.len() < 5, "{r}");
+}
