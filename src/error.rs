@@ -3,10 +3,13 @@
 //! - A client's mistake is answered in the protocol's own shape by the module that owns the
 //!   protocol: `oauth::OAuthError` (RFC 6749 §5.2 JSON), the MCP layer (JSON-RPC errors and
 //!   `isError` tool results), the web pages (an HTML error page). Those are never 500s.
-//! - Everything unexpected (the database is down, a task panicked) becomes [`AppError`]: logged
+//! - A database that is busy or out of reach (no pooled connection in time, connection refused)
+//!   is no fault of the request: `503` with `Retry-After`, in each protocol's shape (OAuth
+//!   `temporarily_unavailable`, a JSON-RPC error on MCP, an HTML page here).
+//! - Everything else unexpected (a query failed, a task panicked) becomes [`AppError`]: logged
 //!   once here with its cause, shown to the caller as a generic 500 without details.
 
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 /// An unexpected failure. Its `Display` is logged, never sent.
@@ -31,6 +34,22 @@ pub enum AppError {
 
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
+        if let AppError::Store(e) = &self
+            && e.is_unavailable()
+        {
+            // Busy, not broken: 503 with Retry-After (RFC 9110 §15.6.4, §10.2.3).
+            tracing::warn!(error = %e, "database busy or unreachable");
+            let mut r = crate::web::error_page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again in a moment",
+                "Gatehouse is busy right now. Please try again in a few seconds.",
+            );
+            r.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(crate::oauth::error::RETRY_AFTER_SECS),
+            );
+            return r;
+        }
         tracing::error!(error = %self, "internal error");
         (
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -105,6 +105,10 @@ pub enum RedirectUriError {
     /// RFC 8252 §8.3).
     #[error("http redirect URIs are only allowed on loopback hosts (127.0.0.1, [::1], localhost)")]
     HttpNotLoopback,
+    /// Port 0, which no listener has: it is the "any port" of a bind call (RFC 6335 §6), not a
+    /// port a native app's loopback redirect can be received on (RFC 8252 §7.3).
+    #[error("redirect URI port must not be 0")]
+    PortZero,
 }
 
 /// Checks a redirect URI a client registers (RFC 7591 §2). Accepted:
@@ -112,7 +116,7 @@ pub enum RedirectUriError {
 /// ([`is_loopback_host`], RFC 8252 §7.3); private-use schemes of native apps
 /// such as `cursor://…` or `com.example.app:/cb` (RFC 8252 §7.1). Refused,
 /// with the matching [`RedirectUriError`]: more than 2000 bytes, whitespace,
-/// control characters or backslashes, relative URIs, fragments, userinfo,
+/// control characters or backslashes, relative URIs, fragments, userinfo, port 0,
 /// the schemes `javascript data file vbscript about blob ftp ws wss chrome view-source mailto
 /// tel sms filesystem`, and
 /// `http` on any other host.
@@ -132,6 +136,9 @@ pub fn validate_registration(uri: &str) -> Result<(), RedirectUriError> {
     }
     if !url.username().is_empty() || url.password().is_some() {
         return Err(RedirectUriError::UserInfo);
+    }
+    if url.port() == Some(0) {
+        return Err(RedirectUriError::PortZero);
     }
     match url.scheme() {
         "https" => Ok(()),
@@ -250,7 +257,8 @@ fn normalize(uri: &str) -> Option<Normalized> {
 /// RFC 3986 §6.2.2–6.2.3 normalization — scheme and host compare case-insensitively,
 /// percent-encoding and dot segments are normalized, an empty `http(s)` path equals `/`, and
 /// the default port (`http` 80, `https` 443) equals no port. For `http` URIs whose host is
-/// loopback ([`is_loopback_host`]) the port may differ or be absent (RFC 8252 §7.3). Host
+/// loopback ([`is_loopback_host`]) the port may differ or be absent (RFC 8252 §7.3), but not be
+/// 0 (RFC 6335 §6). Host
 /// (`127.0.0.1` never equals `localhost`), userinfo, path, query and fragment must still be
 /// equal: no prefix, wildcard or cross-host match. A requested URI that is not an RFC 3986 URI
 /// matches only by string equality.
@@ -263,7 +271,8 @@ pub fn matches(registered: &str, requested: &str) -> bool {
     };
     let loopback = reg.scheme == "http" && reg.host.as_deref().is_some_and(is_loopback_host);
     if loopback {
-        Normalized { port: None, ..reg } == Normalized { port: None, ..req }
+        // The port may vary, but not to 0: that is no port a listener has (RFC 6335 §6).
+        req.port != Some(0) && Normalized { port: None, ..reg } == Normalized { port: None, ..req }
     } else {
         reg == req
     }
@@ -307,6 +316,22 @@ mod tests {
         ] {
             assert_eq!(validate_registration(uri), Ok(()), "{uri}");
         }
+    }
+
+    #[test]
+    fn loopback_port_zero_is_refused() {
+        for uri in [
+            "http://127.0.0.1:0/cb",
+            "http://localhost:0",
+            "http://[::1]:000/cb",
+        ] {
+            assert_eq!(
+                validate_registration(uri),
+                Err(RedirectUriError::PortZero),
+                "{uri}"
+            );
+        }
+        assert_eq!(validate_registration("http://127.0.0.1:10/cb"), Ok(()));
     }
 
     #[test]
@@ -425,6 +450,11 @@ mod tests {
             "http://127.0.0.1:9000/callback"
         ));
         assert!(matches("http://[::1]/cb?x=1", "http://[::1]:5000/cb?x=1"));
+        // …but never to port 0, which nothing listens on (RFC 6335 §6).
+        assert!(!matches(
+            "http://127.0.0.1/callback",
+            "http://127.0.0.1:0/callback"
+        ));
         assert!(matches("http://localhost:3000/cb", "http://localhost/cb"));
     }
 

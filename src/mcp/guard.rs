@@ -6,7 +6,8 @@
 //!   not a host, or none in an HTTP/1.1 request is answered `400`; an absolute-form request
 //!   target's authority (or HTTP/2's `:authority`) is the host, whatever `Host` says
 //!   (RFC 9112 §3.2.2);
-//! - a present `Origin` must be the issuer's origin or one of `GATEHOUSE_ALLOWED_ORIGINS`
+//! - at most one `Origin`, written as a serialized origin (RFC 6454 §6.2, §7), which
+//!   must be the issuer's origin or one of `GATEHOUSE_ALLOWED_ORIGINS`
 //!   (`*` allows any), or — when the server listens on a loopback address or `MCP_SERVER_URL`
 //!   is loopback — itself a loopback origin (`http(s)://localhost`, `127.0.0.0/8`, `[::1]`,
 //!   any port): a page served from the user's own machine is not a DNS-rebinding attempt, and
@@ -117,6 +118,30 @@ fn is_loopback_origin(url: &Url) -> bool {
         }
 }
 
+/// Whether `value` is written as a serialized origin (RFC 6454 §6.2, §7.1):
+/// `scheme "://" host [ ":" port ]` — no user info, path, query, fragment or surrounding
+/// space, a port of digits. `null` is not one (it names no origin to compare).
+fn is_serialized_origin(value: &str) -> bool {
+    let Some((scheme, authority)) = value.split_once("://") else {
+        return false;
+    };
+    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
+    // The host and port: the port after the last `:` outside brackets.
+    let (host, port) = match authority.rfind(':') {
+        Some(i) if !authority[i..].contains(']') => (&authority[..i], Some(&authority[i + 1..])),
+        _ => (authority, None),
+    };
+    let host_ok = !host.is_empty()
+        && !host
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b"/?#@\\".contains(&b));
+    let port_ok = port.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    scheme_ok && host_ok && port_ok
+}
+
 impl OriginPolicy {
     /// The policy for `config`.
     pub fn new(config: &Config) -> OriginPolicy {
@@ -130,11 +155,15 @@ impl OriginPolicy {
     }
 
     /// Whether a present `Origin` header value is allowed (compared as an RFC 6454 ASCII
-    /// serialization, so `http://h:80` equals `http://h`). `null` and unparsable values are
-    /// allowed only under `*`.
+    /// serialization, so `http://h:80` equals `http://h`). `null`, unparsable values and
+    /// values that are not written as a serialized origin ([`is_serialized_origin`]: user info,
+    /// a path, query or fragment, surrounding space) are allowed only under `*`.
     pub fn allows(&self, origin: &str) -> bool {
         if matches!(self.allowed, AllowedOrigins::Any) {
             return true;
+        }
+        if !is_serialized_origin(origin) {
+            return false;
         }
         match Url::parse(origin) {
             Ok(url) if url.has_host() => {
@@ -200,8 +229,11 @@ pub async fn guard(State(mcp): State<McpState>, request: Request, next: Next) ->
             );
         }
     };
-    if let Some(origin) = request.headers().get(header::ORIGIN) {
-        let ok = origin.to_str().is_ok_and(|o| mcp.origins.allows(o));
+    let mut origins = request.headers().get_all(header::ORIGIN).iter();
+    if let Some(origin) = origins.next() {
+        // One origin per request (RFC 6454 §7.3: the header holds one serialized origin); a
+        // second line could be read by another component instead of the one checked here.
+        let ok = origins.next().is_none() && origin.to_str().is_ok_and(|o| mcp.origins.allows(o));
         if !ok {
             tracing::warn!(origin = ?origin, "MCP request from a foreign Origin refused");
             return refusal(
@@ -338,6 +370,12 @@ mod tests {
             );
         }
         for bad in [
+            " http://localhost:1",
+            "http://localhost:1 ",
+            "http://evil.com@localhost",
+            "http://localhost:1/path",
+            "http://127.0.0.1:6274/",
+            "http://127.0.0.1:6274#x",
             "http://localhost.evil.example",
             "http://127.0.0.1.nip.io",
             "http://0.0.0.0:8080",

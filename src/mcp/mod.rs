@@ -24,6 +24,7 @@
 //! logs name only the route template `<mcp path>/…`.
 //!
 //! Every other method on the route is answered `405` with `Allow: POST`; nothing redirects.
+//! Every error answer of the route, whichever layer gives it, is a JSON-RPC error ([`errors`]).
 
 use std::sync::Arc;
 
@@ -43,6 +44,7 @@ pub mod args;
 pub mod auth;
 pub mod body;
 pub mod catalog;
+pub mod errors;
 pub mod guard;
 pub mod metadata;
 pub mod output;
@@ -130,6 +132,7 @@ pub fn router(state: AppState) -> Router {
         .route_layer(from_fn(accept::negotiate))
         .route_layer(from_fn_with_state(mcp.clone(), guard::guard))
         .fallback(method_not_allowed)
+        .layer::<_, std::convert::Infallible>(from_fn(errors::json_rpc_errors))
         .layer(cors(mcp.origins.clone()));
     // Personal MCP URLs: the same layers, with the credential taken from the path.
     let personal: MethodRouter = post_service(service)

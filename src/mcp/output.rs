@@ -5,7 +5,10 @@
 //!
 //! A result is bounded by `GATEHOUSE_MAX_RESULT_BYTES`: when its JSON (sent twice, structured
 //! and as text) would not fit, the largest lists lose their last items and the longest texts
-//! are cut, `"truncated": true` is added, and the text says so — it is never sent whole.
+//! are cut, `"truncated": true` is added, and the text says so — it is never sent whole. A list
+//! keeps its first item (cut) as long as anything can; links follow the items that remain. As a
+//! last step only the ids and URIs are kept, so a write that was carried out always answers
+//! success with what it made (an error would make a client retry it).
 //!
 //! `resources/read` is bounded the same way ([`resource_document`]): its JSON document is cut
 //! by the same rules and stays JSON, with `"truncated": true` and a `"truncation_notice"`
@@ -72,16 +75,21 @@ fn shrink(v: &mut Value, excess: usize, floor: usize) -> bool {
             {
                 return true;
             }
+            // The last item goes only once texts may be cut to nothing (`floor` 0).
+            if items.len() == 1 && floor > 0 {
+                return false;
+            }
             // Drop trailing items worth about `excess` bytes in one step (each item is measured
             // once), so cutting a large list costs linear, not quadratic, time. At least one
-            // item goes.
+            // item goes; the first one stays unless it alone is left and cannot be cut (so a
+            // list keeps its best item, cut, before it is emptied).
             let mut removed = 0;
             while let Some(n) = sizes.get(items.len().wrapping_sub(1)) {
-                removed += n + 1;
-                items.pop();
-                if removed >= excess {
+                if removed > 0 && (removed >= excess || items.len() == 1) {
                     break;
                 }
+                removed += n + 1;
+                items.pop();
             }
             true
         }
@@ -118,7 +126,8 @@ fn fit(value: &mut Value, budget: usize, floor: usize) -> bool {
 /// Texts are first kept to [`MIN_CUT`] bytes, then cut further if that is not enough. `None`
 /// when nothing left to cut makes it fit (ids and URIs are never cut).
 ///
-/// Ends: every round either returns, lowers the floor (once), or lowers the budget by at least
+/// Ends: every round either returns, lowers the floor (once, going back to the first budget),
+/// or lowers the budget by at least
 /// 16 bytes and 1/16 of itself; at budget 0 or when a round can cut nothing, the last floor
 /// gives up. [`fit`] itself ends because every cut makes the JSON strictly shorter.
 fn cut_to_fit<T: serde::Serialize>(
@@ -128,6 +137,7 @@ fn cut_to_fit<T: serde::Serialize>(
     build: impl Fn(&Value) -> T,
 ) -> Option<T> {
     let mut floor = MIN_CUT;
+    let first_budget = budget;
     loop {
         let cut = fit(&mut value, budget, floor);
         let out = build(&value);
@@ -142,7 +152,10 @@ fn cut_to_fit<T: serde::Serialize>(
             if floor == 0 {
                 return None;
             }
+            // Texts may now be cut to nothing: start again from the first budget, so what was
+            // only too long at the old floor is cut rather than dropped.
             floor = 0;
+            budget = first_budget;
             continue;
         }
         budget = budget.saturating_sub(((n - max_bytes) / 2 + 16).max(budget / 16));
@@ -198,7 +211,7 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
         Ok(p) => p,
         Err(e) => return CallToolResult::error(vec![ContentBlock::text(e.message())]),
     };
-    let links: Vec<ContentBlock> = produced.links.into_iter().map(link_block).collect();
+    let links: Vec<ContentBlock> = produced.links.iter().cloned().map(link_block).collect();
     let value = produced.value;
     let whole = assemble(value.clone(), &links, None);
     let whole_size = size(&whole);
@@ -211,24 +224,44 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
          end of long texts are missing. Ask for less, e.g. a smaller limit, or read one note at \
          a time.]"
     );
-    // The JSON is sent twice (structured and as escaped text): start from half the room left.
     // At the lowest limits the note itself is a fair share of the room: a short one is tried
     // before giving up.
-    let short_note = format!("[Cut to fit {max_bytes} bytes; ask for less.]");
-    let links_size: usize = links.iter().map(size).sum();
+    let short_note = format!("[Result cut to fit {max_bytes} bytes; ask for less.]");
+    let ids_note = format!(
+        "[Result cut to fit {max_bytes} bytes: only its ids are left; read the item for the rest.]"
+    );
     let attempt = |value: Value, note: &str| {
-        let budget = max_bytes.saturating_sub(links_size + note.len() + OVERHEAD) / 2;
+        // The JSON is sent twice (structured and as escaped text): start from half the room
+        // left; `cut_to_fit` tightens the budget by what the assembled answer still exceeds.
+        let budget = max_bytes.saturating_sub(note.len() + OVERHEAD) / 2;
         let build = |v: &Value| {
             let mut marked = v.clone();
             if let Value::Object(map) = &mut marked {
                 map.insert("truncated".to_string(), Value::Bool(true));
             }
-            assemble(marked, &links, Some(note))
+            // Links follow the cut: only those whose item is still there, names shortened.
+            let text = serde_json::to_string(&marked).unwrap_or_default();
+            let kept: Vec<ContentBlock> = produced
+                .links
+                .iter()
+                .filter(|l| text.contains(l.uri.as_str()))
+                .map(|l| link_block(short_link(l)))
+                .collect();
+            assemble(marked, &kept, Some(note))
         };
         cut_to_fit(value, max_bytes, budget, build)
     };
-    attempt(value.clone(), &note)
-        .or_else(|| attempt(value, &short_note))
+    // A carried-out write must still say it succeeded and name what it made: as a last step,
+    // every member but the ids and links ([`KEEP_WHOLE`]) is dropped.
+    // Below a few KiB the long note would take room from the items themselves.
+    let first = if max_bytes < 4 * 1024 {
+        &short_note
+    } else {
+        &note
+    };
+    attempt(value.clone(), first)
+        .or_else(|| attempt(value.clone(), &short_note))
+        .or_else(|| attempt(ids_only(&value), &ids_note))
         .unwrap_or_else(|| {
             CallToolResult::error(vec![ContentBlock::text(format!(
                 "The result ({whole_size} bytes) does not fit the server's limit of {max_bytes} \
@@ -236,6 +269,34 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
                  smaller limit) or read one item at a time."
             ))])
         })
+}
+
+/// Longest link name kept in a cut result, in characters.
+const SHORT_LINK_NAME: usize = 32;
+
+/// `link` with its name cut to [`SHORT_LINK_NAME`] characters (plus the ellipsis).
+fn short_link(link: &Link) -> Link {
+    let mut name: String = link.name.chars().take(SHORT_LINK_NAME).collect();
+    if name.len() < link.name.len() {
+        name.push(ELLIPSIS);
+    }
+    Link {
+        uri: link.uri.clone(),
+        name,
+    }
+}
+
+/// `value` with only its [`KEEP_WHOLE`] members (ids, URIs, status), when it is an object.
+fn ids_only(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| KEEP_WHOLE.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }
 
 /// The `resources/read` result holding the JSON document `value` of `uri`, bounded by

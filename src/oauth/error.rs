@@ -43,6 +43,10 @@ pub enum OAuthError {
     /// `unsupported_token_type` (400, RFC 7009 §2.2.1).
     #[error("unsupported_token_type")]
     UnsupportedTokenType(String),
+    /// `temporarily_unavailable` (503 with `Retry-After`): the database is busy or out of
+    /// reach (RFC 6749 §4.1.2.1 names the code; RFC 9110 §15.6.4 the status).
+    #[error("temporarily_unavailable")]
+    TemporarilyUnavailable,
     /// `server_error` (500): an unexpected failure, details logged, not sent.
     #[error("server_error")]
     ServerError,
@@ -63,6 +67,7 @@ impl OAuthError {
             | OAuthError::UnsupportedTokenType(d) => d,
             OAuthError::InvalidClient { description, .. } => description,
             OAuthError::ServerError => "the server could not complete the request",
+            OAuthError::TemporarilyUnavailable => "the server is busy; try again in a few seconds",
         }
     }
 
@@ -70,13 +75,21 @@ impl OAuthError {
         match self {
             OAuthError::InvalidClient { .. } => StatusCode::UNAUTHORIZED,
             OAuthError::ServerError => StatusCode::INTERNAL_SERVER_ERROR,
+            OAuthError::TemporarilyUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::BAD_REQUEST,
         }
     }
 }
 
+/// The `Retry-After` of a `503` (RFC 9110 §10.2.3), in seconds.
+pub const RETRY_AFTER_SECS: &str = "5";
+
 impl From<crate::store::StoreError> for OAuthError {
     fn from(e: crate::store::StoreError) -> Self {
+        if e.is_unavailable() {
+            tracing::warn!(error = %e, "database busy or unreachable in an OAuth endpoint");
+            return OAuthError::TemporarilyUnavailable;
+        }
         tracing::error!(error = %e, "storage failure in an OAuth endpoint");
         OAuthError::ServerError
     }
@@ -92,6 +105,12 @@ impl IntoResponse for OAuthError {
         let h = r.headers_mut();
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+        if let OAuthError::TemporarilyUnavailable = self {
+            h.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
+        }
         if let OAuthError::InvalidClient { basic: true, .. } = self {
             h.insert(
                 header::WWW_AUTHENTICATE,
@@ -99,5 +118,23 @@ impl IntoResponse for OAuthError {
             );
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_database_is_503_temporarily_unavailable_with_retry_after() {
+        let e = OAuthError::from(crate::store::StoreError::Database(
+            sqlx::Error::PoolTimedOut,
+        ));
+        assert_eq!(e, OAuthError::TemporarilyUnavailable);
+        let r = e.into_response();
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(r.headers()[header::RETRY_AFTER], RETRY_AFTER_SECS);
+        let other = OAuthError::from(crate::store::StoreError::Database(sqlx::Error::RowNotFound));
+        assert_eq!(other, OAuthError::ServerError);
     }
 }

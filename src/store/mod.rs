@@ -46,6 +46,21 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether the database is busy or out of reach (no pooled connection came free in time,
+    /// the pool is closed, the connection or its worker broke) rather than the request being
+    /// at fault: answered `503` with `Retry-After` (RFC 9110 §15.6.4), never `500`.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Database(
+                sqlx::Error::PoolTimedOut
+                    | sqlx::Error::PoolClosed
+                    | sqlx::Error::Io(_)
+                    | sqlx::Error::WorkerCrashed
+            )
+        )
+    }
+
     /// Maps a unique-constraint violation to [`StoreError::Conflict`], anything else to
     /// [`StoreError::Database`].
     pub fn from_insert(e: sqlx::Error, what: &str) -> StoreError {
@@ -95,6 +110,9 @@ pub struct Store {
     backend: Backend,
     sessions: SessionBackend,
     audit_queue: std::sync::Arc<audit::AuditQueue>,
+    /// Permits for full-text searches, fewer than the pool's connections, so that slow
+    /// searches can never hold every connection ([`Store::search_notes`]).
+    searches: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for Store {
@@ -155,6 +173,7 @@ impl Store {
             backend,
             sessions,
             audit_queue: Default::default(),
+            searches: std::sync::Arc::new(tokio::sync::Semaphore::new(search_permits(max))),
         })
     }
 
@@ -188,6 +207,11 @@ impl Store {
     /// The connection pool (both engines, `$n` placeholders).
     pub fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// The permits of full-text searches ([`search_permits`]).
+    pub(crate) fn searches(&self) -> &tokio::sync::Semaphore {
+        &self.searches
     }
 
     /// Which engine this store talks to.
@@ -231,6 +255,12 @@ pub fn pool_size(backend: Backend, cpus: u32) -> (u32, u32) {
         Backend::Sqlite => (2, cpus.saturating_mul(2).clamp(4, 16)),
         Backend::Postgres => (2, cpus.saturating_mul(4).clamp(8, 32)),
     }
+}
+
+/// How many full-text searches may run at once with a pool of `max` connections: half of
+/// them (at least one), so the other half stays free for sign-in, tokens and everything else.
+pub fn search_permits(max: u32) -> usize {
+    usize::try_from((max / 2).max(1)).unwrap_or(1)
 }
 
 /// Cores this process may use (1 when unknown).
@@ -358,6 +388,15 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(n, 11);
+    }
+
+    #[test]
+    fn searches_never_take_the_whole_pool() {
+        for max in [4, 8, 16, 32] {
+            let permits = u32::try_from(search_permits(max)).unwrap();
+            assert!((1..max).contains(&permits), "{max}");
+        }
+        assert_eq!(search_permits(1), 1);
     }
 
     #[test]

@@ -243,6 +243,12 @@ impl Store {
         let Some(fts) = full_text_query(query) else {
             return Ok(Vec::new());
         };
+        // Bounded concurrency: ranking and snippets can be slow over large notes.
+        let _permit = self
+            .searches()
+            .acquire()
+            .await
+            .map_err(|_| StoreError::Database(sqlx::Error::PoolClosed))?;
         let rows = sqlx::query(self.dialect().search_notes_sql())
             .bind(project_id)
             .bind(fts)

@@ -1349,6 +1349,10 @@ async fn broken_request_bodies_get_json_rpc_errors() {
     ))
     .await;
     assert_eq!(got["error"]["code"], -32601, "{got}");
+    assert_eq!(
+        got["error"]["message"], "Method not found: rockets/launch",
+        "{got}"
+    );
     // Methods removed in 2026-07-28 answer 404 with -32601, whatever their params (SEP-2575).
     for method in ["initialize", "ping"] {
         let body = json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": {"_meta": {
@@ -1361,14 +1365,23 @@ async fn broken_request_bodies_get_json_rpc_errors() {
         .await;
         assert_eq!(s, StatusCode::NOT_FOUND, "{method}: {got}");
         assert_eq!(got["error"]["code"], -32601, "{method}: {got}");
+        assert!(
+            got["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("Method not found"),
+            "{method}: {got}"
+        );
     }
 
-    // No or another Content-Type: rmcp's 415 with a sentence naming the header.
+    // No or another Content-Type: rmcp's 415, as a JSON-RPC error naming the header.
     for ct in [None, Some("text/plain")] {
         let (s, _, got) = send(raw(&app, Some(&a.token), V26, ct, "{not json")).await;
         assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{ct:?}");
+        assert_eq!(got["error"]["code"], -32600, "{got}");
         assert!(
-            got.as_str()
+            got["error"]["message"]
+                .as_str()
                 .unwrap()
                 .contains("Content-Type must be application/json"),
             "{got}"

@@ -240,6 +240,49 @@ async fn loopback_origins_are_served_on_a_loopback_server_and_foreign_ones_refus
     );
 }
 
+#[tokio::test]
+async fn an_origin_must_be_one_serialized_origin() {
+    let app = spawn_app().await;
+    let a = alice(&app).await;
+    // RFC 6454 §7.1: `scheme "://" host [ ":" port ]`, nothing else.
+    for origin in [
+        "http://evil.com@localhost",
+        "http://localhost:1/path",
+        "http://localhost:1?x",
+        "http://127.0.0.1:6274#x",
+        "http://127.0.0.1:6274/",
+        "http://localhost:",
+        "http://localhost:x",
+        "http:/localhost",
+    ] {
+        let (status, allow) = ping_from(&app, origin, Some(&a.token)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{origin}");
+        assert_eq!(allow, None, "{origin}");
+    }
+    // One Origin only (RFC 6454 §7.3), whatever the order of two.
+    for pair in [
+        ["http://127.0.0.1:6274", "http://evil.com"],
+        ["http://evil.com", "http://127.0.0.1:6274"],
+        ["http://127.0.0.1:6274", "http://127.0.0.1:6274"],
+    ] {
+        let r = app
+            .client
+            .post(mcp_url(&app))
+            .bearer_auth(&a.token)
+            .header("origin", pair[0])
+            .header("origin", pair[1])
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{pair:?}");
+    }
+    // The control.
+    let (status, _) = ping_from(&app, "http://127.0.0.1:6274", Some(&a.token)).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
 /// Sends `head` (request line and header lines, without the blank line) and `body` over a raw
 /// connection to the app; the response's status code.
 async fn raw_status(app: &TestApp, head: &str, body: &str) -> u16 {
@@ -575,4 +618,239 @@ async fn sigterm_stops_the_server_in_time_while_requests_are_in_flight() {
     );
     drop(slow);
     busy.abort();
+}
+
+/// Asserts an MCP route error answer: `status`, `application/json`, a JSON-RPC error with
+/// `id: null` (JSON-RPC 2.0 §5); the error object.
+fn assert_json_rpc_error(
+    case: &str,
+    status: u16,
+    content_type: Option<&str>,
+    body: &str,
+    expected: u16,
+) -> Value {
+    assert_eq!(status, expected, "{case}: {body}");
+    assert!(
+        content_type.is_some_and(|ct| ct.starts_with("application/json")),
+        "{case}: content type {content_type:?}"
+    );
+    let body: Value =
+        serde_json::from_str(body).unwrap_or_else(|_| panic!("{case}: a JSON body: {body}"));
+    assert_eq!(body["jsonrpc"], "2.0", "{case}: {body}");
+    assert!(body["id"].is_null(), "{case}: {body}");
+    assert!(body["error"]["code"].is_i64(), "{case}: {body}");
+    assert!(
+        !body["error"]["message"].as_str().unwrap().is_empty(),
+        "{case}: {body}"
+    );
+    body["error"].clone()
+}
+
+/// Sends `request` as it is over a raw connection; status, content type and body.
+async fn raw_exchange(app: &TestApp, request: &str) -> (u16, Option<String>, String) {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", app.port))
+        .await
+        .unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut response))
+        .await
+        .expect("answered")
+        .unwrap();
+    let text = String::from_utf8_lossy(&response).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap();
+    let content_type = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+        .map(|(_, v)| v.trim().to_string());
+    (status, content_type, body.to_string())
+}
+
+#[tokio::test]
+async fn every_mcp_route_error_is_a_json_rpc_error() {
+    let app = spawn_app().await;
+    let a = alice(&app).await;
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let post = |content_type: &str, version: &str, body: Vec<u8>| {
+        app.client
+            .post(mcp_url(&app))
+            .bearer_auth(&a.token)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", content_type)
+            .header("mcp-protocol-version", version)
+            .body(body)
+    };
+    async fn parts(
+        r: reqwest::RequestBuilder,
+    ) -> (u16, Option<String>, String, reqwest::header::HeaderMap) {
+        let r = r.send().await.unwrap();
+        let status = r.status().as_u16();
+        let headers = r.headers().clone();
+        let ct = headers
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_string());
+        (status, ct, r.text().await.unwrap(), headers)
+    }
+    // Not JSON: 415.
+    let (s, ct, body, _) = parts(post("text/plain", "2025-06-18", ping.into())).await;
+    assert_json_rpc_error("text/plain", s, ct.as_deref(), &body, 415);
+    // A body over the limit: 413.
+    let (s, ct, body, _) = parts(post(
+        "application/json",
+        "2025-06-18",
+        vec![b' '; 2 * 1024 * 1024],
+    ))
+    .await;
+    assert_json_rpc_error("large body", s, ct.as_deref(), &body, 413);
+    // An unknown protocol revision: 400.
+    let (s, ct, body, _) = parts(post("application/json", "1999-01-01", ping.into())).await;
+    assert_json_rpc_error("revision", s, ct.as_deref(), &body, 400);
+    // Other methods: 405, still naming POST.
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let (s, ct, body, headers) = parts(
+            app.client
+                .request(method.clone(), mcp_url(&app))
+                .bearer_auth(&a.token),
+        )
+        .await;
+        assert_json_rpc_error(method.as_str(), s, ct.as_deref(), &body, 405);
+        assert_eq!(headers["allow"], "POST", "{method}");
+    }
+    // No credential: the challenge stays, with its JSON body (RFC 6750 §3).
+    let (s, ct, _, headers) = parts(
+        app.client
+            .post(mcp_url(&app))
+            .header("content-type", "application/json")
+            .body(ping),
+    )
+    .await;
+    assert_eq!(s, 401);
+    assert!(ct.unwrap().starts_with("application/json"));
+    assert!(headers.contains_key("www-authenticate"));
+    // HTTP/1.0 without Host.
+    let request = format!(
+        "POST /mcp HTTP/1.0\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{ping}",
+        a.token,
+        ping.len()
+    );
+    let (s, ct, body) = raw_exchange(&app, &request).await;
+    assert_json_rpc_error("HTTP/1.0", s, ct.as_deref(), &body, 400);
+    // An unknown method: -32601 naming it (JSON-RPC 2.0 §5.1).
+    let (s, _, body, _) = parts(post(
+        "application/json",
+        "2025-06-18",
+        br#"{"jsonrpc":"2.0","id":2,"method":"nope","params":{}}"#.to_vec(),
+    ))
+    .await;
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["code"], -32601, "{s}: {body}");
+    assert_eq!(body["error"]["message"], "Method not found: nope", "{body}");
+}
+
+#[tokio::test]
+async fn slow_searches_leave_the_pool_to_others_and_nothing_answers_500() {
+    let app = spawn_app().await;
+    let a = alice(&app).await;
+    // Notes of ~10 KB, each word a match of the query: every hit is costly to rank and cut.
+    let body = "ü ".repeat(2500);
+    for i in 0..27 {
+        ok(&call(
+            &app,
+            &a.token,
+            "create_note",
+            json!({"project_id": a.project, "title": format!("note {i}"), "body": body}),
+        )
+        .await);
+    }
+    let client_id = crate::oauth_helpers::register_public(&app, &["http://127.0.0.1:9/cb"]).await;
+    let searches = (0..8).map(|_| {
+        call(
+            &app,
+            &a.token,
+            "search_notes",
+            json!({"project_id": a.project, "query": "ü", "limit": 50}),
+        )
+    });
+    let others = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let token = app
+            .client
+            .post(app.url("/oauth/token"))
+            .form(&[
+                ("grant_type", "authorization_code"),
+                ("client_id", client_id.as_str()),
+                ("code", "gate_ac_nope"),
+                ("code_verifier", &"v".repeat(43)),
+                ("redirect_uri", "http://127.0.0.1:9/cb"),
+            ])
+            .send()
+            .await
+            .unwrap();
+        let ready = app.client.get(app.url("/readyz")).send().await.unwrap();
+        (token.status(), token.text().await.unwrap(), ready.status())
+    };
+    let started = Instant::now();
+    let (hits, (token, token_body, ready)) =
+        tokio::join!(futures::future::join_all(searches), others);
+    // A client's mistake is answered as one, however busy the searches keep the database.
+    assert_eq!(token, StatusCode::BAD_REQUEST, "{token_body}");
+    assert_eq!(ready, StatusCode::OK);
+    for result in hits {
+        assert_eq!(ok(&result)["results"].as_array().unwrap().len(), 27);
+    }
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
+
+#[tokio::test]
+async fn a_carried_out_write_answers_success_with_its_id_and_lists_drop_items() {
+    let app = spawn_app_with(|v| {
+        v.insert("GATEHOUSE_MAX_RESULT_BYTES".into(), "1024".into());
+    })
+    .await;
+    let a = alice(&app).await;
+    let tags: Vec<String> = (0..20)
+        .map(|i| format!("{i:02}{}", "t".repeat(38)))
+        .collect();
+    let r = call(
+        &app,
+        &a.token,
+        "create_note",
+        json!({"project_id": a.project, "title": "T".repeat(100), "body": "b", "tags": tags}),
+    )
+    .await;
+    assert!(serde_json::to_string(&r).unwrap().len() <= 1024, "{r}");
+    assert_eq!(r["isError"], false, "a write that was carried out: {r}");
+    let id = r["structuredContent"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the note id: {r}"));
+    let stored = app.store.note(&a.project, id).await.unwrap().unwrap();
+    assert_eq!(stored.tags.len(), 20);
+    assert!(
+        r["content"][0]["text"].as_str().unwrap().contains("cut"),
+        "{r}"
+    );
+    // A list drops items from the end until it fits.
+    for i in 0..5 {
+        let r = call(
+            &app,
+            &a.token,
+            "create_note",
+            json!({"project_id": a.project, "title": format!("{i} {}", "T".repeat(90)), "body": "findme"}),
+        )
+        .await;
+        assert_eq!(r["isError"], false, "{r}");
+    }
+    let r = call(
+        &app,
+        &a.token,
+        "search_notes",
+        json!({"project_id": a.project, "query": "findme", "limit": 50}),
+    )
+    .await;
+    assert!(serde_json::to_string(&r).unwrap().len() <= 1024, "{r}");
+    assert_eq!(r["isError"], false, "{r}");
+    let results = r["structuredContent"]["results"].as_array().unwrap();
+    assert!(!results.is_empty() && results.len() < 5, "{r}");
 }

@@ -341,6 +341,15 @@ async fn registration_errors_name_the_problem() {
             json!({"redirect_uris": ["file:///etc/passwd"]}),
             "invalid_redirect_uri",
         ),
+        // Port 0 is no port a native app can listen on (RFC 8252 §7.3, RFC 6335 §6).
+        (
+            json!({"redirect_uris": ["http://127.0.0.1:0/cb"]}),
+            "invalid_redirect_uri",
+        ),
+        (
+            json!({"redirect_uris": ["http://[::1]:00/cb"]}),
+            "invalid_redirect_uri",
+        ),
         (
             json!({"redirect_uris": "https://app.example/cb"}),
             "invalid_client_metadata",

@@ -1,0 +1,140 @@
+//! One shape for every error the MCP route answers (JSON-RPC 2.0 §5; MCP Streamable HTTP
+//! transport, which speaks JSON-RPC over HTTP).
+//!
+//! Our own layers answer JSON-RPC errors, but some answers come from elsewhere: rmcp's header
+//! checks (`415` for a body that is not JSON, `400` for an unknown `MCP-Protocol-Version`), body
+//! limits (`413`), the `405` of a method other than POST, and a `503` while the database is busy.
+//! This outermost layer rewrites any such error response whose body is not JSON into
+//! `{"jsonrpc":"2.0","id":null,"error":{"code":…,"message":…}}` as `application/json`, keeping the
+//! HTTP status and every other header (`Allow`, `WWW-Authenticate`, `Retry-After`). JSON error
+//! bodies (our own, and the 401/403 challenges) pass unchanged.
+//!
+//! It also names the method in rmcp's `-32601` answer ("Method not found: <method>", the
+//! message JSON-RPC 2.0 §5.1 gives that code), where rmcp puts the bare method name.
+
+use axum::body::{Body, HttpBody, to_bytes};
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+/// How much of a non-JSON error body is kept as the message, in bytes.
+const MAX_MESSAGE_BYTES: usize = 512;
+
+/// Largest JSON answer inspected for rmcp's `-32601` message, in bytes: that answer is tiny,
+/// and tool results (up to `GATEHOUSE_MAX_RESULT_BYTES`) are never read here.
+const MAX_INSPECTED_BYTES: u64 = 1024;
+
+/// JSON-RPC 2.0 §5.1: the method does not exist.
+const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC 2.0 §5.1: internal error (used for a `5xx` answer).
+const INTERNAL_ERROR: i64 = -32603;
+
+fn is_json(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| {
+            let essence = essence.trim().to_ascii_lowercase();
+            essence == "application/json" || essence.ends_with("+json")
+        })
+}
+
+/// A JSON-RPC error body for `status` whose message is `text` (or the status's reason).
+fn json_rpc_error(status: StatusCode, text: &str) -> String {
+    let code = if status.is_server_error() {
+        INTERNAL_ERROR
+    } else {
+        super::body::INVALID_REQUEST
+    };
+    let text = text.trim();
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("Error").to_string()
+    } else {
+        let mut end = text.len().min(MAX_MESSAGE_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text[..end].to_string()
+    };
+    json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}}).to_string()
+}
+
+/// Middleware: see the module documentation.
+pub async fn json_rpc_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    if (status.is_client_error() || status.is_server_error()) && !is_json(&response) {
+        let (mut parts, body) = response.into_parts();
+        // A body that cannot be read whole within the bound gives no message (the reason then).
+        let text = match to_bytes(body, 16 * 1024).await {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(_) => String::new(),
+        };
+        parts.headers.remove(header::CONTENT_LENGTH);
+        parts.headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        return Response::from_parts(parts, Body::from(json_rpc_error(status, &text)));
+    }
+    if is_json(&response)
+        && response
+            .body()
+            .size_hint()
+            .exact()
+            .is_some_and(|n| n <= MAX_INSPECTED_BYTES)
+    {
+        let (parts, body) = response.into_parts();
+        let Ok(bytes) = to_bytes(body, MAX_INSPECTED_BYTES as usize).await else {
+            return Response::from_parts(parts, Body::empty());
+        };
+        let mut parts = parts;
+        let body = match serde_json::from_slice::<Value>(&bytes) {
+            Ok(mut message) if message["error"]["code"] == METHOD_NOT_FOUND => {
+                let named = message["error"]["message"]
+                    .as_str()
+                    .filter(|m| !m.starts_with("Method not found"))
+                    .map(|m| format!("Method not found: {m}"));
+                match named {
+                    Some(named) => {
+                        message["error"]["message"] = Value::String(named);
+                        parts.headers.remove(header::CONTENT_LENGTH);
+                        Body::from(message.to_string())
+                    }
+                    None => Body::from(bytes),
+                }
+            }
+            _ => Body::from(bytes),
+        };
+        return Response::from_parts(parts, body);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_keep_status_class_and_text() {
+        let body: Value =
+            serde_json::from_str(&json_rpc_error(StatusCode::UNSUPPORTED_MEDIA_TYPE, " x "))
+                .unwrap();
+        assert_eq!(
+            body,
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "x"}})
+        );
+        let body: Value =
+            serde_json::from_str(&json_rpc_error(StatusCode::SERVICE_UNAVAILABLE, "")).unwrap();
+        assert_eq!(body["error"]["code"], -32603);
+        assert_eq!(body["error"]["message"], "Service Unavailable");
+        let long = "é".repeat(MAX_MESSAGE_BYTES);
+        let body: Value =
+            serde_json::from_str(&json_rpc_error(StatusCode::BAD_REQUEST, &long)).unwrap();
+        assert!(body["error"]["message"].as_str().unwrap().len() <= MAX_MESSAGE_BYTES);
+    }
+}
