@@ -140,6 +140,7 @@ pub fn router(state: AppState) -> Router {
         .route_layer(from_fn(accept::negotiate))
         .route_layer(from_fn_with_state(mcp.clone(), guard::guard))
         .fallback(method_not_allowed)
+        .layer::<_, std::convert::Infallible>(from_fn(errors::json_rpc_errors))
         .layer(cors(mcp.origins.clone()));
     let path = config.mcp_path.clone();
     let mut router = Router::new()

@@ -311,3 +311,30 @@ async fn the_secret_never_reaches_the_servers_log() {
     );
     assert!(!log.contains(hex), "the secret leaked into the log");
 }
+
+#[tokio::test]
+async fn errors_on_a_personal_url_are_json_rpc_errors_like_on_the_mcp_route() {
+    let app = spawn_app().await;
+    alice(&app).await;
+    let (_, secret) = create_url(&app, &["--account", ALICE]);
+    let url = app.url(&format!("/mcp/{secret}"));
+    let get = app.client.get(&url).send().await.unwrap();
+    assert_eq!(get.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(get.headers()["allow"], "POST");
+    assert_eq!(get.headers()["content-type"], "application/json");
+    let body: Value = get.json().await.unwrap();
+    assert_eq!(body["jsonrpc"], "2.0");
+    assert!(body["error"]["code"].is_i64(), "{body}");
+    let plain = app
+        .client
+        .post(&url)
+        .header("content-type", "text/plain")
+        .header("accept", "application/json")
+        .body("hello")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let body: Value = plain.json().await.unwrap();
+    assert_eq!(body["jsonrpc"], "2.0", "{body}");
+}
