@@ -156,10 +156,11 @@ async fn spawn_on(
     adjust: impl FnOnce(&mut HashMap<String, String>),
     fetcher: Arc<dyn MetadataFetcher>,
 ) -> TestApp {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let port = listener.local_addr().unwrap().port();
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    std_listener
+        .set_nonblocking(true)
+        .expect("non-blocking listener");
+    let port = std_listener.local_addr().unwrap().port();
     let address = format!("http://127.0.0.1:{port}");
     let mut vars = HashMap::new();
     vars.insert("MCP_SERVER_URL".to_string(), format!("{address}/mcp"));
@@ -167,12 +168,29 @@ async fn spawn_on(
     vars.insert("GATEHOUSE_BIND".to_string(), format!("127.0.0.1:{port}"));
     adjust(&mut vars);
     let config = Config::from_vars(&vars).expect("test configuration");
-    let app = Application::build_with_fetcher(config.clone(), listener, fetcher)
-        .await
-        .expect("build app");
-    let store = app.state().store.clone();
-    let metrics_port = app.metrics_port();
-    tokio::spawn(app.run_until(std::future::pending()));
+    // The server runs on a runtime of its own, as the real binary does: a test that blocks
+    // its own thread (waiting for a command-line process, say) never stops the server in the
+    // middle of a write, which would hold SQLite's write lock against that very process.
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let server_config = config.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("server runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
+            let app = Application::build_with_fetcher(server_config, listener, fetcher)
+                .await
+                .expect("build app");
+            let store = app.state().store.clone();
+            let metrics_port = app.metrics_port();
+            let _ = ready_tx.send((store, metrics_port));
+            let _ = app.run_until(std::future::pending()).await;
+        });
+    });
+    let (store, metrics_port) = ready_rx.await.expect("the server started");
     TestApp {
         address,
         port,
