@@ -21,6 +21,7 @@ use session::PageCsrf;
 pub mod account;
 pub mod apps;
 pub mod consent;
+pub mod keys;
 pub mod projects;
 pub mod session;
 pub mod setup;
@@ -45,6 +46,11 @@ pub fn router(state: AppState) -> Router {
             "/account/sign-out-everywhere",
             post(account::sign_out_everywhere),
         )
+        .route("/keys", get(keys::show))
+        .route("/keys/create", post(keys::create_key))
+        .route("/keys/revoke", post(keys::revoke_key))
+        .route("/keys/urls/create", post(keys::create_url))
+        .route("/keys/urls/revoke", post(keys::revoke_url))
         .route("/signin", get(signin::show).post(signin::submit))
         .route("/signout", post(signin::sign_out))
         .route("/setup", get(setup::show).post(setup::submit));

@@ -73,6 +73,10 @@ async fn every_page_form_refuses_a_missing_or_forged_token() {
         "/signout",
         "/apps/revoke",
         "/oauth/authorize/decision",
+        "/keys/create",
+        "/keys/revoke",
+        "/keys/urls/create",
+        "/keys/urls/revoke",
     ] {
         for token in [None, Some("forged-token")] {
             let mut form = vec![("decision", "approve"), ("consent_id", "x")];
@@ -103,14 +107,14 @@ async fn every_page_form_refuses_a_missing_or_forged_token() {
 // ---- pages ----
 
 /// The body of `GET path` in `browser` (asserting `200`).
-async fn page(app: &TestApp, browser: &reqwest::Client, path: &str) -> String {
+pub(crate) async fn page(app: &TestApp, browser: &reqwest::Client, path: &str) -> String {
     let r = browser.get(app.url(path)).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK, "GET {path}");
     r.text().await.unwrap()
 }
 
 /// POSTs `form` (plus the CSRF token found on `form_page`) in `browser`.
-async fn post_form(
+pub(crate) async fn post_form(
     app: &TestApp,
     browser: &reqwest::Client,
     form_page: &str,
@@ -129,7 +133,7 @@ async fn post_form(
         .unwrap()
 }
 
-async fn account_id(app: &TestApp, email: &str) -> String {
+pub(crate) async fn account_id(app: &TestApp, email: &str) -> String {
     app.store
         .account_by_email(&Email::parse(email).unwrap())
         .await
@@ -797,6 +801,7 @@ async fn pages_are_labelled_set_their_language_and_fit_a_phone() {
             page(&app, &browser, &format!("/projects/{p}")).await,
         ),
         ("apps", page(&app, &browser, "/apps").await),
+        ("keys", page(&app, &browser, "/keys").await),
         ("account", account),
     ] {
         assert!(html.contains("<html lang=\"en\">"), "{what}");
@@ -804,7 +809,12 @@ async fn pages_are_labelled_set_their_language_and_fit_a_phone() {
         assert!(html.contains(":focus-visible"), "{what}: visible focus");
         assert_labelled(&html, what);
         if what != "signin" {
-            for link in ["href=\"/\"", "href=\"/apps\"", "href=\"/account\""] {
+            for link in [
+                "href=\"/\"",
+                "href=\"/apps\"",
+                "href=\"/keys\"",
+                "href=\"/account\"",
+            ] {
                 assert!(html.contains(link), "{what}: navigation {link}");
             }
         }

@@ -46,7 +46,7 @@ pub(crate) fn create_key(app: &TestApp, args: &[&str]) -> (String, String) {
 }
 
 /// A `tools/call` with the key in `X-Api-Key`: (status, JSON-RPC message).
-async fn call_with_header(
+pub(crate) async fn call_with_header(
     app: &TestApp,
     key: &str,
     name: &str,

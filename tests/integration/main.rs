@@ -14,6 +14,7 @@ mod display_text;
 mod doctor;
 mod grants;
 mod keys;
+mod keys_page;
 mod limits;
 mod mcp;
 mod mcp_interop;

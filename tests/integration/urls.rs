@@ -47,7 +47,7 @@ fn to_url(app: &TestApp, secret: &str, method: &str, params: Value) -> reqwest::
 }
 
 /// A `tools/call` through a personal URL: (status, headers, JSON-RPC message).
-async fn call_url(
+pub(crate) async fn call_url(
     app: &TestApp,
     secret: &str,
     name: &str,
@@ -66,7 +66,11 @@ fn project_count(result: &Value) -> usize {
     result["projects"].as_array().map_or(0, Vec::len)
 }
 
-fn assert_invalid_token(status: StatusCode, headers: &reqwest::header::HeaderMap, what: &str) {
+pub(crate) fn assert_invalid_token(
+    status: StatusCode,
+    headers: &reqwest::header::HeaderMap,
+    what: &str,
+) {
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{what}");
     let challenge = headers["www-authenticate"].to_str().unwrap();
     assert!(

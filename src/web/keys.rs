@@ -1,0 +1,530 @@
+//! The console's credentials page: `GET /keys` lists the account's API keys and personal MCP
+//! URLs (never their secrets); `POST /keys/create`, `POST /keys/urls/create` make one and
+//! `POST /keys/revoke`, `POST /keys/urls/revoke` revoke one (303 back to `/keys`).
+//!
+//! A successful create answers the page itself (200) with the secret shown once: it is never
+//! kept in the session or anywhere else, so reloading `/keys` no longer shows it. A key or URL
+//! of another account answers exactly like a missing one (404). Validation is the CLI's
+//! (`parse_name`, `parse_lifetime`, membership of the project); the member's role in a project
+//! still limits every call a read-write credential makes.
+
+use askama::Template;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::Deserialize;
+use tower_sessions::Session;
+
+use super::session::{csrf_token, set_notice, signed_in, take_notice};
+use super::{CsrfForm, error_page, render, see_other, when};
+use crate::app::AppState;
+use crate::client_addr::ClientAddr;
+use crate::domain::api_key::{parse_lifetime, parse_name};
+use crate::domain::principal::key_scopes;
+use crate::domain::secret::{Secret, TokenKind};
+use crate::error::AppError;
+use crate::store::accounts::Account;
+use crate::store::audit::AuditEvent;
+use crate::store::keys::NewApiKey;
+use crate::store::now;
+use crate::store::projects::ProjectMembership;
+use crate::store::urls::NewPersonalUrl;
+
+/// Longest lifetime of a personal URL made on this page, in days.
+pub const MAX_URL_DAYS: i64 = 365;
+
+/// Expiry choices of an API key made on this page (`none` or days).
+const KEY_EXPIRIES: [&str; 4] = ["none", "30", "90", "365"];
+
+/// One credential in a table of the page.
+struct Row {
+    id: String,
+    name: String,
+    kind: String,
+    access: &'static str,
+    created: String,
+    expires: String,
+    last_used: String,
+    status: &'static str,
+}
+
+/// The secret of a credential just made, shown once.
+struct Created {
+    what: &'static str,
+    /// The key or the personal URL.
+    secret: String,
+    /// `claude mcp add …` for a key.
+    claude: Option<String>,
+    /// Cursor's `mcp.json` for a key.
+    cursor: Option<String>,
+}
+
+/// What a create form sent (kept on an error).
+#[derive(Deserialize, Default, Clone)]
+pub struct CreateForm {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    project: String,
+    #[serde(default)]
+    access: String,
+    #[serde(default)]
+    expires: String,
+}
+
+#[derive(Template)]
+#[template(path = "keys.html")]
+struct KeysPage<'a> {
+    keys: Vec<Row>,
+    urls: Vec<Row>,
+    projects: Vec<ProjectMembership>,
+    notice: Option<String>,
+    created: Option<Created>,
+    key_error: Option<&'a str>,
+    key_form: CreateForm,
+    url_error: Option<&'a str>,
+    url_form: CreateForm,
+    key_expiries: [&'static str; 4],
+    max_url_days: i64,
+    csrf_token: &'a str,
+    oauth_enabled: bool,
+}
+
+fn access(scope: &str) -> &'static str {
+    if scope.split(' ').any(|s| s == "mcp:write") {
+        "read-write"
+    } else {
+        "read-only"
+    }
+}
+
+fn status(revoked_at: Option<i64>, expires_at: Option<i64>, now: i64) -> &'static str {
+    if revoked_at.is_some() {
+        "revoked"
+    } else if expires_at.is_some_and(|at| at <= now) {
+        "expired"
+    } else {
+        "active"
+    }
+}
+
+fn kind(project_id: Option<&str>, projects: &[ProjectMembership]) -> String {
+    match project_id {
+        None => "account".to_string(),
+        Some(id) => {
+            let name = projects
+                .iter()
+                .find(|p| p.project_id == id)
+                .map_or(id, |p| p.name.as_str());
+            format!("project {name}")
+        }
+    }
+}
+
+/// Which form erred, its message and what it sent.
+enum Refusal<'a> {
+    Key(&'a str, CreateForm),
+    Url(&'a str, CreateForm),
+}
+
+async fn keys_page(
+    state: &AppState,
+    session: &Session,
+    account: &Account,
+    status_code: StatusCode,
+    created: Option<Created>,
+    refusal: Option<Refusal<'_>>,
+) -> Result<Response, AppError> {
+    let now = now();
+    let projects = state.store.projects_of_account(&account.id).await?;
+    let keys = state
+        .store
+        .api_keys(Some(&account.id))
+        .await?
+        .into_iter()
+        .map(|k| Row {
+            kind: kind(k.project_id.as_deref(), &projects),
+            access: access(&k.scope),
+            created: when(k.created_at),
+            expires: k.expires_at.map_or_else(|| "never".into(), when),
+            last_used: k.last_used_at.map_or_else(|| "never".into(), when),
+            status: status(k.revoked_at, k.expires_at, now),
+            id: k.id,
+            name: k.name,
+        })
+        .collect();
+    let urls = state
+        .store
+        .personal_urls(Some(&account.id))
+        .await?
+        .into_iter()
+        .map(|u| Row {
+            kind: kind(u.project_id.as_deref(), &projects),
+            access: access(&u.scope),
+            created: when(u.created_at),
+            expires: u.expires_at.map_or_else(|| "never".into(), when),
+            last_used: u.last_used_at.map_or_else(|| "never".into(), when),
+            status: status(u.revoked_at, u.expires_at, now),
+            id: u.id,
+            name: u.name,
+        })
+        .collect();
+    let notice = take_notice(session).await?;
+    let csrf = csrf_token(session).await?;
+    let default_url = CreateForm {
+        name: crate::cli::url::DEFAULT_NAME.to_string(),
+        access: "read".into(),
+        expires: "30".into(),
+        ..Default::default()
+    };
+    let default_key = CreateForm {
+        access: "read".into(),
+        expires: "none".into(),
+        ..Default::default()
+    };
+    let (key_error, key_form, url_error, url_form) = match refusal {
+        Some(Refusal::Key(e, f)) => (Some(e), f, None, default_url),
+        Some(Refusal::Url(e, f)) => (None, default_key, Some(e), f),
+        None => (None, default_key, None, default_url),
+    };
+    render(
+        status_code,
+        &KeysPage {
+            keys,
+            urls,
+            projects,
+            notice,
+            created,
+            key_error,
+            key_form,
+            url_error,
+            url_form,
+            key_expiries: KEY_EXPIRIES,
+            max_url_days: MAX_URL_DAYS,
+            csrf_token: &csrf,
+            oauth_enabled: state.config.oauth_enabled,
+        },
+    )
+}
+
+/// `GET /keys`.
+pub async fn show(State(state): State<AppState>, session: Session) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin?next=%2Fkeys"));
+    };
+    keys_page(&state, &session, &account, StatusCode::OK, None, None).await
+}
+
+/// Checks the fields both create forms share: the name, the project (the account must be a
+/// member of it) and the access.
+async fn common(
+    state: &AppState,
+    account: &Account,
+    form: &CreateForm,
+) -> Result<Result<(String, Option<String>, bool), String>, AppError> {
+    let name = match parse_name(&form.name) {
+        Ok(n) => n,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let project = Some(form.project.trim())
+        .filter(|p| !p.is_empty())
+        .map(str::to_string);
+    if let Some(project_id) = &project
+        && state
+            .store
+            .membership(&account.id, project_id)
+            .await?
+            .is_none()
+    {
+        return Ok(Err("you are not a member of that project".into()));
+    }
+    let write = match form.access.as_str() {
+        "read" => false,
+        "write" => true,
+        _ => return Ok(Err("choose read-only or read-write".into())),
+    };
+    Ok(Ok((name, project, write)))
+}
+
+/// `POST /keys/create`.
+pub async fn create_key(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    session: Session,
+    CsrfForm(form): CsrfForm<CreateForm>,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin?next=%2Fkeys"));
+    };
+    let checked = common(&state, &account, &form).await?.and_then(|c| {
+        let lifetime = match form.expires.as_str() {
+            "none" => None,
+            days if KEY_EXPIRIES.contains(&days) => {
+                Some(parse_lifetime(&format!("{days}d")).map_err(|e| e.to_string())?)
+            }
+            _ => return Err("choose an expiry".to_string()),
+        };
+        Ok((c, lifetime))
+    });
+    let ((name, project, write), lifetime) = match checked {
+        Ok(c) => c,
+        Err(e) => {
+            return keys_page(
+                &state,
+                &session,
+                &account,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                None,
+                Some(Refusal::Key(&e, form)),
+            )
+            .await;
+        }
+    };
+    let now = now();
+    let key = Secret::generate(TokenKind::ApiKey);
+    let scope = key_scopes(write).to_string();
+    let id = state
+        .store
+        .create_api_key(
+            &NewApiKey {
+                account_id: &account.id,
+                project_id: project.as_deref(),
+                name: &name,
+                scope: &scope,
+                allowed_ips: &[],
+                expires_at: lifetime.map(|secs| now + secs),
+            },
+            &key.hash(),
+            now,
+        )
+        .await?;
+    let kind = if project.is_some() {
+        "project_key"
+    } else {
+        "account_key"
+    };
+    let ip = client.to_string();
+    state
+        .store
+        .audit(
+            AuditEvent {
+                event: "key_created",
+                outcome: "success",
+                account_id: Some(&account.id),
+                subject: Some(&id),
+                source_ip: Some(&ip),
+                client_id: None,
+                detail: Some(&format!("actor=console {kind} scope={scope}")),
+            },
+            now,
+        )
+        .await;
+    let url = &state.config.mcp_server_url;
+    let secret = key.expose().to_string();
+    let created = Created {
+        what: "API key",
+        claude: Some(format!(
+            "claude mcp add --transport http gatehouse {url} --header \"X-Api-Key: {secret}\""
+        )),
+        cursor: Some(
+            serde_json::to_string_pretty(&serde_json::json!({
+                "mcpServers": { "gatehouse": { "url": url, "headers": { "X-Api-Key": secret } } }
+            }))
+            .unwrap_or_default(),
+        ),
+        secret,
+    };
+    keys_page(
+        &state,
+        &session,
+        &account,
+        StatusCode::OK,
+        Some(created),
+        None,
+    )
+    .await
+}
+
+/// `POST /keys/urls/create`.
+pub async fn create_url(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    session: Session,
+    CsrfForm(form): CsrfForm<CreateForm>,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin?next=%2Fkeys"));
+    };
+    let checked = common(&state, &account, &form).await?.and_then(|c| {
+        let days: i64 = form
+            .expires
+            .trim()
+            .parse()
+            .ok()
+            .filter(|d| (1..=MAX_URL_DAYS).contains(d))
+            .ok_or_else(|| format!("the expiry must be 1 to {MAX_URL_DAYS} days"))?;
+        let lifetime = parse_lifetime(&format!("{days}d")).map_err(|e| e.to_string())?;
+        Ok((c, lifetime))
+    });
+    let ((name, project, write), lifetime) = match checked {
+        Ok(c) => c,
+        Err(e) => {
+            return keys_page(
+                &state,
+                &session,
+                &account,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                None,
+                Some(Refusal::Url(&e, form)),
+            )
+            .await;
+        }
+    };
+    let now = now();
+    let secret = Secret::generate(TokenKind::PersonalUrl);
+    let scope = key_scopes(write).to_string();
+    let id = state
+        .store
+        .create_personal_url(
+            &NewPersonalUrl {
+                account_id: &account.id,
+                project_id: project.as_deref(),
+                name: &name,
+                scope: &scope,
+                expires_at: Some(now + lifetime),
+            },
+            &secret.hash(),
+            now,
+        )
+        .await?;
+    let ip = client.to_string();
+    state
+        .store
+        .audit(
+            AuditEvent {
+                event: "url_created",
+                outcome: "success",
+                account_id: Some(&account.id),
+                subject: Some(&id),
+                source_ip: Some(&ip),
+                client_id: None,
+                detail: Some(&format!(
+                    "actor=console personal_url scope={scope}{}",
+                    project
+                        .as_deref()
+                        .map(|p| format!(" project={p}"))
+                        .unwrap_or_default()
+                )),
+            },
+            now,
+        )
+        .await;
+    let created = Created {
+        what: "personal URL",
+        secret: format!("{}/{}", state.config.mcp_server_url, secret.expose()),
+        claude: None,
+        cursor: None,
+    };
+    keys_page(
+        &state,
+        &session,
+        &account,
+        StatusCode::OK,
+        Some(created),
+        None,
+    )
+    .await
+}
+
+/// Body of the revoke forms.
+#[derive(Deserialize)]
+pub struct RevokeForm {
+    #[serde(default)]
+    id: String,
+}
+
+fn not_found(what: &str) -> Response {
+    error_page(
+        StatusCode::NOT_FOUND,
+        "Not found",
+        &format!("There is no such {what} on your account."),
+    )
+}
+
+/// `POST /keys/revoke`: only the account's own keys.
+pub async fn revoke_key(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    session: Session,
+    CsrfForm(form): CsrfForm<RevokeForm>,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin?next=%2Fkeys"));
+    };
+    match state.store.api_key(&form.id).await? {
+        Some(k) if k.account_id == account.id => {}
+        _ => return Ok(not_found("API key")),
+    }
+    let now = now();
+    if state.store.revoke_api_key(&form.id, now).await? {
+        let ip = client.to_string();
+        state
+            .store
+            .audit(
+                AuditEvent {
+                    event: "key_revoked",
+                    outcome: "success",
+                    account_id: Some(&account.id),
+                    subject: Some(&form.id),
+                    source_ip: Some(&ip),
+                    client_id: None,
+                    detail: Some("actor=console"),
+                },
+                now,
+            )
+            .await;
+        set_notice(&session, "API key revoked.").await?;
+    } else {
+        set_notice(&session, "That API key was already revoked.").await?;
+    }
+    Ok(see_other("/keys"))
+}
+
+/// `POST /keys/urls/revoke`: only the account's own personal URLs.
+pub async fn revoke_url(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    session: Session,
+    CsrfForm(form): CsrfForm<RevokeForm>,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin?next=%2Fkeys"));
+    };
+    match state.store.personal_url(&form.id).await? {
+        Some(u) if u.account_id == account.id => {}
+        _ => return Ok(not_found("personal URL")),
+    }
+    let now = now();
+    if state.store.revoke_personal_url(&form.id, now).await? {
+        let ip = client.to_string();
+        state
+            .store
+            .audit(
+                AuditEvent {
+                    event: "url_revoked",
+                    outcome: "success",
+                    account_id: Some(&account.id),
+                    subject: Some(&form.id),
+                    source_ip: Some(&ip),
+                    client_id: None,
+                    detail: Some("actor=console"),
+                },
+                now,
+            )
+            .await;
+        set_notice(&session, "Personal URL revoked.").await?;
+    } else {
+        set_notice(&session, "That personal URL was already revoked.").await?;
+    }
+    Ok(see_other("/keys"))
+}
