@@ -287,6 +287,7 @@ async function main() {
       ['project', `/projects/${s.projectId}`],
       ['apps', '/apps'],
       ...(activityPath ? [['app-activity', activityPath]] : []),
+      ['keys', '/keys'],
       ['account', '/account'],
     ];
     for (const [page, viewport] of [
