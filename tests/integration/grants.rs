@@ -14,27 +14,10 @@ use serde_json::{Value, json};
 
 /// Introspects `token` as a confidential service client created on the command line.
 async fn introspect(app: &TestApp, token: &str) -> Value {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-        .args(["client", "add", "Audit service", "--introspect"])
-        .env("DATABASE_URL", &app.db.url)
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let field = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
-            .unwrap()
-            .to_string()
-    };
+    let (client_id, client_secret) = crate::token::introspection_client(app);
     app.client
         .post(app.url("/oauth/introspect"))
-        .basic_auth(field("client_id"), Some(field("client_secret")))
+        .basic_auth(client_id, Some(client_secret))
         .form(&[("token", token)])
         .send()
         .await

@@ -613,19 +613,10 @@ async fn register_confidential(app: &TestApp) -> (String, String) {
 
 /// A confidential client allowed to introspect, made as an operator would
 /// (`gatehouse client add --introspect`): `(client_id, client_secret)`.
-fn introspection_client(app: &TestApp) -> (String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-        .args(["client", "add", "Billing service", "--introspect"])
-        .env("DATABASE_URL", &app.db.url)
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+pub(crate) fn introspection_client(app: &TestApp) -> (String, String) {
+    let (success, text, err) =
+        crate::keys::gatehouse(app, &["client", "add", "Billing service", "--introspect"]);
+    assert!(success, "{err}");
     let field = |name: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(&format!("{name}: ")))
