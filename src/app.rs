@@ -1,4 +1,4 @@
-//! Application wiring: [`AppState`], [`router`] and [`Application`] (bind, run, shut down).
+//! Application wiring: [`router`] and [`Application`] (bind, run, shut down).
 //! This is the only place where features are put together.
 
 use std::net::SocketAddr;
@@ -18,21 +18,8 @@ use crate::domain::account::{Email, validate_password};
 use crate::domain::secret::{Secret, TokenKind};
 use crate::oauth::clients::{ClientResolver, HttpsFetcher, MetadataFetcher};
 use crate::password::PasswordPool;
+use crate::state::AppState;
 use crate::store::Store;
-
-/// Shared state of every handler. Cheap to clone.
-#[derive(Clone, Debug)]
-pub struct AppState {
-    /// The configuration read at start.
-    pub config: Arc<Config>,
-    /// The database.
-    pub store: Store,
-    /// Finds clients: registered ones and URL-shaped ones (client ID metadata documents).
-    pub clients: Arc<ClientResolver>,
-    /// The fixed pool that hashes and verifies passwords (`GATEHOUSE_PASSWORD_WORKERS`,
-    /// `GATEHOUSE_PASSWORD_QUEUE`).
-    pub passwords: PasswordPool,
-}
 
 /// Content-Security-Policy of every response: nothing may frame our pages, no scripts run.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'";

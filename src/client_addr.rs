@@ -12,8 +12,8 @@ use axum::http::{HeaderName, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::app::AppState;
 use crate::domain::forwarded::client_address;
+use crate::state::AppState;
 
 /// The header proxies append their peer to.
 pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");

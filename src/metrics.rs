@@ -17,7 +17,7 @@ use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// Name of the request counter (labels `method`, `route`, `status`).
 pub const HTTP_REQUESTS: &str = "gatehouse_http_requests_total";

@@ -24,9 +24,9 @@ use serde::de::DeserializeOwned;
 
 use super::args::parse_arguments;
 use super::auth::Principal;
-use crate::app::AppState;
 use crate::domain::account::Role;
 use crate::domain::scope::Scope;
+use crate::state::AppState;
 use crate::store::StoreError;
 use crate::store::projects::ProjectMembership;
 

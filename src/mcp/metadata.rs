@@ -11,8 +11,8 @@ use axum::{Json, Router};
 use serde::Serialize;
 use tower_http::cors::{Any, CorsLayer};
 
-use crate::app::AppState;
 use crate::config::Config;
+use crate::state::AppState;
 
 /// The metadata document (RFC 9728 §2).
 #[derive(Debug, Serialize, PartialEq, Eq)]

@@ -37,7 +37,7 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 pub mod accept;
 pub mod args;

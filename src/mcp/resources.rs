@@ -17,8 +17,8 @@ use super::output;
 use super::tools::jobs::JobView;
 use super::tools::notes::NoteView;
 use super::tools::projects::ProjectView;
-use crate::app::AppState;
 use crate::domain::notes::{JOB_TEMPLATE, NOTE_TEMPLATE, PROJECT_TEMPLATE, ResourceUri};
+use crate::state::AppState;
 use crate::store::StoreError;
 
 /// Resources per `resources/list` page.

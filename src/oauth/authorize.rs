@@ -11,12 +11,12 @@ use serde::{Deserialize, Serialize};
 use url::Url;
 
 use super::clients::ClientLookupError;
-use crate::app::AppState;
 use crate::domain::pkce::is_valid_challenge;
 use crate::domain::redirect_uri::matches;
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::{Secret, TokenKind};
 use crate::domain::text::check_line;
+use crate::state::AppState;
 use crate::store::StoreError;
 use crate::store::oauth::CodeRecord;
 

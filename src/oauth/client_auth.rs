@@ -9,8 +9,8 @@ use base64::Engine;
 
 use super::OAuthError;
 use super::clients::ClientLookupError;
-use crate::app::AppState;
 use crate::domain::secret::{Secret, constant_time_eq};
+use crate::state::AppState;
 use crate::store::oauth::ClientRecord;
 
 /// Largest form body accepted, in bytes.

@@ -10,8 +10,8 @@ use serde_json::json;
 
 use super::OAuthError;
 use super::client_auth::{authenticate_client, read_form};
-use crate::app::AppState;
 use crate::domain::secret::Secret;
+use crate::state::AppState;
 use crate::store::now;
 
 /// `POST /oauth/introspect`: `{active: false}` for anything not a live access token (unknown,

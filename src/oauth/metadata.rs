@@ -6,8 +6,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::app::AppState;
 use crate::config::Config;
+use crate::state::AppState;
 
 /// The grant types a registered client may use (dynamic registration accepts only these).
 pub const GRANT_TYPES: [&str; 2] = ["authorization_code", "refresh_token"];

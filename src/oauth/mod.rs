@@ -7,7 +7,7 @@ use axum::http::{HeaderName, Method, header};
 use axum::routing::{get, post};
 use tower_http::cors::{Any, CorsLayer};
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 pub mod authorize;
 pub mod client_auth;

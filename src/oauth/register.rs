@@ -19,12 +19,12 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use super::OAuthError;
-use crate::app::AppState;
 use crate::domain::redirect_uri::validate_registration;
 use crate::domain::scope::ScopeSet;
 use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
 use crate::domain::text::{check_line, forbidden_char};
 use crate::domain::throttle::{Policy, source_key};
+use crate::state::AppState;
 use crate::store::audit::AuditEvent;
 use crate::store::limits::{Admission, Limit};
 use crate::store::now;

@@ -6,8 +6,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::client_auth::{authenticate_client, read_form};
-use crate::app::AppState;
 use crate::domain::secret::Secret;
+use crate::state::AppState;
 use crate::store::audit::AuditEvent;
 use crate::store::now;
 

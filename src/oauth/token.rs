@@ -24,11 +24,11 @@ use serde::{Deserialize, Serialize};
 
 use super::OAuthError;
 use super::client_auth::{authenticate_client, read_form};
-use crate::app::AppState;
 use crate::domain::pkce::verify_s256;
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::{Secret, TokenKind};
 use crate::domain::successor;
+use crate::state::AppState;
 use crate::store::audit::AuditEvent;
 use crate::store::now;
 use crate::store::oauth::{

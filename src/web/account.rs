@@ -11,10 +11,10 @@ use tower_sessions::Session;
 
 use super::session::{csrf_token, keep_after_epoch, set_notice, signed_in, take_notice};
 use super::{CsrfForm, NoFields, render, see_other};
-use crate::app::AppState;
 use crate::client_addr::ClientAddr;
 use crate::domain::account::validate_password;
 use crate::error::AppError;
+use crate::state::AppState;
 use crate::store::accounts::Account;
 use crate::store::audit::AuditEvent;
 use crate::store::limits::Admission;

@@ -15,12 +15,12 @@ use tower_sessions::Session;
 
 use super::session::{csrf_token, signed_in};
 use super::{CsrfForm, error_page, render, see_other, when};
-use crate::app::AppState;
 use crate::domain::cimd::is_url_client_id;
 use crate::domain::redirect_uri::host_for_display;
 use crate::domain::scope::ScopeSet;
 use crate::domain::text::check_line;
 use crate::error::AppError;
+use crate::state::AppState;
 use crate::store::audit::AuditEvent;
 use crate::store::now;
 use crate::store::oauth::ConnectedApp;

@@ -13,13 +13,13 @@ use tower_sessions::Session;
 
 use super::session::{csrf_token, signed_in};
 use super::{CsrfForm, PageForm, error_page, render, see_other};
-use crate::app::AppState;
 use crate::domain::redirect_uri::{host_for_display, is_loopback_host};
 use crate::domain::secret::random_urlsafe;
 use crate::error::AppError;
 use crate::oauth::authorize::{
     AuthorizationRequest, AuthorizeError, consent_covers, error_redirect, issue_code, validate,
 };
+use crate::state::AppState;
 use crate::store::audit::AuditEvent;
 use crate::store::now;
 

@@ -17,12 +17,12 @@ use tower_sessions::Session;
 
 use super::session::{csrf_token, set_notice, signed_in, take_notice};
 use super::{CsrfForm, error_page, render, see_other, when};
-use crate::app::AppState;
 use crate::client_addr::ClientAddr;
 use crate::domain::api_key::{parse_lifetime, parse_name};
 use crate::domain::principal::key_scopes;
 use crate::domain::secret::{Secret, TokenKind};
 use crate::error::AppError;
+use crate::state::AppState;
 use crate::store::accounts::Account;
 use crate::store::audit::AuditEvent;
 use crate::store::keys::NewApiKey;

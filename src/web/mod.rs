@@ -13,8 +13,8 @@ use serde::de::DeserializeOwned;
 use tower_sessions::cookie::SameSite;
 use tower_sessions::{Expiry, Session, SessionManagerLayer};
 
-use crate::app::AppState;
 use crate::error::AppError;
+use crate::state::AppState;
 use crate::store::SessionBackend;
 use session::PageCsrf;
 

@@ -13,10 +13,10 @@ use tower_sessions::Session;
 
 use super::session::{csrf_token, signed_in};
 use super::{CsrfForm, PageQuery, error_page, render, see_other, when};
-use crate::app::AppState;
 use crate::client_addr::ClientAddr;
 use crate::domain::account::{Email, Role};
 use crate::error::AppError;
+use crate::state::AppState;
 use crate::store::accounts::Account;
 use crate::store::audit::AuditEvent;
 use crate::store::now;

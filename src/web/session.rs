@@ -11,10 +11,10 @@ use axum::response::Response;
 use tower_sessions::Session;
 use tower_sessions::cookie::{Cookie, SameSite};
 
-use crate::app::AppState;
 use crate::domain::account::AccountStatus;
 use crate::domain::secret::{constant_time_eq, random_urlsafe};
 use crate::error::AppError;
+use crate::state::AppState;
 use crate::store::accounts::Account;
 
 const ACCOUNT_KEY: &str = "account_id";

@@ -10,10 +10,10 @@ use tower_sessions::Session;
 
 use super::session::PageCsrf;
 use super::{CsrfForm, PageQuery, error_page, render, see_other};
-use crate::app::AppState;
 use crate::domain::account::{Email, validate_password};
 use crate::domain::secret::Secret;
 use crate::error::AppError;
+use crate::state::AppState;
 use crate::store::audit::AuditEvent;
 use crate::store::now;
 

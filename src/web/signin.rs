@@ -11,10 +11,10 @@ use tower_sessions::Session;
 
 use super::session::{PageCsrf, safe_next, signed_in};
 use super::{CsrfForm, PageQuery, render, see_other};
-use crate::app::AppState;
 use crate::domain::account::{AccountStatus, Email};
 use crate::domain::throttle::{CounterState, Policy, source_key};
 use crate::error::AppError;
+use crate::state::AppState;
 use crate::store::audit::AuditEvent;
 use crate::store::limits::{Admission, Limit};
 use crate::store::now;
