@@ -10,13 +10,14 @@ use clap::{Parser, Subcommand};
 
 use crate::app::open_store;
 use crate::config::Config;
+use crate::credentials::{self, Actor, CredentialKind, NewCredential, Revocation};
 use crate::domain::account::{AccountStatus, Email, Role, validate_password};
 use crate::domain::api_key::{DEFAULT_NAME, parse_allow_list, parse_lifetime, parse_name};
 use crate::domain::principal::key_scopes;
 use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
 use crate::domain::text::check_line;
 use crate::store::audit::AuditEvent;
-use crate::store::keys::{ApiKeyRecord, NewApiKey};
+use crate::store::keys::ApiKeyRecord;
 use crate::store::oauth::ClientRecord;
 use crate::store::services::NewService;
 use crate::store::{StoreError, now};
@@ -444,41 +445,22 @@ async fn run_key(
                     "{account} is not a member of an active project with id {project_id}"
                 )));
             }
-            let key = Secret::generate(TokenKind::ApiKey);
-            let scope = key_scopes(write).to_string();
-            let id = store
-                .create_api_key(
-                    &NewApiKey {
-                        account_id: &account_id,
-                        project_id: project.as_deref(),
-                        name: &name,
-                        scope: &scope,
-                        allowed_ips: &allowed,
-                        expires_at: lifetime.map(|secs| now + secs),
-                    },
-                    &key.hash(),
-                    now,
-                )
-                .await?;
-            let kind = if project.is_some() {
-                "project_key"
-            } else {
-                "account_key"
-            };
-            store
-                .audit(
-                    AuditEvent {
-                        event: "key_created",
-                        outcome: "success",
-                        account_id: Some(&account_id),
-                        subject: Some(&id),
-                        source_ip: None,
-                        client_id: None,
-                        detail: Some(&format!("actor=cli {kind} scope={scope}")),
-                    },
-                    now,
-                )
-                .await;
+            let issued = credentials::issue(
+                store,
+                &NewCredential {
+                    kind: CredentialKind::ApiKey,
+                    account_id: &account_id,
+                    project_id: project.as_deref(),
+                    name: &name,
+                    write,
+                    allowed_ips: &allowed,
+                    expires_at: lifetime.map(|secs| now + secs),
+                },
+                Actor::Cli,
+                now,
+            )
+            .await?;
+            let (id, key) = (issued.id, issued.secret);
             Ok(format!(
                 "key_id: {id}\nkey: {}\n(the key is shown once; it is stored hashed. Send it to the MCP endpoint as X-Api-Key: KEY or Authorization: Bearer KEY)",
                 key.expose()
@@ -503,27 +485,22 @@ async fn run_key(
             Ok(out)
         }
         KeyCommand::Revoke { key_id } => {
-            let record = store
-                .api_key(&key_id)
-                .await?
-                .ok_or_else(|| CliError(format!("no key with id {key_id}")))?;
-            if !store.revoke_api_key(&key_id, now).await? {
-                return Err(CliError(format!("key {key_id} is already revoked")));
+            match credentials::revoke(
+                store,
+                CredentialKind::ApiKey,
+                &key_id,
+                None,
+                Actor::Cli,
+                now,
+            )
+            .await?
+            {
+                Revocation::Revoked => {}
+                Revocation::AlreadyRevoked => {
+                    return Err(CliError(format!("key {key_id} is already revoked")));
+                }
+                Revocation::NotFound => return Err(CliError(format!("no key with id {key_id}"))),
             }
-            store
-                .audit(
-                    AuditEvent {
-                        event: "key_revoked",
-                        outcome: "success",
-                        account_id: Some(&record.account_id),
-                        subject: Some(&key_id),
-                        source_ip: None,
-                        client_id: None,
-                        detail: Some("actor=cli"),
-                    },
-                    now,
-                )
-                .await;
             Ok(format!("revoked key {key_id}"))
         }
     }

@@ -5,12 +5,10 @@ use clap::Subcommand;
 
 use super::{CliError, find_account, find_active_account, timestamp};
 use crate::config::Config;
+use crate::credentials::{self, Actor, CredentialKind, NewCredential, Revocation};
 use crate::domain::api_key::{parse_lifetime, parse_name};
-use crate::domain::principal::key_scopes;
-use crate::domain::secret::{Secret, TokenKind};
 use crate::store::Store;
-use crate::store::audit::AuditEvent;
-use crate::store::urls::{NewPersonalUrl, PersonalUrlRecord};
+use crate::store::urls::PersonalUrlRecord;
 
 /// Lifetime of a personal URL made without `--expires`.
 pub const DEFAULT_LIFETIME: &str = "30d";
@@ -80,41 +78,22 @@ pub(super) async fn run(
                     "{account} is not a member of an active project with id {project_id}"
                 )));
             }
-            let secret = Secret::generate(TokenKind::PersonalUrl);
-            let scope = key_scopes(write).to_string();
-            let id = store
-                .create_personal_url(
-                    &NewPersonalUrl {
-                        account_id: &account_id,
-                        project_id: project.as_deref(),
-                        name: &name,
-                        scope: &scope,
-                        expires_at: Some(now + lifetime),
-                    },
-                    &secret.hash(),
-                    now,
-                )
-                .await?;
-            store
-                .audit(
-                    AuditEvent {
-                        event: "url_created",
-                        outcome: "success",
-                        account_id: Some(&account_id),
-                        subject: Some(&id),
-                        source_ip: None,
-                        client_id: None,
-                        detail: Some(&format!(
-                            "actor=cli personal_url scope={scope}{}",
-                            project
-                                .as_deref()
-                                .map(|p| format!(" project={p}"))
-                                .unwrap_or_default()
-                        )),
-                    },
-                    now,
-                )
-                .await;
+            let issued = credentials::issue(
+                store,
+                &NewCredential {
+                    kind: CredentialKind::PersonalUrl,
+                    account_id: &account_id,
+                    project_id: project.as_deref(),
+                    name: &name,
+                    write,
+                    allowed_ips: &[],
+                    expires_at: Some(now + lifetime),
+                },
+                Actor::Cli,
+                now,
+            )
+            .await?;
+            let (id, secret) = (issued.id, issued.secret);
             Ok(format!(
                 "url_id: {id}\nurl: {}/{}\n(the URL is a credential, shown once; it is stored hashed. Give it to an MCP client as its server URL; anyone who has it can act as {account} until {})",
                 config.mcp_server_url,
@@ -141,29 +120,26 @@ pub(super) async fn run(
             Ok(out)
         }
         UrlCommand::Revoke { url_id } => {
-            let record = store
-                .personal_url(&url_id)
-                .await?
-                .ok_or_else(|| CliError(format!("no personal URL with id {url_id}")))?;
-            if !store.revoke_personal_url(&url_id, now).await? {
-                return Err(CliError(format!(
-                    "personal URL {url_id} is already revoked"
-                )));
+            match credentials::revoke(
+                store,
+                CredentialKind::PersonalUrl,
+                &url_id,
+                None,
+                Actor::Cli,
+                now,
+            )
+            .await?
+            {
+                Revocation::Revoked => {}
+                Revocation::AlreadyRevoked => {
+                    return Err(CliError(format!(
+                        "personal URL {url_id} is already revoked"
+                    )));
+                }
+                Revocation::NotFound => {
+                    return Err(CliError(format!("no personal URL with id {url_id}")));
+                }
             }
-            store
-                .audit(
-                    AuditEvent {
-                        event: "url_revoked",
-                        outcome: "success",
-                        account_id: Some(&record.account_id),
-                        subject: Some(&url_id),
-                        source_ip: None,
-                        client_id: None,
-                        detail: Some("actor=cli"),
-                    },
-                    now,
-                )
-                .await;
             Ok(format!("revoked personal URL {url_id}"))
         }
     }

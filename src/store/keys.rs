@@ -110,10 +110,58 @@ fn record_from_row(r: &AnyRow) -> Result<ApiKeyRecord, StoreError> {
     })
 }
 
-const RECORD_COLUMNS: &str = "k.id AS id, k.account_id AS account_id, a.email AS email, \
-    k.project_id AS project_id, k.name AS name, k.scope AS scope, k.allowed_ips AS allowed_ips, \
-    k.created_at AS created_at, k.expires_at AS expires_at, k.last_used_at AS last_used_at, \
-    k.revoked_at AS revoked_at";
+/// The tables of credentials people make for headless clients (fixed names, never input).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Credentials {
+    /// `api_keys`.
+    ApiKeys,
+    /// `personal_urls`.
+    PersonalUrls,
+}
+
+impl Credentials {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Credentials::ApiKeys => "api_keys",
+            Credentials::PersonalUrls => "personal_urls",
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Credentials::ApiKeys => "api key",
+            Credentials::PersonalUrls => "personal url",
+        }
+    }
+
+    /// The columns a record is read from (table alias `c`, accounts `a`).
+    fn columns(self) -> &'static str {
+        match self {
+            Credentials::ApiKeys => {
+                "c.id AS id, c.account_id AS account_id, a.email AS email, \
+                 c.project_id AS project_id, c.name AS name, c.scope AS scope, \
+                 c.allowed_ips AS allowed_ips, c.created_at AS created_at, \
+                 c.expires_at AS expires_at, c.last_used_at AS last_used_at, \
+                 c.revoked_at AS revoked_at"
+            }
+            Credentials::PersonalUrls => {
+                "c.id AS id, c.account_id AS account_id, a.email AS email, \
+                 c.project_id AS project_id, c.name AS name, c.scope AS scope, \
+                 c.created_at AS created_at, c.expires_at AS expires_at, \
+                 c.last_used_at AS last_used_at, c.revoked_at AS revoked_at"
+            }
+        }
+    }
+}
+
+/// Which credentials [`Store::credential_rows`] reads.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Pick<'a> {
+    /// Every one, or one account's (`Some`).
+    Account(Option<&'a str>),
+    /// The one with this id.
+    Id(&'a str),
+}
 
 impl Store {
     /// Stores a new key under `hash` (the SHA-256 of the key, which is not kept). Returns its id.
@@ -153,26 +201,18 @@ impl Store {
         &self,
         account_id: Option<&str>,
     ) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {RECORD_COLUMNS} FROM api_keys k JOIN accounts a ON a.id = k.account_id \
-             WHERE k.account_id = COALESCE($1, k.account_id) ORDER BY k.created_at, k.id"
-        ))
-        .bind(account_id)
-        .fetch_all(self.pool())
-        .await?;
+        let rows = self
+            .credential_rows(Credentials::ApiKeys, Pick::Account(account_id))
+            .await?;
         rows.iter().map(record_from_row).collect()
     }
 
     /// One key by id.
     pub async fn api_key(&self, id: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
-        let row = sqlx::query(&format!(
-            "SELECT {RECORD_COLUMNS} FROM api_keys k JOIN accounts a ON a.id = k.account_id \
-             WHERE k.id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(record_from_row).transpose()
+        let rows = self
+            .credential_rows(Credentials::ApiKeys, Pick::Id(id))
+            .await?;
+        rows.first().map(record_from_row).transpose()
     }
 
     /// Revokes a key at once (the next request with it gets 401). Returns `false` if it was
@@ -180,19 +220,61 @@ impl Store {
     ///
     /// Errors: [`StoreError::NotFound`] for an unknown id.
     pub async fn revoke_api_key(&self, id: &str, now: i64) -> Result<bool, StoreError> {
-        let done =
-            sqlx::query("UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL")
-                .bind(id)
-                .bind(now)
-                .execute(self.pool())
-                .await?
-                .rows_affected();
+        self.revoke_credential(Credentials::ApiKeys, id, now).await
+    }
+
+    /// The rows of `table` (with the account's email) that `pick` names, oldest first.
+    pub(super) async fn credential_rows(
+        &self,
+        table: Credentials,
+        pick: Pick<'_>,
+    ) -> Result<Vec<AnyRow>, StoreError> {
+        let (name, columns) = (table.name(), table.columns());
+        let filter = match pick {
+            Pick::Account(_) => "c.account_id = COALESCE($1, c.account_id)",
+            Pick::Id(_) => "c.id = $1",
+        };
+        let bound = match pick {
+            Pick::Account(account) => account,
+            Pick::Id(id) => Some(id),
+        };
+        Ok(sqlx::query(&format!(
+            "SELECT {columns} FROM {name} c JOIN accounts a ON a.id = c.account_id \
+             WHERE {filter} ORDER BY c.created_at, c.id"
+        ))
+        .bind(bound)
+        .fetch_all(self.pool())
+        .await?)
+    }
+
+    /// Sets `revoked_at` of credential `id` of `table` unless already set. `false`: it was.
+    ///
+    /// Errors: [`StoreError::NotFound`] for an unknown id.
+    pub(super) async fn revoke_credential(
+        &self,
+        table: Credentials,
+        id: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let name = table.name();
+        let done = sqlx::query(&format!(
+            "UPDATE {name} SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL"
+        ))
+        .bind(id)
+        .bind(now)
+        .execute(self.pool())
+        .await?
+        .rows_affected();
         if done == 1 {
             return Ok(true);
         }
-        match self.api_key(id).await? {
+        let exists = sqlx::query(&format!("SELECT id FROM {name} WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?;
+        match exists {
             Some(_) => Ok(false),
-            None => Err(StoreError::NotFound(format!("api key {id}"))),
+            None => Err(StoreError::NotFound(format!("{} {id}", table.what()))),
         }
     }
 
@@ -242,18 +324,18 @@ impl Store {
         first: bool,
         now: i64,
     ) -> Result<KeyUse, StoreError> {
-        self.record_use("api_keys", id, first, now).await
+        self.record_use(Credentials::ApiKeys, id, first, now).await
     }
 
-    /// [`Store::record_key_use`] for the credentials of `table` (`api_keys` or
-    /// `personal_urls`: a fixed name, never input).
+    /// [`Store::record_key_use`] for the credentials of `table`.
     pub(super) async fn record_use(
         &self,
-        table: &'static str,
+        table: Credentials,
         id: &str,
         first: bool,
         now: i64,
     ) -> Result<KeyUse, StoreError> {
+        let table = table.name();
         if first {
             let won = sqlx::query(&format!(
                 "UPDATE {table} SET last_used_at = $2 WHERE id = $1 AND last_used_at IS NULL"

@@ -6,7 +6,7 @@
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::keys::{KeyGrant, KeyUse};
+use super::keys::{Credentials, KeyGrant, KeyUse, Pick};
 use super::{Store, StoreError, new_id};
 use crate::domain::secret::TokenHash;
 
@@ -65,10 +65,6 @@ fn record_from_row(r: &AnyRow) -> Result<PersonalUrlRecord, StoreError> {
     })
 }
 
-const RECORD_COLUMNS: &str = "u.id AS id, u.account_id AS account_id, a.email AS email, \
-    u.project_id AS project_id, u.name AS name, u.scope AS scope, u.created_at AS created_at, \
-    u.expires_at AS expires_at, u.last_used_at AS last_used_at, u.revoked_at AS revoked_at";
-
 impl Store {
     /// Stores a new personal URL under `hash` (the SHA-256 of its secret, which is not kept).
     /// Returns its id.
@@ -102,47 +98,26 @@ impl Store {
         &self,
         account_id: Option<&str>,
     ) -> Result<Vec<PersonalUrlRecord>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {RECORD_COLUMNS} FROM personal_urls u JOIN accounts a ON a.id = u.account_id \
-             WHERE u.account_id = COALESCE($1, u.account_id) ORDER BY u.created_at, u.id"
-        ))
-        .bind(account_id)
-        .fetch_all(self.pool())
-        .await?;
+        let rows = self
+            .credential_rows(Credentials::PersonalUrls, Pick::Account(account_id))
+            .await?;
         rows.iter().map(record_from_row).collect()
     }
 
     /// One personal URL by id.
     pub async fn personal_url(&self, id: &str) -> Result<Option<PersonalUrlRecord>, StoreError> {
-        let row = sqlx::query(&format!(
-            "SELECT {RECORD_COLUMNS} FROM personal_urls u JOIN accounts a ON a.id = u.account_id \
-             WHERE u.id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(record_from_row).transpose()
+        let rows = self
+            .credential_rows(Credentials::PersonalUrls, Pick::Id(id))
+            .await?;
+        rows.first().map(record_from_row).transpose()
     }
 
     /// Revokes a personal URL at once. Returns `false` if it was already revoked.
     ///
     /// Errors: [`StoreError::NotFound`] for an unknown id.
     pub async fn revoke_personal_url(&self, id: &str, now: i64) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE personal_urls SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
-        )
-        .bind(id)
-        .bind(now)
-        .execute(self.pool())
-        .await?
-        .rows_affected();
-        if done == 1 {
-            return Ok(true);
-        }
-        match self.personal_url(id).await? {
-            Some(_) => Ok(false),
-            None => Err(StoreError::NotFound(format!("personal url {id}"))),
-        }
+        self.revoke_credential(Credentials::PersonalUrls, id, now)
+            .await
     }
 
     /// The live personal URL whose secret's SHA-256 is `hash`, in one query, with the same
@@ -190,6 +165,7 @@ impl Store {
         first: bool,
         now: i64,
     ) -> Result<KeyUse, StoreError> {
-        self.record_use("personal_urls", id, first, now).await
+        self.record_use(Credentials::PersonalUrls, id, first, now)
+            .await
     }
 }

@@ -18,17 +18,13 @@ use tower_sessions::Session;
 use super::session::{csrf_token, set_notice, signed_in, take_notice};
 use super::{CsrfForm, error_page, render, see_other, when};
 use crate::client_addr::ClientAddr;
+use crate::credentials::{self, Actor, CredentialKind, NewCredential, Revocation};
 use crate::domain::api_key::{parse_lifetime, parse_name};
-use crate::domain::principal::key_scopes;
-use crate::domain::secret::{Secret, TokenKind};
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::store::accounts::Account;
-use crate::store::audit::AuditEvent;
-use crate::store::keys::NewApiKey;
 use crate::store::now;
 use crate::store::projects::ProjectMembership;
-use crate::store::urls::NewPersonalUrl;
 
 /// Longest lifetime of a personal URL made on this page, in days.
 pub const MAX_URL_DAYS: i64 = 365;
@@ -281,46 +277,24 @@ pub async fn create_key(
         }
     };
     let now = now();
-    let key = Secret::generate(TokenKind::ApiKey);
-    let scope = key_scopes(write).to_string();
-    let id = state
-        .store
-        .create_api_key(
-            &NewApiKey {
-                account_id: &account.id,
-                project_id: project.as_deref(),
-                name: &name,
-                scope: &scope,
-                allowed_ips: &[],
-                expires_at: lifetime.map(|secs| now + secs),
-            },
-            &key.hash(),
-            now,
-        )
-        .await?;
-    let kind = if project.is_some() {
-        "project_key"
-    } else {
-        "account_key"
-    };
     let ip = client.to_string();
-    state
-        .store
-        .audit(
-            AuditEvent {
-                event: "key_created",
-                outcome: "success",
-                account_id: Some(&account.id),
-                subject: Some(&id),
-                source_ip: Some(&ip),
-                client_id: None,
-                detail: Some(&format!("actor=console {kind} scope={scope}")),
-            },
-            now,
-        )
-        .await;
+    let issued = credentials::issue(
+        &state.store,
+        &NewCredential {
+            kind: CredentialKind::ApiKey,
+            account_id: &account.id,
+            project_id: project.as_deref(),
+            name: &name,
+            write,
+            allowed_ips: &[],
+            expires_at: lifetime.map(|secs| now + secs),
+        },
+        Actor::Console { source_ip: &ip },
+        now,
+    )
+    .await?;
     let url = &state.config.mcp_server_url;
-    let secret = key.expose().to_string();
+    let secret = issued.secret.expose().to_string();
     let created = Created {
         what: "API key",
         claude: Some(format!(
@@ -381,47 +355,25 @@ pub async fn create_url(
         }
     };
     let now = now();
-    let secret = Secret::generate(TokenKind::PersonalUrl);
-    let scope = key_scopes(write).to_string();
-    let id = state
-        .store
-        .create_personal_url(
-            &NewPersonalUrl {
-                account_id: &account.id,
-                project_id: project.as_deref(),
-                name: &name,
-                scope: &scope,
-                expires_at: Some(now + lifetime),
-            },
-            &secret.hash(),
-            now,
-        )
-        .await?;
     let ip = client.to_string();
-    state
-        .store
-        .audit(
-            AuditEvent {
-                event: "url_created",
-                outcome: "success",
-                account_id: Some(&account.id),
-                subject: Some(&id),
-                source_ip: Some(&ip),
-                client_id: None,
-                detail: Some(&format!(
-                    "actor=console personal_url scope={scope}{}",
-                    project
-                        .as_deref()
-                        .map(|p| format!(" project={p}"))
-                        .unwrap_or_default()
-                )),
-            },
-            now,
-        )
-        .await;
+    let issued = credentials::issue(
+        &state.store,
+        &NewCredential {
+            kind: CredentialKind::PersonalUrl,
+            account_id: &account.id,
+            project_id: project.as_deref(),
+            name: &name,
+            write,
+            allowed_ips: &[],
+            expires_at: Some(now + lifetime),
+        },
+        Actor::Console { source_ip: &ip },
+        now,
+    )
+    .await?;
     let created = Created {
         what: "personal URL",
-        secret: format!("{}/{}", state.config.mcp_server_url, secret.expose()),
+        secret: format!("{}/{}", state.config.mcp_server_url, issued.secret.expose()),
         claude: None,
         cursor: None,
     };
@@ -443,12 +395,51 @@ pub struct RevokeForm {
     id: String,
 }
 
-fn not_found(what: &str) -> Response {
-    error_page(
-        StatusCode::NOT_FOUND,
-        "Not found",
-        &format!("There is no such {what} on your account."),
+/// Revokes the signed-in account's credential named by the form, then 303 back to `/keys`
+/// with a notice; another account's id answers 404 like a missing one.
+async fn revoke(
+    state: &AppState,
+    client: &ClientAddr,
+    session: &Session,
+    kind: CredentialKind,
+    id: &str,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(state, session).await? else {
+        return Ok(see_other("/signin?next=%2Fkeys"));
+    };
+    let ip = client.to_string();
+    let done = credentials::revoke(
+        &state.store,
+        kind,
+        id,
+        Some(&account.id),
+        Actor::Console { source_ip: &ip },
+        now(),
     )
+    .await?;
+    let label = kind.label();
+    let notice = match done {
+        Revocation::NotFound => {
+            return Ok(error_page(
+                StatusCode::NOT_FOUND,
+                "Not found",
+                &format!("There is no such {label} on your account."),
+            ));
+        }
+        Revocation::Revoked => format!("{} revoked.", capitalized(label)),
+        Revocation::AlreadyRevoked => format!("That {label} was already revoked."),
+    };
+    set_notice(session, &notice).await?;
+    Ok(see_other("/keys"))
+}
+
+/// `API key` → `API key`, `personal URL` → `Personal URL`.
+fn capitalized(label: &str) -> String {
+    let mut chars = label.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 /// `POST /keys/revoke`: only the account's own keys.
@@ -458,36 +449,7 @@ pub async fn revoke_key(
     session: Session,
     CsrfForm(form): CsrfForm<RevokeForm>,
 ) -> Result<Response, AppError> {
-    let Some(account) = signed_in(&state, &session).await? else {
-        return Ok(see_other("/signin?next=%2Fkeys"));
-    };
-    match state.store.api_key(&form.id).await? {
-        Some(k) if k.account_id == account.id => {}
-        _ => return Ok(not_found("API key")),
-    }
-    let now = now();
-    if state.store.revoke_api_key(&form.id, now).await? {
-        let ip = client.to_string();
-        state
-            .store
-            .audit(
-                AuditEvent {
-                    event: "key_revoked",
-                    outcome: "success",
-                    account_id: Some(&account.id),
-                    subject: Some(&form.id),
-                    source_ip: Some(&ip),
-                    client_id: None,
-                    detail: Some("actor=console"),
-                },
-                now,
-            )
-            .await;
-        set_notice(&session, "API key revoked.").await?;
-    } else {
-        set_notice(&session, "That API key was already revoked.").await?;
-    }
-    Ok(see_other("/keys"))
+    revoke(&state, &client, &session, CredentialKind::ApiKey, &form.id).await
 }
 
 /// `POST /keys/urls/revoke`: only the account's own personal URLs.
@@ -497,34 +459,12 @@ pub async fn revoke_url(
     session: Session,
     CsrfForm(form): CsrfForm<RevokeForm>,
 ) -> Result<Response, AppError> {
-    let Some(account) = signed_in(&state, &session).await? else {
-        return Ok(see_other("/signin?next=%2Fkeys"));
-    };
-    match state.store.personal_url(&form.id).await? {
-        Some(u) if u.account_id == account.id => {}
-        _ => return Ok(not_found("personal URL")),
-    }
-    let now = now();
-    if state.store.revoke_personal_url(&form.id, now).await? {
-        let ip = client.to_string();
-        state
-            .store
-            .audit(
-                AuditEvent {
-                    event: "url_revoked",
-                    outcome: "success",
-                    account_id: Some(&account.id),
-                    subject: Some(&form.id),
-                    source_ip: Some(&ip),
-                    client_id: None,
-                    detail: Some("actor=console"),
-                },
-                now,
-            )
-            .await;
-        set_notice(&session, "Personal URL revoked.").await?;
-    } else {
-        set_notice(&session, "That personal URL was already revoked.").await?;
-    }
-    Ok(see_other("/keys"))
+    revoke(
+        &state,
+        &client,
+        &session,
+        CredentialKind::PersonalUrl,
+        &form.id,
+    )
+    .await
 }

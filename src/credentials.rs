@@ -1,0 +1,252 @@
+//! Issuing and revoking the credentials a person makes for headless clients: API keys and
+//! personal MCP URLs (product spec "API keys"). The command line (`gatehouse key …`,
+//! `gatehouse url …`) and the console's `/keys` page both go through here, so the secret is
+//! made, stored hashed and audited (never the secret itself) the same way whoever asks.
+//!
+//! Callers validate what they read (names, lifetimes, the project membership) and decide how
+//! to answer; this module owns the steps after that.
+
+use crate::domain::principal::key_scopes;
+use crate::domain::secret::{Secret, TokenKind};
+use crate::store::audit::AuditEvent;
+use crate::store::keys::NewApiKey;
+use crate::store::urls::NewPersonalUrl;
+use crate::store::{Store, StoreError};
+
+/// Who acts: recorded in the audit row's detail as `actor=cli` or `actor=console`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Actor<'a> {
+    /// `gatehouse …` on the command line (no address).
+    Cli,
+    /// A signed-in person on the console, from this client address.
+    Console {
+        /// The client address as the server decided it (`ClientAddr`).
+        source_ip: &'a str,
+    },
+}
+
+impl<'a> Actor<'a> {
+    fn name(self) -> &'static str {
+        match self {
+            Actor::Cli => "cli",
+            Actor::Console { .. } => "console",
+        }
+    }
+
+    fn source_ip(self) -> Option<&'a str> {
+        match self {
+            Actor::Cli => None,
+            Actor::Console { source_ip } => Some(source_ip),
+        }
+    }
+}
+
+/// The two kinds of credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialKind {
+    /// A `gate_key_…` API key, sent as `X-Api-Key` or `Authorization: Bearer`.
+    ApiKey,
+    /// A `gate_pu_…` personal MCP URL, `<MCP_SERVER_URL>/<secret>`.
+    PersonalUrl,
+}
+
+impl CredentialKind {
+    /// How people call it: `API key`, `personal URL`.
+    pub fn label(self) -> &'static str {
+        match self {
+            CredentialKind::ApiKey => "API key",
+            CredentialKind::PersonalUrl => "personal URL",
+        }
+    }
+
+    fn event(self, what: &str) -> &'static str {
+        match (self, what) {
+            (CredentialKind::ApiKey, "created") => "key_created",
+            (CredentialKind::ApiKey, _) => "key_revoked",
+            (CredentialKind::PersonalUrl, "created") => "url_created",
+            (CredentialKind::PersonalUrl, _) => "url_revoked",
+        }
+    }
+}
+
+/// A credential to issue, already validated by the caller.
+#[derive(Debug, Clone)]
+pub struct NewCredential<'a> {
+    /// Key or URL.
+    pub kind: CredentialKind,
+    /// The account it acts for (active).
+    pub account_id: &'a str,
+    /// The one project it reaches (the account is a member); `None`: every active project.
+    pub project_id: Option<&'a str>,
+    /// Its name (checked by [`crate::domain::api_key::parse_name`]).
+    pub name: &'a str,
+    /// `true`: `mcp:read mcp:write`; `false`: `mcp:read`.
+    pub write: bool,
+    /// CIDR blocks an API key may be used from; empty: any address. Ignored for URLs.
+    pub allowed_ips: &'a [String],
+    /// Expiry, Unix seconds; `None`: none.
+    pub expires_at: Option<i64>,
+}
+
+/// A credential just issued: its id and its secret, to show once.
+#[derive(Debug)]
+pub struct Issued {
+    /// The id (UUID text) that lists and revocation use.
+    pub id: String,
+    /// The secret; only its SHA-256 is stored.
+    pub secret: Secret,
+    /// The scope it carries (`mcp:read` or `mcp:read mcp:write`).
+    pub scope: String,
+}
+
+/// Makes a credential: a fresh 256-bit secret of the kind's prefix, stored as its SHA-256,
+/// and a `key_created` / `url_created` audit row naming the actor, the kind and the scope.
+///
+/// Errors: the store's.
+pub async fn issue(
+    store: &Store,
+    new: &NewCredential<'_>,
+    actor: Actor<'_>,
+    now: i64,
+) -> Result<Issued, StoreError> {
+    let scope = key_scopes(new.write).to_string();
+    let (secret, id, detail) = match new.kind {
+        CredentialKind::ApiKey => {
+            let secret = Secret::generate(TokenKind::ApiKey);
+            let id = store
+                .create_api_key(
+                    &NewApiKey {
+                        account_id: new.account_id,
+                        project_id: new.project_id,
+                        name: new.name,
+                        scope: &scope,
+                        allowed_ips: new.allowed_ips,
+                        expires_at: new.expires_at,
+                    },
+                    &secret.hash(),
+                    now,
+                )
+                .await?;
+            let kind = if new.project_id.is_some() {
+                "project_key"
+            } else {
+                "account_key"
+            };
+            let detail = format!("actor={} {kind} scope={scope}", actor.name());
+            (secret, id, detail)
+        }
+        CredentialKind::PersonalUrl => {
+            let secret = Secret::generate(TokenKind::PersonalUrl);
+            let id = store
+                .create_personal_url(
+                    &NewPersonalUrl {
+                        account_id: new.account_id,
+                        project_id: new.project_id,
+                        name: new.name,
+                        scope: &scope,
+                        expires_at: new.expires_at,
+                    },
+                    &secret.hash(),
+                    now,
+                )
+                .await?;
+            let project = new
+                .project_id
+                .map(|p| format!(" project={p}"))
+                .unwrap_or_default();
+            let detail = format!("actor={} personal_url scope={scope}{project}", actor.name());
+            (secret, id, detail)
+        }
+    };
+    audit(
+        store,
+        new.kind.event("created"),
+        new.account_id,
+        &id,
+        actor,
+        &detail,
+        now,
+    )
+    .await;
+    Ok(Issued { id, secret, scope })
+}
+
+/// What [`revoke`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revocation {
+    /// Revoked now; the next request with it is refused.
+    Revoked,
+    /// It was revoked before; nothing changed.
+    AlreadyRevoked,
+    /// No such credential (or, with an owner given, not that account's: answered alike).
+    NotFound,
+}
+
+/// Revokes credential `id` at once and audits it (`key_revoked` / `url_revoked`). With
+/// `owner`, only a credential of that account is touched; another account's answers
+/// [`Revocation::NotFound`] exactly like a missing one.
+///
+/// Errors: the store's.
+pub async fn revoke(
+    store: &Store,
+    kind: CredentialKind,
+    id: &str,
+    owner: Option<&str>,
+    actor: Actor<'_>,
+    now: i64,
+) -> Result<Revocation, StoreError> {
+    let account_id = match kind {
+        CredentialKind::ApiKey => store.api_key(id).await?.map(|k| k.account_id),
+        CredentialKind::PersonalUrl => store.personal_url(id).await?.map(|u| u.account_id),
+    };
+    let Some(account_id) = account_id.filter(|a| owner.is_none_or(|o| o == a)) else {
+        return Ok(Revocation::NotFound);
+    };
+    let revoked = match kind {
+        CredentialKind::ApiKey => store.revoke_api_key(id, now).await,
+        CredentialKind::PersonalUrl => store.revoke_personal_url(id, now).await,
+    };
+    match revoked {
+        Ok(true) => {}
+        Ok(false) => return Ok(Revocation::AlreadyRevoked),
+        Err(StoreError::NotFound(_)) => return Ok(Revocation::NotFound),
+        Err(e) => return Err(e),
+    }
+    let detail = format!("actor={}", actor.name());
+    audit(
+        store,
+        kind.event("revoked"),
+        &account_id,
+        id,
+        actor,
+        &detail,
+        now,
+    )
+    .await;
+    Ok(Revocation::Revoked)
+}
+
+async fn audit(
+    store: &Store,
+    event: &str,
+    account_id: &str,
+    subject: &str,
+    actor: Actor<'_>,
+    detail: &str,
+    now: i64,
+) {
+    store
+        .audit(
+            AuditEvent {
+                event,
+                outcome: "success",
+                account_id: Some(account_id),
+                subject: Some(subject),
+                source_ip: actor.source_ip(),
+                client_id: None,
+                detail: Some(detail),
+            },
+            now,
+        )
+        .await;
+}
