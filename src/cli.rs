@@ -405,6 +405,42 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
     Ok(out)
 }
 
+/// The id of active account `email` that a new key or URL acts for, after checking it is a
+/// member of `project` (when given).
+async fn credential_owner(
+    store: &crate::store::Store,
+    email: &str,
+    project: Option<&str>,
+) -> Result<String, CliError> {
+    let account_id = find_active_account(store, email).await?;
+    if let Some(project_id) = project
+        && store.membership(&account_id, project_id).await?.is_none()
+    {
+        return Err(CliError(format!(
+            "{email} is not a member of an active project with id {project_id}"
+        )));
+    }
+    Ok(account_id)
+}
+
+/// `gatehouse key revoke` and `gatehouse url revoke`.
+async fn revoke_credential(
+    store: &crate::store::Store,
+    kind: CredentialKind,
+    id: &str,
+    now: i64,
+) -> Result<String, CliError> {
+    let what = match kind {
+        CredentialKind::ApiKey => "key",
+        CredentialKind::PersonalUrl => kind.label(),
+    };
+    match credentials::revoke(store, kind, id, None, Actor::Cli, now).await? {
+        Revocation::Revoked => Ok(format!("revoked {what} {id}")),
+        Revocation::AlreadyRevoked => Err(CliError(format!("{what} {id} is already revoked"))),
+        Revocation::NotFound => Err(CliError(format!("no {what} with id {id}"))),
+    }
+}
+
 /// `gatehouse key create|list|revoke`.
 async fn run_key(
     store: &crate::store::Store,
@@ -437,14 +473,7 @@ async fn run_key(
                 .iter()
                 .map(ToString::to_string)
                 .collect();
-            let account_id = find_active_account(store, &account).await?;
-            if let Some(project_id) = &project
-                && store.membership(&account_id, project_id).await?.is_none()
-            {
-                return Err(CliError(format!(
-                    "{account} is not a member of an active project with id {project_id}"
-                )));
-            }
+            let account_id = credential_owner(store, &account, project.as_deref()).await?;
             let issued = credentials::issue(
                 store,
                 &NewCredential {
@@ -485,23 +514,7 @@ async fn run_key(
             Ok(out)
         }
         KeyCommand::Revoke { key_id } => {
-            match credentials::revoke(
-                store,
-                CredentialKind::ApiKey,
-                &key_id,
-                None,
-                Actor::Cli,
-                now,
-            )
-            .await?
-            {
-                Revocation::Revoked => {}
-                Revocation::AlreadyRevoked => {
-                    return Err(CliError(format!("key {key_id} is already revoked")));
-                }
-                Revocation::NotFound => return Err(CliError(format!("no key with id {key_id}"))),
-            }
-            Ok(format!("revoked key {key_id}"))
+            revoke_credential(store, CredentialKind::ApiKey, &key_id, now).await
         }
     }
 }

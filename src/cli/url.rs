@@ -3,9 +3,9 @@
 
 use clap::Subcommand;
 
-use super::{CliError, find_account, find_active_account, timestamp};
+use super::{CliError, credential_owner, find_account, revoke_credential, timestamp};
 use crate::config::Config;
-use crate::credentials::{self, Actor, CredentialKind, NewCredential, Revocation};
+use crate::credentials::{self, Actor, CredentialKind, NewCredential};
 use crate::domain::api_key::{parse_lifetime, parse_name};
 use crate::store::Store;
 use crate::store::urls::PersonalUrlRecord;
@@ -70,14 +70,7 @@ pub(super) async fn run(
             let name = parse_name(name.as_deref().unwrap_or(DEFAULT_NAME))
                 .map_err(|e| CliError(e.to_string()))?;
             let lifetime = parse_lifetime(&expires).map_err(|e| CliError(e.to_string()))?;
-            let account_id = find_active_account(store, &account).await?;
-            if let Some(project_id) = &project
-                && store.membership(&account_id, project_id).await?.is_none()
-            {
-                return Err(CliError(format!(
-                    "{account} is not a member of an active project with id {project_id}"
-                )));
-            }
+            let account_id = credential_owner(store, &account, project.as_deref()).await?;
             let issued = credentials::issue(
                 store,
                 &NewCredential {
@@ -120,27 +113,7 @@ pub(super) async fn run(
             Ok(out)
         }
         UrlCommand::Revoke { url_id } => {
-            match credentials::revoke(
-                store,
-                CredentialKind::PersonalUrl,
-                &url_id,
-                None,
-                Actor::Cli,
-                now,
-            )
-            .await?
-            {
-                Revocation::Revoked => {}
-                Revocation::AlreadyRevoked => {
-                    return Err(CliError(format!(
-                        "personal URL {url_id} is already revoked"
-                    )));
-                }
-                Revocation::NotFound => {
-                    return Err(CliError(format!("no personal URL with id {url_id}")));
-                }
-            }
-            Ok(format!("revoked personal URL {url_id}"))
+            revoke_credential(store, CredentialKind::PersonalUrl, &url_id, now).await
         }
     }
 }

@@ -211,13 +211,15 @@ pub async fn show(State(state): State<AppState>, session: Session) -> Result<Res
     keys_page(&state, &session, &account, StatusCode::OK, None, None).await
 }
 
-/// Checks the fields both create forms share: the name, the project (the account must be a
-/// member of it) and the access.
-async fn common(
+/// Reads a create form: the name, the project (the account must be a member of it), the
+/// access and the expiry (a key: `none` or one of [`KEY_EXPIRIES`] days; a URL: 1 to
+/// [`MAX_URL_DAYS`] days). `Err`: what to tell the person.
+async fn read_form(
     state: &AppState,
     account: &Account,
+    kind: CredentialKind,
     form: &CreateForm,
-) -> Result<Result<(String, Option<String>, bool), String>, AppError> {
+) -> Result<Result<(String, Option<String>, bool, Option<i64>), String>, AppError> {
     let name = match parse_name(&form.name) {
         Ok(n) => n,
         Err(e) => return Ok(Err(e.to_string())),
@@ -239,41 +241,47 @@ async fn common(
         "write" => true,
         _ => return Ok(Err("choose read-only or read-write".into())),
     };
-    Ok(Ok((name, project, write)))
+    let days = match kind {
+        CredentialKind::ApiKey => match form.expires.as_str() {
+            "none" => None,
+            days if KEY_EXPIRIES.contains(&days) => Some(days.to_string()),
+            _ => return Ok(Err("choose an expiry".to_string())),
+        },
+        CredentialKind::PersonalUrl => match form.expires.trim().parse::<i64>() {
+            Ok(d) if (1..=MAX_URL_DAYS).contains(&d) => Some(d.to_string()),
+            _ => {
+                return Ok(Err(format!("the expiry must be 1 to {MAX_URL_DAYS} days")));
+            }
+        },
+    };
+    let lifetime = match days.map(|d| parse_lifetime(&format!("{d}d"))).transpose() {
+        Ok(l) => l,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    Ok(Ok((name, project, write, lifetime)))
 }
 
-/// `POST /keys/create`.
-pub async fn create_key(
-    State(state): State<AppState>,
-    client: ClientAddr,
-    session: Session,
-    CsrfForm(form): CsrfForm<CreateForm>,
+/// Makes the credential a create form asks for and answers the page with its secret shown
+/// once; a refused form answers the page again (422) with the reason and what was typed.
+async fn create(
+    state: &AppState,
+    client: &ClientAddr,
+    session: &Session,
+    kind: CredentialKind,
+    form: CreateForm,
 ) -> Result<Response, AppError> {
-    let Some(account) = signed_in(&state, &session).await? else {
+    let Some(account) = signed_in(state, session).await? else {
         return Ok(see_other("/signin?next=%2Fkeys"));
     };
-    let checked = common(&state, &account, &form).await?.and_then(|c| {
-        let lifetime = match form.expires.as_str() {
-            "none" => None,
-            days if KEY_EXPIRIES.contains(&days) => {
-                Some(parse_lifetime(&format!("{days}d")).map_err(|e| e.to_string())?)
-            }
-            _ => return Err("choose an expiry".to_string()),
-        };
-        Ok((c, lifetime))
-    });
-    let ((name, project, write), lifetime) = match checked {
-        Ok(c) => c,
+    let (name, project, write, lifetime) = match read_form(state, &account, kind, &form).await? {
+        Ok(read) => read,
         Err(e) => {
-            return keys_page(
-                &state,
-                &session,
-                &account,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                None,
-                Some(Refusal::Key(&e, form)),
-            )
-            .await;
+            let refusal = match kind {
+                CredentialKind::ApiKey => Refusal::Key(&e, form),
+                CredentialKind::PersonalUrl => Refusal::Url(&e, form),
+            };
+            let status = StatusCode::UNPROCESSABLE_ENTITY;
+            return keys_page(state, session, &account, status, None, Some(refusal)).await;
         }
     };
     let now = now();
@@ -281,7 +289,7 @@ pub async fn create_key(
     let issued = credentials::issue(
         &state.store,
         &NewCredential {
-            kind: CredentialKind::ApiKey,
+            kind,
             account_id: &account.id,
             project_id: project.as_deref(),
             name: &name,
@@ -294,29 +302,47 @@ pub async fn create_key(
     )
     .await?;
     let url = &state.config.mcp_server_url;
-    let secret = issued.secret.expose().to_string();
-    let created = Created {
-        what: "API key",
-        claude: Some(format!(
-            "claude mcp add --transport http gatehouse {url} --header \"X-Api-Key: {secret}\""
-        )),
-        cursor: Some(
-            serde_json::to_string_pretty(&serde_json::json!({
-                "mcpServers": { "gatehouse": { "url": url, "headers": { "X-Api-Key": secret } } }
-            }))
-            .unwrap_or_default(),
-        ),
-        secret,
+    let secret = issued.secret.expose();
+    let created = match kind {
+        CredentialKind::ApiKey => Created {
+            what: kind.label(),
+            claude: Some(format!(
+                "claude mcp add --transport http gatehouse {url} --header \"X-Api-Key: {secret}\""
+            )),
+            cursor: Some(
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "mcpServers": { "gatehouse": { "url": url, "headers": { "X-Api-Key": secret } } }
+                }))
+                .unwrap_or_default(),
+            ),
+            secret: secret.to_string(),
+        },
+        CredentialKind::PersonalUrl => Created {
+            what: kind.label(),
+            secret: format!("{url}/{secret}"),
+            claude: None,
+            cursor: None,
+        },
     };
     keys_page(
-        &state,
-        &session,
+        state,
+        session,
         &account,
         StatusCode::OK,
         Some(created),
         None,
     )
     .await
+}
+
+/// `POST /keys/create`.
+pub async fn create_key(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    session: Session,
+    CsrfForm(form): CsrfForm<CreateForm>,
+) -> Result<Response, AppError> {
+    create(&state, &client, &session, CredentialKind::ApiKey, form).await
 }
 
 /// `POST /keys/urls/create`.
@@ -326,66 +352,7 @@ pub async fn create_url(
     session: Session,
     CsrfForm(form): CsrfForm<CreateForm>,
 ) -> Result<Response, AppError> {
-    let Some(account) = signed_in(&state, &session).await? else {
-        return Ok(see_other("/signin?next=%2Fkeys"));
-    };
-    let checked = common(&state, &account, &form).await?.and_then(|c| {
-        let days: i64 = form
-            .expires
-            .trim()
-            .parse()
-            .ok()
-            .filter(|d| (1..=MAX_URL_DAYS).contains(d))
-            .ok_or_else(|| format!("the expiry must be 1 to {MAX_URL_DAYS} days"))?;
-        let lifetime = parse_lifetime(&format!("{days}d")).map_err(|e| e.to_string())?;
-        Ok((c, lifetime))
-    });
-    let ((name, project, write), lifetime) = match checked {
-        Ok(c) => c,
-        Err(e) => {
-            return keys_page(
-                &state,
-                &session,
-                &account,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                None,
-                Some(Refusal::Url(&e, form)),
-            )
-            .await;
-        }
-    };
-    let now = now();
-    let ip = client.to_string();
-    let issued = credentials::issue(
-        &state.store,
-        &NewCredential {
-            kind: CredentialKind::PersonalUrl,
-            account_id: &account.id,
-            project_id: project.as_deref(),
-            name: &name,
-            write,
-            allowed_ips: &[],
-            expires_at: Some(now + lifetime),
-        },
-        Actor::Console { source_ip: &ip },
-        now,
-    )
-    .await?;
-    let created = Created {
-        what: "personal URL",
-        secret: format!("{}/{}", state.config.mcp_server_url, issued.secret.expose()),
-        claude: None,
-        cursor: None,
-    };
-    keys_page(
-        &state,
-        &session,
-        &account,
-        StatusCode::OK,
-        Some(created),
-        None,
-    )
-    .await
+    create(&state, &client, &session, CredentialKind::PersonalUrl, form).await
 }
 
 /// Body of the revoke forms.
