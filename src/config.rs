@@ -414,7 +414,7 @@ impl Config {
 fn self_origins(issuer: &Url) -> Vec<String> {
     let own = issuer.origin().ascii_serialization();
     let host = issuer.host_str().unwrap_or("");
-    if !crate::domain::redirect_uri::is_loopback_host(host) {
+    if !crate::domain::loopback::is_loopback_host(host) {
         return vec![own];
     }
     let port = issuer.port().map(|p| format!(":{p}")).unwrap_or_default();

@@ -8,6 +8,7 @@ pub mod app;
 pub mod cli;
 pub mod client_addr;
 pub mod config;
+pub mod cors;
 pub mod credentials;
 pub mod doctor;
 pub mod domain;

@@ -61,7 +61,7 @@ async fn run() {
             .ok()
             .and_then(|u| {
                 u.host_str()
-                    .map(gatehouse::domain::redirect_uri::is_loopback_host)
+                    .map(gatehouse::domain::loopback::is_loopback_host)
             })
             .unwrap_or(false)
     {

@@ -12,6 +12,9 @@ use ipnet::IpNet;
 
 use super::text::is_forbidden_in_line;
 
+/// The header that carries an API key (product spec "API keys").
+pub const API_KEY_HEADER: &str = "x-api-key";
+
 /// Longest key name, in characters.
 pub const MAX_NAME_CHARS: usize = 100;
 

@@ -4,6 +4,7 @@ pub mod account;
 pub mod api_key;
 pub mod cimd;
 pub mod forwarded;
+pub mod loopback;
 pub mod notes;
 pub mod pkce;
 pub mod principal;

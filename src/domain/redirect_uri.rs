@@ -7,7 +7,7 @@
 //! app's `http` loopback redirect may use any port. Nothing looser: no prefix, wildcard or
 //! cross-host match.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use crate::domain::loopback::is_loopback_host;
 
 use url::Url;
 
@@ -149,21 +149,6 @@ pub fn validate_registration(uri: &str) -> Result<(), RedirectUriError> {
         }
         _ => Ok(()),
     }
-}
-
-/// True if `host` (as written in a URI authority, without port) names the
-/// local machine: `localhost` (ASCII case-insensitive), an IPv4 literal in
-/// 127.0.0.0/8 in dotted-decimal form, or `[::1]` (RFC 8252 §7.3, §8.3).
-pub fn is_loopback_host(host: &str) -> bool {
-    if host.eq_ignore_ascii_case("localhost") {
-        return true;
-    }
-    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        return inner
-            .parse::<Ipv6Addr>()
-            .is_ok_and(|ip| ip == Ipv6Addr::LOCALHOST);
-    }
-    host.parse::<Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// True if a raw `http://` URI (scheme in any case) names a loopback host, whatever its
@@ -415,7 +400,7 @@ mod tests {
     }
 
     #[test]
-    fn loopback_hosts() {
+    fn loopback_hosts_of_redirect_uris() {
         for host in [
             "127.0.0.1",
             "127.255.0.9",

@@ -59,8 +59,7 @@ pub const CHALLENGE_SCOPE: &str = "mcp:read mcp:write";
 /// Largest request body the MCP route reads (JSON-RPC requests are small).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// The header that carries an API key (product spec "API keys").
-pub const API_KEY_HEADER: &str = "x-api-key";
+pub use crate::domain::api_key::API_KEY_HEADER;
 
 pub use crate::domain::principal::Principal;
 

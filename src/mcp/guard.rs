@@ -19,7 +19,7 @@
 //!
 //! rmcp's own Host/Origin checks are switched off in favour of these, so there is one rule.
 
-use std::net::IpAddr;
+use crate::domain::loopback::is_loopback_host;
 
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, Version, header};
@@ -35,12 +35,6 @@ use crate::config::{AllowedOrigins, Config};
 pub struct HostPolicy {
     /// `None`: any host (the server listens on a public address).
     allowed: Option<Vec<String>>,
-}
-
-fn is_loopback_host(host: &str) -> bool {
-    host == "localhost"
-        || host.ends_with(".localhost")
-        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The host of a `Host` header value (`name[:port]`, `[v6][:port]`), lowercased, brackets off.

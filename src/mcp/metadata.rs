@@ -9,7 +9,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
-use tower_http::cors::{Any, CorsLayer};
+use tower_http::cors::AllowOrigin;
 
 use crate::config::Config;
 use crate::state::AppState;
@@ -58,10 +58,7 @@ pub fn router(state: AppState) -> Router {
         "/.well-known/oauth-protected-resource{}",
         state.config.mcp_path
     );
-    let cors = CorsLayer::new()
-        .allow_origin(Any)
-        .allow_methods([Method::GET, Method::OPTIONS])
-        .allow_headers(Any);
+    let cors = crate::cors::layer(AllowOrigin::any(), &[Method::GET], &[]);
     Router::new()
         .route(
             "/.well-known/oauth-protected-resource",

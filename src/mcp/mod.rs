@@ -79,22 +79,14 @@ async fn method_not_allowed() -> impl IntoResponse {
 fn cors(origins: Arc<guard::OriginPolicy>) -> CorsLayer {
     let origins =
         AllowOrigin::predicate(move |origin, _| origin.to_str().is_ok_and(|o| origins.allows(o)));
-    CorsLayer::new()
-        .allow_origin(origins)
-        .allow_methods([Method::POST])
-        .allow_headers([
-            header::AUTHORIZATION,
-            HeaderName::from_static(auth::API_KEY_HEADER),
-            header::CONTENT_TYPE,
-            header::ACCEPT,
-            HeaderName::from_static("mcp-protocol-version"),
-            HeaderName::from_static("mcp-method"),
-            HeaderName::from_static("mcp-name"),
-        ])
-        .expose_headers([
+    crate::cors::layer(
+        origins,
+        &[Method::POST],
+        &[
             header::WWW_AUTHENTICATE,
             HeaderName::from_static("mcp-protocol-version"),
-        ])
+        ],
+    )
 }
 
 /// The MCP routes: the endpoint, and the protected-resource metadata while OAuth is on.

@@ -3,9 +3,9 @@
 //! authorization endpoint's pages live in `web`, which calls [`authorize`] for the rules.
 
 use axum::Router;
-use axum::http::{HeaderName, Method, header};
+use axum::http::{Method, header};
 use axum::routing::{get, post};
-use tower_http::cors::{Any, CorsLayer};
+use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::state::AppState;
 
@@ -21,20 +21,14 @@ pub mod token;
 
 pub use error::OAuthError;
 
-/// CORS for the machine-facing OAuth endpoints and metadata: any origin, no cookies, and
-/// `WWW-Authenticate` readable by browser-based clients.
+/// CORS for the machine-facing OAuth endpoints and metadata: any origin, `GET`/`POST`, no
+/// cookies, and `WWW-Authenticate` readable by browser-based clients ([`crate::cors::layer`]).
 pub fn cors() -> CorsLayer {
-    CorsLayer::new()
-        .allow_origin(Any)
-        .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
-        .allow_headers([
-            header::AUTHORIZATION,
-            header::CONTENT_TYPE,
-            header::ACCEPT,
-            HeaderName::from_static("mcp-protocol-version"),
-        ])
-        .expose_headers([header::WWW_AUTHENTICATE])
-        .max_age(std::time::Duration::from_secs(86400))
+    crate::cors::layer(
+        AllowOrigin::any(),
+        &[Method::GET, Method::POST],
+        &[header::WWW_AUTHENTICATE],
+    )
 }
 
 /// The OAuth routes that carry no browser session.

@@ -13,7 +13,8 @@ use tower_sessions::Session;
 
 use super::session::{csrf_token, signed_in};
 use super::{CsrfForm, PageForm, error_page, render, see_other};
-use crate::domain::redirect_uri::{host_for_display, is_loopback_host};
+use crate::domain::loopback::is_loopback_host;
+use crate::domain::redirect_uri::host_for_display;
 use crate::domain::secret::random_urlsafe;
 use crate::error::AppError;
 use crate::oauth::authorize::{
