@@ -205,7 +205,7 @@ impl Store {
     }
 
     /// The connection pool (both engines, `$n` placeholders).
-    pub fn pool(&self) -> &AnyPool {
+    pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
     }
 

@@ -21,8 +21,11 @@ use crate::oauth_helpers::{EMAIL, PASSWORD, full_grant};
 
 /// Holds the database's write lock on `audit_events` until the returned transaction ends:
 /// SQLite's single writer lock (taken by a write), PostgreSQL's table lock that excludes inserts.
-async fn lock_audit_table(store: &Store) -> sqlx::Transaction<'static, sqlx::Any> {
-    let mut tx = store.pool().begin().await.unwrap();
+async fn lock_audit_table(
+    store: &Store,
+    raw: &sqlx::AnyPool,
+) -> sqlx::Transaction<'static, sqlx::Any> {
+    let mut tx = raw.begin().await.unwrap();
     match store.backend() {
         Backend::Sqlite => {
             sqlx::query("DELETE FROM audit_events WHERE id < 0")
@@ -41,10 +44,10 @@ async fn lock_audit_table(store: &Store) -> sqlx::Transaction<'static, sqlx::Any
 }
 
 /// Committed `tool_call` rows for `subject` (a plain query: it does not wait for the writer).
-async fn committed_tool_calls(store: &Store, subject: &str) -> i64 {
+async fn committed_tool_calls(raw: &sqlx::AnyPool, subject: &str) -> i64 {
     sqlx::query("SELECT COUNT(*) AS n FROM audit_events WHERE event = 'tool_call' AND subject = $1")
         .bind(subject)
-        .fetch_one(store.pool())
+        .fetch_one(raw)
         .await
         .unwrap()
         .try_get("n")
@@ -84,10 +87,10 @@ async fn a_graceful_stop_commits_every_queued_tool_call_row() {
     app.create_account(EMAIL, PASSWORD).await;
     let (_, grant) = full_grant(&app).await;
     let token = grant["access_token"].as_str().unwrap().to_string();
-    let before = committed_tool_calls(&store, "list_projects").await;
+    let before = committed_tool_calls(app.db.pool().await, "list_projects").await;
     assert_eq!(before, 0);
 
-    let lock = lock_audit_table(&store).await;
+    let lock = lock_audit_table(&store, app.db.pool().await).await;
     let mut calls = tokio::task::JoinSet::new();
     for i in 0..CALLS {
         let client = app.client.clone();
@@ -122,7 +125,10 @@ async fn a_graceful_stop_commits_every_queued_tool_call_row() {
         done.unwrap();
     }
     // Every call was answered while no audit row could be committed.
-    assert_eq!(committed_tool_calls(&store, "list_projects").await, 0);
+    assert_eq!(
+        committed_tool_calls(app.db.pool().await, "list_projects").await,
+        0
+    );
 
     stop.send(()).unwrap();
     let release = tokio::spawn(async move {
@@ -136,7 +142,7 @@ async fn a_graceful_stop_commits_every_queued_tool_call_row() {
         .unwrap();
     release.await.unwrap();
     assert_eq!(
-        committed_tool_calls(&store, "list_projects").await,
+        committed_tool_calls(app.db.pool().await, "list_projects").await,
         i64::try_from(CALLS).unwrap()
     );
 }
@@ -149,7 +155,7 @@ async fn a_full_queue_makes_callers_wait_and_drops_nothing() {
     let writer = store.start_audit_writer().expect("a first writer starts");
     assert!(store.start_audit_writer().is_none(), "one writer per store");
 
-    let lock = lock_audit_table(&store).await;
+    let lock = lock_audit_table(&store, db.pool().await).await;
     let total = AUDIT_QUEUE_CAPACITY + AUDIT_BATCH_MAX + 200;
     let accepted = Arc::new(AtomicUsize::new(0));
     let mut callers = tokio::task::JoinSet::new();
@@ -182,7 +188,10 @@ async fn a_full_queue_makes_callers_wait_and_drops_nothing() {
         "{} callers went on with room for {waiting_room}",
         accepted.load(Ordering::SeqCst)
     );
-    assert_eq!(committed_tool_calls(&store, "backpressure").await, 0);
+    assert_eq!(
+        committed_tool_calls(db.pool().await, "backpressure").await,
+        0
+    );
 
     lock.rollback().await.unwrap();
     while let Some(done) = callers.join_next().await {
@@ -190,7 +199,7 @@ async fn a_full_queue_makes_callers_wait_and_drops_nothing() {
     }
     writer.drain().await;
     assert_eq!(
-        committed_tool_calls(&store, "backpressure").await,
+        committed_tool_calls(db.pool().await, "backpressure").await,
         i64::try_from(total).unwrap()
     );
     // After the drain a row is written directly.
@@ -206,7 +215,7 @@ async fn a_full_queue_makes_callers_wait_and_drops_nothing() {
         )
         .await;
     assert_eq!(
-        committed_tool_calls(&store, "backpressure").await,
+        committed_tool_calls(db.pool().await, "backpressure").await,
         i64::try_from(total + 1).unwrap()
     );
 }

@@ -190,7 +190,7 @@ async fn no_token_carries_more_scope_than_the_live_approval() {
     let (kept, kept_verifier) = code_in(&app, &browser, &client_id, &[]).await;
     // The live approval becomes narrower than what was minted under it.
     sqlx::query("UPDATE consents SET scope = 'mcp:read'")
-        .execute(app.store.pool())
+        .execute(app.db.pool().await)
         .await
         .unwrap();
     // On every MCP request…

@@ -16,6 +16,7 @@ pub struct TestDb {
     pub url: String,
     _dir: Option<tempfile::TempDir>,
     pg: Option<(String, String)>,
+    raw: tokio::sync::OnceCell<sqlx::AnyPool>,
 }
 
 impl TestDb {
@@ -30,6 +31,7 @@ impl TestDb {
             url,
             _dir: Some(dir),
             pg: None,
+            raw: Default::default(),
         }
     }
 
@@ -50,6 +52,7 @@ impl TestDb {
             url: format!("{base}/{name}"),
             _dir: None,
             pg: Some((server, name)),
+            raw: Default::default(),
         })
     }
 
@@ -60,7 +63,24 @@ impl TestDb {
             url: url.to_string(),
             _dir: None,
             pg: None,
+            raw: Default::default(),
         }
+    }
+
+    /// A small connection pool of the test's own on this database, for what a test checks or
+    /// sets up below the server's API (a stored hash, an expiry moved into the past). The
+    /// server's own pool stays private to it.
+    pub async fn pool(&self) -> &sqlx::AnyPool {
+        self.raw
+            .get_or_init(|| async {
+                sqlx::any::install_default_drivers();
+                sqlx::any::AnyPoolOptions::new()
+                    .max_connections(2)
+                    .connect(&self.url)
+                    .await
+                    .expect("a test connection to the database")
+            })
+            .await
     }
 
     /// The database the integration tests use: PostgreSQL when

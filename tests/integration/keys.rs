@@ -150,7 +150,7 @@ async fn an_account_key_works_through_either_header_and_reaches_every_project() 
     // Stored only as its SHA-256.
     let stored: String = sqlx::query_scalar("SELECT key_hash FROM api_keys WHERE id = $1")
         .bind(&key_id)
-        .fetch_one(app.store.pool())
+        .fetch_one(app.db.pool().await)
         .await
         .unwrap();
     assert_eq!(
@@ -327,7 +327,7 @@ async fn a_project_key_reaches_its_project_only() {
     // Out of range once the project is archived: 401, like a revoked key.
     sqlx::query("UPDATE projects SET status = 'archived' WHERE id = $1")
         .bind(&research)
-        .execute(app.store.pool())
+        .execute(app.db.pool().await)
         .await
         .unwrap();
     let (status, headers, _) =
@@ -356,7 +356,7 @@ async fn revoked_expired_and_unknown_keys_get_invalid_token() {
     sqlx::query("UPDATE api_keys SET expires_at = $1 WHERE id = $2")
         .bind(gatehouse::store::now() - 1)
         .bind(&expiring_id)
-        .execute(app.store.pool())
+        .execute(app.db.pool().await)
         .await
         .unwrap();
     let unknown = format!("gate_key_{}", "A".repeat(43));
@@ -550,11 +550,12 @@ async fn last_use_is_written_at_most_once_a_minute() {
     // Another instance on the same database (its own in-process record of writes): a key used
     // 30 seconds ago is left alone, one used two minutes ago has its use moved forward.
     let second = spawn_instance(&app, |_| {}).await;
+    let raw = app.db.pool().await;
     let set = |at: i64| {
         sqlx::query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2")
             .bind(at)
             .bind(key_id.clone())
-            .execute(app.store.pool())
+            .execute(raw)
     };
     let recent = gatehouse::store::now() - 30;
     set(recent).await.unwrap();

@@ -194,7 +194,7 @@ async fn session_rows(app: &TestApp) -> i64 {
         Backend::Postgres => "SELECT COUNT(*) FROM tower_sessions.session",
     };
     sqlx::query_scalar(sql)
-        .fetch_one(app.store.pool())
+        .fetch_one(app.db.pool().await)
         .await
         .unwrap()
 }

@@ -630,7 +630,7 @@ async fn writes_so_far(app: &crate::helpers::TestApp) -> (usize, i64, i64) {
     let audit = app.store.recent_audit(100_000).await.unwrap().len();
     let (rows, hits): (i64, i64) =
         sqlx::query_as("SELECT COUNT(*), CAST(COALESCE(SUM(hits), 0) AS BIGINT) FROM rate_limits")
-            .fetch_one(app.store.pool())
+            .fetch_one(app.db.pool().await)
             .await
             .unwrap();
     (audit, rows, hits)

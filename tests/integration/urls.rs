@@ -161,7 +161,7 @@ async fn revoked_expired_unknown_and_out_of_project_urls_are_refused() {
     sqlx::query("UPDATE personal_urls SET expires_at = $1 WHERE id = $2")
         .bind(gatehouse::store::now() - 1)
         .bind(&expired_id)
-        .execute(app.store.pool())
+        .execute(app.db.pool().await)
         .await
         .unwrap();
     let unknown = format!("gate_pu_{}", "A".repeat(43));

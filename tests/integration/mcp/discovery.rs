@@ -120,7 +120,7 @@ async fn missing_and_bad_credentials_get_the_bearer_challenge() {
         "UPDATE access_tokens SET audience = 'http://127.0.0.1:1/mcp' WHERE token_hash = $1",
     )
     .bind(hash.as_str())
-    .execute(app.store.pool())
+    .execute(app.db.pool().await)
     .await
     .unwrap();
     let (s, h, _) = send(modern(&app, Some(&a.token), "tools/list", json!({}))).await;
@@ -132,7 +132,7 @@ async fn missing_and_bad_credentials_get_the_bearer_challenge() {
     sqlx::query("UPDATE access_tokens SET audience = $1, expires_at = 1 WHERE token_hash = $2")
         .bind(&app.config.mcp_server_url)
         .bind(hash.as_str())
-        .execute(app.store.pool())
+        .execute(app.db.pool().await)
         .await
         .unwrap();
     let (s, h, _) = send(modern(&app, Some(&a.token), "tools/list", json!({}))).await;

@@ -277,7 +277,7 @@ async fn resources_need_the_read_scope_and_cursors_are_bounded() {
     let hash = gatehouse::domain::secret::Secret::from_presented(bare.clone()).hash();
     sqlx::query("UPDATE access_tokens SET scope = '' WHERE token_hash = $1")
         .bind(hash.as_str().to_string())
-        .execute(app.store.pool())
+        .execute(app.db.pool().await)
         .await
         .unwrap();
     let project_uri = format!("gatehouse://projects/{}", a.project);
