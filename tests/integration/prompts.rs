@@ -433,14 +433,14 @@ async fn completion_offers_the_callers_projects_only() {
         complete_params(summarize.clone(), "project_id", "gAr"),
     )
     .await;
-    assert_eq!(values(&body), [garden.clone()]);
+    assert_eq!(values(&body), [garden.as_str()]);
     let body = complete(
         &app,
         &key,
         complete_params(summarize.clone(), "project_id", &research[..8]),
     )
     .await;
-    assert_eq!(values(&body), [research.clone()]);
+    assert_eq!(values(&body), [research.as_str()]);
     // Bob's "Gardening club" is never offered to Alice, Alice's never to Bob.
     let body = complete(
         &app,
@@ -448,14 +448,14 @@ async fn completion_offers_the_callers_projects_only() {
         complete_params(summarize.clone(), "project_id", "gar"),
     )
     .await;
-    assert_eq!(values(&body), [bobs.clone()]);
+    assert_eq!(values(&body), [bobs.as_str()]);
     let body = complete(
         &app,
         &bob_key,
         complete_params(summarize.clone(), "project_id", ""),
     )
     .await;
-    assert_eq!(values(&body), [bobs.clone()]);
+    assert_eq!(values(&body), [bobs.as_str()]);
     // The write prompt offers only projects with the write role.
     app.store
         .add_member(&research, &bob_id, Role::Read, gatehouse::store::now())
@@ -463,12 +463,12 @@ async fn completion_offers_the_callers_projects_only() {
         .unwrap();
     let draft = json!({"type": "ref/prompt", "name": "draft_note"});
     let body = complete(&app, &bob_key, complete_params(draft, "project_id", "")).await;
-    assert_eq!(values(&body), [bobs.clone()]);
+    assert_eq!(values(&body), [bobs.as_str()]);
     // Resource templates complete their project_id too.
     let template =
         json!({"type": "ref/resource", "uri": "gatehouse://projects/{project_id}/notes/{note_id}"});
     let body = complete(&app, &key, complete_params(template, "project_id", "res")).await;
-    assert_eq!(values(&body), [research.clone()]);
+    assert_eq!(values(&body), [research.as_str()]);
     // A free-text argument completes to nothing.
     let body = complete(
         &app,
