@@ -65,6 +65,26 @@ impl ResourceUri {
         }
     }
 
+    /// The template this URI is an instance of ([`PROJECT_TEMPLATE`], [`NOTE_TEMPLATE`] or
+    /// [`JOB_TEMPLATE`]): what the audit log records of a read, without the ids.
+    pub fn template(&self) -> &'static str {
+        match self {
+            ResourceUri::Project { .. } => PROJECT_TEMPLATE,
+            ResourceUri::Note { .. } => NOTE_TEMPLATE,
+            ResourceUri::Job { .. } => JOB_TEMPLATE,
+        }
+    }
+
+    /// The project this URI names, if it names one (project and note URIs).
+    pub fn project_id(&self) -> Option<&str> {
+        match self {
+            ResourceUri::Project { project_id } | ResourceUri::Note { project_id, .. } => {
+                Some(project_id)
+            }
+            ResourceUri::Job { .. } => None,
+        }
+    }
+
     /// The URI of a project.
     pub fn project(project_id: &str) -> String {
         ResourceUri::Project {

@@ -297,8 +297,9 @@ struct Message {
 }
 
 /// What an operation is (for the audit) and the scope it needs: a tool call needs its tool's
-/// scope; listing, templating and reading resources need `mcp:read` (the same data the read
-/// tools return). Other methods need none.
+/// scope; listing, templating and reading resources, listing and getting prompts and
+/// completing their arguments need `mcp:read` (the same data the read tools return; a prompt
+/// that needs more is refused by `prompts/get` itself). Other methods need none.
 fn needed_scope(mcp: &McpState, body: &[u8]) -> Option<(String, Scope)> {
     if let Some(name) = called_tool(body) {
         let def = mcp.catalog.get(&name)?;
@@ -306,9 +307,12 @@ fn needed_scope(mcp: &McpState, body: &[u8]) -> Option<(String, Scope)> {
     }
     let message: Message = serde_json::from_slice(body).ok()?;
     match message.method.as_deref()? {
-        m @ ("resources/list" | "resources/read" | "resources/templates/list") => {
-            Some((m.to_string(), Scope::McpRead))
-        }
+        m @ ("resources/list"
+        | "resources/read"
+        | "resources/templates/list"
+        | "prompts/list"
+        | "prompts/get"
+        | "completion/complete") => Some((m.to_string(), Scope::McpRead)),
         _ => None,
     }
 }

@@ -1,6 +1,6 @@
 //! The MCP resource server: protected-resource metadata, the Streamable HTTP endpoint at the
 //! path of `MCP_SERVER_URL` (and the same path with a trailing slash), bearer authentication
-//! and challenges, the tool catalog and the resources.
+//! and challenges, the tool catalog, the resources, and the prompts with their completions.
 //!
 //! Layers of `POST <mcp path>`, outermost first:
 //! 1. CORS: preflights are answered here, without authentication; `WWW-Authenticate` is exposed.
@@ -48,6 +48,7 @@ pub mod errors;
 pub mod guard;
 pub mod metadata;
 pub mod output;
+pub mod prompts;
 pub mod resources;
 pub mod server;
 pub mod tools;

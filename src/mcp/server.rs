@@ -1,4 +1,8 @@
-//! The rmcp `ServerHandler`: tools from the [`Catalog`], resources, server identity.
+//! The rmcp `ServerHandler`: tools from the [`Catalog`](super::catalog::Catalog), resources,
+//! prompts and argument completion ([`prompts`]), server identity. Every `tools/call`,
+//! `resources/read` and `prompts/get` is audited (event `tool_call`, `resource_read` or
+//! `prompt_get`: who, which client or credential, the tool name, URI template or prompt name,
+//! the project once resolved, the outcome and duration — never arguments or content).
 //!
 //! A fresh handler is made for every HTTP request (stateless Streamable HTTP); the caller is the
 //! [`Principal`] the authentication layer put into the request extensions, which rmcp passes on
@@ -8,10 +12,11 @@ use std::time::Instant;
 
 use crate::client_addr::ClientAddr;
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-    Implementation, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, Tool,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams,
+    CompleteResult, ContentBlock, ErrorCode, GetPromptRequestParams, GetPromptResponse,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -19,8 +24,9 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use super::McpState;
 use super::auth::Principal;
 use super::catalog::{ProjectAccess, ToolCtx, ToolError};
-use super::{output, resources};
+use super::{output, prompts, resources};
 use crate::domain::account::Role;
+use crate::domain::notes::ResourceUri;
 use crate::store::audit::AuditEvent;
 
 const INSTRUCTIONS: &str = "Gatehouse holds the signed-in person's projects and each project's notes. \
@@ -28,6 +34,16 @@ Start with list_projects to get project ids. search_notes finds notes by words a
 create_note and update_note change notes in projects where the person has the write role. \
 export_project runs in the background: it answers with a job receipt; poll get_job with the receipt's id \
 and read the job resource when it is completed.";
+
+/// What the audit log records of one read (`resources/read` or `prompts/get`).
+struct ReadAudit<'a> {
+    event: &'static str,
+    subject: &'a str,
+    outcome: &'a str,
+    project_id: Option<&'a str>,
+    started: Instant,
+    now: i64,
+}
 
 /// Templates never change: clients may cache them for an hour and share the cache.
 const TEMPLATES_TTL_MS: u64 = 3_600_000;
@@ -67,12 +83,58 @@ fn is_modern(ctx: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
+impl GatehouseMcp {
+    /// Records a `resources/read` or `prompts/get` like a tool call, through the same queue.
+    async fn audit_read(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        principal: &Principal,
+        read: ReadAudit<'_>,
+    ) {
+        let elapsed_ms = read.started.elapsed().as_millis();
+        let credential = principal.audit_credential();
+        let detail = match read.project_id {
+            Some(p) => format!("{credential} project={p} duration_ms={elapsed_ms}"),
+            None => format!("{credential} duration_ms={elapsed_ms}"),
+        };
+        let ip = source_ip(ctx);
+        self.mcp
+            .app
+            .store
+            .audit_tool_call(
+                AuditEvent {
+                    event: read.event,
+                    outcome: read.outcome,
+                    account_id: Some(&principal.account_id),
+                    client_id: principal.client_id.as_deref(),
+                    subject: Some(read.subject),
+                    source_ip: ip.as_deref(),
+                    detail: Some(&detail),
+                },
+                read.now,
+            )
+            .await;
+    }
+}
+
+/// The audit outcome of a `resources/read` answer.
+fn read_outcome(result: &Result<rmcp::model::ReadResourceResult, ErrorData>) -> &'static str {
+    match result {
+        Ok(_) => "success",
+        Err(e) if e.code == ErrorCode::RESOURCE_NOT_FOUND => "not_found",
+        Err(e) if e.code == ErrorCode::INVALID_PARAMS => "invalid_arguments",
+        Err(_) => "error",
+    }
+}
+
 impl ServerHandler for GatehouseMcp {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
-                .enable_tools()
+                .enable_completions()
+                .enable_prompts()
                 .enable_resources()
+                .enable_tools()
                 .build(),
         )
         .with_server_info(
@@ -214,8 +276,88 @@ impl ServerHandler for GatehouseMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let principal = principal(&ctx)?;
-        resources::read(&self.mcp.app, &principal, &request.uri)
-            .await
-            .map(Into::into)
+        let started = Instant::now();
+        let now = crate::store::now();
+        let result = resources::read(&self.mcp.app, &principal, &request.uri).await;
+        // The URI's template, never its ids; the project only once the read succeeded (so
+        // after the membership check).
+        let parsed = ResourceUri::parse(&request.uri);
+        let outcome = read_outcome(&result);
+        let project_id = parsed
+            .as_ref()
+            .filter(|_| result.is_ok())
+            .and_then(ResourceUri::project_id);
+        self.audit_read(
+            &ctx,
+            &principal,
+            ReadAudit {
+                event: "resource_read",
+                subject: parsed.as_ref().map_or("unknown", ResourceUri::template),
+                outcome,
+                project_id,
+                started,
+                now,
+            },
+        )
+        .await;
+        result.map(Into::into)
+    }
+
+    /// The prompts this caller may use ([`prompts::list`]), paged. Cache hints for 2026-07-28
+    /// are rmcp's conservative defaults (`ttlMs: 0`, `cacheScope: "private"`): the list depends
+    /// on the caller's scopes and roles, which may change at any time.
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let principal = principal(&ctx)?;
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        prompts::list(&self.mcp.app, &principal, cursor).await
+    }
+
+    /// One prompt, its arguments checked and its project resolved ([`prompts::get`]); audited.
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let principal = principal(&ctx)?;
+        let started = Instant::now();
+        let now = crate::store::now();
+        let got = prompts::get(
+            &self.mcp.app,
+            &principal,
+            &request.name,
+            request.arguments.as_ref(),
+            now,
+        )
+        .await;
+        // An unknown name is the client's text: recorded as such, not echoed.
+        let subject = prompts::find(&request.name).map_or("unknown", |p| p.name);
+        self.audit_read(
+            &ctx,
+            &principal,
+            ReadAudit {
+                event: "prompt_get",
+                subject,
+                outcome: got.outcome,
+                project_id: got.project_id.as_deref(),
+                started,
+                now,
+            },
+        )
+        .await;
+        got.result.map(Into::into)
+    }
+
+    /// Completes `project_id` from the caller's projects ([`prompts::complete`]).
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let principal = principal(&ctx)?;
+        prompts::complete(&self.mcp.app, &principal, &request).await
     }
 }

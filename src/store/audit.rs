@@ -181,7 +181,7 @@ impl Store {
         Some(AuditWriter { stop, task })
     }
 
-    /// Records a tool call (or a resource read): queued for the writer while it runs (waiting
+    /// Records a tool call (or a resource read or prompt get): queued for the writer while it runs (waiting
     /// for room when the queue is full), written directly otherwise. Failures are logged, never
     /// returned: auditing never fails a request.
     pub async fn audit_tool_call(&self, e: AuditEvent<'_>, now: i64) {
@@ -309,14 +309,16 @@ impl Store {
             .collect()
     }
 
-    /// When each client last called a tool for the account: `(client_id, unix seconds)`.
+    /// When each client last called a tool, read a resource or got a prompt for the account:
+    /// `(client_id, unix seconds)`.
     pub async fn last_tool_use_by_client(
         &self,
         account_id: &str,
     ) -> Result<Vec<(String, i64)>, StoreError> {
         let rows = sqlx::query(
             "SELECT client_id, MAX(at) AS last_at FROM audit_events \
-             WHERE account_id = $1 AND event = 'tool_call' AND client_id IS NOT NULL GROUP BY client_id",
+             WHERE account_id = $1 AND event IN ('tool_call', 'resource_read', 'prompt_get') \
+             AND client_id IS NOT NULL GROUP BY client_id",
         )
         .bind(account_id)
         .fetch_all(self.pool())
@@ -326,7 +328,8 @@ impl Store {
             .collect()
     }
 
-    /// The tool calls one client made for the account, newest first (at most `limit`).
+    /// The tool calls, resource reads and prompt gets one client made for the account, newest
+    /// first (at most `limit`); `event` tells them apart.
     pub async fn client_activity(
         &self,
         account_id: &str,
@@ -335,7 +338,8 @@ impl Store {
     ) -> Result<Vec<AuditRecord>, StoreError> {
         let rows = sqlx::query(
             "SELECT at, event, outcome, account_id, client_id, subject, source_ip, detail \
-             FROM audit_events WHERE account_id = $1 AND client_id = $2 AND event = 'tool_call' \
+             FROM audit_events WHERE account_id = $1 AND client_id = $2 \
+             AND event IN ('tool_call', 'resource_read', 'prompt_get') \
              ORDER BY id DESC LIMIT $3",
         )
         .bind(account_id)

@@ -95,14 +95,26 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
     )
 }
 
-/// Tool calls shown on an app's activity page.
+/// Tool calls, resource reads and prompt gets shown on an app's activity page.
 pub const ACTIVITY_SHOWN: i64 = 50;
 
 struct EventRow {
     at: String,
-    tool: String,
+    /// `Tool call`, `Resource read` or `Prompt`.
+    kind: &'static str,
+    /// The tool name, the resource's URI template or the prompt name.
+    what: String,
     project: String,
     outcome: String,
+}
+
+/// How the activity page names an audit event of the MCP route.
+fn event_kind(event: &str) -> &'static str {
+    match event {
+        "resource_read" => "Resource read",
+        "prompt_get" => "Prompt",
+        _ => "Tool call",
+    }
 }
 
 #[derive(Template)]
@@ -115,7 +127,8 @@ struct ActivityPage {
     oauth_enabled: bool,
 }
 
-/// The project id in a `tool_call` audit record's detail (`project=ID duration_ms=N`).
+/// The project id in a `tool_call`, `resource_read` or `prompt_get` audit record's detail
+/// (`credential=… project=ID duration_ms=N`).
 fn project_of(detail: Option<&str>) -> Option<&str> {
     detail?
         .split(' ')
@@ -123,8 +136,9 @@ fn project_of(detail: Option<&str>) -> Option<&str> {
 }
 
 /// `GET /apps/{consent_id}`: what the app did with the account's access — the last
-/// [`ACTIVITY_SHOWN`] tool calls with their project and outcome, never their arguments or
-/// results. Another account's (or a revoked) grant answers 404.
+/// [`ACTIVITY_SHOWN`] tool calls, resource reads and prompt gets with their project and
+/// outcome, never their arguments or results. Another account's (or a revoked) grant answers
+/// 404.
 pub async fn activity(
     State(state): State<AppState>,
     session: Session,
@@ -168,7 +182,8 @@ pub async fn activity(
                     .unwrap_or_else(|| "a project you are no longer a member of".into()),
                 None => "—".into(),
             },
-            tool: e.subject.unwrap_or_default(),
+            kind: event_kind(&e.event),
+            what: e.subject.unwrap_or_default(),
             outcome: e.outcome,
         })
         .collect();

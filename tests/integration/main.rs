@@ -22,6 +22,7 @@ mod metrics;
 mod oauth;
 #[allow(dead_code)]
 mod oauth_helpers;
+mod prompts;
 mod proxies;
 mod service;
 mod signin;

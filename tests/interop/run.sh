@@ -213,7 +213,7 @@ step "conformance 0.2.0-alpha.12 authorization (authorization-server-metadata-en
   timeout 180 "$NODE" conformance-authorization.mjs
 
 # --- conformance: MCP server through the auth proxy --------------------------
-STABLE_SCENARIOS=(server-initialize ping tools-list dns-rebinding-protection)
+STABLE_SCENARIOS=(server-initialize ping tools-list prompts-list dns-rebinding-protection)
 # scenario@spec-version
 ALPHA_SCENARIOS=(
   server-stateless@2026-07-28
@@ -221,6 +221,7 @@ ALPHA_SCENARIOS=(
   caching@2026-07-28
   sep-2164-resource-not-found@2026-07-28
   tools-list@2026-07-28
+  prompts-list@2026-07-28
   dns-rebinding-protection@2026-07-28
   resources-list@2026-07-28
   server-sse-multiple-streams@2026-07-28

@@ -143,6 +143,52 @@ await runScript(rep, async () => {
   );
 
   const { projectId } = await exerciseTools(rep, apiFor(client), s, { tag: 'sdkv1' });
+
+  // --- prompts and completion (the user's ready-made requests) ------------
+  await rep.check('prompts/list returns the Gatehouse prompts (with draft_note for a write token)', async () => {
+    const caps = client.getServerCapabilities();
+    assert(caps?.prompts && caps?.completions, `capabilities lack prompts/completions: ${JSON.stringify(caps)}`);
+    const r = await client.listPrompts();
+    const names = (r.prompts ?? []).map((p) => p.name);
+    const expected = ['summarize_project', 'weekly_review', 'draft_note'];
+    assert(JSON.stringify(names) === JSON.stringify(expected), `prompts ${names.join(', ')}, expected ${expected.join(', ')}`);
+    const arg = r.prompts[0].arguments?.find((a) => a.name === 'project_id');
+    assert(arg?.required === true, `summarize_project's project_id is not required: ${JSON.stringify(r.prompts[0])}`);
+    return names.join(', ');
+  });
+  await rep.check('prompts/get summarize_project names the project and links it', async () => {
+    const r = await client.getPrompt({ name: 'summarize_project', arguments: { project_id: String(projectId), focus: 'interop' } });
+    const text = r.messages?.[0]?.content?.text ?? '';
+    assert(text.includes(`"${s.projectName}"`) && text.includes('search_notes') && text.includes('get_note'), `unexpected text: ${text.slice(0, 200)}`);
+    const link = r.messages.find((m) => m.content?.type === 'resource_link');
+    assert(link?.content?.uri === `gatehouse://projects/${projectId}`, `no project link in ${JSON.stringify(r.messages).slice(0, 300)}`);
+    return `${r.messages.length} messages`;
+  });
+  await rep.check('prompts/get draft_note stops for approval before create_note', async () => {
+    const r = await client.getPrompt({ name: 'draft_note', arguments: { project_id: String(projectId) } });
+    const text = r.messages?.[0]?.content?.text ?? '';
+    const wait = text.indexOf('wait for my answer');
+    const save = text.indexOf('call create_note');
+    assert(wait >= 0 && save > wait, `no approval checkpoint before create_note: ${text.slice(0, 300)}`);
+  });
+  await rep.check('prompts/get with an unknown argument is refused with -32602', async () => {
+    try {
+      await client.getPrompt({ name: 'weekly_review', arguments: { project_id: String(projectId), colour: 'red' } });
+    } catch (e) {
+      assert(e?.code === -32602, `error code ${e?.code}: ${e?.message}`);
+      return e.message;
+    }
+    throw new Error('the unknown argument was accepted');
+  });
+  await rep.check('completion/complete offers the project for project_id', async () => {
+    const r = await client.complete({
+      ref: { type: 'ref/prompt', name: 'summarize_project' },
+      argument: { name: 'project_id', value: s.projectName.slice(0, 3).toLowerCase() },
+    });
+    const values = r.completion?.values ?? [];
+    assert(values.includes(String(projectId)), `values ${JSON.stringify(values)} lack ${projectId}`);
+    return `values ${JSON.stringify(values)}`;
+  });
   await client.close().catch(() => {});
 
   // --- 2. a second authorization skips the consent page -------------------
