@@ -533,7 +533,7 @@ async fn audit_rows(app: &TestApp, event: &str) -> Vec<(String, String, Option<S
         "SELECT subject, outcome, client_id, detail FROM audit_events WHERE event = $1 ORDER BY id",
     )
     .bind(event)
-    .fetch_all(app.store.pool())
+    .fetch_all(app.db.pool().await)
     .await
     .unwrap()
     .iter()
@@ -569,7 +569,7 @@ async fn resource_reads_and_prompt_gets_are_audited_without_their_arguments() {
     let client_id = {
         let row = sqlx::query("SELECT client_id FROM consents WHERE account_id = $1")
             .bind(&a.id)
-            .fetch_one(app.store.pool())
+            .fetch_one(app.db.pool().await)
             .await
             .unwrap();
         row.try_get::<String, _>("client_id").unwrap()
@@ -646,7 +646,7 @@ async fn resource_reads_and_prompt_gets_are_audited_without_their_arguments() {
         "SELECT COUNT(*) AS n FROM audit_events WHERE detail LIKE $1 OR subject LIKE $1",
     )
     .bind(format!("%{focus}%"))
-    .fetch_one(app.store.pool())
+    .fetch_one(app.db.pool().await)
     .await
     .unwrap()
     .try_get("n")
