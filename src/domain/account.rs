@@ -122,6 +122,15 @@ impl AccountStatus {
 #[error("unknown account status \"{0}\": expected \"active\" or \"disabled\"")]
 pub struct UnknownAccountStatus(pub String);
 
+/// Read from its stored spelling (`accounts.status`).
+impl TryFrom<String> for AccountStatus {
+    type Error = UnknownAccountStatus;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+
 impl FromStr for AccountStatus {
     type Err = UnknownAccountStatus;
 
@@ -164,6 +173,15 @@ impl Role {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown role \"{0}\": expected \"read\" or \"write\"")]
 pub struct UnknownRole(pub String);
+
+/// Read from its stored spelling (`memberships.role`).
+impl TryFrom<String> for Role {
+    type Error = UnknownRole;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        value.parse()
+    }
+}
 
 impl FromStr for Role {
     type Err = UnknownRole;

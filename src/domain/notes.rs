@@ -152,6 +152,15 @@ impl fmt::Display for JobKind {
 #[error("unknown job kind \"{0}\"")]
 pub struct UnknownJobKind(pub String);
 
+/// Read from its stored spelling (`jobs.kind`).
+impl TryFrom<String> for JobKind {
+    type Error = UnknownJobKind;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+
 impl FromStr for JobKind {
     type Err = UnknownJobKind;
 
@@ -203,6 +212,15 @@ impl fmt::Display for JobStatus {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown job status \"{0}\"")]
 pub struct UnknownJobStatus(pub String);
+
+/// Read from its stored spelling (`jobs.status`).
+impl TryFrom<String> for JobStatus {
+    type Error = UnknownJobStatus;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        value.parse()
+    }
+}
 
 impl FromStr for JobStatus {
     type Err = UnknownJobStatus;

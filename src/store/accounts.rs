@@ -1,13 +1,15 @@
 //! Accounts and first-run setup tokens.
 
+use sqlx::FromRow;
 use sqlx::Row;
+use sqlx::any::AnyRow;
 
-use super::{Store, StoreError, new_id, parse_column};
+use super::{Store, StoreError, new_id};
 use crate::domain::account::{AccountStatus, Email};
 use crate::domain::secret::TokenHash;
 
 /// A stored account.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Account {
     /// Random identifier (UUID text).
     pub id: String,
@@ -16,6 +18,7 @@ pub struct Account {
     /// argon2id PHC string.
     pub password_hash: String,
     /// Active or disabled.
+    #[sqlx(try_from = "String")]
     pub status: AccountStatus,
     /// Unix seconds.
     pub created_at: i64,
@@ -24,16 +27,8 @@ pub struct Account {
     pub session_epoch: i64,
 }
 
-fn account_from_row(row: &sqlx::any::AnyRow) -> Result<Account, StoreError> {
-    let status: String = row.try_get("status")?;
-    Ok(Account {
-        id: row.try_get("id")?,
-        email: row.try_get("email")?,
-        password_hash: row.try_get("password_hash")?,
-        status: parse_column(&status, "accounts.status")?,
-        created_at: row.try_get("created_at")?,
-        session_epoch: row.try_get("session_epoch")?,
-    })
+fn account_from_row(row: &AnyRow) -> Result<Account, StoreError> {
+    Ok(Account::from_row(row)?)
 }
 
 const ACCOUNT_COLUMNS: &str = "id, email, password_hash, status, created_at, session_epoch";

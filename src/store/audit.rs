@@ -11,6 +11,8 @@
 //! `kill -9` can lose only the rows still queued or in the transaction being committed (see
 //! docs/architecture.md).
 
+use sqlx::FromRow;
+use sqlx::any::AnyRow;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -48,7 +50,7 @@ pub struct AuditEvent<'a> {
 }
 
 /// An audit record read back.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct AuditRecord {
     /// Unix seconds.
     pub at: i64,
@@ -293,20 +295,7 @@ impl Store {
         .bind(limit)
         .fetch_all(self.pool())
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(AuditRecord {
-                    at: r.try_get("at")?,
-                    event: r.try_get("event")?,
-                    outcome: r.try_get("outcome")?,
-                    account_id: r.try_get("account_id")?,
-                    client_id: r.try_get("client_id")?,
-                    subject: r.try_get("subject")?,
-                    source_ip: r.try_get("source_ip")?,
-                    detail: r.try_get("detail")?,
-                })
-            })
-            .collect()
+        rows.iter().map(record_from_row).collect()
     }
 
     /// When each client last called a tool, read a resource or got a prompt for the account:
@@ -351,15 +340,6 @@ impl Store {
     }
 }
 
-fn record_from_row(r: &sqlx::any::AnyRow) -> Result<AuditRecord, StoreError> {
-    Ok(AuditRecord {
-        at: r.try_get("at")?,
-        event: r.try_get("event")?,
-        outcome: r.try_get("outcome")?,
-        account_id: r.try_get("account_id")?,
-        client_id: r.try_get("client_id")?,
-        subject: r.try_get("subject")?,
-        source_ip: r.try_get("source_ip")?,
-        detail: r.try_get("detail")?,
-    })
+fn record_from_row(r: &AnyRow) -> Result<AuditRecord, StoreError> {
+    Ok(AuditRecord::from_row(r)?)
 }

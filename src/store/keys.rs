@@ -2,6 +2,8 @@
 //! by the SHA-256 of the presented key on every MCP request (one query), their last use
 //! written at most once a minute.
 
+use super::JsonStrings;
+use sqlx::FromRow;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
@@ -27,13 +29,14 @@ pub struct NewApiKey<'a> {
 }
 
 /// A key as `gatehouse key list` shows it (never the secret).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct ApiKeyRecord {
     /// Key id (UUID text): what `gatehouse key revoke` takes.
     pub id: String,
     /// The account it acts for.
     pub account_id: String,
     /// That account's email.
+    #[sqlx(rename = "email")]
     pub account_email: String,
     /// The one project it reaches (`None`: an account key).
     pub project_id: Option<String>,
@@ -42,6 +45,7 @@ pub struct ApiKeyRecord {
     /// `mcp:read` or `mcp:read mcp:write`.
     pub scope: String,
     /// CIDR blocks it may be used from; empty: any address.
+    #[sqlx(try_from = "JsonStrings")]
     pub allowed_ips: Vec<String>,
     /// Unix seconds.
     pub created_at: i64,
@@ -95,19 +99,7 @@ fn allowed_ips(raw: Option<String>) -> Result<Vec<String>, StoreError> {
 }
 
 fn record_from_row(r: &AnyRow) -> Result<ApiKeyRecord, StoreError> {
-    Ok(ApiKeyRecord {
-        id: r.try_get("id")?,
-        account_id: r.try_get("account_id")?,
-        account_email: r.try_get("email")?,
-        project_id: r.try_get("project_id")?,
-        name: r.try_get("name")?,
-        scope: r.try_get("scope")?,
-        allowed_ips: allowed_ips(r.try_get("allowed_ips")?)?,
-        created_at: r.try_get("created_at")?,
-        expires_at: r.try_get("expires_at")?,
-        last_used_at: r.try_get("last_used_at")?,
-        revoked_at: r.try_get("revoked_at")?,
-    })
+    Ok(ApiKeyRecord::from_row(r)?)
 }
 
 /// The tables of credentials people make for headless clients (fixed names, never input).

@@ -330,6 +330,22 @@ pub fn new_id() -> String {
 }
 
 /// Parses a stored enum-like text column.
+/// A text column holding a JSON array of strings (`notes.tags`, `api_keys.allowed_ips`),
+/// read into a `Vec<String>` by `#[sqlx(try_from = "JsonStrings")]`; NULL reads as empty.
+#[derive(Debug, Clone, sqlx::Type)]
+#[sqlx(transparent)]
+pub struct JsonStrings(Option<String>);
+
+impl TryFrom<JsonStrings> for Vec<String> {
+    type Error = serde_json::Error;
+
+    fn try_from(value: JsonStrings) -> Result<Self, Self::Error> {
+        value
+            .0
+            .map_or_else(|| Ok(Vec::new()), |json| serde_json::from_str(&json))
+    }
+}
+
 pub(crate) fn parse_column<T: FromStr>(value: &str, column: &str) -> Result<T, StoreError> {
     value.parse().map_err(|_| {
         StoreError::Database(sqlx::Error::Decode(

@@ -4,15 +4,17 @@
 //! them too: every method takes ids that the caller has already checked against the account's
 //! memberships ([`Store::membership`]); none of them checks access itself.
 
+use super::JsonStrings;
+use sqlx::FromRow;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::{Store, StoreError, new_id, parse_column};
+use super::{Store, StoreError, new_id};
 use crate::domain::notes::{JobKind, JobStatus, full_text_query};
 use crate::domain::principal::Principal;
 
 /// One note.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Note {
     /// Note id (UUID text).
     pub id: String,
@@ -23,6 +25,7 @@ pub struct Note {
     /// Markdown or plain text.
     pub body: String,
     /// Labels, in the order given.
+    #[sqlx(try_from = "JsonStrings")]
     pub tags: Vec<String>,
     /// Unix seconds.
     pub created_at: i64,
@@ -68,7 +71,7 @@ pub struct NoteHit {
 }
 
 /// A note as listed among resources (no body).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct NoteRef {
     /// Note id.
     pub id: String,
@@ -81,13 +84,15 @@ pub struct NoteRef {
 }
 
 /// A background job.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Job {
     /// Job id (UUID text).
     pub id: String,
     /// What it does.
+    #[sqlx(try_from = "String")]
     pub kind: JobKind,
     /// Where it is.
+    #[sqlx(try_from = "String")]
     pub status: JobStatus,
     /// The project it works on.
     pub project_id: String,
@@ -114,33 +119,11 @@ fn tags_to_json(tags: &[String]) -> String {
 }
 
 fn note_from_row(r: &AnyRow) -> Result<Note, StoreError> {
-    let tags: String = r.try_get("tags")?;
-    Ok(Note {
-        id: r.try_get("id")?,
-        project_id: r.try_get("project_id")?,
-        title: r.try_get("title")?,
-        body: r.try_get("body")?,
-        tags: serde_json::from_str(&tags).unwrap_or_default(),
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
-    })
+    Ok(Note::from_row(r)?)
 }
 
 fn job_from_row(r: &AnyRow) -> Result<Job, StoreError> {
-    let kind: String = r.try_get("kind")?;
-    let status: String = r.try_get("status")?;
-    Ok(Job {
-        id: r.try_get("id")?,
-        kind: parse_column(&kind, "jobs.kind")?,
-        status: parse_column(&status, "jobs.status")?,
-        project_id: r.try_get("project_id")?,
-        account_id: r.try_get("account_id")?,
-        client_id: r.try_get("client_id")?,
-        result: r.try_get("result")?,
-        error: r.try_get("error")?,
-        created_at: r.try_get("created_at")?,
-        finished_at: r.try_get("finished_at")?,
-    })
+    Ok(Job::from_row(r)?)
 }
 
 impl Store {
@@ -282,16 +265,10 @@ impl Store {
         .bind(limit)
         .fetch_all(self.pool())
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(NoteRef {
-                    id: r.try_get("id")?,
-                    project_id: r.try_get("project_id")?,
-                    title: r.try_get("title")?,
-                    updated_at: r.try_get("updated_at")?,
-                })
-            })
-            .collect()
+        Ok(rows
+            .iter()
+            .map(NoteRef::from_row)
+            .collect::<Result<_, _>>()?)
     }
 
     /// How many notes a project holds.
@@ -337,16 +314,10 @@ impl Store {
         .bind(principal.reach.only_project())
         .fetch_all(self.pool())
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(NoteRef {
-                    id: r.try_get("id")?,
-                    project_id: r.try_get("project_id")?,
-                    title: r.try_get("title")?,
-                    updated_at: r.try_get("updated_at")?,
-                })
-            })
-            .collect()
+        Ok(rows
+            .iter()
+            .map(NoteRef::from_row)
+            .collect::<Result<_, _>>()?)
     }
 
     /// Records a new pending job and returns it.

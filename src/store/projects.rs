@@ -1,32 +1,38 @@
 //! Projects and memberships.
 
+use sqlx::FromRow;
 use sqlx::Row;
+use sqlx::any::AnyRow;
 
 use super::{Store, StoreError, new_id, parse_column};
 use crate::domain::account::Role;
 use crate::domain::principal::Principal;
 
 /// A project as seen by one member.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct ProjectMembership {
     /// Project id (UUID text).
+    #[sqlx(rename = "id")]
     pub project_id: String,
     /// Project name.
     pub name: String,
     /// The member's role.
+    #[sqlx(try_from = "String")]
     pub role: Role,
     /// Unix seconds.
     pub created_at: i64,
 }
 
 /// A project on the console's home page.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct ProjectSummary {
     /// Project id (UUID text).
+    #[sqlx(rename = "id")]
     pub project_id: String,
     /// Project name.
     pub name: String,
     /// The viewing account's role.
+    #[sqlx(try_from = "String")]
     pub role: Role,
     /// How many notes it holds.
     pub note_count: i64,
@@ -45,15 +51,8 @@ pub struct Member {
     pub is_owner: bool,
 }
 
-/// Maps a row of `id, name, role, created_at` (project joined with membership).
-fn membership_from_row(r: &sqlx::any::AnyRow) -> Result<ProjectMembership, StoreError> {
-    let role: String = r.try_get("role")?;
-    Ok(ProjectMembership {
-        project_id: r.try_get("id")?,
-        name: r.try_get("name")?,
-        role: parse_column(&role, "memberships.role")?,
-        created_at: r.try_get("created_at")?,
-    })
+fn membership_from_row(r: &AnyRow) -> Result<ProjectMembership, StoreError> {
+    Ok(ProjectMembership::from_row(r)?)
 }
 
 impl Store {
@@ -192,17 +191,10 @@ impl Store {
         .bind(account_id)
         .fetch_all(self.pool())
         .await?;
-        rows.iter()
-            .map(|r| {
-                let role: String = r.try_get("role")?;
-                Ok(ProjectSummary {
-                    project_id: r.try_get("id")?,
-                    name: r.try_get("name")?,
-                    role: parse_column(&role, "memberships.role")?,
-                    note_count: r.try_get("note_count")?,
-                })
-            })
-            .collect()
+        Ok(rows
+            .iter()
+            .map(ProjectSummary::from_row)
+            .collect::<Result<_, _>>()?)
     }
 
     /// The members of a project with their emails and roles, the owner first, then by email.

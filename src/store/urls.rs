@@ -3,6 +3,7 @@
 //! the SHA-256 of the presented secret on every request (one query), their last use written at
 //! most once a minute (the keys' mechanism, [`Store::record_key_use`]).
 
+use sqlx::FromRow;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
@@ -26,13 +27,14 @@ pub struct NewPersonalUrl<'a> {
 }
 
 /// A personal URL as `gatehouse url list` shows it (never the secret).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct PersonalUrlRecord {
     /// URL id (UUID text): what `gatehouse url revoke` takes.
     pub id: String,
     /// The account it acts for.
     pub account_id: String,
     /// That account's email.
+    #[sqlx(rename = "email")]
     pub account_email: String,
     /// The one project it reaches (`None`: every active project of the account).
     pub project_id: Option<String>,
@@ -51,18 +53,7 @@ pub struct PersonalUrlRecord {
 }
 
 fn record_from_row(r: &AnyRow) -> Result<PersonalUrlRecord, StoreError> {
-    Ok(PersonalUrlRecord {
-        id: r.try_get("id")?,
-        account_id: r.try_get("account_id")?,
-        account_email: r.try_get("email")?,
-        project_id: r.try_get("project_id")?,
-        name: r.try_get("name")?,
-        scope: r.try_get("scope")?,
-        created_at: r.try_get("created_at")?,
-        expires_at: r.try_get("expires_at")?,
-        last_used_at: r.try_get("last_used_at")?,
-        revoked_at: r.try_get("revoked_at")?,
-    })
+    Ok(PersonalUrlRecord::from_row(r)?)
 }
 
 impl Store {
