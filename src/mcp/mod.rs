@@ -52,6 +52,7 @@ pub mod prompts;
 pub mod resources;
 pub mod server;
 pub mod tools;
+pub mod views;
 
 /// What the MCP layers share. Cheap to clone.
 #[derive(Clone)]

@@ -14,9 +14,7 @@ use serde::Serialize;
 
 use super::auth::Principal;
 use super::output;
-use super::tools::jobs::JobView;
-use super::tools::notes::NoteView;
-use super::tools::projects::ProjectView;
+use super::views::{JobView, NoteView, ProjectView};
 use crate::domain::notes::{JOB_TEMPLATE, NOTE_TEMPLATE, PROJECT_TEMPLATE, ResourceUri};
 use crate::state::AppState;
 use crate::store::StoreError;

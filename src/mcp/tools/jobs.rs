@@ -8,7 +8,7 @@ use crate::domain::notes::{JobKind, ResourceUri};
 use crate::domain::scope::Scope;
 use crate::mcp::args::Id;
 use crate::mcp::catalog::{ProjectAccess, ToolCtx, ToolDef, ToolError, ToolOk, ToolSpec};
-use crate::store::notes::Job;
+use crate::mcp::views::JobView;
 
 /// What a background tool answers at once.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -21,53 +21,6 @@ pub struct JobReceipt {
     pub status: String,
     /// MCP resource URI of the job; reading it returns the finished document.
     pub resource: String,
-}
-
-/// A job's state (also the content of the job resource, with its document once finished).
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct JobView {
-    /// What the job does, e.g. `export`.
-    pub kind: String,
-    /// Job id.
-    pub id: String,
-    /// `pending`, `running`, `completed` or `failed`.
-    pub status: String,
-    /// The project it works on.
-    pub project_id: String,
-    /// When it was started (Unix seconds).
-    pub created_at: i64,
-    /// When it finished (Unix seconds), once it has.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<i64>,
-    /// How many notes the export holds, once completed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note_count: Option<i64>,
-    /// Why it failed, if it did.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// MCP resource URI of the job; reading it returns the finished document.
-    pub resource: String,
-}
-
-impl From<&Job> for JobView {
-    fn from(job: &Job) -> Self {
-        let note_count = job
-            .result
-            .as_deref()
-            .and_then(|doc| serde_json::from_str::<serde_json::Value>(doc).ok())
-            .and_then(|doc| doc["notes"].as_array().map(|n| n.len() as i64));
-        JobView {
-            kind: job.kind.to_string(),
-            id: job.id.clone(),
-            status: job.status.to_string(),
-            project_id: job.project_id.clone(),
-            created_at: job.created_at,
-            finished_at: job.finished_at,
-            note_count,
-            error: job.error.clone(),
-            resource: ResourceUri::job(job.kind, &job.id),
-        }
-    }
 }
 
 /// `export_project`.

@@ -7,6 +7,7 @@ use crate::domain::notes::ResourceUri;
 use crate::domain::scope::Scope;
 use crate::mcp::args::{Count, Id, List, Text};
 use crate::mcp::catalog::{ProjectAccess, ToolCtx, ToolDef, ToolError, ToolOk, ToolSpec};
+use crate::mcp::views::NoteView;
 use crate::store::notes::{NewNote, Note, NotePatch};
 
 /// A note's title: 1 to 200 characters, no control or bidirectional formatting characters.
@@ -17,42 +18,6 @@ pub type Body = Text<0, 20_000, true>;
 /// Labels: up to 20, each 1 to 40 characters, no control or bidirectional formatting
 /// characters.
 pub type Tags = List<Text<1, 40>, 20>;
-
-/// One note (also the content of the note resource).
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct NoteView {
-    /// Note id.
-    pub id: String,
-    /// The project it belongs to.
-    pub project_id: String,
-    /// Title.
-    pub title: String,
-    /// Text.
-    pub body: String,
-    /// Labels.
-    pub tags: Vec<String>,
-    /// When it was created (Unix seconds).
-    pub created_at: i64,
-    /// When it last changed (Unix seconds).
-    pub updated_at: i64,
-    /// MCP resource URI of the note.
-    pub uri: String,
-}
-
-impl From<Note> for NoteView {
-    fn from(n: Note) -> Self {
-        NoteView {
-            uri: ResourceUri::note(&n.project_id, &n.id),
-            id: n.id,
-            project_id: n.project_id,
-            title: n.title,
-            body: n.body,
-            tags: n.tags,
-            created_at: n.created_at,
-            updated_at: n.updated_at,
-        }
-    }
-}
 
 fn note_answer(note: Note) -> ToolOk<NoteView> {
     let view = NoteView::from(note);

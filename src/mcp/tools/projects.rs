@@ -4,11 +4,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::NoInput;
-use crate::config::Config;
 use crate::domain::notes::ResourceUri;
 use crate::domain::scope::Scope;
 use crate::mcp::args::Id;
 use crate::mcp::catalog::{ProjectAccess, ToolCtx, ToolDef, ToolError, ToolOk, ToolSpec};
+use crate::mcp::views::ProjectView;
 use crate::store::projects::ProjectMembership;
 
 /// One project the caller can use.
@@ -40,40 +40,6 @@ impl ProjectSummary {
 pub struct ProjectList {
     /// The caller's active projects, oldest first.
     pub projects: Vec<ProjectSummary>,
-}
-
-/// One project in detail (also the content of the project resource).
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ProjectView {
-    /// Project id.
-    pub id: String,
-    /// Project name.
-    pub name: String,
-    /// The caller's role: `read` or `write`.
-    pub role: String,
-    /// When it was created (Unix seconds).
-    pub created_at: i64,
-    /// How many notes it holds.
-    pub note_count: i64,
-    /// Where a person opens the project in the Gatehouse console.
-    pub console_url: String,
-    /// MCP resource URI of the project.
-    pub uri: String,
-}
-
-impl ProjectView {
-    /// The view of `m` with its note count.
-    pub fn new(config: &Config, m: &ProjectMembership, note_count: i64) -> Self {
-        ProjectView {
-            id: m.project_id.clone(),
-            name: m.name.clone(),
-            role: m.role.as_str().to_string(),
-            created_at: m.created_at,
-            note_count,
-            console_url: format!("{}/projects/{}", config.frontend_url, m.project_id),
-            uri: ResourceUri::project(&m.project_id),
-        }
-    }
 }
 
 /// Input naming one project.
