@@ -15,6 +15,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod oauth;
 pub mod password;
+pub mod signin;
 pub mod state;
 pub mod store;
 pub mod telemetry;

@@ -8,6 +8,7 @@ pub mod notes;
 pub mod pkce;
 pub mod principal;
 pub mod redirect_uri;
+pub mod refresh;
 pub mod scope;
 pub mod secret;
 pub mod successor;

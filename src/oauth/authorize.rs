@@ -18,6 +18,7 @@ use crate::domain::secret::{Secret, TokenKind};
 use crate::domain::text::check_line;
 use crate::state::AppState;
 use crate::store::StoreError;
+use crate::store::audit::AuditEvent;
 use crate::store::oauth::CodeRecord;
 
 /// Longest `state` accepted, in bytes (it is stored until the decision and echoed back).
@@ -303,4 +304,90 @@ pub async fn issue_code(
         params.push(("state", s));
     }
     Ok(redirect_url(&req.redirect_uri, &app.config.issuer, &params))
+}
+
+/// Takes (uses up) the authorization request the consent page showed as `request_id` to
+/// `account_id`: `None` when it is unknown, someone else's, already answered, expired (at
+/// `now`, Unix seconds) or unreadable.
+pub async fn take_request(
+    app: &AppState,
+    request_id: &str,
+    account_id: &str,
+    now: i64,
+) -> Result<Option<AuthorizationRequest>, StoreError> {
+    Ok(app
+        .store
+        .take_authorization_request(request_id, account_id, now)
+        .await?
+        .and_then(|json| serde_json::from_str(&json).ok()))
+}
+
+/// Records the person's answer to a consent request (`consent` audit row, `granted` or
+/// `denied`, the scope as subject), committed before the redirect is sent.
+async fn audit_consent(
+    app: &AppState,
+    req: &AuthorizationRequest,
+    account_id: &str,
+    source_ip: &str,
+    granted: bool,
+    now: i64,
+) {
+    app.store
+        .audit(
+            AuditEvent {
+                event: "consent",
+                outcome: if granted { "granted" } else { "denied" },
+                account_id: Some(account_id),
+                client_id: Some(&req.client_id),
+                subject: Some(&req.scope),
+                source_ip: Some(source_ip),
+                detail: None,
+            },
+            now,
+        )
+        .await;
+}
+
+/// The person approved `req` on the consent page (OAuth 2.1 §4.1.2): audits it, widens the
+/// live consent of (account, client, registered redirect URI) or starts a new grant generation
+/// after a revocation, issues a code, and returns the success redirect (`code`, `state`,
+/// `iss`; RFC 9207).
+pub async fn approve(
+    app: &AppState,
+    req: &AuthorizationRequest,
+    account_id: &str,
+    source_ip: &str,
+    now: i64,
+) -> Result<String, StoreError> {
+    audit_consent(app, req, account_id, source_ip, true, now).await;
+    let consent_id = app
+        .store
+        .approve_consent(
+            account_id,
+            &req.client_id,
+            &req.registered_redirect_uri,
+            &req.scope,
+            now,
+        )
+        .await?;
+    issue_code(app, req, account_id, &consent_id, now).await
+}
+
+/// The person denied `req` on the consent page: audits it and returns the error redirect
+/// (`error=access_denied`, `state`, `iss`; OAuth 2.1 §4.1.2.1).
+pub async fn deny(
+    app: &AppState,
+    req: &AuthorizationRequest,
+    account_id: &str,
+    source_ip: &str,
+    now: i64,
+) -> String {
+    audit_consent(app, req, account_id, source_ip, false, now).await;
+    error_redirect(
+        &app.config.issuer,
+        &req.redirect_uri,
+        req.state.as_deref(),
+        "access_denied",
+        "the user denied the request",
+    )
 }
