@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use url::Url;
 
 use super::clients::ClientLookupError;
+use crate::domain::authorization::AuthorizationErrorCode;
+use crate::domain::authorization::AuthorizationErrorCode as Code;
 use crate::domain::pkce::is_valid_challenge;
 use crate::domain::redirect_uri::matches;
 use crate::domain::scope::{Scope, ScopeSet};
@@ -71,7 +73,7 @@ pub enum AuthorizeError {
         /// `state` to echo.
         state: Option<String>,
         /// The RFC 6749 §4.1.2.1 error code.
-        error: &'static str,
+        error: AuthorizationErrorCode,
         /// `error_description`.
         description: String,
     },
@@ -146,12 +148,12 @@ pub async fn validate(
         return Err(AuthorizeError::Redirect {
             redirect_uri,
             state: None,
-            error: "invalid_request",
+            error: Code::InvalidRequest,
             description: format!("state must be at most {MAX_STATE_BYTES} bytes"),
         });
     }
     let state = params.get("state").map(|s| s.to_string());
-    let fail = |error: &'static str, description: String| AuthorizeError::Redirect {
+    let fail = |error: AuthorizationErrorCode, description: String| AuthorizeError::Redirect {
         redirect_uri: redirect_uri.clone(),
         state: state.clone(),
         error,
@@ -159,7 +161,7 @@ pub async fn validate(
     };
     if let Some(k) = repeated {
         return Err(fail(
-            "invalid_request",
+            Code::InvalidRequest,
             format!("parameter {k} is repeated"),
         ));
     }
@@ -167,15 +169,20 @@ pub async fn validate(
         Some(&"code") => {}
         Some(other) => {
             return Err(fail(
-                "unsupported_response_type",
+                Code::UnsupportedResponseType,
                 format!("response_type {other} is not supported; use code"),
             ));
         }
-        None => return Err(fail("invalid_request", "response_type is required".into())),
+        None => {
+            return Err(fail(
+                Code::InvalidRequest,
+                "response_type is required".into(),
+            ));
+        }
     }
     let Some(challenge) = params.get("code_challenge") else {
         return Err(fail(
-            "invalid_request",
+            Code::InvalidRequest,
             "code_challenge is required (PKCE with S256)".into(),
         ));
     };
@@ -183,13 +190,13 @@ pub async fn validate(
         Some(&"S256") => {}
         Some(m) => {
             return Err(fail(
-                "invalid_request",
+                Code::InvalidRequest,
                 format!("code_challenge_method {m} is not supported; use S256"),
             ));
         }
         None => {
             return Err(fail(
-                "invalid_request",
+                Code::InvalidRequest,
                 "code_challenge_method is required: the default (plain) is not supported; use S256"
                     .into(),
             ));
@@ -197,15 +204,15 @@ pub async fn validate(
     }
     if !is_valid_challenge(challenge) {
         return Err(fail(
-            "invalid_request",
+            Code::InvalidRequest,
             "code_challenge must be the 43-character base64url S256 digest".into(),
         ));
     }
     let resource = match params.get("resource") {
-        Some(r) if *r == app.config.mcp_server_url => r.to_string(),
+        Some(r) if app.config.resource.matches(r) => app.config.mcp_server_url.clone(),
         Some(r) => {
             return Err(fail(
-                "invalid_target",
+                Code::InvalidTarget,
                 format!(
                     "resource {r} is not served here; use {}",
                     app.config.mcp_server_url
@@ -216,7 +223,7 @@ pub async fn validate(
     };
     let scopes =
         ScopeSet::granted_for_request(params.get("scope").copied(), client.scope.as_deref())
-            .map_err(|e| fail("invalid_scope", e.to_string()))?;
+            .map_err(|e| fail(Code::InvalidScope, e.to_string()))?;
     let prompt = params.get("prompt").map(|s| s.to_string());
     Ok(AuthorizationRequest {
         client_id: client.client_id,
@@ -263,10 +270,13 @@ pub fn error_redirect(
     issuer: &str,
     redirect_uri: &str,
     state: Option<&str>,
-    error: &str,
+    error: AuthorizationErrorCode,
     description: &str,
 ) -> String {
-    let mut params = vec![("error", error), ("error_description", description)];
+    let mut params = vec![
+        ("error", error.as_str()),
+        ("error_description", description),
+    ];
     if let Some(s) = state {
         params.push(("state", s));
     }
@@ -387,7 +397,7 @@ pub async fn deny(
         &app.config.issuer,
         &req.redirect_uri,
         req.state.as_deref(),
-        "access_denied",
+        Code::AccessDenied,
         "the user denied the request",
     )
 }

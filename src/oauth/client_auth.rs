@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use axum::body::Body;
+use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, header};
 use base64::Engine;
 
@@ -40,6 +41,44 @@ pub async fn read_form(
             ))
         })?;
     parse_params(url::form_urlencoded::parse(&bytes))
+}
+
+/// An OAuth form body (`application/x-www-form-urlencoded`, at most [`MAX_FORM_BYTES`],
+/// no repeated parameter, empty values absent) as an extractor: a bad body is refused with the
+/// RFC 6749 §5.2 `invalid_request` JSON before the handler runs.
+#[derive(Debug, Clone)]
+pub struct OAuthForm(pub HashMap<String, String>);
+
+impl<S: Send + Sync> FromRequest<S> for OAuthForm {
+    type Rejection = OAuthError;
+
+    async fn from_request(req: Request, _: &S) -> Result<Self, OAuthError> {
+        let (parts, body) = req.into_parts();
+        read_form(&parts.headers, body).await.map(OAuthForm)
+    }
+}
+
+/// The client calling the token, revocation or introspection endpoint, authenticated
+/// ([`authenticate_client`]) from its [`OAuthForm`] and `Authorization` header, with that
+/// form's parameters. Refused with the RFC 6749 §5.2 JSON (`invalid_request`,
+/// `invalid_client`).
+#[derive(Debug, Clone)]
+pub struct ClientForm {
+    /// The authenticated client.
+    pub client: ClientRecord,
+    /// The form's parameters.
+    pub params: HashMap<String, String>,
+}
+
+impl FromRequest<AppState> for ClientForm {
+    type Rejection = OAuthError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, OAuthError> {
+        let (parts, body) = req.into_parts();
+        let params = read_form(&parts.headers, body).await?;
+        let client = authenticate_client(state, &parts.headers, &params).await?;
+        Ok(ClientForm { client, params })
+    }
 }
 
 /// Collects parameters, refusing repeats; empty values count as absent (RFC 6749 §3.1).

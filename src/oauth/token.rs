@@ -14,16 +14,14 @@
 use std::collections::HashMap;
 
 use axum::Json;
-use axum::body::Body;
 use axum::extract::State;
-
-use crate::client_addr::ClientAddr;
-use axum::http::{HeaderMap, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::header;
+use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 
 use super::OAuthError;
-use super::client_auth::{authenticate_client, read_form};
+use super::client_auth::ClientForm;
+use crate::client_addr::ClientAddr;
 use crate::domain::pkce::verify_s256;
 use crate::domain::refresh::{self, RefreshDecision};
 use crate::domain::scope::{Scope, ScopeSet};
@@ -70,54 +68,50 @@ struct Ctx<'a> {
     now: i64,
 }
 
-/// `POST /oauth/token`.
+/// `POST /oauth/token`: the authenticated client's grant, answered with `Cache-Control:
+/// no-store` (OAuth 2.1 §3.2.3); errors as RFC 6749 §5.2 JSON.
 pub async fn token(
     State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let ip = client.to_string();
-    let result = async {
-        let params = read_form(&headers, body).await?;
-        let client = authenticate_client(&state, &headers, &params).await?;
-        let ctx = Ctx {
-            state: &state,
-            client: &client,
-            params: &params,
-            ip: &ip,
-            now: now(),
-        };
-        let grant = params
-            .get("grant_type")
-            .ok_or_else(|| OAuthError::InvalidRequest("grant_type is required".into()))?;
-        if !super::metadata::permits_grant(&client.grant_types, grant)
-            && super::metadata::GRANT_TYPES.contains(&grant.as_str())
-        {
-            return Err(OAuthError::UnauthorizedClient(format!(
-                "this client is not registered for the {grant} grant"
-            )));
-        }
-        match grant.as_str() {
-            "authorization_code" => authorization_code(&ctx).await,
-            "refresh_token" => refresh_token(&ctx).await,
-            "client_credentials" => client_credentials(&ctx).await,
-            other => Err(OAuthError::UnsupportedGrantType(format!(
-                "grant_type {other} is not supported (use authorization_code, refresh_token or client_credentials)"
-            ))),
-        }
+    addr: ClientAddr,
+    ClientForm { client, params }: ClientForm,
+) -> Result<impl IntoResponse, OAuthError> {
+    let ip = addr.to_string();
+    let ctx = Ctx {
+        state: &state,
+        client: &client,
+        params: &params,
+        ip: &ip,
+        now: now(),
+    };
+    let body = grant(&ctx).await?;
+    let no_store = [
+        (header::CACHE_CONTROL, "no-store"),
+        (header::PRAGMA, "no-cache"),
+    ];
+    Ok((no_store, Json(body)))
+}
+
+/// Dispatches on `grant_type`: `unauthorized_client` for a grant the client did not register,
+/// `unsupported_grant_type` for one this server does not offer.
+async fn grant(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
+    let grant = ctx
+        .params
+        .get("grant_type")
+        .ok_or_else(|| OAuthError::InvalidRequest("grant_type is required".into()))?;
+    if !super::metadata::permits_grant(&ctx.client.grant_types, grant)
+        && super::metadata::GRANT_TYPES.contains(&grant.as_str())
+    {
+        return Err(OAuthError::UnauthorizedClient(format!(
+            "this client is not registered for the {grant} grant"
+        )));
     }
-    .await;
-    match result {
-        Ok(body) => (
-            [
-                (header::CACHE_CONTROL, "no-store"),
-                (header::PRAGMA, "no-cache"),
-            ],
-            Json(body),
-        )
-            .into_response(),
-        Err(e) => e.into_response(),
+    match grant.as_str() {
+        "authorization_code" => authorization_code(ctx).await,
+        "refresh_token" => refresh_token(ctx).await,
+        "client_credentials" => client_credentials(ctx).await,
+        other => Err(OAuthError::UnsupportedGrantType(format!(
+            "grant_type {other} is not supported (use authorization_code, refresh_token or client_credentials)"
+        ))),
     }
 }
 
@@ -128,12 +122,16 @@ pub async fn token(
 /// stored before issuers were recorded, judged by its resource alone).
 fn check_target(ctx: &Ctx<'_>, granted: &str, issuer: Option<&str>) -> Result<(), OAuthError> {
     let config = &ctx.state.config;
-    if granted != config.mcp_server_url {
+    if !config.resource.matches(granted) {
         return Err(OAuthError::InvalidTarget(
             "this grant was issued for another resource than the one served here".into(),
         ));
     }
-    if ctx.params.get("resource").is_some_and(|r| r != granted) {
+    if ctx
+        .params
+        .get("resource")
+        .is_some_and(|r| !config.resource.matches(r))
+    {
         return Err(OAuthError::InvalidTarget(format!(
             "resource must be {granted}, the resource this grant was issued for"
         )));
@@ -240,7 +238,7 @@ async fn client_credentials(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
     if ctx
         .params
         .get("resource")
-        .is_some_and(|r| r != &config.mcp_server_url)
+        .is_some_and(|r| !config.resource.matches(r))
     {
         return Err(OAuthError::InvalidTarget(format!(
             "resource must be {}, the resource served here",

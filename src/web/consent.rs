@@ -13,6 +13,7 @@ use tower_sessions::Session;
 
 use super::session::{csrf_token, signed_in};
 use super::{CsrfForm, PageForm, error_page, render, see_other};
+use crate::domain::authorization::AuthorizationErrorCode;
 use crate::domain::redirect_uri::{host_for_display, is_loopback_host};
 use crate::domain::secret::random_urlsafe;
 use crate::error::AppError;
@@ -91,7 +92,7 @@ async fn authorize(
         Ok(r) => r,
         Err(e) => return Ok(redirect_error(&state, e)),
     };
-    let fail = |error: &'static str, description: &str| {
+    let fail = |error: AuthorizationErrorCode, description: &str| {
         redirect_error(
             &state,
             AuthorizeError::Redirect {
@@ -109,7 +110,10 @@ async fn authorize(
     // sign-in page, then back to this request without `login`, so it is asked for once.
     if account.is_none() || wants("login") {
         if wants("none") {
-            return Ok(fail("login_required", "the user is not signed in"));
+            return Ok(fail(
+                AuthorizationErrorCode::LoginRequired,
+                "the user is not signed in",
+            ));
         }
         let again: Vec<(String, String)> = pairs
             .iter()
@@ -148,7 +152,7 @@ async fn authorize(
     }
     if prompt.split(' ').any(|p| p == "none") {
         return Ok(fail(
-            "consent_required",
+            AuthorizationErrorCode::ConsentRequired,
             "the user has not approved this application",
         ));
     }
