@@ -461,3 +461,45 @@ fn refuse_invisible(key: &str, value: &str) -> Result<(), OAuthError> {
 fn truncate(s: &str) -> String {
     s.chars().take(100).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(body: &str) -> String {
+        match RegistrationRequest::from_json(body.as_bytes()) {
+            Err(OAuthError::InvalidClientMetadata(d)) => d,
+            other => panic!("{body}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_name_the_member_as_before() {
+        assert_eq!(
+            error(r#"{"client_name": 5}"#),
+            "client_name must be a string"
+        );
+        assert_eq!(
+            error(r#"{"redirect_uris": "https://a.example/cb"}"#),
+            "redirect_uris must be an array of strings"
+        );
+        assert_eq!(
+            error(r#"{"redirect_uris": ["https://a.example/cb", 1]}"#),
+            "redirect_uris must be an array of strings"
+        );
+        assert_eq!(error("[1, 2]"), "the request body must be a JSON object");
+        assert!(error("{").starts_with("the request body is not valid JSON: "));
+        assert!(error("{} x").starts_with("the request body is not valid JSON: "));
+    }
+
+    #[test]
+    fn blank_and_null_members_are_absent_and_unknown_ones_ignored() {
+        let req = RegistrationRequest::from_json(
+            br#"{"client_name": "  ", "scope": null, "x_unknown": {"a": 1}, "contacts": ["a@b.example"]}"#,
+        )
+        .unwrap();
+        assert_eq!(req.client_name, None);
+        assert_eq!(req.scope, None);
+        assert_eq!(req.contacts, Some(vec!["a@b.example".to_string()]));
+    }
+}
