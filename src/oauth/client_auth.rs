@@ -43,25 +43,11 @@ pub async fn read_form(
     parse_params(url::form_urlencoded::parse(&bytes))
 }
 
-/// An OAuth form body (`application/x-www-form-urlencoded`, at most [`MAX_FORM_BYTES`],
-/// no repeated parameter, empty values absent) as an extractor: a bad body is refused with the
-/// RFC 6749 §5.2 `invalid_request` JSON before the handler runs.
-#[derive(Debug, Clone)]
-pub struct OAuthForm(pub HashMap<String, String>);
-
-impl<S: Send + Sync> FromRequest<S> for OAuthForm {
-    type Rejection = OAuthError;
-
-    async fn from_request(req: Request, _: &S) -> Result<Self, OAuthError> {
-        let (parts, body) = req.into_parts();
-        read_form(&parts.headers, body).await.map(OAuthForm)
-    }
-}
-
-/// The client calling the token, revocation or introspection endpoint, authenticated
-/// ([`authenticate_client`]) from its [`OAuthForm`] and `Authorization` header, with that
-/// form's parameters. Refused with the RFC 6749 §5.2 JSON (`invalid_request`,
-/// `invalid_client`).
+/// The extractor of the token, revocation and introspection endpoints: the form body
+/// ([`read_form`]: `application/x-www-form-urlencoded`, at most [`MAX_FORM_BYTES`], no repeated
+/// parameter) and the client it authenticates ([`authenticate_client`], with the
+/// `Authorization` header). A bad body or a failed authentication is refused with the
+/// RFC 6749 §5.2 JSON (`invalid_request`, `invalid_client`) before the handler runs.
 #[derive(Debug, Clone)]
 pub struct ClientForm {
     /// The authenticated client.

@@ -268,6 +268,16 @@ impl RegistrationRequest {
     /// Reads a registration body. Errors (`invalid_client_metadata`): not JSON, not an object,
     /// or a member of the wrong type, named with its path (`client_name must be a string`).
     pub fn from_json(bytes: &[u8]) -> Result<Self, OAuthError> {
+        // A derived struct also reads a JSON array (its members by position): only an object is
+        // a registration request.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(
+                match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+                    Ok(_) => bad("the request body must be a JSON object"),
+                    Err(e) => bad(format!("the request body is not valid JSON: {e}")),
+                },
+            );
+        }
         let mut de = serde_json::Deserializer::from_slice(bytes);
         let result: Result<Self, _> = serde_path_to_error::deserialize(&mut de);
         let request = result.map_err(|e| {
@@ -488,6 +498,11 @@ mod tests {
             "redirect_uris must be an array of strings"
         );
         assert_eq!(error("[1, 2]"), "the request body must be a JSON object");
+        assert_eq!(
+            error(r#"[["https://a.example/cb"]]"#),
+            "the request body must be a JSON object"
+        );
+        assert_eq!(error(r#""text""#), "the request body must be a JSON object");
         assert!(error("{").starts_with("the request body is not valid JSON: "));
         assert!(error("{} x").starts_with("the request body is not valid JSON: "));
     }
