@@ -13,6 +13,8 @@ use std::path::Path;
 
 use url::Url;
 
+use crate::domain::resource::ResourceIndicator;
+
 /// Default canonical URL of the MCP endpoint.
 pub const DEFAULT_MCP_SERVER_URL: &str = "http://127.0.0.1:8080/mcp";
 /// Default SQLite database: a file in the working directory, created when missing.
@@ -77,12 +79,18 @@ pub enum LogFormat {
 /// The whole configuration of a Gatehouse process.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// `MCP_SERVER_URL`: canonical URL of the MCP endpoint; tokens are bound to it (RFC 8707).
+    /// `MCP_SERVER_URL`: canonical URL of the MCP endpoint, no trailing slash; tokens are bound
+    /// to it (RFC 8707). As text, for pages, documents and storage.
     pub mcp_server_url: String,
+    /// The same URL as the RFC 8707 resource indicator every resource and audience is compared
+    /// with ([`ResourceIndicator::matches`]), parsed once at load.
+    pub resource: ResourceIndicator,
     /// The path of `MCP_SERVER_URL`, where the MCP route is mounted (e.g. `/mcp`).
     pub mcp_path: String,
     /// `GATEHOUSE_ISSUER`: OAuth issuer, no trailing slash (RFC 8414 §2).
     pub issuer: String,
+    /// The same issuer, parsed once at load.
+    pub issuer_url: Url,
     /// `FRONTEND_URL`: where console pages live, no trailing slash.
     pub frontend_url: String,
     /// `DATABASE_URL`: `sqlite://…` or `postgres://…`.
@@ -361,8 +369,13 @@ impl Config {
             }
         }
 
+        let resource = ResourceIndicator::parse(&mcp_server_url)
+            .map_err(|e| ConfigError::new("MCP_SERVER_URL", e.to_string()))?;
+        let issuer_url = parse_http_url("GATEHOUSE_ISSUER", &issuer)?;
         Ok(Config {
             mcp_server_url,
+            resource,
+            issuer_url,
             mcp_path,
             issuer,
             frontend_url,
@@ -399,9 +412,7 @@ impl Config {
     /// URL of the protected-resource metadata for the MCP endpoint (RFC 9728 §3.1): the
     /// well-known segment inserted between the origin and the MCP path.
     pub fn protected_resource_metadata_url(&self) -> String {
-        let origin = Url::parse(&self.mcp_server_url)
-            .map(|u| u.origin().ascii_serialization())
-            .unwrap_or_default();
+        let origin = self.resource.url().origin().ascii_serialization();
         format!(
             "{origin}/.well-known/oauth-protected-resource{}",
             self.mcp_path

@@ -17,6 +17,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod oauth;
 pub mod password;
+pub mod signin;
 pub mod state;
 pub mod store;
 pub mod telemetry;

@@ -57,13 +57,11 @@ async fn run() {
     };
     gatehouse::telemetry::init(config.log_format);
     if config.mcp_server_url.starts_with("http://")
-        && !url::Url::parse(&config.mcp_server_url)
-            .ok()
-            .and_then(|u| {
-                u.host_str()
-                    .map(gatehouse::domain::loopback::is_loopback_host)
-            })
-            .unwrap_or(false)
+        && !config
+            .resource
+            .url()
+            .host_str()
+            .is_some_and(gatehouse::domain::loopback::is_loopback_host)
     {
         tracing::warn!(
             "MCP_SERVER_URL is plain http on a non-loopback host: passwords and tokens would cross the network unencrypted; serve it over https"

@@ -2,6 +2,7 @@
 
 pub mod account;
 pub mod api_key;
+pub mod authorization;
 pub mod cimd;
 pub mod forwarded;
 pub mod loopback;
@@ -9,6 +10,8 @@ pub mod notes;
 pub mod pkce;
 pub mod principal;
 pub mod redirect_uri;
+pub mod refresh;
+pub mod resource;
 pub mod scope;
 pub mod secret;
 pub mod successor;

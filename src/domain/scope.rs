@@ -19,6 +19,19 @@ pub enum Scope {
 }
 
 impl Scope {
+    /// Every scope this server understands, in the fixed display order: the one list the
+    /// metadata documents (RFC 8414 §2 `scopes_supported`) and error messages are derived from.
+    pub const ALL: [Scope; 3] = [Scope::McpRead, Scope::McpWrite, Scope::OfflineAccess];
+
+    /// The scopes of the MCP resource itself ([`Scope::ALL`] without `offline_access`, which is
+    /// not a permission on the resource): RFC 9728 §2 `scopes_supported` and the scope of a
+    /// `WWW-Authenticate` challenge.
+    pub fn resource_scopes() -> impl Iterator<Item = Scope> {
+        Scope::ALL
+            .into_iter()
+            .filter(|s| *s != Scope::OfflineAccess)
+    }
+
     /// The scope token as sent on the wire: `"mcp:read"`, `"mcp:write"` or
     /// `"offline_access"`.
     pub fn as_str(self) -> &'static str {
@@ -51,7 +64,7 @@ impl fmt::Display for Scope {
 pub enum ScopeError {
     /// A well-formed scope token this server does not know. The token only
     /// holds characters allowed in `error_description` (RFC 6749 §5.2).
-    #[error("unknown scope \"{0}\" (supported: mcp:read mcp:write offline_access)")]
+    #[error("unknown scope \"{0}\" (supported: {all})", all = ScopeSet::from_iter(Scope::ALL))]
     Unknown(String),
     /// A token with a character outside `%x21 / %x23-5B / %x5D-7E`
     /// (RFC 6749 §3.3). The token is not echoed back.
@@ -79,11 +92,9 @@ impl FromStr for Scope {
     /// Errors: [`ScopeError::Malformed`] for forbidden characters (including
     /// the empty string), else [`ScopeError::Unknown`] naming the token.
     fn from_str(s: &str) -> Result<Scope, ScopeError> {
-        match s {
-            "mcp:read" => Ok(Scope::McpRead),
-            "mcp:write" => Ok(Scope::McpWrite),
-            "offline_access" => Ok(Scope::OfflineAccess),
-            _ if is_scope_token(s) => Err(ScopeError::Unknown(s.to_owned())),
+        match Scope::ALL.into_iter().find(|scope| scope.as_str() == s) {
+            Some(scope) => Ok(scope),
+            None if is_scope_token(s) => Err(ScopeError::Unknown(s.to_owned())),
             _ => Err(ScopeError::Malformed),
         }
     }

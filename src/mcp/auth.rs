@@ -47,6 +47,7 @@ use crate::client_addr::ClientAddr;
 use crate::config::Config;
 use crate::domain::api_key::{address_allowed, last_use_due, parse_allowed};
 use crate::domain::principal::{CredentialKind, Reach};
+use crate::domain::resource::ResourceIndicator;
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::{Secret, TokenKind};
 use crate::store::audit::AuditEvent;
@@ -147,9 +148,13 @@ pub fn bearer_token(headers: &HeaderMap) -> Result<Option<Secret>, Rejection> {
     Ok(Some(Secret::from_presented(token)))
 }
 
-/// Checks a live grant against this resource (RFC 8707 audience); the scopes it carries.
-pub fn check_grant(grant: &AccessGrant, resource: &str) -> Result<ScopeSet, Rejection> {
-    if grant.audience.trim_end_matches('/') != resource {
+/// Checks a live grant against this resource (RFC 8707 audience, compared by
+/// [`ResourceIndicator::matches`]); the scopes it carries.
+pub fn check_grant(
+    grant: &AccessGrant,
+    resource: &ResourceIndicator,
+) -> Result<ScopeSet, Rejection> {
+    if !resource.matches(&grant.audience) {
         return Err(Rejection::WrongAudience);
     }
     ScopeSet::parse(&grant.scope).map_err(|_| Rejection::BadScope)
@@ -373,7 +378,7 @@ async fn oauth_principal(mcp: &McpState, secret: &Secret, now: i64) -> Result<Pr
         .authenticate_access_token(&secret.hash(), now)
         .await?
         .ok_or(Refusal::Invalid(Rejection::NotLive))?;
-    let scopes = check_grant(&grant, &mcp.app.config.mcp_server_url).map_err(Refusal::Invalid)?;
+    let scopes = check_grant(&grant, &mcp.app.config.resource).map_err(Refusal::Invalid)?;
     let reach = match grant.project_id {
         Some(project) => Reach::Project(project),
         None => Reach::Account,
@@ -792,13 +797,14 @@ mod tests {
 
     #[test]
     fn grant_checks() {
-        let url = "http://127.0.0.1:8080/mcp";
+        let url = &ResourceIndicator::parse("http://127.0.0.1:8080/mcp").unwrap();
         assert_eq!(check_grant(&grant(), url).unwrap().to_string(), "mcp:read");
+        // One rule for every resource comparison: a trailing slash is another resource.
         let g = AccessGrant {
             audience: "http://127.0.0.1:8080/mcp/".into(),
             ..grant()
         };
-        assert!(check_grant(&g, url).is_ok());
+        assert_eq!(check_grant(&g, url), Err(Rejection::WrongAudience));
         let g = AccessGrant {
             audience: "http://127.0.0.1:8080/other".into(),
             ..grant()

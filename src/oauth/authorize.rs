@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use url::Url;
 
 use super::clients::ClientLookupError;
+use crate::domain::authorization::AuthorizationErrorCode;
+use crate::domain::authorization::AuthorizationErrorCode as Code;
 use crate::domain::pkce::is_valid_challenge;
 use crate::domain::redirect_uri::matches;
 use crate::domain::scope::{Scope, ScopeSet};
@@ -18,6 +20,7 @@ use crate::domain::secret::{Secret, TokenKind};
 use crate::domain::text::check_line;
 use crate::state::AppState;
 use crate::store::StoreError;
+use crate::store::audit::AuditEvent;
 use crate::store::oauth::CodeRecord;
 
 /// Longest `state` accepted, in bytes (it is stored until the decision and echoed back).
@@ -70,7 +73,7 @@ pub enum AuthorizeError {
         /// `state` to echo.
         state: Option<String>,
         /// The RFC 6749 §4.1.2.1 error code.
-        error: &'static str,
+        error: AuthorizationErrorCode,
         /// `error_description`.
         description: String,
     },
@@ -145,12 +148,12 @@ pub async fn validate(
         return Err(AuthorizeError::Redirect {
             redirect_uri,
             state: None,
-            error: "invalid_request",
+            error: Code::InvalidRequest,
             description: format!("state must be at most {MAX_STATE_BYTES} bytes"),
         });
     }
     let state = params.get("state").map(|s| s.to_string());
-    let fail = |error: &'static str, description: String| AuthorizeError::Redirect {
+    let fail = |error: AuthorizationErrorCode, description: String| AuthorizeError::Redirect {
         redirect_uri: redirect_uri.clone(),
         state: state.clone(),
         error,
@@ -158,7 +161,7 @@ pub async fn validate(
     };
     if let Some(k) = repeated {
         return Err(fail(
-            "invalid_request",
+            Code::InvalidRequest,
             format!("parameter {k} is repeated"),
         ));
     }
@@ -166,15 +169,20 @@ pub async fn validate(
         Some(&"code") => {}
         Some(other) => {
             return Err(fail(
-                "unsupported_response_type",
+                Code::UnsupportedResponseType,
                 format!("response_type {other} is not supported; use code"),
             ));
         }
-        None => return Err(fail("invalid_request", "response_type is required".into())),
+        None => {
+            return Err(fail(
+                Code::InvalidRequest,
+                "response_type is required".into(),
+            ));
+        }
     }
     let Some(challenge) = params.get("code_challenge") else {
         return Err(fail(
-            "invalid_request",
+            Code::InvalidRequest,
             "code_challenge is required (PKCE with S256)".into(),
         ));
     };
@@ -182,13 +190,13 @@ pub async fn validate(
         Some(&"S256") => {}
         Some(m) => {
             return Err(fail(
-                "invalid_request",
+                Code::InvalidRequest,
                 format!("code_challenge_method {m} is not supported; use S256"),
             ));
         }
         None => {
             return Err(fail(
-                "invalid_request",
+                Code::InvalidRequest,
                 "code_challenge_method is required: the default (plain) is not supported; use S256"
                     .into(),
             ));
@@ -196,15 +204,15 @@ pub async fn validate(
     }
     if !is_valid_challenge(challenge) {
         return Err(fail(
-            "invalid_request",
+            Code::InvalidRequest,
             "code_challenge must be the 43-character base64url S256 digest".into(),
         ));
     }
     let resource = match params.get("resource") {
-        Some(r) if *r == app.config.mcp_server_url => r.to_string(),
+        Some(r) if app.config.resource.matches(r) => app.config.mcp_server_url.clone(),
         Some(r) => {
             return Err(fail(
-                "invalid_target",
+                Code::InvalidTarget,
                 format!(
                     "resource {r} is not served here; use {}",
                     app.config.mcp_server_url
@@ -215,7 +223,7 @@ pub async fn validate(
     };
     let scopes =
         ScopeSet::granted_for_request(params.get("scope").copied(), client.scope.as_deref())
-            .map_err(|e| fail("invalid_scope", e.to_string()))?;
+            .map_err(|e| fail(Code::InvalidScope, e.to_string()))?;
     let prompt = params.get("prompt").map(|s| s.to_string());
     Ok(AuthorizationRequest {
         client_id: client.client_id,
@@ -262,10 +270,13 @@ pub fn error_redirect(
     issuer: &str,
     redirect_uri: &str,
     state: Option<&str>,
-    error: &str,
+    error: AuthorizationErrorCode,
     description: &str,
 ) -> String {
-    let mut params = vec![("error", error), ("error_description", description)];
+    let mut params = vec![
+        ("error", error.as_str()),
+        ("error_description", description),
+    ];
     if let Some(s) = state {
         params.push(("state", s));
     }
@@ -303,4 +314,90 @@ pub async fn issue_code(
         params.push(("state", s));
     }
     Ok(redirect_url(&req.redirect_uri, &app.config.issuer, &params))
+}
+
+/// Takes (uses up) the authorization request the consent page showed as `request_id` to
+/// `account_id`: `None` when it is unknown, someone else's, already answered, expired (at
+/// `now`, Unix seconds) or unreadable.
+pub async fn take_request(
+    app: &AppState,
+    request_id: &str,
+    account_id: &str,
+    now: i64,
+) -> Result<Option<AuthorizationRequest>, StoreError> {
+    Ok(app
+        .store
+        .take_authorization_request(request_id, account_id, now)
+        .await?
+        .and_then(|json| serde_json::from_str(&json).ok()))
+}
+
+/// Records the person's answer to a consent request (`consent` audit row, `granted` or
+/// `denied`, the scope as subject), committed before the redirect is sent.
+async fn audit_consent(
+    app: &AppState,
+    req: &AuthorizationRequest,
+    account_id: &str,
+    source_ip: &str,
+    granted: bool,
+    now: i64,
+) {
+    app.store
+        .audit(
+            AuditEvent {
+                event: "consent",
+                outcome: if granted { "granted" } else { "denied" },
+                account_id: Some(account_id),
+                client_id: Some(&req.client_id),
+                subject: Some(&req.scope),
+                source_ip: Some(source_ip),
+                detail: None,
+            },
+            now,
+        )
+        .await;
+}
+
+/// The person approved `req` on the consent page (OAuth 2.1 §4.1.2): audits it, widens the
+/// live consent of (account, client, registered redirect URI) or starts a new grant generation
+/// after a revocation, issues a code, and returns the success redirect (`code`, `state`,
+/// `iss`; RFC 9207).
+pub async fn approve(
+    app: &AppState,
+    req: &AuthorizationRequest,
+    account_id: &str,
+    source_ip: &str,
+    now: i64,
+) -> Result<String, StoreError> {
+    audit_consent(app, req, account_id, source_ip, true, now).await;
+    let consent_id = app
+        .store
+        .approve_consent(
+            account_id,
+            &req.client_id,
+            &req.registered_redirect_uri,
+            &req.scope,
+            now,
+        )
+        .await?;
+    issue_code(app, req, account_id, &consent_id, now).await
+}
+
+/// The person denied `req` on the consent page: audits it and returns the error redirect
+/// (`error=access_denied`, `state`, `iss`; OAuth 2.1 §4.1.2.1).
+pub async fn deny(
+    app: &AppState,
+    req: &AuthorizationRequest,
+    account_id: &str,
+    source_ip: &str,
+    now: i64,
+) -> String {
+    audit_consent(app, req, account_id, source_ip, false, now).await;
+    error_redirect(
+        &app.config.issuer,
+        &req.redirect_uri,
+        req.state.as_deref(),
+        Code::AccessDenied,
+        "the user denied the request",
+    )
 }

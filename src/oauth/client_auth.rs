@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use axum::body::Body;
+use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, header};
 use base64::Engine;
 
@@ -40,6 +41,30 @@ pub async fn read_form(
             ))
         })?;
     parse_params(url::form_urlencoded::parse(&bytes))
+}
+
+/// The extractor of the token, revocation and introspection endpoints: the form body
+/// ([`read_form`]: `application/x-www-form-urlencoded`, at most [`MAX_FORM_BYTES`], no repeated
+/// parameter) and the client it authenticates ([`authenticate_client`], with the
+/// `Authorization` header). A bad body or a failed authentication is refused with the
+/// RFC 6749 §5.2 JSON (`invalid_request`, `invalid_client`) before the handler runs.
+#[derive(Debug, Clone)]
+pub struct ClientForm {
+    /// The authenticated client.
+    pub client: ClientRecord,
+    /// The form's parameters.
+    pub params: HashMap<String, String>,
+}
+
+impl FromRequest<AppState> for ClientForm {
+    type Rejection = OAuthError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, OAuthError> {
+        let (parts, body) = req.into_parts();
+        let params = read_form(&parts.headers, body).await?;
+        let client = authenticate_client(state, &parts.headers, &params).await?;
+        Ok(ClientForm { client, params })
+    }
 }
 
 /// Collects parameters, refusing repeats; empty values count as absent (RFC 6749 §3.1).

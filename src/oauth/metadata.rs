@@ -4,9 +4,10 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use crate::config::Config;
+use crate::domain::scope::Scope;
 use crate::state::AppState;
 
 /// The grant types a registered client may use (dynamic registration accepts only these).
@@ -38,29 +39,72 @@ pub fn permits_grant(registered: &[String], grant: &str) -> bool {
 /// The client authentication methods the token endpoint accepts.
 pub const AUTH_METHODS: [&str; 3] = ["none", "client_secret_basic", "client_secret_post"];
 
-/// The RFC 8414 §2 document. `issuer` is byte-identical to the configured issuer (§3.3), and
-/// only what the server accepts is advertised.
-pub fn document(config: &Config) -> Value {
-    let url = |p: &str| format!("{}{}", config.issuer, p);
-    json!({
-        "issuer": config.issuer,
-        "authorization_endpoint": url("/oauth/authorize"),
-        "token_endpoint": url("/oauth/token"),
-        "registration_endpoint": url("/oauth/register"),
-        "revocation_endpoint": url("/oauth/revoke"),
-        "introspection_endpoint": url("/oauth/introspect"),
-        "response_types_supported": ["code"],
-        "response_modes_supported": ["query"],
-        "grant_types_supported": SUPPORTED_GRANT_TYPES,
-        "code_challenge_methods_supported": ["S256"],
-        "token_endpoint_auth_methods_supported": AUTH_METHODS,
-        "revocation_endpoint_auth_methods_supported": AUTH_METHODS,
-        "introspection_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
-        "scopes_supported": ["mcp:read", "mcp:write", "offline_access"],
-        "authorization_response_iss_parameter_supported": true,
-        "client_id_metadata_document_supported": true,
-        "protected_resources": [config.mcp_server_url],
-    })
+/// The authorization-server metadata document (RFC 8414 §2). `issuer` is byte-identical to
+/// the configured issuer (§3.3), and only what the server accepts is advertised.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct AuthorizationServerMetadata {
+    /// The issuer identifier (RFC 8414 §2).
+    pub issuer: String,
+    /// OAuth 2.1 §3.1.
+    pub authorization_endpoint: String,
+    /// OAuth 2.1 §3.2.
+    pub token_endpoint: String,
+    /// RFC 7591 §3.
+    pub registration_endpoint: String,
+    /// RFC 7009 §2.
+    pub revocation_endpoint: String,
+    /// RFC 7662 §2.
+    pub introspection_endpoint: String,
+    /// Only `code`.
+    pub response_types_supported: [&'static str; 1],
+    /// Only `query`.
+    pub response_modes_supported: [&'static str; 1],
+    /// [`SUPPORTED_GRANT_TYPES`].
+    pub grant_types_supported: [&'static str; 3],
+    /// Only `S256` (RFC 7636 §4.2).
+    pub code_challenge_methods_supported: [&'static str; 1],
+    /// [`AUTH_METHODS`].
+    pub token_endpoint_auth_methods_supported: [&'static str; 3],
+    /// [`AUTH_METHODS`].
+    pub revocation_endpoint_auth_methods_supported: [&'static str; 3],
+    /// Confidential clients only.
+    pub introspection_endpoint_auth_methods_supported: [&'static str; 2],
+    /// [`Scope::ALL`].
+    pub scopes_supported: Vec<&'static str>,
+    /// RFC 9207 §3.
+    pub authorization_response_iss_parameter_supported: bool,
+    /// Client ID metadata documents (MCP authorization).
+    pub client_id_metadata_document_supported: bool,
+    /// The resources tokens may be issued for: `MCP_SERVER_URL`.
+    pub protected_resources: [String; 1],
+}
+
+impl AuthorizationServerMetadata {
+    /// The document for `config`.
+    pub fn for_config(config: &Config) -> Self {
+        AuthorizationServerMetadata {
+            issuer: config.issuer.clone(),
+            authorization_endpoint: config.url("/oauth/authorize"),
+            token_endpoint: config.url("/oauth/token"),
+            registration_endpoint: config.url("/oauth/register"),
+            revocation_endpoint: config.url("/oauth/revoke"),
+            introspection_endpoint: config.url("/oauth/introspect"),
+            response_types_supported: ["code"],
+            response_modes_supported: ["query"],
+            grant_types_supported: SUPPORTED_GRANT_TYPES,
+            code_challenge_methods_supported: ["S256"],
+            token_endpoint_auth_methods_supported: AUTH_METHODS,
+            revocation_endpoint_auth_methods_supported: AUTH_METHODS,
+            introspection_endpoint_auth_methods_supported: [
+                "client_secret_basic",
+                "client_secret_post",
+            ],
+            scopes_supported: Scope::ALL.iter().map(|s| s.as_str()).collect(),
+            authorization_response_iss_parameter_supported: true,
+            client_id_metadata_document_supported: true,
+            protected_resources: [config.mcp_server_url.clone()],
+        }
+    }
 }
 
 /// `GET /.well-known/oauth-authorization-server` (and its path-inserted form, and
@@ -68,7 +112,7 @@ pub fn document(config: &Config) -> Value {
 pub async fn authorization_server(State(state): State<AppState>) -> Response {
     (
         [(header::CACHE_CONTROL, "public, max-age=3600")],
-        Json(document(&state.config)),
+        Json(AuthorizationServerMetadata::for_config(&state.config)),
     )
         .into_response()
 }

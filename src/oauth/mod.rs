@@ -47,14 +47,12 @@ pub fn router(state: AppState) -> Router {
         .route("/oauth/revoke", post(revoke::revoke))
         .route("/oauth/introspect", post(introspect::introspect));
     // RFC 8414 §3.1: for an issuer with a path, the well-known segment goes before the path.
-    if let Ok(url) = url::Url::parse(&state.config.issuer) {
-        let path = url.path().trim_end_matches('/');
-        if !path.is_empty() {
-            router = router.route(
-                &format!("/.well-known/oauth-authorization-server{path}"),
-                get(metadata::authorization_server),
-            );
-        }
+    let path = state.config.issuer_url.path().trim_end_matches('/');
+    if !path.is_empty() {
+        router = router.route(
+            &format!("/.well-known/oauth-authorization-server{path}"),
+            get(metadata::authorization_server),
+        );
     }
     let router = router.layer(cors());
     Router::new()

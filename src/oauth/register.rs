@@ -16,6 +16,8 @@ use axum::extract::State;
 use crate::client_addr::ClientAddr;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value, json};
 
 use super::OAuthError;
@@ -38,17 +40,6 @@ pub const MAX_REDIRECT_URIS: usize = 20;
 pub const MAX_CLIENT_NAME_CHARS: usize = 200;
 /// Longest URI member (`client_uri`, `logo_uri`, …), in bytes.
 pub const MAX_URI_BYTES: usize = 2000;
-
-const ECHOED_STRINGS: [&str; 8] = [
-    "client_uri",
-    "logo_uri",
-    "tos_uri",
-    "policy_uri",
-    "software_id",
-    "software_version",
-    "application_type",
-    "jwks_uri",
-];
 
 /// `POST /oauth/register`.
 pub async fn register(
@@ -91,15 +82,7 @@ async fn register_inner(
     if let Some(refused) = registration_limit(state, ip, bytes.len()).await? {
         return Ok(refused);
     }
-    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
-        OAuthError::InvalidClientMetadata(format!("the request body is not valid JSON: {e}"))
-    })?;
-    let Value::Object(req) = value else {
-        return Err(OAuthError::InvalidClientMetadata(
-            "the request body must be a JSON object".into(),
-        ));
-    };
-    let parsed = parse_metadata(&req)?;
+    let parsed = parse_metadata(&RegistrationRequest::from_json(&bytes)?)?;
     let now = now();
     let client_id = format!("gc_{}", random_urlsafe(18));
     let secret = (parsed.auth_method != "none").then(|| Secret::generate(TokenKind::ClientSecret));
@@ -229,33 +212,139 @@ fn bad(msg: impl Into<String>) -> OAuthError {
     OAuthError::InvalidClientMetadata(msg.into())
 }
 
-/// A string member: absent, `null` or `""` → `None`; another type → an error naming it.
-fn opt_string(req: &Map<String, Value>, key: &str) -> Result<Option<String>, OAuthError> {
-    match req.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(bad(format!("{key} must be a string"))),
+/// The client metadata of an RFC 7591 §2 registration request, as sent. Members this server
+/// does not use are ignored; a string member that is `null` or blank counts as absent.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct RegistrationRequest {
+    /// `redirect_uris`.
+    #[serde(deserialize_with = "string_list")]
+    pub redirect_uris: Option<Vec<String>>,
+    /// `token_endpoint_auth_method` (default `client_secret_basic`).
+    #[serde(deserialize_with = "opt_string")]
+    pub token_endpoint_auth_method: Option<String>,
+    /// `grant_types` (default `authorization_code`).
+    #[serde(deserialize_with = "string_list")]
+    pub grant_types: Option<Vec<String>>,
+    /// `response_types` (only `code`).
+    #[serde(deserialize_with = "string_list")]
+    pub response_types: Option<Vec<String>>,
+    /// `client_name`.
+    #[serde(deserialize_with = "opt_string")]
+    pub client_name: Option<String>,
+    /// `scope`, space-delimited.
+    #[serde(deserialize_with = "opt_string")]
+    pub scope: Option<String>,
+    /// `client_uri`.
+    #[serde(deserialize_with = "opt_string")]
+    pub client_uri: Option<String>,
+    /// `logo_uri`.
+    #[serde(deserialize_with = "opt_string")]
+    pub logo_uri: Option<String>,
+    /// `tos_uri`.
+    #[serde(deserialize_with = "opt_string")]
+    pub tos_uri: Option<String>,
+    /// `policy_uri`.
+    #[serde(deserialize_with = "opt_string")]
+    pub policy_uri: Option<String>,
+    /// `software_id`.
+    #[serde(deserialize_with = "opt_string")]
+    pub software_id: Option<String>,
+    /// `software_version`.
+    #[serde(deserialize_with = "opt_string")]
+    pub software_version: Option<String>,
+    /// `application_type` (OpenID Connect Registration §2: `web` or `native`).
+    #[serde(deserialize_with = "opt_string")]
+    pub application_type: Option<String>,
+    /// `jwks_uri`.
+    #[serde(deserialize_with = "opt_string")]
+    pub jwks_uri: Option<String>,
+    /// `contacts`.
+    #[serde(deserialize_with = "string_list")]
+    pub contacts: Option<Vec<String>>,
+}
+
+impl RegistrationRequest {
+    /// Reads a registration body. Errors (`invalid_client_metadata`): not JSON, not an object,
+    /// or a member of the wrong type, named with its path (`client_name must be a string`).
+    pub fn from_json(bytes: &[u8]) -> Result<Self, OAuthError> {
+        // A derived struct also reads a JSON array (its members by position): only an object is
+        // a registration request.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(
+                match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+                    Ok(_) => bad("the request body must be a JSON object"),
+                    Err(e) => bad(format!("the request body is not valid JSON: {e}")),
+                },
+            );
+        }
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let result: Result<Self, _> = serde_path_to_error::deserialize(&mut de);
+        let request = result.map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            if inner.is_syntax() || inner.is_eof() {
+                bad(format!("the request body is not valid JSON: {inner}"))
+            } else if path == "." {
+                bad("the request body must be a JSON object")
+            } else {
+                let why = inner.to_string();
+                let why = why.split(" at line ").next().unwrap_or_default();
+                bad(format!("{path} {why}"))
+            }
+        })?;
+        de.end()
+            .map_err(|e| bad(format!("the request body is not valid JSON: {e}")))?;
+        Ok(request)
+    }
+
+    /// The echoed string members, in the order they are echoed (RFC 7591 §3.2.1).
+    fn echoed_strings(&self) -> [(&'static str, &Option<String>); 8] {
+        [
+            ("client_uri", &self.client_uri),
+            ("logo_uri", &self.logo_uri),
+            ("tos_uri", &self.tos_uri),
+            ("policy_uri", &self.policy_uri),
+            ("software_id", &self.software_id),
+            ("software_version", &self.software_version),
+            ("application_type", &self.application_type),
+            ("jwks_uri", &self.jwks_uri),
+        ]
     }
 }
 
-fn string_list(req: &Map<String, Value>, key: &str) -> Result<Option<Vec<String>>, OAuthError> {
-    match req.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Array(items)) => items
-            .iter()
+/// A string member: absent, `null` or blank → `None`; another type → "must be a string".
+fn opt_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        Value::String(s) if s.trim().is_empty() => Ok(None),
+        Value::String(s) => Ok(Some(s)),
+        _ => Err(D::Error::custom("must be a string")),
+    }
+}
+
+/// An array-of-strings member: absent or `null` → `None`; anything else but an array of
+/// strings → "must be an array of strings".
+fn string_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    let wrong = || D::Error::custom("must be an array of strings");
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        Value::Array(items) => items
+            .into_iter()
             .map(|v| match v {
-                Value::String(s) => Ok(s.clone()),
-                _ => Err(bad(format!("{key} must be an array of strings"))),
+                Value::String(s) => Ok(s),
+                _ => Err(wrong()),
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some),
-        Some(_) => Err(bad(format!("{key} must be an array of strings"))),
+        _ => Err(wrong()),
     }
 }
 
-fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
-    let auth_method = opt_string(req, "token_endpoint_auth_method")?
+fn parse_metadata(req: &RegistrationRequest) -> Result<Parsed, OAuthError> {
+    let auth_method = req
+        .token_endpoint_auth_method
+        .clone()
         .unwrap_or_else(|| "client_secret_basic".to_string());
     if !super::metadata::AUTH_METHODS.contains(&auth_method.as_str()) {
         return Err(bad(format!(
@@ -263,7 +352,9 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
         )));
     }
 
-    let requested_grants = string_list(req, "grant_types")?
+    let requested_grants = req
+        .grant_types
+        .clone()
         .filter(|g| !g.is_empty())
         .unwrap_or_else(|| vec!["authorization_code".into()]);
     for g in &requested_grants {
@@ -278,13 +369,13 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
     }
     let grant_types = super::metadata::effective_grant_types(&requested_grants);
 
-    if let Some(rt) = string_list(req, "response_types")?
+    if let Some(rt) = &req.response_types
         && rt.iter().any(|r| r != "code")
     {
         return Err(bad("response_types may only contain \"code\""));
     }
 
-    let redirect_uris = string_list(req, "redirect_uris")?.unwrap_or_default();
+    let redirect_uris = req.redirect_uris.clone().unwrap_or_default();
     if redirect_uris.is_empty() {
         return Err(OAuthError::InvalidRedirectUri(
             "redirect_uris is required: at least one redirect URI for the authorization_code grant"
@@ -302,7 +393,7 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
         })?;
     }
 
-    let client_name = opt_string(req, "client_name")?;
+    let client_name = req.client_name.clone();
     if let Some(n) = &client_name {
         if n.chars().count() > MAX_CLIENT_NAME_CHARS {
             return Err(bad(format!(
@@ -315,9 +406,9 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
     // RFC 7591 §3.2.1 lets the server register less than asked and say so in the response:
     // scope values it does not serve (`openid`, `profile`, …) are left out, as at the
     // authorization endpoint (RFC 6749 §3.3); with none left, no scope is registered.
-    let scope = match opt_string(req, "scope")? {
+    let scope = match &req.scope {
         Some(s) => {
-            let known = ScopeSet::parse_known(&s).map_err(|e| bad(format!("scope: {e}")))?;
+            let known = ScopeSet::parse_known(s).map_err(|e| bad(format!("scope: {e}")))?;
             (!known.is_empty()).then(|| known.to_string())
         }
         None => None,
@@ -325,31 +416,27 @@ fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
 
     // OpenID Connect Registration §2 (MCP 2026-07-28 asks clients to send it): "web" or
     // "native". Both may use loopback redirect URIs here, which MCP's native clients need.
-    if let Some(kind) = opt_string(req, "application_type")?
+    if let Some(kind) = &req.application_type
         && kind != "web"
         && kind != "native"
     {
         return Err(bad(format!(
             "application_type \"{}\" is not supported (use web or native)",
-            truncate(&kind)
+            truncate(kind)
         )));
     }
     let mut extra = Vec::new();
-    for key in ECHOED_STRINGS {
-        if let Some(v) = opt_string(req, key)? {
+    for (key, value) in req.echoed_strings() {
+        if let Some(v) = value {
             if v.len() > MAX_URI_BYTES {
                 return Err(bad(format!("{key} must be at most {MAX_URI_BYTES} bytes")));
             }
-            refuse_invisible(key, &v)?;
-            extra.push((key.to_string(), Value::String(v)));
+            refuse_invisible(key, v)?;
+            extra.push((key.to_string(), Value::String(v.clone())));
         }
     }
-    if let Some(contacts) = string_list(req, "contacts")? {
-        let contacts: Vec<String> = contacts
-            .into_iter()
-            .filter(|c| !c.is_empty())
-            .take(10)
-            .collect();
+    if let Some(contacts) = &req.contacts {
+        let contacts: Vec<&String> = contacts.iter().filter(|c| !c.is_empty()).take(10).collect();
         for c in &contacts {
             refuse_invisible("contacts", c)?;
         }
@@ -383,4 +470,51 @@ fn refuse_invisible(key: &str, value: &str) -> Result<(), OAuthError> {
 
 fn truncate(s: &str) -> String {
     s.chars().take(100).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(body: &str) -> String {
+        match RegistrationRequest::from_json(body.as_bytes()) {
+            Err(OAuthError::InvalidClientMetadata(d)) => d,
+            other => panic!("{body}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_name_the_member_as_before() {
+        assert_eq!(
+            error(r#"{"client_name": 5}"#),
+            "client_name must be a string"
+        );
+        assert_eq!(
+            error(r#"{"redirect_uris": "https://a.example/cb"}"#),
+            "redirect_uris must be an array of strings"
+        );
+        assert_eq!(
+            error(r#"{"redirect_uris": ["https://a.example/cb", 1]}"#),
+            "redirect_uris must be an array of strings"
+        );
+        assert_eq!(error("[1, 2]"), "the request body must be a JSON object");
+        assert_eq!(
+            error(r#"[["https://a.example/cb"]]"#),
+            "the request body must be a JSON object"
+        );
+        assert_eq!(error(r#""text""#), "the request body must be a JSON object");
+        assert!(error("{").starts_with("the request body is not valid JSON: "));
+        assert!(error("{} x").starts_with("the request body is not valid JSON: "));
+    }
+
+    #[test]
+    fn blank_and_null_members_are_absent_and_unknown_ones_ignored() {
+        let req = RegistrationRequest::from_json(
+            br#"{"client_name": "  ", "scope": null, "x_unknown": {"a": 1}, "contacts": ["a@b.example"]}"#,
+        )
+        .unwrap();
+        assert_eq!(req.client_name, None);
+        assert_eq!(req.scope, None);
+        assert_eq!(req.contacts, Some(vec!["a@b.example".to_string()]));
+    }
 }

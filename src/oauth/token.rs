@@ -14,18 +14,18 @@
 use std::collections::HashMap;
 
 use axum::Json;
-use axum::body::Body;
 use axum::extract::State;
-
-use crate::client_addr::ClientAddr;
-use axum::http::{HeaderMap, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::header;
+use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 
 use super::OAuthError;
-use super::client_auth::{authenticate_client, read_form};
+use super::client_auth::ClientForm;
+use crate::client_addr::ClientAddr;
 use crate::domain::pkce::verify_s256;
+use crate::domain::refresh::{self, RefreshDecision};
 use crate::domain::scope::{Scope, ScopeSet};
+use crate::domain::secret::TokenHash;
 use crate::domain::secret::{Secret, TokenKind};
 use crate::domain::successor;
 use crate::state::AppState;
@@ -68,54 +68,50 @@ struct Ctx<'a> {
     now: i64,
 }
 
-/// `POST /oauth/token`.
+/// `POST /oauth/token`: the authenticated client's grant, answered with `Cache-Control:
+/// no-store` (OAuth 2.1 §3.2.3); errors as RFC 6749 §5.2 JSON.
 pub async fn token(
     State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let ip = client.to_string();
-    let result = async {
-        let params = read_form(&headers, body).await?;
-        let client = authenticate_client(&state, &headers, &params).await?;
-        let ctx = Ctx {
-            state: &state,
-            client: &client,
-            params: &params,
-            ip: &ip,
-            now: now(),
-        };
-        let grant = params
-            .get("grant_type")
-            .ok_or_else(|| OAuthError::InvalidRequest("grant_type is required".into()))?;
-        if !super::metadata::permits_grant(&client.grant_types, grant)
-            && super::metadata::GRANT_TYPES.contains(&grant.as_str())
-        {
-            return Err(OAuthError::UnauthorizedClient(format!(
-                "this client is not registered for the {grant} grant"
-            )));
-        }
-        match grant.as_str() {
-            "authorization_code" => authorization_code(&ctx).await,
-            "refresh_token" => refresh_token(&ctx).await,
-            "client_credentials" => client_credentials(&ctx).await,
-            other => Err(OAuthError::UnsupportedGrantType(format!(
-                "grant_type {other} is not supported (use authorization_code, refresh_token or client_credentials)"
-            ))),
-        }
+    addr: ClientAddr,
+    ClientForm { client, params }: ClientForm,
+) -> Result<impl IntoResponse, OAuthError> {
+    let ip = addr.to_string();
+    let ctx = Ctx {
+        state: &state,
+        client: &client,
+        params: &params,
+        ip: &ip,
+        now: now(),
+    };
+    let body = grant(&ctx).await?;
+    let no_store = [
+        (header::CACHE_CONTROL, "no-store"),
+        (header::PRAGMA, "no-cache"),
+    ];
+    Ok((no_store, Json(body)))
+}
+
+/// Dispatches on `grant_type`: `unauthorized_client` for a grant the client did not register,
+/// `unsupported_grant_type` for one this server does not offer.
+async fn grant(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
+    let grant = ctx
+        .params
+        .get("grant_type")
+        .ok_or_else(|| OAuthError::InvalidRequest("grant_type is required".into()))?;
+    if !super::metadata::permits_grant(&ctx.client.grant_types, grant)
+        && super::metadata::GRANT_TYPES.contains(&grant.as_str())
+    {
+        return Err(OAuthError::UnauthorizedClient(format!(
+            "this client is not registered for the {grant} grant"
+        )));
     }
-    .await;
-    match result {
-        Ok(body) => (
-            [
-                (header::CACHE_CONTROL, "no-store"),
-                (header::PRAGMA, "no-cache"),
-            ],
-            Json(body),
-        )
-            .into_response(),
-        Err(e) => e.into_response(),
+    match grant.as_str() {
+        "authorization_code" => authorization_code(ctx).await,
+        "refresh_token" => refresh_token(ctx).await,
+        "client_credentials" => client_credentials(ctx).await,
+        other => Err(OAuthError::UnsupportedGrantType(format!(
+            "grant_type {other} is not supported (use authorization_code, refresh_token or client_credentials)"
+        ))),
     }
 }
 
@@ -126,12 +122,16 @@ pub async fn token(
 /// stored before issuers were recorded, judged by its resource alone).
 fn check_target(ctx: &Ctx<'_>, granted: &str, issuer: Option<&str>) -> Result<(), OAuthError> {
     let config = &ctx.state.config;
-    if granted != config.mcp_server_url {
+    if !config.resource.matches(granted) {
         return Err(OAuthError::InvalidTarget(
             "this grant was issued for another resource than the one served here".into(),
         ));
     }
-    if ctx.params.get("resource").is_some_and(|r| r != granted) {
+    if ctx
+        .params
+        .get("resource")
+        .is_some_and(|r| !config.resource.matches(r))
+    {
         return Err(OAuthError::InvalidTarget(format!(
             "resource must be {granted}, the resource this grant was issued for"
         )));
@@ -238,7 +238,7 @@ async fn client_credentials(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
     if ctx
         .params
         .get("resource")
-        .is_some_and(|r| r != &config.mcp_server_url)
+        .is_some_and(|r| !config.resource.matches(r))
     {
         return Err(OAuthError::InvalidTarget(format!(
             "resource must be {}, the resource served here",
@@ -421,20 +421,6 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
     }
 }
 
-/// Whether the grant behind a refresh token still allows using it: family and consent
-/// unrevoked, account active, family scope within the consent's.
-fn grant_state(state: &RefreshState) -> Option<GrantRefusal> {
-    if state.family_revoked || state.consent_revoked {
-        Some(GrantRefusal::Revoked)
-    } else if !state.account_active {
-        Some(GrantRefusal::AccountDisabled)
-    } else if !state.within_approval {
-        Some(GrantRefusal::ScopeExceedsApproval)
-    } else {
-        None
-    }
-}
-
 /// Audits a refused refresh (`refresh_refused`, the family as subject) and gives its error.
 async fn refresh_refused(ctx: &Ctx<'_>, state: &RefreshState, why: GrantRefusal) -> OAuthError {
     refused(
@@ -447,135 +433,144 @@ async fn refresh_refused(ctx: &Ctx<'_>, state: &RefreshState, why: GrantRefusal)
     .await
 }
 
+/// The scope of the successor pair: the `scope` asked for (within the granted scope;
+/// `invalid_scope` beyond it), or the granted scope when none (or only `offline_access`) is
+/// asked for (OAuth 2.1 §4.3.1, as at authorize).
+fn refreshed_scope(ctx: &Ctx<'_>, granted: &str) -> Result<String, OAuthError> {
+    let Some(asked) = ctx.params.get("scope") else {
+        return Ok(granted.to_string());
+    };
+    let held = ScopeSet::parse(granted).unwrap_or_default();
+    let asked = ScopeSet::parse(asked).map_err(|e| OAuthError::InvalidScope(e.to_string()))?;
+    let asked = asked.without_offline_access();
+    if !asked.is_subset(&held) {
+        return Err(OAuthError::InvalidScope(format!(
+            "the requested scope exceeds the granted scope \"{held}\""
+        )));
+    }
+    Ok(if asked.is_empty() {
+        granted.to_string()
+    } else {
+        asked.to_string()
+    })
+}
+
 /// The `refresh_token` grant (OAuth 2.1 §4.3) with rotation, families, the grace window and
-/// reuse detection. A request that fails validation leaves the token usable.
+/// reuse detection: reads the stored state, validates the request, and carries out
+/// [`refresh::decide`]. A request that fails validation leaves the token usable.
 async fn refresh_token(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
     let presented = ctx
         .params
         .get("refresh_token")
         .ok_or_else(|| OAuthError::InvalidRequest("refresh_token is required".into()))?;
     let hash = Secret::from_presented(presented.clone()).hash();
-    let invalid = |d: &str| OAuthError::InvalidGrant(d.to_string());
-    let Some(state) = ctx.state.store.refresh_state(&hash).await? else {
-        return Err(invalid("the refresh token is invalid"));
+    let invalid = || OAuthError::InvalidGrant("the refresh token is invalid".into());
+    // An unknown token and another client's token get the same answer: a stolen token is not
+    // confirmed as real.
+    let read = || async {
+        match ctx.state.store.refresh_state(&hash).await? {
+            Some(s) if s.client_id == ctx.client.client_id => Ok::<_, OAuthError>(s),
+            _ => Err(invalid()),
+        }
     };
-    if state.client_id != ctx.client.client_id {
-        // The same answer as for an unknown token: a stolen token is not confirmed as real.
-        return Err(invalid("the refresh token is invalid"));
-    }
-    if let Some(why) = grant_state(&state) {
+    let mut state = read().await?;
+    let grace = ctx.state.config.refresh_grace_secs;
+    let mut decision = refresh::decide(&state.facts(), ctx.now, grace);
+    if let RefreshDecision::Refuse(why) = decision {
         return Err(refresh_refused(ctx, &state, why).await);
     }
+    // Validation comes before rotation, replay and reuse, and leaves the token as it is.
     check_target(ctx, &state.resource, state.issuer.as_deref())?;
-    let granted = ScopeSet::parse(&state.scope).unwrap_or_default();
-    let scope = match ctx.params.get("scope") {
-        Some(s) => {
-            let requested =
-                ScopeSet::parse(s).map_err(|e| OAuthError::InvalidScope(e.to_string()))?;
-            if !requested.without_offline_access().is_subset(&granted) {
-                return Err(OAuthError::InvalidScope(format!(
-                    "the requested scope exceeds the granted scope \"{granted}\""
-                )));
-            }
-            // Only offline_access (or nothing) left: keep the granted scopes, as at authorize.
-            match requested.without_offline_access() {
-                s if s.is_empty() => state.scope.clone(),
-                s => s.to_string(),
+    let scope = refreshed_scope(ctx, &state.scope)?;
+    if decision == RefreshDecision::Rotate {
+        match rotate(ctx, &hash, &state, presented, &scope).await? {
+            Ok(pair) => return Ok(pair),
+            Err(Rotation::Refused(why)) => decision = RefreshDecision::Refuse(why),
+            Err(_) => {
+                // Another request rotated it first: decide again on what it stored.
+                state = read().await?;
+                decision = match refresh::decide(&state.facts(), ctx.now, grace) {
+                    RefreshDecision::Rotate => return Err(invalid()),
+                    d => d,
+                };
             }
         }
-        None => state.scope.clone(),
-    };
+    }
+    match decision {
+        RefreshDecision::Refuse(why) => Err(refresh_refused(ctx, &state, why).await),
+        RefreshDecision::ReplayInGrace => match grace_successor(ctx, &state, presented) {
+            Some(pair) => Ok(pair),
+            // A successor that cannot be opened is not a retry's answer: reuse.
+            None => Err(reuse(ctx, &state).await?),
+        },
+        RefreshDecision::ReuseRevoke | RefreshDecision::Rotate => Err(reuse(ctx, &state).await?),
+    }
+}
 
-    let mut state = state;
-    if state.rotated_at.is_none() {
-        let (refresh, access, tokens) = new_pair(ctx, &scope);
-        let sealed = successor::seal(
-            presented,
-            &serde_json::to_vec(&SealedPair {
-                refresh_token: refresh.expose().to_string(),
-                access_token: access.expose().to_string(),
-                access_expires_at: tokens.access_expires_at,
-                scope: scope.clone(),
-            })
-            .expect("serializable"),
-        );
-        match ctx
-            .state
-            .store
-            .rotate_refresh(&hash, &state, &sealed, &tokens, ctx.now)
-            .await?
-        {
-            Rotation::Rotated => {
-                audit(
-                    ctx,
-                    "token_refreshed",
-                    "success",
-                    Some(&state.account_id),
-                    Some(&state.family_id),
-                    None,
-                )
-                .await;
-                return Ok(response(
-                    &refresh,
-                    &access,
-                    ctx.state.config.access_token_ttl_secs,
-                    &scope,
-                ));
-            }
-            Rotation::Refused(why) => {
-                return Err(refresh_refused(ctx, &state, why).await);
-            }
-            Rotation::Lost => {
-                // Another request rotated it first: read what it stored, and its grant again.
-                state = ctx
-                    .state
-                    .store
-                    .refresh_state(&hash)
-                    .await?
-                    .ok_or_else(|| invalid("the refresh token is invalid"))?;
-                if let Some(why) = grant_state(&state) {
-                    return Err(refresh_refused(ctx, &state, why).await);
-                }
-            }
-        }
-    }
-    if let Some(pair) = grace_successor(ctx, &state, presented) {
-        return Ok(pair);
-    }
-    // Reuse of a rotated token: treat as theft, revoke the family and its access tokens.
-    ctx.state
+/// Rotates the presented token: a new pair with `scope`, its sealed copy stored with the old
+/// token, one store transaction. `Ok(Err(_))` when the store did not rotate it
+/// ([`Rotation::Lost`] or [`Rotation::Refused`]).
+async fn rotate(
+    ctx: &Ctx<'_>,
+    hash: &TokenHash,
+    state: &RefreshState,
+    presented: &str,
+    scope: &str,
+) -> Result<Result<TokenResponse, Rotation>, OAuthError> {
+    let (refresh, access, tokens) = new_pair(ctx, scope);
+    let sealed = successor::seal(
+        presented,
+        &serde_json::to_vec(&SealedPair {
+            refresh_token: refresh.expose().to_string(),
+            access_token: access.expose().to_string(),
+            access_expires_at: tokens.access_expires_at,
+            scope: scope.to_string(),
+        })
+        .expect("serializable"),
+    );
+    let rotation = ctx
+        .state
         .store
-        .revoke_family(&state.family_id, "refresh token reuse", ctx.now)
+        .rotate_refresh(hash, state, &sealed, &tokens, ctx.now)
         .await?;
+    if rotation != Rotation::Rotated {
+        return Ok(Err(rotation));
+    }
     audit(
         ctx,
-        "refresh_reuse",
-        "denied",
+        "token_refreshed",
+        "success",
         Some(&state.account_id),
         Some(&state.family_id),
         None,
     )
     .await;
-    audit(
-        ctx,
-        "family_revoked",
-        "success",
-        Some(&state.account_id),
-        Some(&state.family_id),
-        Some("refresh token reuse"),
-    )
-    .await;
-    Err(invalid(
-        "the refresh token was already used; the authorization has been revoked",
+    let ttl = ctx.state.config.access_token_ttl_secs;
+    Ok(Ok(response(&refresh, &access, ttl, scope)))
+}
+
+/// Reuse of a rotated token: treated as theft, the family and its access tokens are revoked
+/// and audited; gives the `invalid_grant` to answer.
+async fn reuse(ctx: &Ctx<'_>, state: &RefreshState) -> Result<OAuthError, OAuthError> {
+    ctx.state
+        .store
+        .revoke_family(&state.family_id, "refresh token reuse", ctx.now)
+        .await?;
+    let (account, family) = (
+        Some(state.account_id.as_str()),
+        Some(state.family_id.as_str()),
+    );
+    audit(ctx, "refresh_reuse", "denied", account, family, None).await;
+    let detail = Some("refresh token reuse");
+    audit(ctx, "family_revoked", "success", account, family, detail).await;
+    Ok(OAuthError::InvalidGrant(
+        "the refresh token was already used; the authorization has been revoked".into(),
     ))
 }
 
+/// The sealed successor pair of a token rotated within the grace window, opened with the
+/// presented token (`None` when it cannot be opened).
 fn grace_successor(ctx: &Ctx<'_>, state: &RefreshState, presented: &str) -> Option<TokenResponse> {
-    let grace = ctx.state.config.refresh_grace_secs;
-    let rotated_at = state.rotated_at?;
-    if grace == 0 || ctx.now - rotated_at > grace || state.successor_used || state.family_revoked {
-        return None;
-    }
     let plain = successor::open(presented, state.successor_sealed.as_deref()?)?;
     let pair: SealedPair = serde_json::from_slice(&plain).ok()?;
     Some(TokenResponse {

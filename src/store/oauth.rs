@@ -17,6 +17,7 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
 use super::{Store, StoreError, new_id};
+use crate::domain::refresh::RefreshFacts;
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::TokenHash;
 
@@ -59,30 +60,7 @@ fn within_approval(granted: &str, held: &str) -> bool {
         .all(|s| granted.satisfies(s))
 }
 
-/// Why a code redemption or a refresh-token rotation was refused although the credential itself
-/// was valid: the grant behind it no longer allows it (RFC 6749 §5.2 `invalid_grant`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GrantRefusal {
-    /// The consent (or the family) was revoked.
-    Revoked,
-    /// The account is disabled.
-    AccountDisabled,
-    /// What would be issued exceeds the live consent's scopes.
-    ScopeExceedsApproval,
-}
-
-impl GrantRefusal {
-    /// A short non-secret reason, for the audit log and `error_description`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GrantRefusal::Revoked => "the authorization was revoked",
-            GrantRefusal::AccountDisabled => "the account is disabled",
-            GrantRefusal::ScopeExceedsApproval => {
-                "the scope exceeds what the account currently approves"
-            }
-        }
-    }
-}
+pub use crate::domain::refresh::GrantRefusal;
 
 /// What rotating a refresh token did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,6 +177,21 @@ pub struct RefreshState {
     pub successor_used: bool,
 }
 
+impl RefreshState {
+    /// What the refresh rule ([`crate::domain::refresh::decide`]) needs of this state.
+    pub fn facts(&self) -> RefreshFacts {
+        RefreshFacts {
+            family_revoked: self.family_revoked,
+            consent_revoked: self.consent_revoked,
+            account_active: self.account_active,
+            within_approval: self.within_approval,
+            rotated_at: self.rotated_at,
+            successor_sealed: self.successor_sealed.is_some(),
+            successor_used: self.successor_used,
+        }
+    }
+}
+
 /// An access token that authenticates a request (one round trip: token, family, consent, account).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessGrant {
@@ -306,14 +299,16 @@ async fn insert_tokens(
 
 /// Locks the consent row for the rest of `tx` with a no-op update (so a concurrent revocation,
 /// which updates the same row first, either waits for `tx` or makes it see the revocation, on
-/// both engines) and returns the consent's scopes when it is live and its account active.
+/// both engines) and returns the consent's scopes when it is live and its account active. One
+/// statement: the account's status comes back through a subquery in `RETURNING` (both engines).
 async fn lock_live_consent(
     tx: &mut Transaction<'static, Any>,
     consent_id: &str,
 ) -> Result<Result<String, GrantRefusal>, StoreError> {
     let row = sqlx::query(
         "UPDATE consents SET updated_at = updated_at WHERE id = $1 \
-         RETURNING scope, revoked_at, account_id",
+         RETURNING scope, revoked_at, \
+         (SELECT status FROM accounts WHERE accounts.id = consents.account_id) AS account_status",
     )
     .bind(consent_id)
     .fetch_optional(&mut **tx)
@@ -325,13 +320,7 @@ async fn lock_live_consent(
     if revoked_at.is_some() {
         return Ok(Err(GrantRefusal::Revoked));
     }
-    let account_id: String = row.try_get("account_id")?;
-    let status: Option<String> = sqlx::query("SELECT status FROM accounts WHERE id = $1")
-        .bind(&account_id)
-        .fetch_optional(&mut **tx)
-        .await?
-        .map(|r| r.try_get("status"))
-        .transpose()?;
+    let status: Option<String> = row.try_get("account_status")?;
     if status.as_deref() != Some("active") {
         return Ok(Err(GrantRefusal::AccountDisabled));
     }
@@ -671,11 +660,12 @@ impl Store {
         .transpose()
     }
 
-    /// Rotates a refresh token (OAuth 2.1 §4.3.1) in one transaction: locks the family's consent
-    /// and checks that it is live, that its account is active and that it covers the family's
-    /// and the new tokens' scopes; then the one conditional update that marks the token rotated
-    /// (storing the sealed successor) while its family is unrevoked, and the insert of the
-    /// successor pair. Writes nothing unless it returns [`Rotation::Rotated`].
+    /// Rotates a refresh token (OAuth 2.1 §4.3.1) in one write transaction of four statements:
+    /// the consent lock that returns its scope, revocation and account status (checked: live,
+    /// active, covering the family's and the new tokens' scopes); the one conditional update
+    /// that marks the token rotated (storing the sealed successor) while its family is
+    /// unrevoked; the inserts of the successor refresh and access tokens. Writes nothing unless
+    /// it returns [`Rotation::Rotated`].
     pub async fn rotate_refresh(
         &self,
         presented: &TokenHash,

@@ -94,7 +94,7 @@ pub async fn change_password(
             if status == StatusCode::SERVICE_UNAVAILABLE {
                 r.headers_mut().insert(
                     header::RETRY_AFTER,
-                    HeaderValue::from(super::signin::BUSY_RETRY_AFTER_SECS),
+                    HeaderValue::from(crate::signin::BUSY_RETRY_AFTER_SECS),
                 );
             }
             Ok::<_, AppError>(r)
@@ -124,7 +124,7 @@ pub async fn change_password(
     };
     // Guessing the current password here counts like guessing it on the sign-in page: the
     // same per-address, per-(address, email) and per-account limits, before the check.
-    let limits = super::signin::signin_limits(client.0, &account.email.to_lowercase());
+    let limits = crate::signin::limits(client.0, &account.email.to_lowercase());
     let counted = match state.store.admit(&limits, now).await? {
         Admission::Admitted(counted) => counted,
         Admission::Refused { retry_after, .. } => {
@@ -132,7 +132,7 @@ pub async fn change_password(
                 StatusCode::TOO_MANY_REQUESTS,
                 format!(
                     "too many wrong passwords. Wait {} and try again.",
-                    super::signin::wait_in_words(retry_after)
+                    crate::signin::wait_in_words(retry_after)
                 ),
             )
             .await?;
@@ -152,7 +152,7 @@ pub async fn change_password(
         )
         .await;
     }
-    super::signin::forget_failures(&state, &limits, &counted).await?;
+    crate::signin::forget_failures(&state, &limits, &counted).await?;
     let Ok(slot) = state.passwords.try_reserve() else {
         let (status, error) = busy();
         return refuse(status, error).await;

@@ -13,15 +13,15 @@ use tower_sessions::Session;
 
 use super::session::{csrf_token, signed_in};
 use super::{CsrfForm, PageForm, error_page, render, see_other};
+use crate::domain::authorization::AuthorizationErrorCode;
 use crate::domain::loopback::is_loopback_host;
 use crate::domain::redirect_uri::host_for_display;
 use crate::domain::secret::random_urlsafe;
 use crate::error::AppError;
 use crate::oauth::authorize::{
-    AuthorizationRequest, AuthorizeError, consent_covers, error_redirect, issue_code, validate,
+    self, AuthorizeError, consent_covers, error_redirect, issue_code, validate,
 };
 use crate::state::AppState;
-use crate::store::audit::AuditEvent;
 use crate::store::now;
 
 /// How long the consent page may stay open before its answer is refused, in seconds.
@@ -93,7 +93,7 @@ async fn authorize(
         Ok(r) => r,
         Err(e) => return Ok(redirect_error(&state, e)),
     };
-    let fail = |error: &'static str, description: &str| {
+    let fail = |error: AuthorizationErrorCode, description: &str| {
         redirect_error(
             &state,
             AuthorizeError::Redirect {
@@ -111,7 +111,10 @@ async fn authorize(
     // sign-in page, then back to this request without `login`, so it is asked for once.
     if account.is_none() || wants("login") {
         if wants("none") {
-            return Ok(fail("login_required", "the user is not signed in"));
+            return Ok(fail(
+                AuthorizationErrorCode::LoginRequired,
+                "the user is not signed in",
+            ));
         }
         let again: Vec<(String, String)> = pairs
             .iter()
@@ -150,7 +153,7 @@ async fn authorize(
     }
     if prompt.split(' ').any(|p| p == "none") {
         return Ok(fail(
-            "consent_required",
+            AuthorizationErrorCode::ConsentRequired,
             "the user has not approved this application",
         ));
     }
@@ -228,12 +231,7 @@ pub async fn decide(
         }
     };
     let now = now();
-    let req: Option<AuthorizationRequest> = state
-        .store
-        .take_authorization_request(&form.request, &account.id, now)
-        .await?
-        .and_then(|json| serde_json::from_str(&json).ok());
-    let Some(req) = req else {
+    let Some(req) = authorize::take_request(&state, &form.request, &account.id, now).await? else {
         return Ok(error_page(
             StatusCode::BAD_REQUEST,
             "Request expired",
@@ -241,41 +239,10 @@ pub async fn decide(
         ));
     };
     let ip = client.to_string();
-    state
-        .store
-        .audit(
-            AuditEvent {
-                event: "consent",
-                outcome: if approved { "granted" } else { "denied" },
-                account_id: Some(&account.id),
-                client_id: Some(&req.client_id),
-                subject: Some(&req.scope),
-                source_ip: Some(&ip),
-                detail: None,
-            },
-            now,
-        )
-        .await;
-    if !approved {
-        return Ok(see_other(&error_redirect(
-            &state.config.issuer,
-            &req.redirect_uri,
-            req.state.as_deref(),
-            "access_denied",
-            "the user denied the request",
-        )));
-    }
-    // Widens the live consent, or starts a new grant generation after a revocation.
-    let consent_id = state
-        .store
-        .approve_consent(
-            &account.id,
-            &req.client_id,
-            &req.registered_redirect_uri,
-            &req.scope,
-            now,
-        )
-        .await?;
-    let location = issue_code(&state, &req, &account.id, &consent_id, now).await?;
+    let location = if approved {
+        authorize::approve(&state, &req, &account.id, &ip, now).await?
+    } else {
+        authorize::deny(&state, &req, &account.id, &ip, now).await
+    };
     Ok(see_other(&location))
 }

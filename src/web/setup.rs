@@ -118,7 +118,7 @@ pub async fn submit(
             if status == StatusCode::SERVICE_UNAVAILABLE {
                 r.headers_mut().insert(
                     header::RETRY_AFTER,
-                    HeaderValue::from(super::signin::BUSY_RETRY_AFTER_SECS),
+                    HeaderValue::from(crate::signin::BUSY_RETRY_AFTER_SECS),
                 );
             }
             return Ok(csrf.respond(r));
