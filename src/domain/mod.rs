@@ -7,6 +7,7 @@ pub mod forwarded;
 pub mod notes;
 pub mod pkce;
 pub mod principal;
+pub mod quota;
 pub mod redirect_uri;
 pub mod scope;
 pub mod secret;

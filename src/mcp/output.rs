@@ -19,6 +19,53 @@ use serde_json::Value;
 
 use super::catalog::{Link, Produced, ToolError};
 
+/// The list at `path` (object members from the top) of `value`.
+fn list_at<'a>(value: &'a mut Value, path: &[&str]) -> Option<&'a mut Vec<Value>> {
+    let mut at = value;
+    for key in path {
+        at = at.as_object_mut()?.get_mut(*key)?;
+    }
+    at.as_array_mut()
+}
+
+/// Pages a result whose list at `path` is too long: `build(value with the list cut to its first
+/// k items, k)` for the largest k from 1 to `len - 1` whose JSON fits `max_bytes`, items kept
+/// whole. `None` when the list has fewer than two items or its first item alone does not fit
+/// (the caller then cuts texts). Binary search: O(size × log len) work.
+fn keep_whole_items<T: serde::Serialize>(
+    value: &Value,
+    path: &[&str],
+    max_bytes: usize,
+    build: impl Fn(Value, usize) -> T,
+) -> Option<(T, usize)> {
+    let mut shell = value.clone();
+    let items = std::mem::take(list_at(&mut shell, path)?);
+    if items.len() < 2 {
+        return None;
+    }
+    let attempt = |k: usize| {
+        let mut v = shell.clone();
+        if let Some(list) = list_at(&mut v, path) {
+            *list = items[..k].to_vec();
+        }
+        let out = build(v, k);
+        (size(&out) <= max_bytes).then_some(out)
+    };
+    let mut best = (attempt(1)?, 1);
+    let (mut lo, mut hi) = (2, items.len() - 1);
+    while lo <= hi {
+        let mid = lo + (hi - lo) / 2;
+        match attempt(mid) {
+            Some(out) => {
+                best = (out, mid);
+                lo = mid + 1;
+            }
+            None => hi = mid - 1,
+        }
+    }
+    Some(best)
+}
+
 /// Fields that are never cut: ids and links must stay usable.
 const KEEP_WHOLE: &[&str] = &[
     "id",
@@ -29,6 +76,8 @@ const KEEP_WHOLE: &[&str] = &[
     "note_id",
     "kind",
     "status",
+    "nextCursor",
+    "next_page",
 ];
 /// Strings shorter than this are not cut in the first pass; the second pass cuts any text.
 const MIN_CUT: usize = 64;
@@ -212,21 +261,72 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
         Err(e) => return CallToolResult::error(vec![ContentBlock::text(e.message())]),
     };
     let links: Vec<ContentBlock> = produced.links.iter().cloned().map(link_block).collect();
-    let value = produced.value;
+    let mut value = produced.value;
     let whole = assemble(value.clone(), &links, None);
     let whole_size = size(&whole);
     if whole_size <= max_bytes {
         return whole;
     }
     drop(whole);
+    // Links follow the cut: only those whose item is still there, names shortened.
+    let links_in = |v: &Value| -> Vec<ContentBlock> {
+        let text = serde_json::to_string(v).unwrap_or_default();
+        produced
+            .links
+            .iter()
+            .filter(|l| text.contains(l.uri.as_str()))
+            .map(|l| link_block(short_link(l)))
+            .collect()
+    };
+    // A resumable result keeps whole items and says how to get the rest.
+    let mut resume_note = String::new();
+    if let Some((paging, tool)) = &produced.paging {
+        let total = value
+            .get(paging.list)
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        let continued = |mut v: Value, kept: usize| {
+            let cursor = (paging.resume)(kept);
+            if let Value::Object(map) = &mut v {
+                map.insert("truncated".to_string(), Value::Bool(true));
+                map.insert("nextCursor".to_string(), Value::String(cursor.clone()));
+            }
+            let note = format!(
+                "[Result cut to fit {max_bytes} bytes: it holds the first {kept} of these {total} \
+                 {list}. For the rest, call {tool} again with the same arguments and \
+                 \"cursor\": \"{cursor}\" (also in structuredContent.nextCursor); repeat while a \
+                 nextCursor is returned.]",
+                list = paging.list
+            );
+            let kept_links = links_in(&v);
+            assemble(v, &kept_links, Some(&note))
+        };
+        if let Some((out, _)) = keep_whole_items(&value, &[paging.list], max_bytes, continued) {
+            return out;
+        }
+        // The first item alone does not fit: it is sent cut, and the cursor points past it.
+        if total >= 2
+            && let Some(list) = list_at(&mut value, &[paging.list])
+        {
+            list.truncate(1);
+            let cursor = (paging.resume)(1);
+            if let Value::Object(map) = &mut value {
+                map.insert("nextCursor".to_string(), Value::String(cursor.clone()));
+            }
+            resume_note = format!(
+                " For the items after this one, call {tool} again with the same arguments and \
+                 \"cursor\": \"{cursor}\"."
+            );
+        }
+    }
     let note = format!(
         "[Result cut to fit {max_bytes} bytes (it was {whole_size}): the last list items and the \
          end of long texts are missing. Ask for less, e.g. a smaller limit, or read one note at \
-         a time.]"
+         a time.{resume_note}]"
     );
     // At the lowest limits the note itself is a fair share of the room: a short one is tried
     // before giving up.
-    let short_note = format!("[Result cut to fit {max_bytes} bytes; ask for less.]");
+    let short_note = format!("[Result cut to fit {max_bytes} bytes; ask for less.{resume_note}]");
     let ids_note = format!(
         "[Result cut to fit {max_bytes} bytes: only its ids are left; read the item for the rest.]"
     );
@@ -239,14 +339,7 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
             if let Value::Object(map) = &mut marked {
                 map.insert("truncated".to_string(), Value::Bool(true));
             }
-            // Links follow the cut: only those whose item is still there, names shortened.
-            let text = serde_json::to_string(&marked).unwrap_or_default();
-            let kept: Vec<ContentBlock> = produced
-                .links
-                .iter()
-                .filter(|l| text.contains(l.uri.as_str()))
-                .map(|l| link_block(short_link(l)))
-                .collect();
+            let kept = links_in(&marked);
             assemble(marked, &kept, Some(note))
         };
         cut_to_fit(value, max_bytes, budget, build)
@@ -354,6 +447,68 @@ pub fn resource_document(
     })
 }
 
+/// Like [`resource_document`] for a document whose list at `path` can be read in pages: a
+/// document that does not fit keeps the first items of that list whole (as many as fit),
+/// `"truncated": true`, `"next_page"` = `next_page(kept)` (the URI that reads the items after
+/// them) and a `"truncation_notice"` naming it. A first item that alone does not fit is sent
+/// cut by the rules of [`resource_document`], with `next_page` past it.
+pub fn resource_document_pages(
+    uri: &str,
+    mut value: Value,
+    max_bytes: usize,
+    rest: &str,
+    path: &[&str],
+    next_page: impl Fn(usize) -> String,
+) -> ReadResourceResult {
+    let build = |v: &Value| {
+        let text = serde_json::to_string(v).unwrap_or_default();
+        ReadResourceResult::new(vec![
+            ResourceContents::text(text, uri).with_mime_type("application/json"),
+        ])
+    };
+    let whole = build(&value);
+    if size(&whole) <= max_bytes {
+        return whole;
+    }
+    drop(whole);
+    let mut total = 0;
+    if let Some(list) = list_at(&mut value, path) {
+        total = list.len();
+    }
+    let continued = |mut v: Value, kept: usize| {
+        let next = next_page(kept);
+        if let Value::Object(map) = &mut v {
+            map.insert("truncated".to_string(), Value::Bool(true));
+            map.insert("next_page".to_string(), Value::String(next.clone()));
+            map.insert(
+                "truncation_notice".to_string(),
+                Value::String(format!(
+                    "This document was cut to fit {max_bytes} bytes: it holds the first {kept} of \
+                     these {total} items of {list}, whole. Read the resource {next} for the \
+                     items after them; repeat while a next_page is given.",
+                    list = path.join(".")
+                )),
+            );
+        }
+        build(&v)
+    };
+    if let Some((out, _)) = keep_whole_items(&value, path, max_bytes, continued) {
+        return out;
+    }
+    if total >= 2
+        && let Some(list) = list_at(&mut value, path)
+    {
+        list.truncate(1);
+        let next = next_page(1);
+        if let Value::Object(map) = &mut value {
+            map.insert("next_page".to_string(), Value::String(next.clone()));
+        }
+        let rest = format!("{rest} Read the resource {next} for the items after this one.");
+        return resource_document(uri, value, max_bytes, &rest);
+    }
+    resource_document(uri, value, max_bytes, rest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,6 +517,7 @@ mod tests {
 
     fn produced(value: Value) -> Produced {
         Produced {
+            paging: None,
             value,
             links: vec![Link {
                 uri: "gatehouse://projects/p1".into(),
