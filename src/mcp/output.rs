@@ -261,7 +261,7 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
         Err(e) => return CallToolResult::error(vec![ContentBlock::text(e.message())]),
     };
     let links: Vec<ContentBlock> = produced.links.iter().cloned().map(link_block).collect();
-    let mut value = produced.value;
+    let value = produced.value;
     let whole = assemble(value.clone(), &links, None);
     let whole_size = size(&whole);
     if whole_size <= max_bytes {
@@ -279,7 +279,6 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
             .collect()
     };
     // A resumable result keeps whole items and says how to get the rest.
-    let mut resume_note = String::new();
     if let Some((paging, tool)) = &produced.paging {
         let total = value
             .get(paging.list)
@@ -304,29 +303,39 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
         if let Some((out, _)) = keep_whole_items(&value, &[paging.list], max_bytes, continued) {
             return out;
         }
-        // The first item alone does not fit: it is sent cut, and the cursor points past it.
-        if total >= 2
-            && let Some(list) = list_at(&mut value, &[paging.list])
-        {
-            list.truncate(1);
-            let cursor = (paging.resume)(1);
-            if let Value::Object(map) = &mut value {
-                map.insert("nextCursor".to_string(), Value::String(cursor.clone()));
-            }
-            resume_note = format!(
-                " For the items after this one, call {tool} again with the same arguments and \
-                 \"cursor\": \"{cursor}\"."
-            );
-        }
+        // The first item alone does not fit: texts are cut below, and the cursor is set after
+        // the items the cut keeps.
     }
+    let total = produced
+        .paging
+        .as_ref()
+        .and_then(|(p, _)| value.get(p.list))
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    // The cursor past the `kept` items a cut left and the sentence naming it; none when the
+    // cut kept every item or none (a cursor past nothing would repeat this page).
+    let resume = |v: &Value| -> Option<(String, String)> {
+        let (paging, tool) = produced.paging.as_ref()?;
+        let kept = v.get(paging.list).and_then(Value::as_array).map_or(0, Vec::len);
+        if kept == 0 || kept >= total {
+            return None;
+        }
+        let cursor = (paging.resume)(kept);
+        let sentence = format!(
+            " For the {list} after these, call {tool} again with the same arguments and \
+             \"cursor\": \"{cursor}\".",
+            list = paging.list
+        );
+        Some((cursor, sentence))
+    };
     let note = format!(
         "[Result cut to fit {max_bytes} bytes (it was {whole_size}): the last list items and the \
          end of long texts are missing. Ask for less, e.g. a smaller limit, or read one note at \
-         a time.{resume_note}]"
+         a time.]"
     );
     // At the lowest limits the note itself is a fair share of the room: a short one is tried
     // before giving up.
-    let short_note = format!("[Result cut to fit {max_bytes} bytes; ask for less.{resume_note}]");
+    let short_note = format!("[Result cut to fit {max_bytes} bytes; ask for less.]");
     let ids_note = format!(
         "[Result cut to fit {max_bytes} bytes: only its ids are left; read the item for the rest.]"
     );
@@ -336,11 +345,16 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
         let budget = max_bytes.saturating_sub(note.len() + OVERHEAD) / 2;
         let build = |v: &Value| {
             let mut marked = v.clone();
+            let mut note = note.to_string();
             if let Value::Object(map) = &mut marked {
                 map.insert("truncated".to_string(), Value::Bool(true));
+                if let Some((cursor, sentence)) = resume(v) {
+                    map.insert("nextCursor".to_string(), Value::String(cursor));
+                    note.insert_str(note.len() - 1, &sentence);
+                }
             }
             let kept = links_in(&marked);
-            assemble(marked, &kept, Some(note))
+            assemble(marked, &kept, Some(&note))
         };
         cut_to_fit(value, max_bytes, budget, build)
     };
@@ -404,6 +418,22 @@ pub fn resource_document(
     max_bytes: usize,
     rest: &str,
 ) -> ReadResourceResult {
+    cut_document(uri, value, max_bytes, rest, None)
+}
+
+/// A paged list of a document: where it is, how many items the document held, and the URI of
+/// the page after the first `kept` items.
+type PagedList<'a> = (&'a [&'a str], usize, &'a dyn Fn(usize) -> String);
+
+/// [`resource_document`], with `next_page` set after the items of `paged` that a cut keeps
+/// (none when it keeps every item or none).
+fn cut_document(
+    uri: &str,
+    value: Value,
+    max_bytes: usize,
+    rest: &str,
+    paged: Option<PagedList<'_>>,
+) -> ReadResourceResult {
     let build = |v: &Value| {
         let text = serde_json::to_string(v).unwrap_or_default();
         ReadResourceResult::new(vec![
@@ -422,12 +452,21 @@ pub fn resource_document(
     );
     let mark = |v: &Value, notice: &str| {
         let mut marked = v.clone();
+        let mut notice = notice.to_string();
+        if let Some((path, total, next_page)) = paged {
+            let mut probe = v.clone();
+            let kept = list_at(&mut probe, path).map_or(0, |l| l.len());
+            if kept > 0 && kept < total {
+                let next = next_page(kept);
+                notice.push_str(&format!(" Read the resource {next} for the items after these."));
+                if let Value::Object(map) = &mut marked {
+                    map.insert("next_page".to_string(), Value::String(next));
+                }
+            }
+        }
         if let Value::Object(map) = &mut marked {
             map.insert("truncated".to_string(), Value::Bool(true));
-            map.insert(
-                "truncation_notice".to_string(),
-                Value::String(notice.to_string()),
-            );
+            map.insert("truncation_notice".to_string(), Value::String(notice));
         }
         build(&marked)
     };
@@ -495,18 +534,8 @@ pub fn resource_document_pages(
     if let Some((out, _)) = keep_whole_items(&value, path, max_bytes, continued) {
         return out;
     }
-    if total >= 2
-        && let Some(list) = list_at(&mut value, path)
-    {
-        list.truncate(1);
-        let next = next_page(1);
-        if let Value::Object(map) = &mut value {
-            map.insert("next_page".to_string(), Value::String(next.clone()));
-        }
-        let rest = format!("{rest} Read the resource {next} for the items after this one.");
-        return resource_document(uri, value, max_bytes, &rest);
-    }
-    resource_document(uri, value, max_bytes, rest)
+    // The first item alone does not fit: texts are cut, and next_page follows what is kept.
+    cut_document(uri, value, max_bytes, rest, Some((path, total, &next_page)))
 }
 
 #[cfg(test)]
@@ -524,6 +553,80 @@ mod tests {
                 name: "p1".into(),
             }],
         }
+    }
+
+    fn paged(value: Value) -> Produced {
+        let paging = crate::mcp::catalog::Paging {
+            list: "results",
+            resume: std::sync::Arc::new(|kept| format!("cursor-{kept}")),
+        };
+        Produced {
+            value,
+            links: vec![],
+            paging: Some((paging, "search_notes")),
+        }
+    }
+
+    #[test]
+    fn a_paged_result_keeps_whole_items_and_names_the_cursor_after_them() {
+        let hits: Vec<Value> = (0..60)
+            .map(|i| json!({"id": format!("n{i}"), "snippet": format!("{i} {}", "word ".repeat(20))}))
+            .collect();
+        let r = render(Ok(paged(json!({"project_id": "p", "results": hits.clone()}))), 4096);
+        assert!(serde_json::to_string(&r).unwrap().len() <= 4096);
+        let sc = r.structured_content.unwrap();
+        let kept = sc["results"].as_array().unwrap();
+        assert!(kept.len() > 1 && kept.len() < 60, "{}", kept.len());
+        assert_eq!(kept[..], hits[..kept.len()], "whole items, in order");
+        assert_eq!(sc["nextCursor"], format!("cursor-{}", kept.len()));
+        let text = &r.content[0].as_text().unwrap().text;
+        assert!(
+            text.contains(&format!("\"cursor\": \"cursor-{}\"", kept.len())),
+            "{text}"
+        );
+        // Whole results carry no cursor.
+        let r = render(Ok(paged(json!({"results": hits[..2].to_vec()}))), 65536);
+        assert_eq!(r.structured_content.unwrap().get("nextCursor"), None);
+    }
+
+    #[test]
+    fn a_first_item_too_large_alone_is_cut_and_any_cursor_points_past_what_is_kept() {
+        for n in [2, 3, 8] {
+            let hits: Vec<Value> = (0..n)
+                .map(|i| json!({"id": format!("n{i}"), "snippet": "x".repeat(5000)}))
+                .collect();
+            let r = render(Ok(paged(json!({"results": hits}))), 1024);
+            assert!(serde_json::to_string(&r).unwrap().len() <= 1024);
+            let sc = r.structured_content.unwrap();
+            let kept = sc["results"].as_array().unwrap();
+            assert!(!kept.is_empty(), "{sc}");
+            for (i, hit) in kept.iter().enumerate() {
+                assert_eq!(hit["id"], format!("n{i}"), "a prefix, in order");
+            }
+            if kept.len() < n {
+                assert_eq!(sc["nextCursor"], format!("cursor-{}", kept.len()), "{sc}");
+            } else {
+                assert_eq!(sc.get("nextCursor"), None, "{sc}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_paged_document_keeps_whole_items_and_names_the_next_page() {
+        let notes: Vec<Value> = (0..40)
+            .map(|i| json!({"id": format!("n{i}"), "body": "text ".repeat(40)}))
+            .collect();
+        let doc = json!({"id": "j", "document": {"notes": notes.clone()}});
+        let r = resource_document_pages("gatehouse://jobs/export/j", doc, 4096, "Rest.", &["document", "notes"], |k| {
+            format!("gatehouse://jobs/export/j?from={k}")
+        });
+        assert!(serde_json::to_string(&r).unwrap().len() <= 4096);
+        let d = document_of(&r);
+        let kept = d["document"]["notes"].as_array().unwrap();
+        assert!(kept.len() > 1 && kept.len() < 40);
+        assert_eq!(kept[..], notes[..kept.len()]);
+        assert_eq!(d["next_page"], format!("gatehouse://jobs/export/j?from={}", kept.len()));
+        assert!(d["truncation_notice"].as_str().unwrap().contains("?from="));
     }
 
     #[test]
