@@ -339,7 +339,7 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
     let ids_note = format!(
         "[Result cut to fit {max_bytes} bytes: only its ids are left; read the item for the rest.]"
     );
-    let attempt = |value: Value, note: &str| {
+    let attempt = |value: Value, note: &str, with_cursor: bool| {
         // The JSON is sent twice (structured and as escaped text): start from half the room
         // left; `cut_to_fit` tightens the budget by what the assembled answer still exceeds.
         let budget = max_bytes.saturating_sub(note.len() + OVERHEAD) / 2;
@@ -348,7 +348,7 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
             let mut note = note.to_string();
             if let Value::Object(map) = &mut marked {
                 map.insert("truncated".to_string(), Value::Bool(true));
-                if let Some((cursor, sentence)) = resume(v) {
+                if let Some((cursor, sentence)) = resume(v).filter(|_| with_cursor) {
                     map.insert("nextCursor".to_string(), Value::String(cursor));
                     note.insert_str(note.len() - 1, &sentence);
                 }
@@ -366,10 +366,28 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
     } else {
         &note
     };
-    attempt(value.clone(), first)
-        .or_else(|| attempt(value.clone(), &short_note))
-        .or_else(|| attempt(ids_only(&value), &ids_note))
-        .unwrap_or_else(|| {
+    let chain = |with_cursor: bool| {
+        attempt(value.clone(), first, with_cursor)
+            .or_else(|| attempt(value.clone(), &short_note, with_cursor))
+            .or_else(|| attempt(ids_only(&value), &ids_note, with_cursor))
+    };
+    // At the lowest limits the cursor itself may leave no room for one item: then one item
+    // (cut) without a cursor is more use than a cursor and no item.
+    let list_emptied = |r: &CallToolResult| {
+        produced.paging.as_ref().is_some_and(|(p, _)| {
+            total > 0
+                && r.structured_content
+                    .as_ref()
+                    .and_then(|sc| sc.get(p.list))
+                    .and_then(Value::as_array)
+                    .is_some_and(Vec::is_empty)
+        })
+    };
+    match chain(true) {
+        Some(r) if list_emptied(&r) => chain(false).or(Some(r)),
+        other => other.or_else(|| chain(false)),
+    }
+    .unwrap_or_else(|| {
             CallToolResult::error(vec![ContentBlock::text(format!(
                 "The result ({whole_size} bytes) does not fit the server's limit of {max_bytes} \
                  bytes even when cut. The call itself was carried out; ask for less (e.g. a \
