@@ -152,7 +152,12 @@ pub enum AccountCommand {
         /// Email address.
         email: String,
         /// Tool calls per rolling hour; 0 = unlimited.
-        #[arg(long, value_name = "N", required_unless_present = "default", conflicts_with = "default")]
+        #[arg(
+            long,
+            value_name = "N",
+            required_unless_present = "default",
+            conflicts_with = "default"
+        )]
         calls_per_hour: Option<u64>,
         /// Use the server's default budget again.
         #[arg(long)]
@@ -284,7 +289,10 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 .set_account_calls_per_hour(&account, calls_per_hour)
                 .await?;
             let (budget, detail) = match calls_per_hour {
-                Some(0) => ("unlimited tool calls".to_string(), "calls_per_hour=0".to_string()),
+                Some(0) => (
+                    "unlimited tool calls".to_string(),
+                    "calls_per_hour=0".to_string(),
+                ),
                 Some(n) => (
                     format!("{n} tool calls per rolling hour"),
                     format!("calls_per_hour={n}"),

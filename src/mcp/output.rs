@@ -316,7 +316,10 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
     // cut kept every item or none (a cursor past nothing would repeat this page).
     let resume = |v: &Value| -> Option<(String, String)> {
         let (paging, tool) = produced.paging.as_ref()?;
-        let kept = v.get(paging.list).and_then(Value::as_array).map_or(0, Vec::len);
+        let kept = v
+            .get(paging.list)
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
         if kept == 0 || kept >= total {
             return None;
         }
@@ -388,12 +391,12 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
         other => other.or_else(|| chain(false)),
     }
     .unwrap_or_else(|| {
-            CallToolResult::error(vec![ContentBlock::text(format!(
-                "The result ({whole_size} bytes) does not fit the server's limit of {max_bytes} \
+        CallToolResult::error(vec![ContentBlock::text(format!(
+            "The result ({whole_size} bytes) does not fit the server's limit of {max_bytes} \
                  bytes even when cut. The call itself was carried out; ask for less (e.g. a \
                  smaller limit) or read one item at a time."
-            ))])
-        })
+        ))])
+    })
 }
 
 /// Longest link name kept in a cut result, in characters.
@@ -476,7 +479,9 @@ fn cut_document(
             let kept = list_at(&mut probe, path).map_or(0, |l| l.len());
             if kept > 0 && kept < total {
                 let next = next_page(kept);
-                notice.push_str(&format!(" Read the resource {next} for the items after these."));
+                notice.push_str(&format!(
+                    " Read the resource {next} for the items after these."
+                ));
                 if let Value::Object(map) = &mut marked {
                     map.insert("next_page".to_string(), Value::String(next));
                 }
@@ -590,7 +595,10 @@ mod tests {
         let hits: Vec<Value> = (0..60)
             .map(|i| json!({"id": format!("n{i}"), "snippet": format!("{i} {}", "word ".repeat(20))}))
             .collect();
-        let r = render(Ok(paged(json!({"project_id": "p", "results": hits.clone()}))), 4096);
+        let r = render(
+            Ok(paged(json!({"project_id": "p", "results": hits.clone()}))),
+            4096,
+        );
         assert!(serde_json::to_string(&r).unwrap().len() <= 4096);
         let sc = r.structured_content.unwrap();
         let kept = sc["results"].as_array().unwrap();
@@ -635,15 +643,23 @@ mod tests {
             .map(|i| json!({"id": format!("n{i}"), "body": "text ".repeat(40)}))
             .collect();
         let doc = json!({"id": "j", "document": {"notes": notes.clone()}});
-        let r = resource_document_pages("gatehouse://jobs/export/j", doc, 4096, "Rest.", &["document", "notes"], |k| {
-            format!("gatehouse://jobs/export/j?from={k}")
-        });
+        let r = resource_document_pages(
+            "gatehouse://jobs/export/j",
+            doc,
+            4096,
+            "Rest.",
+            &["document", "notes"],
+            |k| format!("gatehouse://jobs/export/j?from={k}"),
+        );
         assert!(serde_json::to_string(&r).unwrap().len() <= 4096);
         let d = document_of(&r);
         let kept = d["document"]["notes"].as_array().unwrap();
         assert!(kept.len() > 1 && kept.len() < 40);
         assert_eq!(kept[..], notes[..kept.len()]);
-        assert_eq!(d["next_page"], format!("gatehouse://jobs/export/j?from={}", kept.len()));
+        assert_eq!(
+            d["next_page"],
+            format!("gatehouse://jobs/export/j?from={}", kept.len())
+        );
         assert!(d["truncation_notice"].as_str().unwrap().contains("?from="));
     }
 

@@ -348,7 +348,9 @@ pub async fn read(
             };
             output::off_runtime(document)
                 .await
-                .ok_or_else(|| ErrorData::internal_error("the document could not be prepared", None))?
+                .ok_or_else(|| {
+                    ErrorData::internal_error("the document could not be prepared", None)
+                })?
                 .map_err(|e| ErrorData::internal_error(format!("serialize: {e}"), None))
         }
     }

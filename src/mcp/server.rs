@@ -128,9 +128,14 @@ impl ServerHandler for GatehouseMcp {
         }
         let now = crate::store::now();
         let ip = source_ip(&ctx);
-        if let Some(refusal) =
-            super::quota::refuse_over_budget(&self.mcp, &principal, def.spec.name, ip.as_deref(), now)
-                .await
+        if let Some(refusal) = super::quota::refuse_over_budget(
+            &self.mcp,
+            &principal,
+            def.spec.name,
+            ip.as_deref(),
+            now,
+        )
+        .await
         {
             return Ok(refusal.into());
         }

@@ -163,7 +163,8 @@ where
                         format!("GATEHOUSE_API_KEY was refused: {}.", refusal_text(&why)),
                         None,
                     );
-                    let reply = TxJsonRpcMessage::<RoleServer>::error(error, Some(request.id.clone()));
+                    let reply =
+                        TxJsonRpcMessage::<RoleServer>::error(error, Some(request.id.clone()));
                     // Sent to the end even if this call is cancelled.
                     tokio::spawn(self.inner.send(reply));
                 }

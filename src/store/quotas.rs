@@ -13,7 +13,10 @@ const NOT_ADMITTED: [&str; 2] = ["over_quota", "insufficient_scope"];
 impl Store {
     /// The account's own budget: `Some(n)` calls per hour (0 = unlimited), `None` for the
     /// server's default. Errors: [`StoreError::NotFound`] for an unknown account.
-    pub async fn account_calls_per_hour(&self, account_id: &str) -> Result<Option<u64>, StoreError> {
+    pub async fn account_calls_per_hour(
+        &self,
+        account_id: &str,
+    ) -> Result<Option<u64>, StoreError> {
         let row = sqlx::query("SELECT calls_per_hour FROM accounts WHERE id = $1")
             .bind(account_id)
             .fetch_optional(self.pool())

@@ -111,7 +111,11 @@ async fn a_project_key_is_gated_by_its_one_project() {
     let mine = app.store.create_project("Mine", &alice, now).await.unwrap();
     app.create_account(CAROL, "carols-long-password").await;
     let carol = account_id(&app, CAROL).await;
-    let shared = app.store.create_project("Shared", &carol, now).await.unwrap();
+    let shared = app
+        .store
+        .create_project("Shared", &carol, now)
+        .await
+        .unwrap();
     app.store
         .add_member(&shared, &alice, Role::Read, now)
         .await

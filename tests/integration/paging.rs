@@ -13,7 +13,11 @@ use serde_json::{Value, json};
 
 /// An app cutting results at `max_bytes`, Alice with one project of `notes` notes (each
 /// mentioning "alpha", with a body of about `body_len` bytes), and her key.
-async fn app_with_notes(max_bytes: &str, notes: usize, body_len: usize) -> (TestApp, String, String) {
+async fn app_with_notes(
+    max_bytes: &str,
+    notes: usize,
+    body_len: usize,
+) -> (TestApp, String, String) {
     let max_bytes = max_bytes.to_string();
     let app = spawn_app_with(move |vars| {
         vars.insert("GATEHOUSE_MAX_RESULT_BYTES".into(), max_bytes);
@@ -21,7 +25,11 @@ async fn app_with_notes(max_bytes: &str, notes: usize, body_len: usize) -> (Test
     .await;
     let alice = app.create_account(ALICE, "a-long-password").await;
     let now = gatehouse::store::now();
-    let project = app.store.create_project("Research", &alice, now).await.unwrap();
+    let project = app
+        .store
+        .create_project("Research", &alice, now)
+        .await
+        .unwrap();
     for i in 0..notes {
         let body = format!("alpha note {i}: {}", "lorem ipsum ".repeat(body_len / 12));
         let title = format!("Alpha {i:03}");
@@ -151,7 +159,13 @@ async fn a_cut_export_document_is_read_page_by_page_and_reassembles_exactly() {
             got.len() as u64,
             "each page starts where the last one ended"
         );
-        got.extend(document["document"]["notes"].as_array().unwrap().iter().cloned());
+        got.extend(
+            document["document"]["notes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .cloned(),
+        );
         match document.get("next_page").and_then(Value::as_str) {
             Some(next) => {
                 assert_eq!(document["truncated"], true);

@@ -93,22 +93,21 @@ async fn the_command_line_sets_an_accounts_own_budget_for_the_next_call() {
     ok(&list(&app, &key).await);
     error_text(&list(&app, &key).await);
 
-    let (success, out, err) = gatehouse(
-        &app,
-        &["account", "quota", ALICE, "--calls-per-hour", "4"],
-    );
+    let (success, out, err) =
+        gatehouse(&app, &["account", "quota", ALICE, "--calls-per-hour", "4"]);
     assert!(success, "{err}");
-    assert_eq!(out.trim(), format!("account {ALICE}: 4 tool calls per rolling hour"));
+    assert_eq!(
+        out.trim(),
+        format!("account {ALICE}: 4 tool calls per rolling hour")
+    );
     ok(&list(&app, &key).await);
     ok(&list(&app, &key).await);
     let text = error_text(&list(&app, &key).await);
     assert!(text.contains("budget of 4 tool calls"), "{text}");
 
     // 0: unlimited for this account.
-    let (success, out, err) = gatehouse(
-        &app,
-        &["account", "quota", ALICE, "--calls-per-hour", "0"],
-    );
+    let (success, out, err) =
+        gatehouse(&app, &["account", "quota", ALICE, "--calls-per-hour", "0"]);
     assert!(success, "{err}");
     assert_eq!(out.trim(), format!("account {ALICE}: unlimited tool calls"));
     for _ in 0..5 {
@@ -127,7 +126,13 @@ async fn the_command_line_sets_an_accounts_own_budget_for_the_next_call() {
     assert!(err.contains("--calls-per-hour"), "{err}");
     let (success, _, err) = gatehouse(
         &app,
-        &["account", "quota", "nobody@example.com", "--calls-per-hour", "1"],
+        &[
+            "account",
+            "quota",
+            "nobody@example.com",
+            "--calls-per-hour",
+            "1",
+        ],
     );
     assert!(!success);
     assert!(err.contains("no account with email"), "{err}");

@@ -168,7 +168,10 @@ async fn a_local_client_lists_and_calls_tools_until_its_key_is_revoked() {
         .await;
     assert!(refused.get("result").is_none(), "{refused}");
     let message = refused["error"]["message"].as_str().unwrap();
-    assert!(message.contains("GATEHOUSE_API_KEY was refused"), "{message}");
+    assert!(
+        message.contains("GATEHOUSE_API_KEY was refused"),
+        "{message}"
+    );
     assert!(message.contains("revoked"), "{message}");
     let again = session.request("tools/list", json!({})).await;
     assert!(again["error"]["message"].is_string(), "{again}");
@@ -187,7 +190,10 @@ async fn a_local_client_lists_and_calls_tools_until_its_key_is_revoked() {
     tokio::io::AsyncReadExt::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr)
         .await
         .unwrap();
-    assert!(stderr.contains("serving MCP over stdio"), "logs go to stderr: {stderr}");
+    assert!(
+        stderr.contains("serving MCP over stdio"),
+        "logs go to stderr: {stderr}"
+    );
     assert!(!stderr.contains(&key), "the key is never logged");
 
     // Audited like HTTP calls: who, which key, what, outcome.
@@ -209,7 +215,9 @@ async fn a_local_client_lists_and_calls_tools_until_its_key_is_revoked() {
     );
     let detail = rows[1].2.as_deref().unwrap();
     assert!(
-        detail.starts_with(&format!("credential=account_key:{key_id} project={project}")),
+        detail.starts_with(&format!(
+            "credential=account_key:{key_id} project={project}"
+        )),
         "{detail}"
     );
 }
@@ -225,7 +233,10 @@ async fn a_missing_or_refused_key_stops_the_process_at_start() {
     for (key, expected) in [
         (None, "GATEHOUSE_API_KEY: not set"),
         (Some("not-a-key"), "GATEHOUSE_API_KEY: not an API key"),
-        (Some(key.as_str()), "GATEHOUSE_API_KEY: the API key is unknown, revoked or expired"),
+        (
+            Some(key.as_str()),
+            "GATEHOUSE_API_KEY: the API key is unknown, revoked or expired",
+        ),
     ] {
         let child = launch(&app, key);
         let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())

@@ -32,8 +32,16 @@ mod cursor_tests {
             None
         );
         for bad in [
-            SearchCursor { offset: 50, end: 50, fingerprint: fp.clone() },
-            SearchCursor { offset: 0, end: 51, fingerprint: fp.clone() },
+            SearchCursor {
+                offset: 50,
+                end: 50,
+                fingerprint: fp.clone(),
+            },
+            SearchCursor {
+                offset: 0,
+                end: 51,
+                fingerprint: fp.clone(),
+            },
         ] {
             assert_eq!(SearchCursor::decode(&bad.encode(), &fp), None);
         }
@@ -145,7 +153,9 @@ impl SearchCursor {
     /// The cursor `raw` if it continues a search with `fingerprint`; `None` for anything else.
     fn decode(raw: &str, fingerprint: &str) -> Option<SearchCursor> {
         use base64::Engine as _;
-        let text = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(raw).ok()?;
+        let text = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(raw)
+            .ok()?;
         let text = String::from_utf8(text).ok()?;
         let mut parts = text.split(':');
         let (Some("search"), Some(offset), Some(end), Some(fp), None) = (
