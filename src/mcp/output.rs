@@ -49,7 +49,7 @@ fn keep_whole_items<T: serde::Serialize>(
             *list = items[..k].to_vec();
         }
         let out = build(v, k);
-        (size(&out) <= max_bytes).then_some(out)
+        (size(&out) + ENVELOPE <= max_bytes).then_some(out)
     };
     let mut best = (attempt(1)?, 1);
     let (mut lo, mut hi) = (2, items.len() - 1);
@@ -85,6 +85,9 @@ const MIN_CUT: usize = 64;
 const ELLIPSIS: char = '…';
 /// Room kept for the note and the JSON-RPC envelope.
 const OVERHEAD: usize = 256;
+/// Room kept, whenever a result is cut to the limit, for what rmcp adds to it after it is
+/// measured (`"resultType":"complete"` for 2026-07-28 peers).
+const ENVELOPE: usize = 32;
 
 fn size<T: serde::Serialize + ?Sized>(v: &T) -> usize {
     serde_json::to_string(v).map(|s| s.len()).unwrap_or(0)
@@ -359,7 +362,7 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
             let kept = links_in(&marked);
             assemble(marked, &kept, Some(&note))
         };
-        cut_to_fit(value, max_bytes, budget, build)
+        cut_to_fit(value, max_bytes.saturating_sub(ENVELOPE), budget, build)
     };
     // A carried-out write must still say it succeeded and name what it made: as a last step,
     // every member but the ids and links ([`KEEP_WHOLE`]) is dropped.
@@ -495,7 +498,10 @@ fn cut_document(
     };
     // The document is sent as escaped text: start from the room left.
     let budget = max_bytes.saturating_sub(uri.len() + notice.len() + OVERHEAD);
-    cut_to_fit(value, max_bytes, budget, |v| mark(v, &notice)).unwrap_or_else(|| {
+    cut_to_fit(value, max_bytes.saturating_sub(ENVELOPE), budget, |v| {
+        mark(v, &notice)
+    })
+    .unwrap_or_else(|| {
         let empty = Value::Object(serde_json::Map::new());
         let out = mark(&empty, &notice);
         if size(&out) <= max_bytes {
