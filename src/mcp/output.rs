@@ -13,6 +13,14 @@
 //! `resources/read` is bounded the same way ([`resource_document`]): its JSON document is cut
 //! by the same rules and stays JSON, with `"truncated": true` and a `"truncation_notice"`
 //! saying what is missing and how to get it.
+//!
+//! Results that can be continued are cut between whole items instead, as many as fit, and name
+//! the rest (issue "The rest of the MCP surface", part 4): a tool result whose list is paged
+//! ([`super::catalog::ToolOk::paged`]) carries `nextCursor` for the same call, also named in the
+//! note; a document read with [`resource_document_pages`] carries `next_page`, the URI of the
+//! items after those it holds. Only when the first item alone does not fit are texts cut, and the
+//! cursor then points past the items the cut kept (none when it kept none, so paging never
+//! repeats a page).
 
 use rmcp::model::{CallToolResult, ContentBlock, ReadResourceResult, Resource, ResourceContents};
 use serde_json::Value;
