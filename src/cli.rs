@@ -41,6 +41,9 @@ pub struct Cli {
 pub enum Command {
     /// Start the server (the default).
     Serve,
+    /// Speak MCP over stdin/stdout for a local client that launches this process (Claude
+    /// Desktop, Cursor), as the holder of the API key in GATEHOUSE_API_KEY. Logs go to stderr.
+    Stdio,
     /// Apply database migrations and exit.
     Migrate,
     /// Manage accounts.
@@ -144,6 +147,23 @@ pub enum AccountCommand {
         /// Email address.
         email: String,
     },
+    /// Set the account's budget of MCP tool calls per rolling hour, or put it back on the
+    /// server's default (GATEHOUSE_QUOTA_CALLS_PER_HOUR). Applies to the next call.
+    Quota {
+        /// Email address.
+        email: String,
+        /// Tool calls per rolling hour; 0 = unlimited.
+        #[arg(
+            long,
+            value_name = "N",
+            required_unless_present = "default",
+            conflicts_with = "default"
+        )]
+        calls_per_hour: Option<u64>,
+        /// Use the server's default budget again.
+        #[arg(long)]
+        default: bool,
+    },
 }
 
 /// `gatehouse project …`
@@ -191,7 +211,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         .map_err(|e| CliError(e.to_string()))?;
     let now = now();
     let out = match command {
-        Command::Serve | Command::Doctor(_) => unreachable!("handled by main"),
+        Command::Serve | Command::Stdio | Command::Doctor(_) => unreachable!("handled by main"),
         Command::Migrate => "migrations applied".to_string(),
         Command::Account(AccountCommand::Add { email, .. }) => {
             let email =
@@ -253,6 +273,49 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             )
             .await;
             format!("disabled account {}", email.as_str())
+        }
+        Command::Account(AccountCommand::Quota {
+            email,
+            calls_per_hour,
+            default: _,
+        }) => {
+            let max = crate::config::MAX_QUOTA_CALLS_PER_HOUR;
+            if calls_per_hour.is_some_and(|n| n > max) {
+                return Err(CliError(format!(
+                    "--calls-per-hour must be from 0 (unlimited) to {max}"
+                )));
+            }
+            let account = find_account(&store, &email).await?;
+            store
+                .set_account_calls_per_hour(&account, calls_per_hour)
+                .await?;
+            let (budget, detail) = match calls_per_hour {
+                Some(0) => (
+                    "unlimited tool calls".to_string(),
+                    "calls_per_hour=0".to_string(),
+                ),
+                Some(n) => (
+                    format!("{n} tool calls per rolling hour"),
+                    format!("calls_per_hour={n}"),
+                ),
+                None => (
+                    format!(
+                        "the server's default ({} tool calls per rolling hour, 0 = unlimited)",
+                        config.quota_calls_per_hour
+                    ),
+                    "calls_per_hour=default".to_string(),
+                ),
+            };
+            cli_audit(
+                &store,
+                "account_quota_set",
+                Some(&account),
+                Some(&email),
+                Some(&detail),
+                now,
+            )
+            .await;
+            format!("account {email}: {budget}")
         }
         Command::Project(ProjectCommand::Add { name, owner }) => {
             let name = name.trim();

@@ -112,6 +112,9 @@ pub struct Config {
     pub refresh_grace_secs: i64,
     /// `GATEHOUSE_MAX_RESULT_BYTES`: largest tool result sent, in bytes.
     pub max_result_bytes: usize,
+    /// `GATEHOUSE_QUOTA_CALLS_PER_HOUR`: tool calls an account may make per rolling hour
+    /// unless it has its own budget (`gatehouse account quota`); 0 = unlimited. Default 1000.
+    pub quota_calls_per_hour: u64,
     /// `GATEHOUSE_BOOTSTRAP_EMAIL` + `GATEHOUSE_BOOTSTRAP_PASSWORD`: first account, created headlessly.
     pub bootstrap_account: Option<(String, String)>,
     /// `GATEHOUSE_LOG_FORMAT`: `text` (default) or `json`.
@@ -280,6 +283,12 @@ impl Config {
             65536,
             (1024, 16 * 1024 * 1024),
         )? as usize;
+        let quota_calls_per_hour = parse_int(
+            "GATEHOUSE_QUOTA_CALLS_PER_HOUR",
+            get("GATEHOUSE_QUOTA_CALLS_PER_HOUR"),
+            DEFAULT_QUOTA_CALLS_PER_HOUR as i64,
+            (0, MAX_QUOTA_CALLS_PER_HOUR as i64),
+        )? as u64;
 
         let bootstrap_account = match (
             get("GATEHOUSE_BOOTSTRAP_EMAIL"),
@@ -388,6 +397,7 @@ impl Config {
             access_token_ttl_secs,
             refresh_grace_secs,
             max_result_bytes,
+            quota_calls_per_hour,
             bootstrap_account,
             log_format,
             password_workers,
@@ -492,6 +502,13 @@ fn parse_http_url(variable: &'static str, raw: &str) -> Result<Url, ConfigError>
     Ok(url)
 }
 
+/// Tool calls an account may make per rolling hour by default: about one every 3.6 seconds for
+/// a whole hour, far beyond a person working with an assistant, low enough to stop a runaway
+/// agent loop within the hour.
+pub const DEFAULT_QUOTA_CALLS_PER_HOUR: u64 = 1000;
+/// Largest budget that can be configured (0 = unlimited is always possible).
+pub const MAX_QUOTA_CALLS_PER_HOUR: u64 = 10_000_000;
+
 fn parse_int(
     variable: &'static str,
     raw: Option<&str>,
@@ -532,6 +549,7 @@ mod tests {
         assert_eq!(c.access_token_ttl_secs, 3600);
         assert_eq!(c.refresh_grace_secs, 60);
         assert_eq!(c.max_result_bytes, 65536);
+        assert_eq!(c.quota_calls_per_hour, 1000);
         assert!(c.password_workers >= 1);
         assert_eq!(c.password_queue, 32);
         assert_eq!(c.registrations_per_hour, 20);

@@ -88,6 +88,13 @@ async fn run() {
                 fail(&format!("server error: {e}"));
             }
         }
+        Command::Stdio => {
+            // Only protocol messages go to stdout; logs go to stderr (telemetry).
+            let key = std::env::var("GATEHOUSE_API_KEY").ok();
+            if let Err(e) = Application::run_stdio(config, key).await {
+                fail(&e.to_string());
+            }
+        }
         other => match run_admin(&config, other).await {
             Ok(out) => println!("{out}"),
             Err(e) => fail(&e.to_string()),

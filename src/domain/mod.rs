@@ -9,6 +9,7 @@ pub mod loopback;
 pub mod notes;
 pub mod pkce;
 pub mod principal;
+pub mod quota;
 pub mod redirect_uri;
 pub mod refresh;
 pub mod resource;

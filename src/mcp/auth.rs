@@ -499,6 +499,39 @@ async fn key_principal(
     })
 }
 
+/// Why an API key presented by a local process (`gatehouse stdio`) was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyRefused {
+    /// Unknown, revoked or expired, its account disabled, or not an API key at all.
+    #[error("invalid key")]
+    Invalid,
+    /// The key may be used only from listed addresses; a local process has no peer address.
+    #[error("address not allowed")]
+    Address,
+    /// The database could not be asked.
+    #[error("storage unavailable: {0}")]
+    Unavailable(crate::store::StoreError),
+}
+
+/// The principal of the API key `secret` presented without a network peer (`gatehouse
+/// stdio`): resolved exactly like an `X-Api-Key` header, and its use recorded the same way. A
+/// key with an address allow-list fails closed ([`KeyRefused::Address`]).
+pub async fn local_key_principal(
+    mcp: &McpState,
+    secret: &Secret,
+    now: i64,
+) -> Result<Principal, KeyRefused> {
+    if secret.kind() != Some(TokenKind::ApiKey) {
+        return Err(KeyRefused::Invalid);
+    }
+    match key_principal(mcp, secret, KeyLike::ApiKey, None, now).await {
+        Ok(principal) => Ok(principal),
+        Err(Refusal::Invalid(_)) => Err(KeyRefused::Invalid),
+        Err(Refusal::Address) => Err(KeyRefused::Address),
+        Err(Refusal::Unavailable(e)) => Err(KeyRefused::Unavailable(e)),
+    }
+}
+
 /// Middleware on `POST <mcp path>`: authenticates the credential, refuses a tool call outside
 /// its scopes, and puts the [`Principal`] into the request extensions (rmcp hands the
 /// request's `http::request::Parts`, extensions included, to the handlers).

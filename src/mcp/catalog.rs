@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use super::args::parse_arguments;
 use super::auth::Principal;
 use crate::domain::account::Role;
-use crate::domain::scope::Scope;
+use crate::domain::scope::{Scope, ScopeSet};
 use crate::state::AppState;
 use crate::store::StoreError;
 use crate::store::projects::ProjectMembership;
@@ -103,6 +103,24 @@ pub struct Link {
     pub name: String,
 }
 
+/// How a result too large for one answer is continued (issue "The rest of the MCP surface",
+/// part 4): the result's list `list` (a top-level member) can be cut after any item, and
+/// `resume(kept)` is the opaque cursor that makes the same tool, called again with the same
+/// arguments plus `cursor`, answer the items after the first `kept` of this page.
+#[derive(Clone)]
+pub struct Paging {
+    /// The top-level member holding the list, e.g. `results`.
+    pub list: &'static str,
+    /// The cursor for the items after the first `kept` of this page.
+    pub resume: Arc<dyn Fn(usize) -> String + Send + Sync>,
+}
+
+impl std::fmt::Debug for Paging {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Paging").field("list", &self.list).finish()
+    }
+}
+
 /// A handler's successful answer.
 #[derive(Debug)]
 pub struct ToolOk<O> {
@@ -110,6 +128,8 @@ pub struct ToolOk<O> {
     pub value: O,
     /// Resources the result names.
     pub links: Vec<Link>,
+    /// How a cut result is continued, for tools that take a `cursor`.
+    pub paging: Option<Paging>,
 }
 
 impl<O> ToolOk<O> {
@@ -118,7 +138,22 @@ impl<O> ToolOk<O> {
         ToolOk {
             value,
             links: Vec::new(),
+            paging: None,
         }
+    }
+
+    /// Makes the list `list` resumable: a cut answer keeps whole items of it and carries
+    /// `nextCursor` = `resume(kept)` ([`Paging`]).
+    pub fn paged(
+        mut self,
+        list: &'static str,
+        resume: impl Fn(usize) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.paging = Some(Paging {
+            list,
+            resume: Arc::new(resume),
+        });
+        self
     }
 
     /// Adds a link.
@@ -184,6 +219,8 @@ pub struct Produced {
     pub value: serde_json::Value,
     /// Resources it names.
     pub links: Vec<Link>,
+    /// How it is continued when cut, and the tool's name for the note.
+    pub paging: Option<(Paging, &'static str)>,
 }
 
 /// The outcome of one call and the project it worked on (for the audit log).
@@ -282,6 +319,7 @@ impl ToolDef {
         );
         let handler = Arc::new(handler);
         let access = spec.project;
+        let name = spec.name;
         let erased: Handler = Arc::new(move |mut ctx: ToolCtx, arguments: Option<JsonObject>| {
             let handler = handler.clone();
             Box::pin(async move {
@@ -317,6 +355,7 @@ impl ToolDef {
                     Ok(Produced {
                         value,
                         links: ok.links,
+                        paging: ok.paging.map(|p| (p, name)),
                     })
                 });
                 CallOutcome {
@@ -483,6 +522,61 @@ impl Catalog {
     /// Every tool, in registration order.
     pub fn all(&self) -> &[ToolDef] {
         &self.tools
+    }
+
+    /// The tools `tools/list` shows a caller with `scopes`, in registration order (MCP
+    /// `server/tools` §Listing Tools; issue "data-gated listing"): those its scopes allow, and
+    /// of those only the ones whose data it can have, as `probe` found —
+    ///
+    /// - no project within reach: only [`NO_PROJECT_TOOL`], whose description says how
+    ///   projects are made;
+    /// - no write role in any project within reach: no tool that needs it
+    ///   ([`ProjectAccess::Write`]);
+    /// - [`DataProbe::Unknown`] (the probe failed): nothing is hidden (fail open; every call
+    ///   is still checked on its own).
+    pub fn listed(&self, scopes: &ScopeSet, probe: DataProbe) -> Vec<Tool> {
+        self.tools
+            .iter()
+            .filter(|def| scopes.satisfies(def.spec.scope))
+            .filter(|def| match probe {
+                DataProbe::Unknown => true,
+                DataProbe::Known { any_project, .. } if !any_project => {
+                    def.spec.name == NO_PROJECT_TOOL
+                }
+                DataProbe::Known { any_write, .. } => {
+                    def.spec.project != ProjectAccess::Write || any_write
+                }
+            })
+            .map(|def| def.tool().clone())
+            .collect()
+    }
+}
+
+/// The one tool listed to a caller with no project within reach: `list_projects`, whose
+/// description tells the model how a project comes about.
+pub const NO_PROJECT_TOOL: &str = "list_projects";
+
+/// What the one probe of a `tools/list` request learned about the caller's data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataProbe {
+    /// The probe failed: nothing is hidden.
+    Unknown,
+    /// The caller's projects within reach were read.
+    Known {
+        /// At least one project is within reach.
+        any_project: bool,
+        /// The caller has the write role in at least one of them.
+        any_write: bool,
+    },
+}
+
+impl DataProbe {
+    /// The probe's finding from the caller's reachable projects.
+    pub fn of(projects: &[ProjectMembership]) -> DataProbe {
+        DataProbe::Known {
+            any_project: !projects.is_empty(),
+            any_write: projects.iter().any(|p| p.role == Role::Write),
+        }
     }
 }
 

@@ -49,8 +49,10 @@ pub mod guard;
 pub mod metadata;
 pub mod output;
 pub mod prompts;
+pub mod quota;
 pub mod resources;
 pub mod server;
+pub mod stdio;
 pub mod tools;
 pub mod views;
 
@@ -67,6 +69,8 @@ pub struct McpState {
     pub origins: Arc<guard::OriginPolicy>,
     /// When this process last wrote each API key's use.
     pub key_use: Arc<auth::KeyUseTracker>,
+    /// This process's count of each account's tool calls ([`quota`]).
+    pub quotas: Arc<quota::QuotaTracker>,
 }
 
 async fn method_not_allowed() -> impl IntoResponse {
@@ -91,23 +95,34 @@ fn cors(origins: Arc<guard::OriginPolicy>) -> CorsLayer {
     )
 }
 
-/// The MCP routes: the endpoint, and the protected-resource metadata while OAuth is on.
+/// The state the MCP handlers share, over `state`: the built-in catalog and this process's
+/// trackers. Used by the HTTP routes ([`router`]) and by `gatehouse stdio` ([`stdio`]).
 ///
 /// Panics when the built-in tool catalog breaks its rules (e.g. a destructive tool): the
 /// server refuses to start with such a catalog.
-pub fn router(state: AppState) -> Router {
+pub fn mcp_state(state: AppState) -> McpState {
     let catalog = match tools::catalog() {
         Ok(catalog) => Arc::new(catalog),
         Err(e) => panic!("refusing to start: {e}"),
     };
     let config = state.config.clone();
-    let mcp = McpState {
-        app: state.clone(),
+    McpState {
+        app: state,
         catalog,
         hosts: Arc::new(guard::HostPolicy::new(&config)),
         origins: Arc::new(guard::OriginPolicy::new(&config)),
         key_use: Arc::new(auth::KeyUseTracker::default()),
-    };
+        quotas: Arc::new(quota::QuotaTracker::default()),
+    }
+}
+
+/// The MCP routes: the endpoint, and the protected-resource metadata while OAuth is on.
+///
+/// Panics when the built-in tool catalog breaks its rules (e.g. a destructive tool): the
+/// server refuses to start with such a catalog.
+pub fn router(state: AppState) -> Router {
+    let config = state.config.clone();
+    let mcp = mcp_state(state.clone());
     let service_state = mcp.clone();
     let service = StreamableHttpService::new(
         move || Ok(server::GatehouseMcp::new(service_state.clone())),

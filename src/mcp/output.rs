@@ -13,11 +13,66 @@
 //! `resources/read` is bounded the same way ([`resource_document`]): its JSON document is cut
 //! by the same rules and stays JSON, with `"truncated": true` and a `"truncation_notice"`
 //! saying what is missing and how to get it.
+//!
+//! Results that can be continued are cut between whole items instead, as many as fit, and name
+//! the rest (issue "The rest of the MCP surface", part 4): a tool result whose list is paged
+//! ([`super::catalog::ToolOk::paged`]) carries `nextCursor` for the same call, also named in the
+//! note; a document read with [`resource_document_pages`] carries `next_page`, the URI of the
+//! items after those it holds. Only when the first item alone does not fit are texts cut, and the
+//! cursor then points past the items the cut kept (none when it kept none, so paging never
+//! repeats a page).
 
 use rmcp::model::{CallToolResult, ContentBlock, ReadResourceResult, Resource, ResourceContents};
 use serde_json::Value;
 
 use super::catalog::{Link, Produced, ToolError};
+
+/// The list at `path` (object members from the top) of `value`.
+fn list_at<'a>(value: &'a mut Value, path: &[&str]) -> Option<&'a mut Vec<Value>> {
+    let mut at = value;
+    for key in path {
+        at = at.as_object_mut()?.get_mut(*key)?;
+    }
+    at.as_array_mut()
+}
+
+/// Pages a result whose list at `path` is too long: `build(value with the list cut to its first
+/// k items, k)` for the largest k from 1 to `len - 1` whose JSON fits `max_bytes`, items kept
+/// whole. `None` when the list has fewer than two items or its first item alone does not fit
+/// (the caller then cuts texts). Binary search: O(size × log len) work.
+fn keep_whole_items<T: serde::Serialize>(
+    value: &Value,
+    path: &[&str],
+    max_bytes: usize,
+    build: impl Fn(Value, usize) -> T,
+) -> Option<(T, usize)> {
+    let mut shell = value.clone();
+    let items = std::mem::take(list_at(&mut shell, path)?);
+    if items.len() < 2 {
+        return None;
+    }
+    let attempt = |k: usize| {
+        let mut v = shell.clone();
+        if let Some(list) = list_at(&mut v, path) {
+            *list = items[..k].to_vec();
+        }
+        let out = build(v, k);
+        (size(&out) + ENVELOPE <= max_bytes).then_some(out)
+    };
+    let mut best = (attempt(1)?, 1);
+    let (mut lo, mut hi) = (2, items.len() - 1);
+    while lo <= hi {
+        let mid = lo + (hi - lo) / 2;
+        match attempt(mid) {
+            Some(out) => {
+                best = (out, mid);
+                lo = mid + 1;
+            }
+            None => hi = mid - 1,
+        }
+    }
+    Some(best)
+}
 
 /// Fields that are never cut: ids and links must stay usable.
 const KEEP_WHOLE: &[&str] = &[
@@ -29,6 +84,8 @@ const KEEP_WHOLE: &[&str] = &[
     "note_id",
     "kind",
     "status",
+    "nextCursor",
+    "next_page",
 ];
 /// Strings shorter than this are not cut in the first pass; the second pass cuts any text.
 const MIN_CUT: usize = 64;
@@ -36,6 +93,9 @@ const MIN_CUT: usize = 64;
 const ELLIPSIS: char = '…';
 /// Room kept for the note and the JSON-RPC envelope.
 const OVERHEAD: usize = 256;
+/// Room kept, whenever a result is cut to the limit, for what rmcp adds to it after it is
+/// measured (`"resultType":"complete"` for 2026-07-28 peers).
+const ENVELOPE: usize = 32;
 
 fn size<T: serde::Serialize + ?Sized>(v: &T) -> usize {
     serde_json::to_string(v).map(|s| s.len()).unwrap_or(0)
@@ -219,6 +279,69 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
         return whole;
     }
     drop(whole);
+    // Links follow the cut: only those whose item is still there, names shortened.
+    let links_in = |v: &Value| -> Vec<ContentBlock> {
+        let text = serde_json::to_string(v).unwrap_or_default();
+        produced
+            .links
+            .iter()
+            .filter(|l| text.contains(l.uri.as_str()))
+            .map(|l| link_block(short_link(l)))
+            .collect()
+    };
+    // A resumable result keeps whole items and says how to get the rest.
+    if let Some((paging, tool)) = &produced.paging {
+        let total = value
+            .get(paging.list)
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        let continued = |mut v: Value, kept: usize| {
+            let cursor = (paging.resume)(kept);
+            if let Value::Object(map) = &mut v {
+                map.insert("truncated".to_string(), Value::Bool(true));
+                map.insert("nextCursor".to_string(), Value::String(cursor.clone()));
+            }
+            let note = format!(
+                "[Result cut to fit {max_bytes} bytes: it holds the first {kept} of these {total} \
+                 {list}. For the rest, call {tool} again with the same arguments and \
+                 \"cursor\": \"{cursor}\" (also in structuredContent.nextCursor); repeat while a \
+                 nextCursor is returned.]",
+                list = paging.list
+            );
+            let kept_links = links_in(&v);
+            assemble(v, &kept_links, Some(&note))
+        };
+        if let Some((out, _)) = keep_whole_items(&value, &[paging.list], max_bytes, continued) {
+            return out;
+        }
+        // The first item alone does not fit: texts are cut below, and the cursor is set after
+        // the items the cut keeps.
+    }
+    let total = produced
+        .paging
+        .as_ref()
+        .and_then(|(p, _)| value.get(p.list))
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    // The cursor past the `kept` items a cut left and the sentence naming it; none when the
+    // cut kept every item or none (a cursor past nothing would repeat this page).
+    let resume = |v: &Value| -> Option<(String, String)> {
+        let (paging, tool) = produced.paging.as_ref()?;
+        let kept = v
+            .get(paging.list)
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        if kept == 0 || kept >= total {
+            return None;
+        }
+        let cursor = (paging.resume)(kept);
+        let sentence = format!(
+            " For the {list} after these, call {tool} again with the same arguments and \
+             \"cursor\": \"{cursor}\".",
+            list = paging.list
+        );
+        Some((cursor, sentence))
+    };
     let note = format!(
         "[Result cut to fit {max_bytes} bytes (it was {whole_size}): the last list items and the \
          end of long texts are missing. Ask for less, e.g. a smaller limit, or read one note at \
@@ -230,26 +353,24 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
     let ids_note = format!(
         "[Result cut to fit {max_bytes} bytes: only its ids are left; read the item for the rest.]"
     );
-    let attempt = |value: Value, note: &str| {
+    let attempt = |value: Value, note: &str, with_cursor: bool| {
         // The JSON is sent twice (structured and as escaped text): start from half the room
         // left; `cut_to_fit` tightens the budget by what the assembled answer still exceeds.
         let budget = max_bytes.saturating_sub(note.len() + OVERHEAD) / 2;
         let build = |v: &Value| {
             let mut marked = v.clone();
+            let mut note = note.to_string();
             if let Value::Object(map) = &mut marked {
                 map.insert("truncated".to_string(), Value::Bool(true));
+                if let Some((cursor, sentence)) = resume(v).filter(|_| with_cursor) {
+                    map.insert("nextCursor".to_string(), Value::String(cursor));
+                    note.insert_str(note.len() - 1, &sentence);
+                }
             }
-            // Links follow the cut: only those whose item is still there, names shortened.
-            let text = serde_json::to_string(&marked).unwrap_or_default();
-            let kept: Vec<ContentBlock> = produced
-                .links
-                .iter()
-                .filter(|l| text.contains(l.uri.as_str()))
-                .map(|l| link_block(short_link(l)))
-                .collect();
-            assemble(marked, &kept, Some(note))
+            let kept = links_in(&marked);
+            assemble(marked, &kept, Some(&note))
         };
-        cut_to_fit(value, max_bytes, budget, build)
+        cut_to_fit(value, max_bytes.saturating_sub(ENVELOPE), budget, build)
     };
     // A carried-out write must still say it succeeded and name what it made: as a last step,
     // every member but the ids and links ([`KEEP_WHOLE`]) is dropped.
@@ -259,16 +380,34 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
     } else {
         &note
     };
-    attempt(value.clone(), first)
-        .or_else(|| attempt(value.clone(), &short_note))
-        .or_else(|| attempt(ids_only(&value), &ids_note))
-        .unwrap_or_else(|| {
-            CallToolResult::error(vec![ContentBlock::text(format!(
-                "The result ({whole_size} bytes) does not fit the server's limit of {max_bytes} \
+    let chain = |with_cursor: bool| {
+        attempt(value.clone(), first, with_cursor)
+            .or_else(|| attempt(value.clone(), &short_note, with_cursor))
+            .or_else(|| attempt(ids_only(&value), &ids_note, with_cursor))
+    };
+    // At the lowest limits the cursor itself may leave no room for one item: then one item
+    // (cut) without a cursor is more use than a cursor and no item.
+    let list_emptied = |r: &CallToolResult| {
+        produced.paging.as_ref().is_some_and(|(p, _)| {
+            total > 0
+                && r.structured_content
+                    .as_ref()
+                    .and_then(|sc| sc.get(p.list))
+                    .and_then(Value::as_array)
+                    .is_some_and(Vec::is_empty)
+        })
+    };
+    match chain(true) {
+        Some(r) if list_emptied(&r) => chain(false).or(Some(r)),
+        other => other.or_else(|| chain(false)),
+    }
+    .unwrap_or_else(|| {
+        CallToolResult::error(vec![ContentBlock::text(format!(
+            "The result ({whole_size} bytes) does not fit the server's limit of {max_bytes} \
                  bytes even when cut. The call itself was carried out; ask for less (e.g. a \
                  smaller limit) or read one item at a time."
-            ))])
-        })
+        ))])
+    })
 }
 
 /// Longest link name kept in a cut result, in characters.
@@ -311,6 +450,22 @@ pub fn resource_document(
     max_bytes: usize,
     rest: &str,
 ) -> ReadResourceResult {
+    cut_document(uri, value, max_bytes, rest, None)
+}
+
+/// A paged list of a document: where it is, how many items the document held, and the URI of
+/// the page after the first `kept` items.
+type PagedList<'a> = (&'a [&'a str], usize, &'a dyn Fn(usize) -> String);
+
+/// [`resource_document`], with `next_page` set after the items of `paged` that a cut keeps
+/// (none when it keeps every item or none).
+fn cut_document(
+    uri: &str,
+    value: Value,
+    max_bytes: usize,
+    rest: &str,
+    paged: Option<PagedList<'_>>,
+) -> ReadResourceResult {
     let build = |v: &Value| {
         let text = serde_json::to_string(v).unwrap_or_default();
         ReadResourceResult::new(vec![
@@ -329,18 +484,32 @@ pub fn resource_document(
     );
     let mark = |v: &Value, notice: &str| {
         let mut marked = v.clone();
+        let mut notice = notice.to_string();
+        if let Some((path, total, next_page)) = paged {
+            let mut probe = v.clone();
+            let kept = list_at(&mut probe, path).map_or(0, |l| l.len());
+            if kept > 0 && kept < total {
+                let next = next_page(kept);
+                notice.push_str(&format!(
+                    " Read the resource {next} for the items after these."
+                ));
+                if let Value::Object(map) = &mut marked {
+                    map.insert("next_page".to_string(), Value::String(next));
+                }
+            }
+        }
         if let Value::Object(map) = &mut marked {
             map.insert("truncated".to_string(), Value::Bool(true));
-            map.insert(
-                "truncation_notice".to_string(),
-                Value::String(notice.to_string()),
-            );
+            map.insert("truncation_notice".to_string(), Value::String(notice));
         }
         build(&marked)
     };
     // The document is sent as escaped text: start from the room left.
     let budget = max_bytes.saturating_sub(uri.len() + notice.len() + OVERHEAD);
-    cut_to_fit(value, max_bytes, budget, |v| mark(v, &notice)).unwrap_or_else(|| {
+    cut_to_fit(value, max_bytes.saturating_sub(ENVELOPE), budget, |v| {
+        mark(v, &notice)
+    })
+    .unwrap_or_else(|| {
         let empty = Value::Object(serde_json::Map::new());
         let out = mark(&empty, &notice);
         if size(&out) <= max_bytes {
@@ -354,6 +523,58 @@ pub fn resource_document(
     })
 }
 
+/// Like [`resource_document`] for a document whose list at `path` can be read in pages: a
+/// document that does not fit keeps the first items of that list whole (as many as fit),
+/// `"truncated": true`, `"next_page"` = `next_page(kept)` (the URI that reads the items after
+/// them) and a `"truncation_notice"` naming it. A first item that alone does not fit is sent
+/// cut by the rules of [`resource_document`], with `next_page` past it.
+pub fn resource_document_pages(
+    uri: &str,
+    mut value: Value,
+    max_bytes: usize,
+    rest: &str,
+    path: &[&str],
+    next_page: impl Fn(usize) -> String,
+) -> ReadResourceResult {
+    let build = |v: &Value| {
+        let text = serde_json::to_string(v).unwrap_or_default();
+        ReadResourceResult::new(vec![
+            ResourceContents::text(text, uri).with_mime_type("application/json"),
+        ])
+    };
+    let whole = build(&value);
+    if size(&whole) <= max_bytes {
+        return whole;
+    }
+    drop(whole);
+    let mut total = 0;
+    if let Some(list) = list_at(&mut value, path) {
+        total = list.len();
+    }
+    let continued = |mut v: Value, kept: usize| {
+        let next = next_page(kept);
+        if let Value::Object(map) = &mut v {
+            map.insert("truncated".to_string(), Value::Bool(true));
+            map.insert("next_page".to_string(), Value::String(next.clone()));
+            map.insert(
+                "truncation_notice".to_string(),
+                Value::String(format!(
+                    "This document was cut to fit {max_bytes} bytes: it holds the first {kept} of \
+                     these {total} items of {list}, whole. Read the resource {next} for the \
+                     items after them; repeat while a next_page is given.",
+                    list = path.join(".")
+                )),
+            );
+        }
+        build(&v)
+    };
+    if let Some((out, _)) = keep_whole_items(&value, path, max_bytes, continued) {
+        return out;
+    }
+    // The first item alone does not fit: texts are cut, and next_page follows what is kept.
+    cut_document(uri, value, max_bytes, rest, Some((path, total, &next_page)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,12 +583,98 @@ mod tests {
 
     fn produced(value: Value) -> Produced {
         Produced {
+            paging: None,
             value,
             links: vec![Link {
                 uri: "gatehouse://projects/p1".into(),
                 name: "p1".into(),
             }],
         }
+    }
+
+    fn paged(value: Value) -> Produced {
+        let paging = crate::mcp::catalog::Paging {
+            list: "results",
+            resume: std::sync::Arc::new(|kept| format!("cursor-{kept}")),
+        };
+        Produced {
+            value,
+            links: vec![],
+            paging: Some((paging, "search_notes")),
+        }
+    }
+
+    #[test]
+    fn a_paged_result_keeps_whole_items_and_names_the_cursor_after_them() {
+        let hits: Vec<Value> = (0..60)
+            .map(|i| json!({"id": format!("n{i}"), "snippet": format!("{i} {}", "word ".repeat(20))}))
+            .collect();
+        let r = render(
+            Ok(paged(json!({"project_id": "p", "results": hits.clone()}))),
+            4096,
+        );
+        assert!(serde_json::to_string(&r).unwrap().len() <= 4096);
+        let sc = r.structured_content.unwrap();
+        let kept = sc["results"].as_array().unwrap();
+        assert!(kept.len() > 1 && kept.len() < 60, "{}", kept.len());
+        assert_eq!(kept[..], hits[..kept.len()], "whole items, in order");
+        assert_eq!(sc["nextCursor"], format!("cursor-{}", kept.len()));
+        let text = &r.content[0].as_text().unwrap().text;
+        assert!(
+            text.contains(&format!("\"cursor\": \"cursor-{}\"", kept.len())),
+            "{text}"
+        );
+        // Whole results carry no cursor.
+        let r = render(Ok(paged(json!({"results": hits[..2].to_vec()}))), 65536);
+        assert_eq!(r.structured_content.unwrap().get("nextCursor"), None);
+    }
+
+    #[test]
+    fn a_first_item_too_large_alone_is_cut_and_any_cursor_points_past_what_is_kept() {
+        for n in [2, 3, 8] {
+            let hits: Vec<Value> = (0..n)
+                .map(|i| json!({"id": format!("n{i}"), "snippet": "x".repeat(5000)}))
+                .collect();
+            let r = render(Ok(paged(json!({"results": hits}))), 1024);
+            assert!(serde_json::to_string(&r).unwrap().len() <= 1024);
+            let sc = r.structured_content.unwrap();
+            let kept = sc["results"].as_array().unwrap();
+            assert!(!kept.is_empty(), "{sc}");
+            for (i, hit) in kept.iter().enumerate() {
+                assert_eq!(hit["id"], format!("n{i}"), "a prefix, in order");
+            }
+            if kept.len() < n {
+                assert_eq!(sc["nextCursor"], format!("cursor-{}", kept.len()), "{sc}");
+            } else {
+                assert_eq!(sc.get("nextCursor"), None, "{sc}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_paged_document_keeps_whole_items_and_names_the_next_page() {
+        let notes: Vec<Value> = (0..40)
+            .map(|i| json!({"id": format!("n{i}"), "body": "text ".repeat(40)}))
+            .collect();
+        let doc = json!({"id": "j", "document": {"notes": notes.clone()}});
+        let r = resource_document_pages(
+            "gatehouse://jobs/export/j",
+            doc,
+            4096,
+            "Rest.",
+            &["document", "notes"],
+            |k| format!("gatehouse://jobs/export/j?from={k}"),
+        );
+        assert!(serde_json::to_string(&r).unwrap().len() <= 4096);
+        let d = document_of(&r);
+        let kept = d["document"]["notes"].as_array().unwrap();
+        assert!(kept.len() > 1 && kept.len() < 40);
+        assert_eq!(kept[..], notes[..kept.len()]);
+        assert_eq!(
+            d["next_page"],
+            format!("gatehouse://jobs/export/j?from={}", kept.len())
+        );
+        assert!(d["truncation_notice"].as_str().unwrap().contains("?from="));
     }
 
     #[test]

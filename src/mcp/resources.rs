@@ -205,7 +205,7 @@ pub fn templates() -> Vec<ResourceTemplate> {
         ResourceTemplate::new(JOB_TEMPLATE, "job")
             .with_title("Background job")
             .with_description(
-                "A background job (kind: export): status and, once completed, its document.",
+                "A background job (kind: export): status and, once completed, its document. A document too large for one read is cut between notes and names its next_page: the same URI with ?from=N, which reads the notes from the N-th (0-based) on.",
             )
             .with_mime_type(JSON),
     ]
@@ -239,7 +239,23 @@ pub async fn read(
     uri: &str,
 ) -> Result<ReadResourceResult, ErrorData> {
     let store = &app.store;
-    let parsed = ResourceUri::parse(uri).ok_or_else(|| not_found(uri))?;
+    // A job's document may be read from its `from`-th note on (`?from=N`, the `next_page` of a
+    // cut document); no other resource takes a query.
+    let (base, from) = match uri.split_once('?') {
+        None => (uri, None),
+        Some((base, query)) => {
+            let from = query
+                .strip_prefix("from=")
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|n| *n <= MAX_CURSOR_OFFSET)
+                .ok_or_else(|| not_found(uri))?;
+            (base, Some(from))
+        }
+    };
+    let parsed = ResourceUri::parse(base).ok_or_else(|| not_found(uri))?;
+    if from.is_some() && !matches!(parsed, ResourceUri::Job { .. }) {
+        return Err(not_found(uri));
+    }
     match parsed {
         ResourceUri::Project { project_id } => {
             let m = store
@@ -297,14 +313,43 @@ pub async fn read(
             );
             let view = JobView::from(&job);
             let result = job.result;
+            let from = from.unwrap_or(0);
+            let base = base.to_owned();
+            let max_bytes = app.config.max_result_bytes;
+            let uri = uri.to_owned();
             let document = move || {
-                let document = result.as_deref().and_then(|d| serde_json::from_str(d).ok());
+                let mut document: Option<serde_json::Value> =
+                    result.as_deref().and_then(|d| serde_json::from_str(d).ok());
+                // `?from=N`: the notes from the N-th on (0-based), and where they start.
+                if from > 0
+                    && let Some(doc) = document.as_mut().and_then(|d| d.as_object_mut())
+                {
+                    if let Some(notes) = doc.get_mut("notes").and_then(|n| n.as_array_mut()) {
+                        notes.drain(..from.min(notes.len()));
+                    }
+                    doc.insert("notes_from".to_string(), serde_json::Value::from(from));
+                }
                 serde_json::to_value(JobDocument {
                     job: view,
                     document,
                 })
+                .map(|value| {
+                    output::resource_document_pages(
+                        &uri,
+                        value,
+                        max_bytes,
+                        &rest,
+                        &["document", "notes"],
+                        |kept| format!("{base}?from={}", from + kept),
+                    )
+                })
             };
-            json_contents(app, uri, document, rest).await
+            output::off_runtime(document)
+                .await
+                .ok_or_else(|| {
+                    ErrorData::internal_error("the document could not be prepared", None)
+                })?
+                .map_err(|e| ErrorData::internal_error(format!("serialize: {e}"), None))
         }
     }
 }

@@ -23,9 +23,8 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use super::McpState;
 use super::auth::Principal;
-use super::catalog::{ProjectAccess, ToolCtx, ToolError};
+use super::catalog::{DataProbe, ToolCtx, ToolError};
 use super::{output, prompts, resources};
-use crate::domain::account::Role;
 use crate::domain::notes::ResourceUri;
 use crate::store::audit::AuditEvent;
 
@@ -147,31 +146,24 @@ impl ServerHandler for GatehouseMcp {
         self.mcp.catalog.get(name).map(|def| def.tool().clone())
     }
 
-    /// The tools this caller's scopes allow, in catalog order. Tools that need the write role
-    /// are hidden from an account that has it in no project; if that check fails, nothing is
-    /// hidden (calls are still checked one by one).
+    /// The tools this caller's scopes allow and whose data it can have, in catalog order
+    /// ([`super::catalog::Catalog::listed`]): one probe of its projects per request; if the
+    /// probe fails, nothing is hidden and the failure is logged (calls are still checked one by
+    /// one). Computed per request, so no `list_changed` notification is needed.
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let principal = principal(&ctx)?;
-        let can_write_somewhere = match self.mcp.app.store.reachable_projects(&principal).await {
-            Ok(projects) => projects.iter().any(|p| p.role == Role::Write),
+        let probe = match self.mcp.app.store.reachable_projects(&principal).await {
+            Ok(projects) => DataProbe::of(&projects),
             Err(e) => {
-                tracing::warn!(error = %e, "could not read memberships for tools/list");
-                true
+                tracing::warn!(error = %e, "could not read memberships for tools/list; listing every tool");
+                DataProbe::Unknown
             }
         };
-        let tools = self
-            .mcp
-            .catalog
-            .all()
-            .iter()
-            .filter(|def| principal.scopes.satisfies(def.spec.scope))
-            .filter(|def| def.spec.project != ProjectAccess::Write || can_write_somewhere)
-            .map(|def| def.tool().clone())
-            .collect();
+        let tools = self.mcp.catalog.listed(&principal.scopes, probe);
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -196,8 +188,20 @@ impl ServerHandler for GatehouseMcp {
             ))])
             .into());
         }
-        let started = Instant::now();
         let now = crate::store::now();
+        let ip = source_ip(&ctx);
+        if let Some(refusal) = super::quota::refuse_over_budget(
+            &self.mcp,
+            &principal,
+            def.spec.name,
+            ip.as_deref(),
+            now,
+        )
+        .await
+        {
+            return Ok(refusal.into());
+        }
+        let started = Instant::now();
         let tool_ctx = ToolCtx {
             state: self.mcp.app.clone(),
             principal: std::sync::Arc::new(principal.clone()),
@@ -220,7 +224,6 @@ impl ServerHandler for GatehouseMcp {
             Some(p) => format!("{credential} project={p} duration_ms={elapsed_ms}"),
             None => format!("{credential} duration_ms={elapsed_ms}"),
         };
-        let ip = source_ip(&ctx);
         self.mcp
             .app
             .store

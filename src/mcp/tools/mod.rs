@@ -82,6 +82,56 @@ mod tests {
     }
 
     #[test]
+    fn listing_hides_tools_whose_data_the_caller_cannot_have() {
+        use crate::mcp::catalog::DataProbe;
+        let catalog = catalog().unwrap();
+        let names = |scopes: &str, probe| -> Vec<String> {
+            let scopes = crate::domain::scope::ScopeSet::parse(scopes).unwrap();
+            catalog
+                .listed(&scopes, probe)
+                .into_iter()
+                .map(|t| t.name.to_string())
+                .collect()
+        };
+        let rw = "mcp:read mcp:write";
+        let none = DataProbe::Known {
+            any_project: false,
+            any_write: false,
+        };
+        assert_eq!(names(rw, none), ["list_projects"]);
+        let read_only = DataProbe::Known {
+            any_project: true,
+            any_write: false,
+        };
+        let readers = [
+            "list_projects",
+            "get_project",
+            "search_notes",
+            "get_note",
+            "export_project",
+            "get_job",
+        ];
+        assert_eq!(names(rw, read_only), readers);
+        let writer = DataProbe::Known {
+            any_project: true,
+            any_write: true,
+        };
+        assert_eq!(names(rw, writer).len(), 8);
+        assert_eq!(names("mcp:read", writer), readers);
+        // The probe failed: nothing is hidden beyond what the scopes rule out.
+        assert_eq!(names(rw, DataProbe::Unknown).len(), 8);
+        assert_eq!(names("mcp:read", DataProbe::Unknown), readers);
+        let lone = catalog.get("list_projects").unwrap().tool();
+        assert!(
+            lone.description
+                .as_deref()
+                .unwrap()
+                .contains("gatehouse project add"),
+            "{lone:?}"
+        );
+    }
+
+    #[test]
     fn schemas_use_only_standard_formats() {
         let mut found = Vec::new();
         for def in catalog().unwrap().all() {

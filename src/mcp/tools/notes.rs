@@ -10,6 +10,46 @@ use crate::mcp::catalog::{ProjectAccess, ToolCtx, ToolDef, ToolError, ToolOk, To
 use crate::mcp::views::NoteView;
 use crate::store::notes::{NewNote, Note, NotePatch};
 
+#[cfg(test)]
+mod cursor_tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_are_bound_to_their_search() {
+        let fp = SearchCursor::fingerprint("p1", "june plans");
+        let c = SearchCursor {
+            offset: 7,
+            end: 50,
+            fingerprint: fp.clone(),
+        };
+        assert_eq!(SearchCursor::decode(&c.encode(), &fp), Some(c.clone()));
+        // Another project or other words: refused.
+        assert_eq!(
+            SearchCursor::decode(&c.encode(), &SearchCursor::fingerprint("p2", "june plans")),
+            None
+        );
+        assert_eq!(
+            SearchCursor::decode(&c.encode(), &SearchCursor::fingerprint("p1", "june")),
+            None
+        );
+        for bad in [
+            SearchCursor {
+                offset: 50,
+                end: 50,
+                fingerprint: fp.clone(),
+            },
+            SearchCursor {
+                offset: 0,
+                end: 51,
+                fingerprint: fp.clone(),
+            },
+        ] {
+            assert_eq!(SearchCursor::decode(&bad.encode(), &fp), None);
+        }
+        assert_eq!(SearchCursor::decode("!!", &fp), None);
+    }
+}
+
 /// A note's title: 1 to 200 characters, no control or bidirectional formatting characters.
 pub type Title = Text<1, 200>;
 /// A note's text: up to 20 000 characters; line breaks and tabs, but no other control or
@@ -42,6 +82,64 @@ pub struct SearchNotesInput {
     pub query: Text<1, 200>,
     /// Most results to return (1-50, default 10).
     pub limit: Option<Count<1, 50>>,
+    /// The `nextCursor` of a result that was cut to fit: continues it with the results after
+    /// those it held. Give the same project_id and query (limit is then ignored).
+    pub cursor: Option<Text<1, 200>>,
+}
+
+/// Where a cut `search_notes` result continues: hits `offset..end` of the same search, bound to
+/// its project and words by a fingerprint. Opaque to clients (base64url).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SearchCursor {
+    offset: usize,
+    end: usize,
+    fingerprint: String,
+}
+
+/// Most hits one search may page through (the `limit` bound).
+const MAX_SEARCH_HITS: usize = 50;
+
+impl SearchCursor {
+    /// Ties a cursor to one project and query (SHA-256, first 64 bits, hex).
+    fn fingerprint(project_id: &str, query: &str) -> String {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(format!("{project_id}\n{query}").as_bytes());
+        digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn encode(&self) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!(
+            "search:{}:{}:{}",
+            self.offset, self.end, self.fingerprint
+        ))
+    }
+
+    /// The cursor `raw` if it continues a search with `fingerprint`; `None` for anything else.
+    fn decode(raw: &str, fingerprint: &str) -> Option<SearchCursor> {
+        use base64::Engine as _;
+        let text = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(raw)
+            .ok()?;
+        let text = String::from_utf8(text).ok()?;
+        let mut parts = text.split(':');
+        let (Some("search"), Some(offset), Some(end), Some(fp), None) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            return None;
+        };
+        let offset: usize = offset.parse().ok()?;
+        let end: usize = end.parse().ok()?;
+        (offset < end && end <= MAX_SEARCH_HITS && fp == fingerprint).then(|| SearchCursor {
+            offset,
+            end,
+            fingerprint: fp.to_string(),
+        })
+    }
 }
 
 /// One search hit.
@@ -66,6 +164,10 @@ pub struct SearchResults {
     pub query: String,
     /// Hits, most relevant first.
     pub results: Vec<SearchHit>,
+    /// Present when the result was cut to fit the server's size limit: pass it as `cursor`
+    /// (with the same project_id and query) to get the results after these.
+    #[serde(rename = "nextCursor", skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// `search_notes`.
@@ -74,7 +176,7 @@ pub fn search_notes() -> ToolDef {
         ToolSpec {
             name: "search_notes",
             title: "Search notes",
-            description: "Full-text search in one project's notes. Returns the best matches first, each with a snippet of the matching text. Every word of the query must appear; punctuation is ignored. Use get_note to read a whole note.",
+            description: "Full-text search in one project's notes. Returns the best matches first, each with a snippet of the matching text. Every word of the query must appear; punctuation is ignored. Use get_note to read a whole note. If a result is too large to send whole it is cut between results and carries nextCursor: call search_notes again with the same project_id and query and that cursor for the rest.",
             scope: Scope::McpRead,
             read_only: true,
             idempotent: true,
@@ -84,11 +186,27 @@ pub fn search_notes() -> ToolDef {
         },
         |ctx: ToolCtx, input: SearchNotesInput| async move {
             let project = ctx.project();
-            let limit = input.limit.map_or(10, Count::get);
+            let fingerprint = SearchCursor::fingerprint(&project.project_id, input.query.as_str());
+            let (offset, end) = match &input.cursor {
+                None => (0, input.limit.map_or(10, |l| l.get() as usize)),
+                Some(raw) => {
+                    let c = SearchCursor::decode(raw.as_str(), &fingerprint).ok_or_else(|| {
+                        ToolError::InvalidArguments(
+                            "Invalid arguments: `cursor` does not continue a search of this project for these words. Give the same project_id and query as the call that returned it, or leave cursor out to start again.".into(),
+                        )
+                    })?;
+                    (c.offset, c.end)
+                }
+            };
             let hits = ctx
                 .state
                 .store
-                .search_notes(&project.project_id, input.query.as_str(), i64::from(limit))
+                .search_notes_from(
+                    &project.project_id,
+                    input.query.as_str(),
+                    offset as i64,
+                    (end - offset) as i64,
+                )
                 .await?;
             let results: Vec<SearchHit> = hits
                 .into_iter()
@@ -107,6 +225,15 @@ pub fn search_notes() -> ToolDef {
                 project_id: project.project_id.clone(),
                 query: input.query.into_string(),
                 results,
+                next_cursor: None,
+            })
+            .paged("results", move |kept| {
+                SearchCursor {
+                    offset: offset + kept,
+                    end,
+                    fingerprint: fingerprint.clone(),
+                }
+                .encode()
             });
             for (uri, title) in links {
                 ok = ok.link(uri, title);

@@ -56,7 +56,7 @@ pub fn list_projects() -> ToolDef {
         ToolSpec {
             name: "list_projects",
             title: "List projects",
-            description: "Lists the projects the signed-in person can use, with their ids and the person's role in each (read or write). Call this first: every other tool needs a project_id from here.",
+            description: "Lists the projects the signed-in person can use, with their ids and the person's role in each (read or write). Call this first: every other tool needs a project_id from here. If the list is empty, the person has no project yet and no other tool is offered: a project is made by a Gatehouse administrator with `gatehouse project add NAME --owner EMAIL`, or a project's owner adds the person as a member on the project's page in the Gatehouse console; the notes tools appear once a project exists.",
             scope: Scope::McpRead,
             read_only: true,
             idempotent: true,

@@ -1,0 +1,198 @@
+//! Tool-call quotas (issue "The rest of the MCP surface", part 3): each account may make a
+//! budget of tool calls per rolling hour — `GATEHOUSE_QUOTA_CALLS_PER_HOUR`, or the account's
+//! own value set with `gatehouse account quota` (0 = unlimited). A call over budget is answered
+//! with an `isError` result saying when the budget resets, never an HTTP error (which would make
+//! a client authenticate again).
+//!
+//! Counting adds no database write per call: each process keeps a per-account sliding window of
+//! per-minute counts ([`Window`]), seeded from the tool-call audit rows of the last hour (which
+//! the batching audit writer writes anyway) and seeded again from them every [`RESYNC_SECS`],
+//! so the calls other instances admitted are counted from then on. With several instances on
+//! one PostgreSQL database an account can therefore overshoot its budget by at most the calls
+//! the other instances admitted since this instance's last resync (at most a minute's worth),
+//! and never by more than (instances − 1) × budget (docs/architecture.md).
+//!
+//! The account's own budget is read on every call (one primary-key read), so a change made with
+//! the command line applies to the next call.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use super::McpState;
+use super::auth::Principal;
+use crate::domain::quota::{Budget, Window};
+use crate::store::Store;
+use crate::store::audit::AuditEvent;
+
+/// How often a process counts an account's calls again from the audit rows, in seconds.
+pub const RESYNC_SECS: i64 = 60;
+/// Accounts tracked before those without a call in the last hour are forgotten.
+const PRUNE_AT: usize = 10_000;
+/// The audit outcome of a call refused for being over budget.
+pub const OVER_QUOTA: &str = "over_quota";
+
+struct Entry {
+    window: Window,
+    synced_at: i64,
+}
+
+/// This process's per-account windows. Cheap to share; one per MCP route.
+#[derive(Default)]
+pub struct QuotaTracker {
+    accounts: Mutex<HashMap<String, Entry>>,
+}
+
+/// Whether a call may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// It fits the budget and is counted.
+    Admitted,
+    /// The budget of `limit` calls per hour is spent until `resets_at` (Unix seconds).
+    Over {
+        /// The account's budget, calls per rolling hour.
+        limit: u64,
+        /// When one more call fits again.
+        resets_at: i64,
+    },
+}
+
+impl QuotaTracker {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        match self.accounts.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Decides whether `account_id` may make one more call at `now` and counts it if so.
+    /// `default` is the server's budget (0 = unlimited). If the database cannot be read, the
+    /// call is admitted (the failure is logged): a quota never stops a call because of an
+    /// outage it did not cause.
+    pub async fn admit(&self, store: &Store, account_id: &str, default: u64, now: i64) -> Verdict {
+        let own = match store.account_calls_per_hour(account_id).await {
+            Ok(own) => own,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read an account's quota; admitting the call");
+                return Verdict::Admitted;
+            }
+        };
+        let Budget::PerHour(limit) = Budget::from_calls_per_hour(own.unwrap_or(default)) else {
+            return Verdict::Admitted;
+        };
+        let due = self
+            .lock()
+            .get(account_id)
+            .is_none_or(|e| now - e.synced_at >= RESYNC_SECS || now < e.synced_at);
+        if due {
+            // This process's queued rows first, so its own recent calls are counted.
+            store.flush_audit().await;
+            match store.tool_calls_per_minute(account_id, now).await {
+                Ok(counts) => {
+                    let mut accounts = self.lock();
+                    if accounts.len() >= PRUNE_AT {
+                        accounts.retain(|_, e| !e.window.is_idle(now));
+                    }
+                    accounts.insert(
+                        account_id.to_string(),
+                        Entry {
+                            window: Window::from_counts(counts, now),
+                            synced_at: now,
+                        },
+                    );
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not count an account's tool calls; using this process's count");
+                }
+            }
+        }
+        let mut accounts = self.lock();
+        let entry = accounts
+            .entry(account_id.to_string())
+            .or_insert_with(|| Entry {
+                window: Window::default(),
+                synced_at: now,
+            });
+        match entry.window.check(Budget::PerHour(limit), now) {
+            Ok(()) => {
+                entry.window.record(now);
+                Verdict::Admitted
+            }
+            Err(resets_at) => Verdict::Over { limit, resets_at },
+        }
+    }
+}
+
+/// What the model is told when the budget is spent: the budget and when it resets (RFC 3339,
+/// UTC, and in minutes from `now`).
+pub fn over_budget_message(limit: u64, resets_at: i64, now: i64) -> String {
+    let at = OffsetDateTime::from_unix_timestamp(resets_at)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_else(|| resets_at.to_string());
+    let minutes = ((resets_at - now).max(0) + 59) / 60;
+    let minutes = minutes.max(1);
+    format!(
+        "This account's budget of {limit} tool calls per rolling hour is spent. It resets at \
+         {at} (in about {minutes} minute{}); call again then. Nothing was done. The account's \
+         usage is shown on its page in the Gatehouse console.",
+        if minutes == 1 { "" } else { "s" }
+    )
+}
+
+/// The quota step of a `tools/call`: `None` when the call may run (it is counted), or the
+/// `isError` result to answer — after recording the refusal in the audit log (outcome
+/// [`OVER_QUOTA`], which never counts against the budget).
+pub async fn refuse_over_budget(
+    mcp: &McpState,
+    principal: &Principal,
+    tool: &str,
+    source_ip: Option<&str>,
+    now: i64,
+) -> Option<CallToolResult> {
+    let store = &mcp.app.store;
+    let default = mcp.app.config.quota_calls_per_hour;
+    let Verdict::Over { limit, resets_at } = mcp
+        .quotas
+        .admit(store, &principal.account_id, default, now)
+        .await
+    else {
+        return None;
+    };
+    let detail = format!("{} duration_ms=0", principal.audit_credential());
+    store
+        .audit_tool_call(
+            AuditEvent {
+                event: "tool_call",
+                outcome: OVER_QUOTA,
+                account_id: Some(&principal.account_id),
+                client_id: principal.client_id.as_deref(),
+                subject: Some(tool),
+                source_ip,
+                detail: Some(&detail),
+            },
+            now,
+        )
+        .await;
+    Some(CallToolResult::error(vec![ContentBlock::text(
+        over_budget_message(limit, resets_at, now),
+    )]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_message_names_the_budget_and_the_reset_time() {
+        let m = over_budget_message(100, 1_700_000_040, 1_700_000_000);
+        assert!(m.contains("100 tool calls per rolling hour"), "{m}");
+        assert!(m.contains("2023-11-14T22:14:00Z"), "{m}");
+        assert!(m.contains("in about 1 minute)"), "{m}");
+        let m = over_budget_message(5, 1_700_000_000 + 600, 1_700_000_000);
+        assert!(m.contains("in about 10 minutes"), "{m}");
+    }
+}

@@ -1,0 +1,76 @@
+//! What tool-call quotas read and write: an account's own budget (`accounts.calls_per_hour`)
+//! and its recent tool calls, counted from the audit rows the batching writer already makes
+//! (issue "The rest of the MCP surface", part 3). Nothing here is written per call.
+
+use sqlx::Row;
+
+use super::{Store, StoreError};
+use crate::domain::quota::{BUCKET_SECS, WINDOW_SECS};
+
+/// Audit outcomes of tool calls that were never admitted, so do not count against a budget.
+const NOT_ADMITTED: [&str; 2] = ["over_quota", "insufficient_scope"];
+
+impl Store {
+    /// The account's own budget: `Some(n)` calls per hour (0 = unlimited), `None` for the
+    /// server's default. Errors: [`StoreError::NotFound`] for an unknown account.
+    pub async fn account_calls_per_hour(
+        &self,
+        account_id: &str,
+    ) -> Result<Option<u64>, StoreError> {
+        let row = sqlx::query("SELECT calls_per_hour FROM accounts WHERE id = $1")
+            .bind(account_id)
+            .fetch_optional(self.pool())
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("account {account_id}")))?;
+        let n: Option<i64> = row.try_get("calls_per_hour")?;
+        Ok(n.map(|n| u64::try_from(n).unwrap_or(0)))
+    }
+
+    /// Sets (`Some`) or clears (`None`, back to the default) the account's own budget.
+    /// Errors: [`StoreError::NotFound`] for an unknown account.
+    pub async fn set_account_calls_per_hour(
+        &self,
+        account_id: &str,
+        calls_per_hour: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let value = calls_per_hour.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+        let done = sqlx::query("UPDATE accounts SET calls_per_hour = $1 WHERE id = $2")
+            .bind(value)
+            .bind(account_id)
+            .execute(self.pool())
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound(format!("account {account_id}")));
+        }
+        Ok(())
+    }
+
+    /// The account's admitted tool calls of the hour ending at `now`, per minute:
+    /// `(Unix seconds / 60, calls)`. Reads the audit rows (committed ones only: rows still in
+    /// the writer's queue are not seen).
+    pub async fn tool_calls_per_minute(
+        &self,
+        account_id: &str,
+        now: i64,
+    ) -> Result<Vec<(i64, u64)>, StoreError> {
+        let since = (now.div_euclid(BUCKET_SECS) - WINDOW_SECS / BUCKET_SECS + 1) * BUCKET_SECS;
+        let rows = sqlx::query(
+            "SELECT at / 60 AS minute, COUNT(*) AS calls FROM audit_events \
+             WHERE account_id = $1 AND at >= $2 AND event = 'tool_call' \
+             AND outcome <> $3 AND outcome <> $4 GROUP BY at / 60",
+        )
+        .bind(account_id)
+        .bind(since)
+        .bind(NOT_ADMITTED[0])
+        .bind(NOT_ADMITTED[1])
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let minute: i64 = r.try_get("minute")?;
+                let calls: i64 = r.try_get("calls")?;
+                Ok((minute, u64::try_from(calls).unwrap_or(0)))
+            })
+            .collect()
+    }
+}
