@@ -385,7 +385,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             let mut record = ClientRecord {
                 client_id: client_id.clone(),
                 client_secret_hash: Some(secret.hash()),
-                auth_method: "client_secret_basic".into(),
+                token_endpoint_auth_method: "client_secret_basic".into(),
                 client_name: Some(name.to_string()),
                 redirect_uris: Vec::new(),
                 grant_types: Vec::new(),

@@ -16,7 +16,7 @@ pub struct ClientProfile {
     /// `redirect_uris` (the first one is used in the authorization request).
     pub redirect_uris: &'static [&'static str],
     /// `token_endpoint_auth_method`.
-    pub auth_method: &'static str,
+    pub token_endpoint_auth_method: &'static str,
 }
 
 impl ClientProfile {
@@ -27,7 +27,7 @@ impl ClientProfile {
             "redirect_uris": self.redirect_uris,
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
-            "token_endpoint_auth_method": self.auth_method,
+            "token_endpoint_auth_method": self.token_endpoint_auth_method,
         })
     }
 }
@@ -39,7 +39,7 @@ pub static CLAUDE: ClientProfile = ClientProfile {
     register_check: "register-claude",
     authorize_check: "authorize-claude",
     redirect_uris: &["https://claude.ai/api/mcp/auth_callback"],
-    auth_method: "client_secret_post",
+    token_endpoint_auth_method: "client_secret_post",
 };
 
 /// ChatGPT connectors: the published connector callback, public client with PKCE.
@@ -48,7 +48,7 @@ pub static CHATGPT: ClientProfile = ClientProfile {
     register_check: "register-chatgpt",
     authorize_check: "authorize-chatgpt",
     redirect_uris: &["https://chatgpt.com/connector_platform_oauth_redirect"],
-    auth_method: "none",
+    token_endpoint_auth_method: "none",
 };
 
 /// Cursor: its private-use URI scheme (RFC 8252 §7.1), public client.
@@ -57,7 +57,7 @@ pub static CURSOR: ClientProfile = ClientProfile {
     register_check: "register-cursor",
     authorize_check: "authorize-cursor",
     redirect_uris: &["cursor://anysphere.cursor-mcp/oauth/callback"],
-    auth_method: "none",
+    token_endpoint_auth_method: "none",
 };
 
 /// VS Code: a loopback redirect (RFC 8252 §7.3, any port at request time) and the
@@ -67,7 +67,7 @@ pub static VSCODE: ClientProfile = ClientProfile {
     register_check: "register-vscode",
     authorize_check: "authorize-vscode",
     redirect_uris: &["http://127.0.0.1:33418", "https://vscode.dev/redirect"],
-    auth_method: "none",
+    token_endpoint_auth_method: "none",
 };
 
 /// Every client the doctor registers, in order.

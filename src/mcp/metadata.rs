@@ -12,6 +12,7 @@ use serde::Serialize;
 use tower_http::cors::AllowOrigin;
 
 use crate::config::Config;
+use crate::domain::scope::Scope;
 use crate::state::AppState;
 
 /// The metadata document (RFC 9728 §2).
@@ -35,7 +36,7 @@ impl ProtectedResourceMetadata {
         ProtectedResourceMetadata {
             resource: config.mcp_server_url.clone(),
             authorization_servers: vec![config.issuer.clone()],
-            scopes_supported: vec!["mcp:read", "mcp:write"],
+            scopes_supported: Scope::resource_scopes().map(Scope::as_str).collect(),
             bearer_methods_supported: vec!["header"],
             resource_name: "Gatehouse MCP server",
         }

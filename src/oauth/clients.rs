@@ -174,7 +174,7 @@ impl ClientResolver {
         let record = ClientRecord {
             client_id: client_id.to_string(),
             client_secret_hash: None,
-            auth_method: "none".into(),
+            token_endpoint_auth_method: "none".into(),
             client_name: Some(meta.client_name),
             redirect_uris: meta.redirect_uris,
             grant_types: vec!["authorization_code".into(), "refresh_token".into()],

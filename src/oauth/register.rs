@@ -85,13 +85,14 @@ async fn register_inner(
     let parsed = parse_metadata(&RegistrationRequest::from_json(&bytes)?)?;
     let now = now();
     let client_id = format!("gc_{}", random_urlsafe(18));
-    let secret = (parsed.auth_method != "none").then(|| Secret::generate(TokenKind::ClientSecret));
+    let secret = (parsed.token_endpoint_auth_method != "none")
+        .then(|| Secret::generate(TokenKind::ClientSecret));
 
     let mut echoed = Map::new();
     echoed.insert("redirect_uris".into(), json!(parsed.redirect_uris));
     echoed.insert(
         "token_endpoint_auth_method".into(),
-        json!(parsed.auth_method),
+        json!(parsed.token_endpoint_auth_method),
     );
     echoed.insert("grant_types".into(), json!(parsed.grant_types));
     echoed.insert("response_types".into(), json!(["code"]));
@@ -108,7 +109,7 @@ async fn register_inner(
     let record = ClientRecord {
         client_id: client_id.clone(),
         client_secret_hash: secret.as_ref().map(Secret::hash),
-        auth_method: parsed.auth_method.clone(),
+        token_endpoint_auth_method: parsed.token_endpoint_auth_method.clone(),
         client_name: parsed.client_name.clone(),
         redirect_uris: parsed.redirect_uris.clone(),
         grant_types: parsed.grant_types.clone(),
@@ -127,7 +128,7 @@ async fn register_inner(
                 outcome: "success",
                 client_id: Some(&client_id),
                 source_ip: Some(ip),
-                detail: Some(&parsed.auth_method),
+                detail: Some(&parsed.token_endpoint_auth_method),
                 ..Default::default()
             },
             now,
@@ -201,7 +202,7 @@ async fn registration_limit(
 
 struct Parsed {
     redirect_uris: Vec<String>,
-    auth_method: String,
+    token_endpoint_auth_method: String,
     grant_types: Vec<String>,
     client_name: Option<String>,
     scope: Option<String>,
@@ -342,13 +343,13 @@ fn string_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D
 }
 
 fn parse_metadata(req: &RegistrationRequest) -> Result<Parsed, OAuthError> {
-    let auth_method = req
+    let token_endpoint_auth_method = req
         .token_endpoint_auth_method
         .clone()
         .unwrap_or_else(|| "client_secret_basic".to_string());
-    if !super::metadata::AUTH_METHODS.contains(&auth_method.as_str()) {
+    if !super::metadata::AUTH_METHODS.contains(&token_endpoint_auth_method.as_str()) {
         return Err(bad(format!(
-            "token_endpoint_auth_method \"{auth_method}\" is not supported (use none, client_secret_basic or client_secret_post)"
+            "token_endpoint_auth_method \"{token_endpoint_auth_method}\" is not supported (use none, client_secret_basic or client_secret_post)"
         )));
     }
 
@@ -446,7 +447,7 @@ fn parse_metadata(req: &RegistrationRequest) -> Result<Parsed, OAuthError> {
     }
     Ok(Parsed {
         redirect_uris,
-        auth_method,
+        token_endpoint_auth_method,
         grant_types,
         client_name,
         scope,

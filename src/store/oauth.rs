@@ -29,7 +29,7 @@ pub struct ClientRecord {
     /// SHA-256 of `client_secret`; `None` for public clients.
     pub client_secret_hash: Option<TokenHash>,
     /// `none`, `client_secret_basic` or `client_secret_post`.
-    pub auth_method: String,
+    pub token_endpoint_auth_method: String,
     /// `client_name`, if given.
     pub client_name: Option<String>,
     /// Registered redirect URIs.
@@ -252,7 +252,7 @@ fn client_from_row(r: &AnyRow) -> Result<ClientRecord, StoreError> {
     Ok(ClientRecord {
         client_id: r.try_get("client_id")?,
         client_secret_hash: secret.map(TokenHash::from_hex),
-        auth_method: r.try_get("auth_method")?,
+        token_endpoint_auth_method: r.try_get("auth_method")?,
         client_name: r.try_get("client_name")?,
         redirect_uris: strings(json("redirect_uris")?),
         grant_types: strings(json("grant_types")?),
@@ -350,7 +350,7 @@ impl Store {
         )
         .bind(&c.client_id)
         .bind(c.client_secret_hash.as_ref().map(|h| h.as_str().to_string()))
-        .bind(&c.auth_method)
+        .bind(&c.token_endpoint_auth_method)
         .bind(&c.client_name)
         .bind(serde_json::to_string(&c.redirect_uris).unwrap_or_default())
         .bind(serde_json::to_string(&c.grant_types).unwrap_or_default())

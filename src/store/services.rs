@@ -62,7 +62,7 @@ impl Store {
         )
         .bind(&client.client_id)
         .bind(client.client_secret_hash.as_ref().map(|h| h.as_str().to_string()))
-        .bind(&client.auth_method)
+        .bind(&client.token_endpoint_auth_method)
         .bind(&client.client_name)
         .bind(serde_json::Value::from(client.redirect_uris.clone()).to_string())
         .bind(serde_json::Value::from(client.grant_types.clone()).to_string())

@@ -534,7 +534,7 @@ async fn a_client_with_a_metadata_document_shows_its_host() {
         .create_client(&ClientRecord {
             client_id: client_id.into(),
             client_secret_hash: None,
-            auth_method: "none".into(),
+            token_endpoint_auth_method: "none".into(),
             client_name: Some("Example Tools".into()),
             redirect_uris: vec!["https://tools.example.com/cb".into()],
             grant_types: vec!["authorization_code".into()],

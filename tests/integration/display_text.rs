@@ -161,7 +161,7 @@ async fn a_name_stored_before_the_rule_never_reaches_the_consent_page() {
     let stored = gatehouse::store::oauth::ClientRecord {
         client_id: "gc_registered_earlier".into(),
         client_secret_hash: None,
-        auth_method: "none".into(),
+        token_endpoint_auth_method: "none".into(),
         client_name: Some("\u{3164}".into()),
         redirect_uris: vec![REDIRECT.into()],
         grant_types: vec!["authorization_code".into(), "refresh_token".into()],

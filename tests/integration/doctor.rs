@@ -180,7 +180,7 @@ async fn every_step_passes_against_gatehouse_and_the_clients_are_listed() {
         .await
         .unwrap()
         .expect("the Claude client is stored");
-    assert_eq!(claude.auth_method, "client_secret_post");
+    assert_eq!(claude.token_endpoint_auth_method, "client_secret_post");
     assert_eq!(
         claude.redirect_uris,
         vec!["https://claude.ai/api/mcp/auth_callback".to_string()]

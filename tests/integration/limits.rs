@@ -111,7 +111,7 @@ async fn clients_that_never_authorized_expire_and_clients_with_a_grant_stay() {
         .create_client(&gatehouse::store::oauth::ClientRecord {
             client_id: service.into(),
             client_secret_hash: Some(gatehouse::domain::secret::TokenHash::of("service-secret")),
-            auth_method: "client_secret_basic".into(),
+            token_endpoint_auth_method: "client_secret_basic".into(),
             client_name: Some("Service".into()),
             redirect_uris: Vec::new(),
             grant_types: Vec::new(),

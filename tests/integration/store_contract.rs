@@ -192,7 +192,7 @@ async fn pending_code(
         .create_client(&ClientRecord {
             client_id: client_id.clone(),
             client_secret_hash: None,
-            auth_method: "none".into(),
+            token_endpoint_auth_method: "none".into(),
             client_name: None,
             redirect_uris: vec![CALLBACK.into()],
             grant_types: vec!["authorization_code".into(), "refresh_token".into()],

@@ -549,7 +549,7 @@ async fn a_client_registered_for_authorization_code_alone_can_refresh() {
     let stored = gatehouse::store::oauth::ClientRecord {
         client_id: "gc_registered_earlier".into(),
         client_secret_hash: None,
-        auth_method: "none".into(),
+        token_endpoint_auth_method: "none".into(),
         client_name: Some("Test Client".into()),
         redirect_uris: vec![REDIRECT.into()],
         grant_types: vec!["authorization_code".into()],

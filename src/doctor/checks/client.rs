@@ -137,7 +137,7 @@ pub async fn register(
                 "Accept the registration {} sends (redirect URIs {}, token_endpoint_auth_method {}): it cannot connect otherwise.",
                 profile.name,
                 profile.redirect_uris.join(" "),
-                profile.auth_method
+                profile.token_endpoint_auth_method
             ),
         );
     }
@@ -159,7 +159,7 @@ pub async fn register(
     let method = doc
         .get("token_endpoint_auth_method")
         .and_then(Value::as_str)
-        .unwrap_or(profile.auth_method);
+        .unwrap_or(profile.token_endpoint_auth_method);
     let secret = doc
         .get("client_secret")
         .and_then(Value::as_str)
