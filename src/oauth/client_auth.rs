@@ -34,10 +34,12 @@ pub async fn read_form(
     }
     let bytes = axum::body::to_bytes(body, MAX_FORM_BYTES)
         .await
-        .map_err(|_| {
-            OAuthError::InvalidRequest(format!(
-                "the request body is larger than {MAX_FORM_BYTES} bytes"
-            ))
+        .map_err(|e| {
+            OAuthError::InvalidRequest(if crate::error::body_stalled(&e) {
+                "the request body stopped arriving before its end".to_string()
+            } else {
+                format!("the request body is larger than {MAX_FORM_BYTES} bytes")
+            })
         })?;
     parse_params(url::form_urlencoded::parse(&bytes))
 }

@@ -83,10 +83,16 @@ async fn register_inner(
     }
     let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
-        .map_err(|_| {
-            OAuthError::InvalidClientMetadata(format!(
-                "the request body is larger than {MAX_BODY_BYTES} bytes"
-            ))
+        .map_err(|e| {
+            if crate::error::body_stalled(&e) {
+                OAuthError::InvalidRequest(
+                    "the request body stopped arriving before its end".to_string(),
+                )
+            } else {
+                OAuthError::InvalidClientMetadata(format!(
+                    "the request body is larger than {MAX_BODY_BYTES} bytes"
+                ))
+            }
         })?;
     if let Some(refused) = registration_limit(state, ip, bytes.len()).await? {
         return Ok(refused);

@@ -13,6 +13,7 @@ mod console;
 mod display_text;
 mod doctor;
 mod grants;
+mod hostile;
 mod keys;
 mod keys_page;
 mod limits;
