@@ -13,3 +13,6 @@ pub mod secret;
 pub mod successor;
 pub mod text;
 pub mod throttle;
+
+#[cfg(test)]
+mod properties;

@@ -65,7 +65,8 @@ pub fn parse_params<'a>(
 /// The `(client_id, client_secret)` of an `Authorization: Basic` header (RFC 7617, RFC 6749
 /// §2.3.1), `None` without one. The scheme name is matched case-insensitively and may be
 /// followed by several spaces (RFC 9110 §11.1, §11.4: `auth-scheme 1*SP token68`).
-fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, OAuthError> {
+/// Errors: `invalid_client` (401 with `WWW-Authenticate: Basic`) for a malformed header.
+pub fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, OAuthError> {
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Ok(None);
     };

@@ -97,15 +97,7 @@ async fn register_inner(
     if let Some(refused) = registration_limit(state, ip, bytes.len()).await? {
         return Ok(refused);
     }
-    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
-        OAuthError::InvalidClientMetadata(format!("the request body is not valid JSON: {e}"))
-    })?;
-    let Value::Object(req) = value else {
-        return Err(OAuthError::InvalidClientMetadata(
-            "the request body must be a JSON object".into(),
-        ));
-    };
-    let parsed = parse_metadata(&req)?;
+    let parsed = read_document(&bytes)?;
     let now = now();
     let client_id = format!("gc_{}", random_urlsafe(18));
     let secret = (parsed.auth_method != "none").then(|| Secret::generate(TokenKind::ClientSecret));
@@ -258,6 +250,29 @@ fn string_list(req: &Map<String, Value>, key: &str) -> Result<Option<Vec<String>
             .map(Some),
         Some(_) => Err(bad(format!("{key} must be an array of strings"))),
     }
+}
+
+/// Reads a registration request body (RFC 7591 §2, §3.1): a JSON object whose members pass
+/// the checks of `POST /oauth/register`. Pure and bounded by the body's size; the fuzz target
+/// `registration` calls it through [`check_document`].
+fn read_document(bytes: &[u8]) -> Result<Parsed, OAuthError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+        OAuthError::InvalidClientMetadata(format!("the request body is not valid JSON: {e}"))
+    })?;
+    let Value::Object(req) = value else {
+        return Err(OAuthError::InvalidClientMetadata(
+            "the request body must be a JSON object".into(),
+        ));
+    };
+    parse_metadata(&req)
+}
+
+/// Whether a registration request body (RFC 7591 §2) would be accepted as metadata: `Ok` or
+/// the `invalid_client_metadata` / `invalid_redirect_uri` error `POST /oauth/register`
+/// answers (RFC 7591 §3.2.2). No storage, no limits: the pure part of registration, exposed
+/// for fuzzing.
+pub fn check_document(bytes: &[u8]) -> Result<(), OAuthError> {
+    read_document(bytes).map(|_| ())
 }
 
 fn parse_metadata(req: &Map<String, Value>) -> Result<Parsed, OAuthError> {
