@@ -36,7 +36,7 @@ fn trials() -> usize {
 
 /// Two instances on one fresh PostgreSQL database, with a refresh grace window of `grace`
 /// seconds.
-async fn two_instances(grace: &str) -> (TestApp, TestApp) {
+async fn two_instances(grace: &str) -> (TestApp, TestApp, TestDb) {
     let db = TestDb::postgres()
         .await
         .expect("the drills need GATEHOUSE_TEST_POSTGRES");
@@ -47,14 +47,19 @@ async fn two_instances(grace: &str) -> (TestApp, TestApp) {
         v.insert("GATEHOUSE_REFRESH_GRACE_SECONDS".into(), grace_a);
     })
     .await;
+    // One deployment behind a load balancer: the same issuer and resource on both.
     let grace_b = grace.to_string();
+    let (issuer, resource) = (a.config.issuer.clone(), a.config.mcp_server_url.clone());
+    let shared = db.url.clone();
     let b = spawn_instance(&a, |v| {
+        v.insert("DATABASE_URL".into(), shared);
         v.insert("GATEHOUSE_REFRESH_GRACE_SECONDS".into(), grace_b);
+        v.insert("GATEHOUSE_ISSUER".into(), issuer);
+        v.insert("MCP_SERVER_URL".into(), resource);
     })
     .await;
-    // `a` was given a throwaway default database; the real one must outlive both instances.
-    std::mem::forget(db);
-    (a, b)
+    // `a` was given a throwaway default database; the real one (dropped last) is `db`.
+    (a, b, db)
 }
 
 async fn refresh_at(url: String, client_id: String, token: String) -> (StatusCode, Value) {
@@ -77,7 +82,7 @@ async fn refresh_at(url: String, client_id: String, token: String) -> (StatusCod
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
 async fn refresh_race_across_two_instances() {
-    let (a, b) = two_instances("3").await;
+    let (a, b, _db) = two_instances("3").await;
     let (client_id, grant) = full_grant(&a).await;
     let mut token = grant["refresh_token"].as_str().unwrap().to_string();
     let (mut double_rotations, mut false_theft, mut other_failures) = (0, 0, 0);
@@ -100,6 +105,9 @@ async fn refresh_race_across_two_instances() {
             } else if body["error"] == "invalid_grant" {
                 false_theft += 1;
             } else {
+                if other_failures == 0 {
+                    println!("first other failure: {status} {body}");
+                }
                 other_failures += 1;
             }
         }
@@ -139,7 +147,7 @@ async fn refresh_race_across_two_instances() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
 async fn code_redemption_race_across_two_instances() {
-    let (a, b) = two_instances("30").await;
+    let (a, b, _db) = two_instances("30").await;
     let client_id = register_public(&a, &[REDIRECT]).await;
     let browser = signed_in_browser(&a).await;
     let n = trials();
