@@ -17,6 +17,7 @@ mod hostile;
 mod keys;
 mod keys_page;
 mod limits;
+mod malformed;
 mod mcp;
 mod mcp_interop;
 mod metrics;
