@@ -139,7 +139,10 @@ async fn refresh_race_across_two_instances() {
     );
     assert_eq!((double_rotations, false_theft, other_failures), (0, 0, 0));
     assert_eq!(replay, StatusCode::BAD_REQUEST);
-    assert_eq!((on_a, on_b), (StatusCode::BAD_REQUEST, StatusCode::BAD_REQUEST));
+    assert_eq!(
+        (on_a, on_b),
+        (StatusCode::BAD_REQUEST, StatusCode::BAD_REQUEST)
+    );
     assert!(!access_live);
 }
 
@@ -266,7 +269,9 @@ async fn database_outage_behind_a_proxy() {
         .to_string();
     let target: &'static str = Box::leak(authority.clone().into_boxed_str());
     let proxy = Proxy::start(target).await;
-    let proxied = db.url.replacen(&authority, &format!("127.0.0.1:{}", proxy.port), 1);
+    let proxied = db
+        .url
+        .replacen(&authority, &format!("127.0.0.1:{}", proxy.port), 1);
     let app = spawn_app_with(move |v| {
         v.insert("DATABASE_URL".into(), proxied);
     })
@@ -305,7 +310,11 @@ async fn database_outage_behind_a_proxy() {
         for (i, (status, retry, took)) in answers.iter().enumerate() {
             worst[i] = worst[i].max(*took);
             *statuses
-                .entry(format!("{} {}", ["readyz", "mcp", "token"][i], status.as_u16()))
+                .entry(format!(
+                    "{} {}",
+                    ["readyz", "mcp", "token"][i],
+                    status.as_u16()
+                ))
                 .or_default() += 1;
             if i > 0 && *status == StatusCode::SERVICE_UNAVAILABLE && retry.is_none() {
                 missing_retry_after += 1;
@@ -332,5 +341,8 @@ async fn database_outage_behind_a_proxy() {
     assert!(worst[1] <= Duration::from_secs(2) && worst[2] <= Duration::from_secs(2));
     assert!(statuses.keys().all(|k| k.ends_with("503")), "{statuses:?}");
     assert_eq!(missing_retry_after, 0);
-    assert!(recovered.is_some_and(|d| d <= Duration::from_secs(2)), "{recovered:?}");
+    assert!(
+        recovered.is_some_and(|d| d <= Duration::from_secs(2)),
+        "{recovered:?}"
+    );
 }

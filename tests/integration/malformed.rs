@@ -69,7 +69,9 @@ async fn every_malformed_request_gets_a_protocol_shaped_4xx_and_none_a_5xx() {
         };
         if !shaped {
             let shown: String = text.chars().take(200).collect();
-            failures.push(format!("case {i} {path:.80}: {status} {content_type} {shown}"));
+            failures.push(format!(
+                "case {i} {path:.80}: {status} {content_type} {shown}"
+            ));
         }
     }
     assert!(
