@@ -45,11 +45,18 @@ pub async fn read_form(
 }
 
 /// Collects parameters, refusing repeats; empty values count as absent (RFC 6749 §3.1).
+/// Errors: `invalid_request` for a repeated parameter or a NUL character in a name or value
+/// (no OAuth parameter holds one, and PostgreSQL cannot store or compare it).
 pub fn parse_params<'a>(
     pairs: impl Iterator<Item = (std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)>,
 ) -> Result<HashMap<String, String>, OAuthError> {
     let mut out = HashMap::new();
     for (k, v) in pairs {
+        if k.contains('\0') || v.contains('\0') {
+            return Err(OAuthError::InvalidRequest(
+                "a parameter contains a NUL character".into(),
+            ));
+        }
         if v.is_empty() {
             continue;
         }
@@ -86,6 +93,10 @@ pub fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>
         .decode(encoded.trim())
         .map_err(|_| invalid())?;
     let decoded = String::from_utf8(decoded).map_err(|_| invalid())?;
+    // NUL is in no client id or secret (and PostgreSQL cannot compare it).
+    if decoded.contains('\0') || decoded.contains("%00") {
+        return Err(invalid());
+    }
     let (id, secret) = decoded.split_once(':').ok_or_else(invalid)?;
     // RFC 6749 §2.3.1: both parts are form-urlencoded before base64.
     let unescape = |s: &str| -> String {

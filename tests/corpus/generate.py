@@ -32,7 +32,8 @@ bad_forms = [
     "a=" + "%" * 100, "grant_type=refresh_token&refresh_token=gate_rt_x&client_id=https%3A%2F%2Fevil%2F..%2F",
 ]
 basic = ["Basic", "Basic !!!", "Basic " + base64.b64encode(b"nocolon").decode(),
-         "Basic " + base64.b64encode(b"\xff\xfe:\xff").decode(), "Bearer x", "Basic  " + "A" * 5000]
+         "Basic " + base64.b64encode(b"\xff\xfe:\xff").decode(), "Basic " + base64.b64encode(b"\x00:x").decode(),
+         "Basic " + base64.b64encode(b"gc_%00:x").decode(), "Bearer x", "Basic  " + "A" * 5000]
 for path in ["/oauth/token", "/oauth/revoke", "/oauth/introspect"]:
     for body in bad_forms:
         add("POST", path, "oauth", body, {"content-type": FORM})
@@ -65,7 +66,7 @@ queries = [
     "client_id=gc_nope&redirect_uri=javascript:alert(1)", "client_id=%zz", "client_id=" + "x" * 4000,
     "client_id=https%3A%2F%2F127.0.0.1%2Fmeta", "client_id=https%3A%2F%2Fexample.com%2F",
     "client_id=gc_nope&response_type=code&code_challenge=short&code_challenge_method=plain",
-    "client_id=gc_nope&scope=%00", "redirect_uri=https%3A%2F%2Fa.example%2Fcb&redirect_uri=x",
+    "client_id=gc_nope&scope=%00", "client_id=%00", "client_id=gc_x&redirect_uri=https%3A%2F%2Fa.example%2F%00", "redirect_uri=https%3A%2F%2Fa.example%2Fcb&redirect_uri=x",
 ]
 for q in queries:
     add("GET", "/oauth/authorize?" + q, "html")
