@@ -4,8 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(params) =
-        gatehouse::oauth::client_auth::parse_params(url::form_urlencoded::parse(data))
+    let Ok(params) = gatehouse::oauth::client_auth::parse_params(url::form_urlencoded::parse(data))
     else {
         return;
     };
@@ -22,9 +21,15 @@ fuzz_target!(|data: &[u8]| {
             let url = gatehouse::oauth::authorize::redirect_url(
                 uri,
                 "https://issuer.example",
-                &[("code", "c"), ("state", params.get("state").map_or("", |s| s))],
+                &[
+                    ("code", "c"),
+                    ("state", params.get("state").map_or("", |s| s)),
+                ],
             );
-            assert!(url.starts_with(uri.split(['?', '#']).next().unwrap_or("")), "{url}");
+            assert!(
+                url.starts_with(uri.split(['?', '#']).next().unwrap_or("")),
+                "{url}"
+            );
         }
     }
     if let Some(client_id) = params.get("client_id") {
