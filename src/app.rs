@@ -1,7 +1,6 @@
 //! Application wiring: [`router`] and [`Application`] (bind, run, shut down).
 //! This is the only place where features are put together.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -53,6 +52,10 @@ pub fn router(state: AppState) -> Router {
     .layer(axum::middleware::from_fn_with_state(
         state.clone(),
         crate::client_addr::resolve,
+    ))
+    // A request body that stalls between bytes fails its read (the handler answers 4xx).
+    .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+        std::time::Duration::from_secs(state.config.body_read_timeout_secs as u64),
     ))
     // A panicking handler answers 500 (and is logged) instead of leaving the request hanging.
     .layer(tower_http::catch_panic::CatchPanicLayer::new())
@@ -253,9 +256,7 @@ impl Application {
         self,
         stop: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let service = self
-            .router
-            .into_make_service_with_connect_info::<SocketAddr>();
+        let service = self.router;
         let sweeper = tokio::spawn(maintenance(
             self.state.store.clone(),
             self.state.config.unused_client_max_age_secs,
@@ -269,24 +270,7 @@ impl Application {
             ))),
             _ => None,
         };
-        let (stopped_tx, mut stopped_rx) = tokio::sync::watch::channel(false);
-        let serve = axum::serve(self.listener, service).with_graceful_shutdown(async move {
-            stop.await;
-            let _ = stopped_tx.send(true);
-        });
-        // In-flight requests get SHUTDOWN_GRACE to finish; a stuck one does not hold the
-        // process forever.
-        let deadline = async move {
-            let _ = stopped_rx.wait_for(|stopped| *stopped).await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        };
-        let served = tokio::select! {
-            served = std::future::IntoFuture::into_future(serve) => served,
-            _ = deadline => {
-                tracing::warn!("in-flight requests did not finish in time; stopping anyway");
-                Ok(())
-            }
-        };
+        let served = serve(self.listener, service, &self.state.config, stop).await;
         sweeper.abort();
         // Tool-call audit rows still queued are committed before the process may exit.
         if let Some(writer) = audit_writer {
@@ -297,6 +281,102 @@ impl Application {
         }
         served
     }
+}
+
+/// Largest request head (request line and headers) read, in bytes; a bigger one is answered
+/// `431 Request Header Fields Too Large` (RFC 6585 §5) by hyper (`max_header_size`).
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+
+/// Most header fields in one request; more are answered `431` (RFC 6585 §5) by hyper.
+pub const MAX_HEADERS: usize = 64;
+
+/// Accepts connections on `listener` and serves `router` on each over HTTP/1.1 (RFC 9112;
+/// TLS and HTTP/2 end at the reverse proxy) until `stop` completes; then stops accepting, lets
+/// in-flight requests finish for at most [`SHUTDOWN_GRACE`] and returns.
+///
+/// The limits against hostile clients are hyper's and tower-http's settings:
+/// `header_read_timeout` (slow or idle connections, including a new one that sends nothing:
+/// closed once a request head has not arrived within `GATEHOUSE_HEADER_READ_TIMEOUT`; the
+/// HTTP/1-or-2 detection of `hyper_util`'s `auto` builder, which `axum::serve` uses, waits for
+/// the first bytes without any limit, so it is not used), [`MAX_HEADER_BYTES`] and
+/// [`MAX_HEADERS`] (`431`), and at most `GATEHOUSE_MAX_CONNECTIONS`
+/// connections served at once (a semaphore permit per accepted connection; while none is free
+/// the listener is not polled, so new connections wait in the kernel's backlog). Request
+/// bodies get their timeout from [`router`]'s `RequestBodyTimeoutLayer`.
+async fn serve(
+    listener: TcpListener,
+    router: Router,
+    config: &Config,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(std::time::Duration::from_secs(
+            config.header_read_timeout_secs as u64,
+        ))
+        .max_header_size(MAX_HEADER_BYTES)
+        .max_headers(MAX_HEADERS);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let permits = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let permit = tokio::select! {
+            permit = permits.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+            _ = &mut stop => break,
+        };
+        let (socket, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Per-connection failures (reset before accept) are skipped; running out
+                    // of file descriptors gets a pause instead of a busy loop.
+                    if !matches!(
+                        e.kind(),
+                        std::io::ErrorKind::ConnectionAborted
+                            | std::io::ErrorKind::ConnectionReset
+                            | std::io::ErrorKind::ConnectionRefused
+                    ) {
+                        tracing::error!(error = %e, "accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    }
+                    continue;
+                }
+            },
+            _ = &mut stop => break,
+        };
+        let _ = socket.set_nodelay(true);
+        // What `into_make_service_with_connect_info` does: the peer address for extractors.
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            router.clone(),
+            move |mut request: axum::http::Request<hyper::body::Incoming>| {
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(remote));
+                request
+            },
+        ));
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(socket), service));
+        tokio::spawn(async move {
+            // A client that goes away mid-request is its own business, not an error here.
+            let _ = connection.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("in-flight requests did not finish in time; stopping anyway");
+    }
+    Ok(())
 }
 
 /// How long in-flight requests may take to finish after a stop signal; past it they are

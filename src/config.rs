@@ -27,6 +27,12 @@ pub const DEFAULT_REGISTRATIONS_PER_HOUR: i64 = 20;
 pub const DEFAULT_REGISTRATION_BYTES_PER_HOUR: i64 = 64 * 1024;
 /// Default of `GATEHOUSE_UNUSED_CLIENT_MAX_AGE`: one day, in seconds.
 pub const DEFAULT_UNUSED_CLIENT_MAX_AGE_SECS: i64 = 24 * 3600;
+/// Default of `GATEHOUSE_HEADER_READ_TIMEOUT`, seconds.
+pub const DEFAULT_HEADER_READ_TIMEOUT_SECS: i64 = 10;
+/// Default of `GATEHOUSE_BODY_READ_TIMEOUT`, seconds.
+pub const DEFAULT_BODY_READ_TIMEOUT_SECS: i64 = 30;
+/// Default of `GATEHOUSE_MAX_CONNECTIONS`.
+pub const DEFAULT_MAX_CONNECTIONS: i64 = 4096;
 
 /// One bad configuration value: `VARIABLE: what is wrong`.
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +144,17 @@ pub struct Config {
     /// proxies whose `X-Forwarded-For` is believed (empty: the header is ignored); see
     /// [`crate::domain::forwarded::client_address`].
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// `GATEHOUSE_HEADER_READ_TIMEOUT`: seconds a connection may take to send a request's
+    /// head (request line and headers), counted from the moment the server waits for it, so it
+    /// also bounds how long an idle keep-alive connection stays open (slowloris defence, hyper's
+    /// `header_read_timeout`). Past it the connection is closed.
+    pub header_read_timeout_secs: i64,
+    /// `GATEHOUSE_BODY_READ_TIMEOUT`: seconds without a byte of request body after which the
+    /// body read fails and the request is answered 4xx (tower-http `RequestBodyTimeoutLayer`).
+    pub body_read_timeout_secs: i64,
+    /// `GATEHOUSE_MAX_CONNECTIONS`: open client connections served at once; further ones wait
+    /// in the listen backlog until one closes.
+    pub max_connections: usize,
 }
 
 impl Config {
@@ -358,6 +375,25 @@ impl Config {
             (3600, 365 * 24 * 3600),
         )?;
 
+        let header_read_timeout_secs = parse_int(
+            "GATEHOUSE_HEADER_READ_TIMEOUT",
+            get("GATEHOUSE_HEADER_READ_TIMEOUT"),
+            DEFAULT_HEADER_READ_TIMEOUT_SECS,
+            (1, 3600),
+        )?;
+        let body_read_timeout_secs = parse_int(
+            "GATEHOUSE_BODY_READ_TIMEOUT",
+            get("GATEHOUSE_BODY_READ_TIMEOUT"),
+            DEFAULT_BODY_READ_TIMEOUT_SECS,
+            (1, 3600),
+        )?;
+        let max_connections = parse_int(
+            "GATEHOUSE_MAX_CONNECTIONS",
+            get("GATEHOUSE_MAX_CONNECTIONS"),
+            DEFAULT_MAX_CONNECTIONS,
+            (16, 1_000_000),
+        )? as usize;
+
         let mut trusted_proxies = Vec::new();
         for item in get("GATEHOUSE_TRUSTED_PROXIES")
             .unwrap_or("")
@@ -406,6 +442,9 @@ impl Config {
             registration_bytes_per_hour,
             unused_client_max_age_secs,
             trusted_proxies,
+            header_read_timeout_secs,
+            body_read_timeout_secs,
+            max_connections,
         })
     }
 

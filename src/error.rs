@@ -59,3 +59,18 @@ impl IntoResponse for AppError {
             .into_response()
     }
 }
+
+/// Whether a failed request-body read failed because the body stopped arriving (the
+/// `GATEHOUSE_BODY_READ_TIMEOUT` of tower-http's `RequestBodyTimeoutLayer` ran out) rather
+/// than because it was too large. Callers answer the first `408 Request Timeout` (RFC 9110
+/// §15.5.9) and the second `413`, each in their protocol's shape.
+pub fn body_stalled(error: &axum::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if e.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}

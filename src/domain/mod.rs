@@ -18,3 +18,6 @@ pub mod secret;
 pub mod successor;
 pub mod text;
 pub mod throttle;
+
+#[cfg(test)]
+mod properties;

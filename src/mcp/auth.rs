@@ -665,6 +665,13 @@ async fn admit(
     let (parts, body) = request.into_parts();
     let bytes = match to_bytes(body, MAX_BODY_BYTES).await {
         Ok(bytes) => bytes,
+        Err(e) if crate::error::body_stalled(&e) => {
+            return (
+                StatusCode::REQUEST_TIMEOUT,
+                "The request body stopped arriving before its end.",
+            )
+                .into_response();
+        }
         Err(_) => {
             return (
                 StatusCode::PAYLOAD_TOO_LARGE,

@@ -87,6 +87,12 @@ pub async fn validate(
     let mut params: HashMap<&str, &str> = HashMap::new();
     let mut repeated = None;
     for (k, v) in pairs {
+        // No authorization parameter holds a NUL (and PostgreSQL cannot compare one).
+        if k.contains('\0') || v.contains('\0') {
+            return Err(AuthorizeError::Page(
+                "A parameter contains a NUL character.".to_string(),
+            ));
+        }
         if v.is_empty() {
             continue;
         }

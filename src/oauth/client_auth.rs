@@ -35,10 +35,12 @@ pub async fn read_form(
     }
     let bytes = axum::body::to_bytes(body, MAX_FORM_BYTES)
         .await
-        .map_err(|_| {
-            OAuthError::InvalidRequest(format!(
-                "the request body is larger than {MAX_FORM_BYTES} bytes"
-            ))
+        .map_err(|e| {
+            OAuthError::InvalidRequest(if crate::error::body_stalled(&e) {
+                "the request body stopped arriving before its end".to_string()
+            } else {
+                format!("the request body is larger than {MAX_FORM_BYTES} bytes")
+            })
         })?;
     parse_params(url::form_urlencoded::parse(&bytes))
 }
@@ -68,11 +70,18 @@ impl FromRequest<AppState> for ClientForm {
 }
 
 /// Collects parameters, refusing repeats; empty values count as absent (RFC 6749 §3.1).
+/// Errors: `invalid_request` for a repeated parameter or a NUL character in a name or value
+/// (no OAuth parameter holds one, and PostgreSQL cannot store or compare it).
 pub fn parse_params<'a>(
     pairs: impl Iterator<Item = (std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)>,
 ) -> Result<HashMap<String, String>, OAuthError> {
     let mut out = HashMap::new();
     for (k, v) in pairs {
+        if k.contains('\0') || v.contains('\0') {
+            return Err(OAuthError::InvalidRequest(
+                "a parameter contains a NUL character".into(),
+            ));
+        }
         if v.is_empty() {
             continue;
         }
@@ -88,7 +97,8 @@ pub fn parse_params<'a>(
 /// The `(client_id, client_secret)` of an `Authorization: Basic` header (RFC 7617, RFC 6749
 /// §2.3.1), `None` without one. The scheme name is matched case-insensitively and may be
 /// followed by several spaces (RFC 9110 §11.1, §11.4: `auth-scheme 1*SP token68`).
-fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, OAuthError> {
+/// Errors: `invalid_client` (401 with `WWW-Authenticate: Basic`) for a malformed header.
+pub fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, OAuthError> {
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Ok(None);
     };
@@ -108,6 +118,10 @@ fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, OA
         .decode(encoded.trim())
         .map_err(|_| invalid())?;
     let decoded = String::from_utf8(decoded).map_err(|_| invalid())?;
+    // NUL is in no client id or secret (and PostgreSQL cannot compare it).
+    if decoded.contains('\0') || decoded.contains("%00") {
+        return Err(invalid());
+    }
     let (id, secret) = decoded.split_once(':').ok_or_else(invalid)?;
     // RFC 6749 §2.3.1: both parts are form-urlencoded before base64.
     let unescape = |s: &str| -> String {

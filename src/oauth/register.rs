@@ -74,15 +74,21 @@ async fn register_inner(
     }
     let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
-        .map_err(|_| {
-            OAuthError::InvalidClientMetadata(format!(
-                "the request body is larger than {MAX_BODY_BYTES} bytes"
-            ))
+        .map_err(|e| {
+            if crate::error::body_stalled(&e) {
+                OAuthError::InvalidRequest(
+                    "the request body stopped arriving before its end".to_string(),
+                )
+            } else {
+                OAuthError::InvalidClientMetadata(format!(
+                    "the request body is larger than {MAX_BODY_BYTES} bytes"
+                ))
+            }
         })?;
     if let Some(refused) = registration_limit(state, ip, bytes.len()).await? {
         return Ok(refused);
     }
-    let parsed = parse_metadata(&RegistrationRequest::from_json(&bytes)?)?;
+    let parsed = read_document(&bytes)?;
     let now = now();
     let client_id = format!("gc_{}", random_urlsafe(18));
     let secret = (parsed.token_endpoint_auth_method != "none")
@@ -340,6 +346,21 @@ fn string_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D
             .map(Some),
         _ => Err(wrong()),
     }
+}
+
+/// Reads a registration request body (RFC 7591 §2, §3.1): a JSON object whose members pass
+/// the checks of `POST /oauth/register`. Pure and bounded by the body's size; the fuzz target
+/// `registration` calls it through [`check_document`].
+fn read_document(bytes: &[u8]) -> Result<Parsed, OAuthError> {
+    parse_metadata(&RegistrationRequest::from_json(bytes)?)
+}
+
+/// Whether a registration request body (RFC 7591 §2) would be accepted as metadata: `Ok` or
+/// the `invalid_client_metadata` / `invalid_redirect_uri` error `POST /oauth/register`
+/// answers (RFC 7591 §3.2.2). No storage, no limits: the pure part of registration, exposed
+/// for fuzzing.
+pub fn check_document(bytes: &[u8]) -> Result<(), OAuthError> {
+    read_document(bytes).map(|_| ())
 }
 
 fn parse_metadata(req: &RegistrationRequest) -> Result<Parsed, OAuthError> {
