@@ -4,6 +4,7 @@ pub mod account;
 pub mod api_key;
 pub mod authorization;
 pub mod cimd;
+pub mod client;
 pub mod forwarded;
 pub mod loopback;
 pub mod notes;

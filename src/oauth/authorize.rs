@@ -13,6 +13,7 @@ use url::Url;
 use super::clients::ClientLookupError;
 use crate::domain::authorization::AuthorizationErrorCode;
 use crate::domain::authorization::AuthorizationErrorCode as Code;
+use crate::domain::client::ClientId;
 use crate::domain::pkce::is_valid_challenge;
 use crate::domain::redirect_uri::matches;
 use crate::domain::scope::{Scope, ScopeSet};
@@ -109,7 +110,12 @@ pub async fn validate(
     let Some(client_id) = params.get("client_id") else {
         return Err(page("The request has no client_id."));
     };
-    let client = match app.clients.lookup(&app.store, client_id).await {
+    let Ok(client_id) = ClientId::parse(client_id) else {
+        return Err(page(
+            "This application is not registered with this server (unknown client_id).",
+        ));
+    };
+    let client = match app.clients.lookup(&app.store, &client_id).await {
         Ok(Some(c)) => c,
         Ok(None) => {
             return Err(page(

@@ -10,6 +10,7 @@ use base64::Engine;
 
 use super::OAuthError;
 use super::clients::ClientLookupError;
+use crate::domain::client::ClientId;
 use crate::domain::secret::{Secret, constant_time_eq};
 use crate::state::AppState;
 use crate::store::oauth::ClientRecord;
@@ -176,6 +177,9 @@ pub async fn authenticate_client(
     let fail = |d: &str| OAuthError::InvalidClient {
         description: d.to_string(),
         basic: used_basic,
+    };
+    let Ok(client_id) = ClientId::parse(&client_id) else {
+        return Err(fail("unknown client"));
     };
     let client = match app.clients.lookup(&app.store, &client_id).await {
         Ok(Some(c)) => c,

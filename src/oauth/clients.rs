@@ -12,9 +12,10 @@ use async_trait::async_trait;
 use url::Url;
 
 use crate::domain::cimd::{
-    self, CimdError, MAX_DOCUMENT_BYTES, cache_lifetime, is_forbidden_ip, validate_client_id_url,
+    CimdError, MAX_DOCUMENT_BYTES, cache_lifetime, is_forbidden_ip, validate_client_id_url,
     validate_document,
 };
+use crate::domain::client::ClientId;
 use crate::store::oauth::ClientRecord;
 use crate::store::{Store, StoreError};
 
@@ -158,11 +159,12 @@ impl ClientResolver {
     pub async fn lookup(
         &self,
         store: &Store,
-        client_id: &str,
+        client_id: &ClientId,
     ) -> Result<Option<ClientRecord>, ClientLookupError> {
-        if !cimd::is_url_client_id(client_id) {
-            return Ok(store.client(client_id).await?);
+        if !client_id.is_metadata_document() {
+            return Ok(store.client(client_id.as_str()).await?);
         }
+        let client_id = client_id.as_str();
         if let Some((record, until)) = self.cache.lock().expect("cache lock").get(client_id)
             && *until > Instant::now()
         {
