@@ -237,6 +237,7 @@ impl Application {
             self.state.config.unused_client_max_age_secs,
         ));
         let audit_writer = self.state.store.start_audit_writer();
+        let auth_listener = self.state.store.start_auth_listener();
         let metrics = match (self.metrics_listener, crate::metrics::recorder()) {
             (Some(listener), Some(handle)) => Some(tokio::spawn(crate::metrics::serve(
                 listener,
@@ -264,6 +265,9 @@ impl Application {
             }
         };
         sweeper.abort();
+        if let Some(listener) = auth_listener {
+            listener.stop();
+        }
         // Tool-call audit rows still queued are committed before the process may exit.
         if let Some(writer) = audit_writer {
             writer.drain().await;

@@ -31,22 +31,20 @@ pub async fn introspect(State(state): State<AppState>, headers: HeaderMap, body:
             .get("token")
             .ok_or_else(|| OAuthError::InvalidRequest("token is required".into()))?;
         let hash = Secret::from_presented(token.clone()).hash();
-        Ok(
-            match state.store.authenticate_access_token(&hash, now()).await? {
-                Some(g) => json!({
-                    "active": true,
-                    "scope": g.scope,
-                    "client_id": g.client_id,
-                    "sub": g.account_id,
-                    "aud": g.audience,
-                    "exp": g.expires_at,
-                    "iat": g.issued_at,
-                    "iss": state.config.issuer,
-                    "token_type": "Bearer",
-                }),
-                None => json!({"active": false}),
-            },
-        )
+        Ok(match state.store.live_access_token(&hash, now()).await? {
+            Some(g) => json!({
+                "active": true,
+                "scope": g.scope,
+                "client_id": g.client_id,
+                "sub": g.account_id,
+                "aud": g.audience,
+                "exp": g.expires_at,
+                "iat": g.issued_at,
+                "iss": state.config.issuer,
+                "token_type": "Bearer",
+            }),
+            None => json!({"active": false}),
+        })
     }
     .await;
     match result {

@@ -443,6 +443,7 @@ impl Store {
             .bind(&live.id)
             .fetch_optional(self.pool())
             .await?;
+            self.auth_changed();
             if let Some(row) = widened {
                 return Ok(row.try_get("id")?);
             }
@@ -462,6 +463,7 @@ impl Store {
         .bind(now)
         .fetch_one(self.pool())
         .await?;
+        self.auth_changed();
         Ok(row.try_get("id")?)
     }
 
@@ -620,6 +622,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        self.auth_changed();
         Ok(changed == 1)
     }
 
@@ -808,6 +811,7 @@ impl Store {
         .bind(client_id)
         .execute(self.pool())
         .await?;
+        self.auth_changed();
         Ok(None)
     }
 
@@ -885,6 +889,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        self.auth_changed();
         Ok(Some(client_id))
     }
 }

@@ -114,6 +114,7 @@ impl Store {
         .bind(now)
         .execute(self.pool())
         .await?;
+        self.auth_changed();
         Ok(())
     }
 
@@ -258,6 +259,7 @@ impl Store {
         .bind(account_id)
         .execute(self.pool())
         .await?;
+        self.auth_changed();
         Ok(done.rows_affected() == 1)
     }
 }
