@@ -27,8 +27,6 @@ CREATE TRIGGER auth_gen_memberships AFTER UPDATE OR DELETE ON memberships
 CREATE TRIGGER auth_gen_service_clients AFTER INSERT OR UPDATE OR DELETE ON service_clients
     FOR EACH STATEMENT EXECUTE FUNCTION gatehouse_auth_changed();
 CREATE TRIGGER auth_gen_api_keys
-    AFTER UPDATE OF key_hash, account_id, project_id, scope, allowed_ips, expires_at, revoked_at OR DELETE
-    ON api_keys FOR EACH STATEMENT EXECUTE FUNCTION gatehouse_auth_changed();
+    AFTER UPDATE OR DELETE ON api_keys FOR EACH STATEMENT EXECUTE FUNCTION gatehouse_auth_changed();
 CREATE TRIGGER auth_gen_personal_urls
-    AFTER UPDATE OF url_hash, account_id, project_id, scope, expires_at, revoked_at OR DELETE
-    ON personal_urls FOR EACH STATEMENT EXECUTE FUNCTION gatehouse_auth_changed();
+    AFTER UPDATE OR DELETE ON personal_urls FOR EACH STATEMENT EXECUTE FUNCTION gatehouse_auth_changed();

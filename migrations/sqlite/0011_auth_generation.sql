@@ -40,12 +40,12 @@ BEGIN UPDATE auth_generation SET generation = generation + 1 WHERE id = 1; END;
 CREATE TRIGGER auth_gen_service_clients_delete AFTER DELETE ON service_clients
 BEGIN UPDATE auth_generation SET generation = generation + 1 WHERE id = 1; END;
 CREATE TRIGGER auth_gen_api_keys_update
-AFTER UPDATE OF key_hash, account_id, project_id, scope, allowed_ips, expires_at, revoked_at ON api_keys
+AFTER UPDATE ON api_keys
 BEGIN UPDATE auth_generation SET generation = generation + 1 WHERE id = 1; END;
 CREATE TRIGGER auth_gen_api_keys_delete AFTER DELETE ON api_keys
 BEGIN UPDATE auth_generation SET generation = generation + 1 WHERE id = 1; END;
 CREATE TRIGGER auth_gen_personal_urls_update
-AFTER UPDATE OF url_hash, account_id, project_id, scope, expires_at, revoked_at ON personal_urls
+AFTER UPDATE ON personal_urls
 BEGIN UPDATE auth_generation SET generation = generation + 1 WHERE id = 1; END;
 CREATE TRIGGER auth_gen_personal_urls_delete AFTER DELETE ON personal_urls
 BEGIN UPDATE auth_generation SET generation = generation + 1 WHERE id = 1; END;
