@@ -237,7 +237,14 @@ impl Application {
             self.state.config.unused_client_max_age_secs,
         ));
         let audit_writer = self.state.store.start_audit_writer();
-        let auth_listener = self.state.store.start_auth_listener();
+        self.state
+            .store
+            .set_auth_cache(self.state.config.auth_cache);
+        let auth_listener = if self.state.config.auth_cache {
+            self.state.store.start_auth_listener()
+        } else {
+            None
+        };
         let metrics = match (self.metrics_listener, crate::metrics::recorder()) {
             (Some(listener), Some(handle)) => Some(tokio::spawn(crate::metrics::serve(
                 listener,

@@ -96,6 +96,8 @@ enum Mode {
 pub(crate) struct AuthCache {
     inner: Mutex<Inner>,
     mode: Mode,
+    /// Whether the cache is used at all (`GATEHOUSE_AUTH_CACHE`; off by default).
+    enabled: AtomicBool,
     /// PostgreSQL: the listener is connected and listening.
     listening: AtomicBool,
     /// PostgreSQL: when the listener last heard anything, in milliseconds since `started`.
@@ -117,6 +119,7 @@ impl AuthCache {
                 Backend::Sqlite => Mode::Generation,
                 Backend::Postgres => Mode::Notify,
             },
+            enabled: AtomicBool::new(false),
             listening: AtomicBool::new(false),
             heard_ms: AtomicU64::new(0),
             started: Instant::now(),
@@ -219,6 +222,9 @@ impl Store {
     /// go to the database and leave the cache alone.
     async fn auth_ticket(&self) -> Result<Option<Ticket>, StoreError> {
         let cache = &self.auth_cache;
+        if !cache.enabled.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
         match cache.mode {
             Mode::Notify => Ok(cache.hearing().then(|| cache.ticket())),
             Mode::Generation => {
@@ -235,6 +241,13 @@ impl Store {
     /// they commit (other processes learn of the change from the database).
     pub(crate) fn auth_changed(&self) {
         self.auth_cache.invalidate();
+    }
+
+    /// Turns the validation cache on or off for this store and its clones (`GATEHOUSE_AUTH_CACHE`;
+    /// off by default: every lookup goes to the database). Turning it off empties it.
+    pub fn set_auth_cache(&self, on: bool) {
+        self.auth_cache.invalidate();
+        self.auth_cache.enabled.store(on, Ordering::SeqCst);
     }
 
     /// How many live credential lookups this process has cached (diagnostics and tests).

@@ -10,11 +10,16 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::helpers::{TestApp, spawn_app, spawn_instance};
+use crate::helpers::{TestApp, spawn_app_with, spawn_instance};
 use crate::keys::gatehouse;
 use crate::mcp::{account_id, alice, modern, send};
 use crate::oauth_helpers::{EMAIL, full_grant, refresh, revoke_on_apps_page};
 use gatehouse::domain::account::Role;
+
+/// Turns the validation cache on (`GATEHOUSE_AUTH_CACHE=on`; off by default).
+fn cache_on(vars: &mut std::collections::HashMap<String, String>) {
+    vars.insert("GATEHOUSE_AUTH_CACHE".into(), "on".into());
+}
 
 /// `tools/call list_projects` with a bearer credential (token or API key): the status.
 async fn status_with(app: &TestApp, credential: &str) -> StatusCode {
@@ -52,18 +57,20 @@ async fn status_of_url(app: &TestApp, secret: &str) -> StatusCode {
 /// bypassed until the listener hears), each answer `200`.
 async fn warm(app: &TestApp, use_it: impl AsyncFn() -> StatusCode, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(3);
-    let before = app.store.cached_credentials();
     loop {
+        // Other writes (a key's first use, say) may empty the cache meanwhile: retry until this
+        // request's answer is seen stored.
+        let before = app.store.cached_credentials();
         assert_eq!(use_it().await, StatusCode::OK, "{what}: live before");
-        if app.store.cached_credentials() > before || Instant::now() > deadline {
+        if app.store.cached_credentials() > before {
             break;
         }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: the lookup was never cached"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(
-        app.store.cached_credentials() > before,
-        "{what}: the lookup was never cached"
-    );
     // Answered from the cache.
     assert_eq!(use_it().await, StatusCode::OK, "{what}: cached");
 }
@@ -84,7 +91,7 @@ fn field(out: &str, name: &str) -> String {
 
 #[tokio::test]
 async fn every_way_of_ending_a_credential_refuses_the_next_request_at_once() {
-    let app = spawn_app().await;
+    let app = spawn_app_with(cache_on).await;
     let a = alice(&app).await;
 
     // Consent withdrawn on the connected-apps page (alice's only app so far).
@@ -211,9 +218,9 @@ async fn a_revocation_on_one_instance_is_refused_by_another_within_a_second() {
         // (the test above).
         return;
     }
-    let a = spawn_app().await;
+    let a = spawn_app_with(cache_on).await;
     let _ = alice(&a).await;
-    let b = spawn_instance(&a, |_| {}).await;
+    let b = spawn_instance(&a, cache_on).await;
 
     let out = cli(&a, &["key", "create", "--account", EMAIL]);
     let (key_id, key) = (field(&out, "key_id"), field(&out, "key"));
