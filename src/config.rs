@@ -110,6 +110,9 @@ pub struct Config {
     pub openai_apps_challenge: Option<String>,
     /// `GATEHOUSE_OAUTH`: `false` when set to `off` (API keys only; no OAuth routes).
     pub oauth_enabled: bool,
+    /// `GATEHOUSE_AUTH_CACHE`: `true` when set to `on` (default off): the validation cache of
+    /// credential lookups (docs/architecture.md "Validation cache").
+    pub auth_cache: bool,
     /// `GATEHOUSE_ALLOWED_ORIGINS`: origins allowed to call the MCP route.
     pub allowed_origins: AllowedOrigins,
     /// `GATEHOUSE_ACCESS_TOKEN_TTL`: access-token lifetime in seconds.
@@ -259,6 +262,18 @@ impl Config {
             Some(v) => {
                 return Err(ConfigError::new(
                     "GATEHOUSE_OAUTH",
+                    format!("must be on or off (got \"{v}\")"),
+                ));
+            }
+        };
+
+        let auth_cache = match get("GATEHOUSE_AUTH_CACHE").map(|v| v.to_ascii_lowercase()) {
+            None => false,
+            Some(v) if v == "on" || v == "true" || v == "1" => true,
+            Some(v) if v == "off" || v == "false" || v == "0" => false,
+            Some(v) => {
+                return Err(ConfigError::new(
+                    "GATEHOUSE_AUTH_CACHE",
                     format!("must be on or off (got \"{v}\")"),
                 ));
             }
@@ -429,6 +444,7 @@ impl Config {
             metrics_bind,
             openai_apps_challenge: get("OPENAI_APPS_CHALLENGE").map(str::to_string),
             oauth_enabled,
+            auth_cache,
             allowed_origins,
             access_token_ttl_secs,
             refresh_grace_secs,

@@ -25,30 +25,27 @@
 //! - No credentials: `401` with `WWW-Authenticate: Bearer resource_metadata="…", scope="…"`
 //!   (RFC 9728 §5.1, RFC 6750 §3; `Bearer realm="gatehouse"` while OAuth is off); a bad
 //!   credential: the same plus `error="invalid_token"`.
-//! - A `tools/call` of a tool the credential's scopes do not cover: `403` with
-//!   `error="insufficient_scope"` and every scope the operation needs, in one challenge
-//!   (MCP 2026-07-28 §Runtime Insufficient Scope Errors).
-//! - Then a JSON body that is not a well-formed JSON-RPC message gets its JSON-RPC error
-//!   ([`super::body`]): `-32700`, `-32600` or `-32602`.
+//! - The [`Principal`] is put into the request extensions. The next layers read the body once
+//!   ([`super::body::read`]), refuse an operation outside the credential's scopes
+//!   ([`super::stepup`], `403 insufficient_scope`) and a body that is not a well-formed
+//!   JSON-RPC message ([`super::body::check_layer`]).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 
-use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 
-use super::{McpState, body};
+use super::McpState;
 use crate::client_addr::ClientAddr;
 use crate::config::Config;
 use crate::domain::api_key::{address_allowed, last_use_due, parse_allowed};
 use crate::domain::principal::{CredentialKind, Reach};
 use crate::domain::resource::ResourceIndicator;
-use crate::domain::scope::{Scope, ScopeSet};
+use crate::domain::scope::ScopeSet;
 use crate::domain::secret::{Secret, TokenKind};
 use crate::store::audit::AuditEvent;
 use crate::store::keys::{KeyGrant, KeyUse};
@@ -281,47 +278,6 @@ pub fn insufficient_scope(config: &Config) -> Response {
     )
 }
 
-/// The tool a JSON-RPC body calls, if it is a `tools/call` request.
-fn called_tool(body: &[u8]) -> Option<String> {
-    let message: Message = serde_json::from_slice(body).ok()?;
-    if message.method.as_deref() != Some("tools/call") {
-        return None;
-    }
-    message.params?.name
-}
-
-#[derive(Deserialize)]
-struct Params {
-    name: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Message {
-    method: Option<String>,
-    params: Option<Params>,
-}
-
-/// What an operation is (for the audit) and the scope it needs: a tool call needs its tool's
-/// scope; listing, templating and reading resources, listing and getting prompts and
-/// completing their arguments need `mcp:read` (the same data the read tools return; a prompt
-/// that needs more is refused by `prompts/get` itself). Other methods need none.
-fn needed_scope(mcp: &McpState, body: &[u8]) -> Option<(String, Scope)> {
-    if let Some(name) = called_tool(body) {
-        let def = mcp.catalog.get(&name)?;
-        return Some((def.spec.name.to_string(), def.spec.scope));
-    }
-    let message: Message = serde_json::from_slice(body).ok()?;
-    match message.method.as_deref()? {
-        m @ ("resources/list"
-        | "resources/read"
-        | "resources/templates/list"
-        | "prompts/list"
-        | "prompts/get"
-        | "completion/complete") => Some((m.to_string(), Scope::McpRead)),
-        _ => None,
-    }
-}
-
 /// In-process record of when this instance last wrote each key's use, so that concurrent
 /// requests with a key whose stored `last_used_at` is stale start one write, not one each.
 #[derive(Debug, Default)]
@@ -375,7 +331,7 @@ async fn oauth_principal(mcp: &McpState, secret: &Secret, now: i64) -> Result<Pr
     let grant = mcp
         .app
         .store
-        .authenticate_access_token(&secret.hash(), now)
+        .live_access_token(&secret.hash(), now)
         .await?
         .ok_or(Refusal::Invalid(Rejection::NotLive))?;
     let scopes = check_grant(&grant, &mcp.app.config.resource).map_err(Refusal::Invalid)?;
@@ -434,8 +390,8 @@ async fn key_principal(
 ) -> Result<Principal, Refusal> {
     let store = &mcp.app.store;
     let grant = match kind {
-        KeyLike::ApiKey => store.authenticate_api_key(&secret.hash(), now).await?,
-        KeyLike::PersonalUrl => store.authenticate_personal_url(&secret.hash(), now).await?,
+        KeyLike::ApiKey => store.live_api_key(&secret.hash(), now).await?,
+        KeyLike::PersonalUrl => store.live_personal_url(&secret.hash(), now).await?,
     }
     .ok_or(Refusal::Invalid(Rejection::NotLive))?;
     let scopes =
@@ -532,9 +488,9 @@ pub async fn local_key_principal(
     }
 }
 
-/// Middleware on `POST <mcp path>`: authenticates the credential, refuses a tool call outside
-/// its scopes, and puts the [`Principal`] into the request extensions (rmcp hands the
-/// request's `http::request::Parts`, extensions included, to the handlers).
+/// Middleware on `POST <mcp path>`: authenticates the credential and puts the [`Principal`]
+/// into the request extensions (rmcp hands the request's `http::request::Parts`, extensions
+/// included, to the handlers).
 pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: Next) -> Response {
     let config = &mcp.app.config;
     let now = crate::store::now();
@@ -578,7 +534,7 @@ pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: N
             return unavailable();
         }
     };
-    admit(&mcp, principal, request, next, now).await
+    admit(principal, request, next).await
 }
 
 /// The `WWW-Authenticate` value of a refused personal URL: no OAuth metadata, since signing in
@@ -637,7 +593,7 @@ pub async fn authenticate_personal(
             return unavailable();
         }
     };
-    admit(&mcp, principal, request, next, now).await
+    admit(principal, request, next).await
 }
 
 /// `503`: the database could not be asked.
@@ -650,67 +606,9 @@ fn unavailable() -> Response {
         .into_response()
 }
 
-/// After authentication: the step-up check, the JSON-RPC body check, and the principal
-/// attached for the handlers.
-async fn admit(
-    mcp: &McpState,
-    principal: Principal,
-    request: Request,
-    next: Next,
-    now: i64,
-) -> Response {
-    let config = &mcp.app.config;
-    // Step-up: a tool call outside the credential's scopes is refused at the HTTP layer, where the
-    // challenge can be sent (the JSON-RPC layer cannot set a status or header).
-    let (parts, body) = request.into_parts();
-    let bytes = match to_bytes(body, MAX_BODY_BYTES).await {
-        Ok(bytes) => bytes,
-        Err(e) if crate::error::body_stalled(&e) => {
-            return (
-                StatusCode::REQUEST_TIMEOUT,
-                "The request body stopped arriving before its end.",
-            )
-                .into_response();
-        }
-        Err(_) => {
-            return (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "The request body is too large.",
-            )
-                .into_response();
-        }
-    };
-    if let Some((operation, scope)) = needed_scope(mcp, &bytes)
-        && !principal.scopes.satisfies(scope)
-    {
-        let source_ip = ClientAddr::of(&parts.extensions).map(|c| c.to_string());
-        let detail = format!("{} duration_ms=0", principal.audit_credential());
-        mcp.app
-            .store
-            .audit(
-                AuditEvent {
-                    event: "tool_call",
-                    outcome: "insufficient_scope",
-                    account_id: Some(&principal.account_id),
-                    client_id: principal.client_id.as_deref(),
-                    subject: Some(&operation),
-                    source_ip: source_ip.as_deref(),
-                    detail: Some(&detail),
-                },
-                now,
-            )
-            .await;
-        return insufficient_scope(config);
-    }
-    // A broken JSON body gets its JSON-RPC error here (rmcp would answer 415 with the
-    // parser's text, or -32601 for params that do not fit a known method).
-    if body::is_json(&parts.headers)
-        && let Err(refusal) = body::check(&bytes)
-    {
-        tracing::info!(code = refusal.code, "MCP request body refused");
-        return refusal.into_response();
-    }
-    let mut request = Request::from_parts(parts, Body::from(bytes));
+/// After authentication: the principal attached for the next layers ([`super::body::read`],
+/// [`super::stepup::step_up`], [`super::body::check_layer`]) and the handlers.
+async fn admit(principal: Principal, mut request: Request, next: Next) -> Response {
     request.extensions_mut().insert(principal);
     next.run(request).await
 }
@@ -882,11 +780,5 @@ mod tests {
                 "Bearer error=\"insufficient_scope\", scope=\"mcp:read mcp:write\", resource_metadata=\"{prm}\""
             )
         );
-        assert_eq!(
-            called_tool(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_note"}}"#),
-            Some("create_note".into())
-        );
-        assert_eq!(called_tool(br#"{"method":"tools/list"}"#), None);
-        assert_eq!(called_tool(b"not json"), None);
     }
 }

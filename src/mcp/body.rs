@@ -1,6 +1,12 @@
-//! JSON-RPC checks of a `POST <mcp path>` body, made by the authentication layer (which reads
-//! the body anyway) before rmcp sees it, so a broken message gets the JSON-RPC 2.0 error its
-//! fault calls for (§5.1) rather than rmcp's `415` with the parser's text:
+//! The body of `POST <mcp path>`, read and parsed once, and its JSON-RPC checks.
+//!
+//! [`read`] (after authentication) reads the body (at most [`MAX_BODY_BYTES`], `413` beyond)
+//! and parses it once into a [`Parsed`] request extension, which the scope step-up
+//! ([`super::stepup`]) and [`check_layer`] read instead of parsing again. [`check_layer`] then
+//! refuses a broken message before rmcp sees it, so that it gets the JSON-RPC 2.0 error its
+//! fault calls for (§5.1) rather than rmcp's `415` with the parser's text, and hands rmcp the
+//! message it checked (serialized again from the parsed value, so rmcp reads exactly what the
+//! checks and the step-up read, duplicate keys included):
 //!
 //! - not JSON, or `null`: HTTP `400`, `-32700 Parse error`, `id: null`;
 //! - JSON that is not one JSON-RPC message object (an array — batches were removed in
@@ -16,15 +22,93 @@
 //! Only bodies sent as `application/json` are checked: for another `Content-Type` rmcp answers
 //! `415` naming the header it wants.
 
+use std::sync::Arc;
+
+use axum::body::{Body, to_bytes};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequest, ClientJsonRpcMessage, ClientRequest, CompleteRequest, DiscoverRequest,
     GetPromptRequest, ListPromptsRequest, ListResourceTemplatesRequest, ListResourcesRequest,
     ListToolsRequest, ReadResourceRequest,
 };
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+
+pub use super::auth::MAX_BODY_BYTES;
+
+/// The request body parsed once as JSON ([`read`]), shared by the later layers and the
+/// handlers through the request extensions. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Parsed(Arc<Option<Value>>);
+
+impl Parsed {
+    /// The parsed JSON; `None` when the body is not JSON.
+    pub fn message(&self) -> Option<&Value> {
+        self.0.as_ref().as_ref()
+    }
+}
+
+/// Middleware: reads the body (`413` beyond [`MAX_BODY_BYTES`]), parses it once as JSON into
+/// a [`Parsed`] extension and passes the request on with the same bytes.
+pub async fn read(request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let bytes = match to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(e) if crate::error::body_stalled(&e) => {
+            return (
+                StatusCode::REQUEST_TIMEOUT,
+                "The request body stopped arriving before its end.",
+            )
+                .into_response();
+        }
+        Err(_) => {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "The request body is too large.",
+            )
+                .into_response();
+        }
+    };
+    let parsed = serde_json::from_slice::<Value>(&bytes).ok();
+    parts.extensions.insert(Parsed(Arc::new(parsed)));
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// Middleware: for a body sent as `application/json`, answers a message that is not a
+/// well-formed JSON-RPC message with its JSON-RPC error ([`check_value`]), and passes a good one
+/// on serialized from the [`Parsed`] value (what rmcp reads). Other bodies pass unchanged
+/// (rmcp answers `415`).
+pub async fn check_layer(request: Request, next: Next) -> Response {
+    if !is_json(request.headers()) {
+        return next.run(request).await;
+    }
+    let Some(parsed) = request.extensions().get::<Parsed>().cloned() else {
+        return next.run(request).await;
+    };
+    let checked = match parsed.message() {
+        Some(message) => check_value(message).map(|()| message),
+        None => Err(Refusal::parse_error()),
+    };
+    let message = match checked {
+        Ok(message) => message,
+        Err(refusal) => {
+            tracing::info!(code = refusal.code, "MCP request body refused");
+            return refusal.into_response();
+        }
+    };
+    let bytes = match serde_json::to_vec(message) {
+        Ok(bytes) => bytes,
+        Err(_) => return Refusal::parse_error().into_response(),
+    };
+    let (parts, _) = request.into_parts();
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
 
 /// JSON-RPC 2.0 `Parse error`.
 pub const PARSE_ERROR: i64 = -32700;
@@ -148,7 +232,13 @@ fn params_misfit(method: &str, params: Option<&Value>) -> Option<String> {
 /// answer it.
 pub fn check(bytes: &[u8]) -> Result<Value, Refusal> {
     let value: Value = serde_json::from_slice(bytes).map_err(|_| Refusal::parse_error())?;
-    let object = match &value {
+    check_value(&value)?;
+    Ok(value)
+}
+
+/// Checks one parsed body (see the module documentation): `Ok` when rmcp should answer it.
+pub fn check_value(value: &Value) -> Result<(), Refusal> {
+    let object = match value {
         Value::Object(object) => object,
         Value::Null => return Err(Refusal::parse_error()),
         Value::Array(_) => {
@@ -208,7 +298,7 @@ pub fn check(bytes: &[u8]) -> Result<Value, Refusal> {
             data: Some(json!({ "method": method, "reason": "params must be an object" })),
         });
     }
-    let message = match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+    let message = match ClientJsonRpcMessage::deserialize(value) {
         Ok(message) => message,
         Err(e) => {
             return Err(Refusal::invalid_request(id, &e.to_string()));
@@ -225,7 +315,7 @@ pub fn check(bytes: &[u8]) -> Result<Value, Refusal> {
             data: Some(json!({ "method": custom.method, "reason": reason })),
         });
     }
-    Ok(value)
+    Ok(())
 }
 
 #[cfg(test)]

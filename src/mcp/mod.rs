@@ -8,13 +8,18 @@
 //!    or on a loopback listener a foreign host, is refused (403).
 //! 3. [`accept`]: `Accept` is read leniently — JSON whenever the client takes it (or says
 //!    nothing), one SSE event for an SSE-only client, `406` with a JSON-RPC error otherwise.
-//! 4. [`auth`]: the credential (OAuth access token or API key) is checked (401 with a challenge
-//!    otherwise, 403 for a key used from an address it is not allowed from); a `tools/call`
-//!    outside the credential's scopes is refused (403 `insufficient_scope`); a JSON body that is
-//!    not a well-formed JSON-RPC message is answered with its JSON-RPC error ([`body`]: 400
-//!    `-32700` or `-32600`, `-32602` for params that do not fit the method); the
-//!    [`auth::Principal`] is attached.
-//! 5. rmcp's `StreamableHttpService`, stateless, JSON responses, serving the revisions rmcp
+//! 4. [`auth`]: the credential (OAuth access token, API key or personal URL) is checked (401
+//!    with a challenge otherwise, 403 for a key used from an address it is not allowed from),
+//!    through the validation cache ([`crate::store::auth_cache`]); the [`auth::Principal`] is
+//!    attached.
+//! 5. [`body::read`]: the body is read (413 beyond [`auth::MAX_BODY_BYTES`]) and parsed once;
+//!    the parsed value ([`body::Parsed`]) is attached for the layers after it.
+//! 6. [`stepup`]: an operation outside the credential's scopes is refused (403
+//!    `insufficient_scope`, audited).
+//! 7. [`body::check_layer`]: a JSON body that is not a well-formed JSON-RPC message is answered
+//!    with its JSON-RPC error (400 `-32700` or `-32600`, `-32602` for params that do not fit
+//!    the method); a good one is handed on as the message that was checked.
+//! 8. rmcp's `StreamableHttpService`, stateless, JSON responses, serving the revisions rmcp
 //!    knows (2024-11-05 … 2026-07-28): `initialize` for the older ones, `server/discover` and
 //!    per-request `_meta` for 2026-07-28, with rmcp's header checks, `resultType` and cache
 //!    hints.
@@ -53,6 +58,7 @@ pub mod quota;
 pub mod resources;
 pub mod server;
 pub mod stdio;
+pub mod stepup;
 pub mod tools;
 pub mod views;
 
@@ -137,6 +143,9 @@ pub fn router(state: AppState) -> Router {
             .disable_allowed_origins(),
     );
     let endpoint: MethodRouter = post_service(service.clone())
+        .route_layer(from_fn(body::check_layer))
+        .route_layer(from_fn_with_state(mcp.clone(), stepup::step_up))
+        .route_layer(from_fn(body::read))
         .route_layer(from_fn_with_state(mcp.clone(), auth::authenticate))
         .route_layer(from_fn(accept::negotiate))
         .route_layer(from_fn_with_state(mcp.clone(), guard::guard))
@@ -145,6 +154,9 @@ pub fn router(state: AppState) -> Router {
         .layer(cors(mcp.origins.clone()));
     // Personal MCP URLs: the same layers, with the credential taken from the path.
     let personal: MethodRouter = post_service(service)
+        .route_layer(from_fn(body::check_layer))
+        .route_layer(from_fn_with_state(mcp.clone(), stepup::step_up))
+        .route_layer(from_fn(body::read))
         .route_layer(from_fn_with_state(mcp.clone(), auth::authenticate_personal))
         .route_layer(from_fn(accept::negotiate))
         .route_layer(from_fn_with_state(mcp.clone(), guard::guard))

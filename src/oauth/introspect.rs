@@ -30,7 +30,7 @@ pub async fn introspect(
         .get("token")
         .ok_or_else(|| OAuthError::InvalidRequest("token is required".into()))?;
     let hash = Secret::from_presented(token.clone()).hash();
-    let body = match state.store.authenticate_access_token(&hash, now()).await? {
+    let body = match state.store.live_access_token(&hash, now()).await? {
         Some(g) => json!({
             "active": true,
             "scope": g.scope,

@@ -96,6 +96,7 @@ impl Store {
             .bind(email.as_str())
             .execute(self.pool())
             .await?;
+        self.auth_changed();
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound(format!("account {}", email.as_str())));
         }

@@ -257,6 +257,7 @@ impl Store {
         .execute(self.pool())
         .await?
         .rows_affected();
+        self.auth_changed();
         if done == 1 {
             return Ok(true);
         }
@@ -278,9 +279,22 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<Option<KeyGrant>, StoreError> {
+        Ok(self
+            .api_key_lookup(hash, now)
+            .await?
+            .map(|(grant, _)| grant))
+    }
+
+    /// [`Store::authenticate_api_key`] with the key's expiry (Unix seconds, `None`: none).
+    pub(crate) async fn api_key_lookup(
+        &self,
+        hash: &TokenHash,
+        now: i64,
+    ) -> Result<Option<(KeyGrant, Option<i64>)>, StoreError> {
         let row = sqlx::query(
             "SELECT k.id AS id, k.account_id AS account_id, k.project_id AS project_id, \
-             k.scope AS scope, k.allowed_ips AS allowed_ips, k.last_used_at AS last_used_at \
+             k.scope AS scope, k.allowed_ips AS allowed_ips, k.last_used_at AS last_used_at, \
+             k.expires_at AS expires_at \
              FROM api_keys k \
              JOIN accounts a ON a.id = k.account_id \
              LEFT JOIN projects p ON p.id = k.project_id \
@@ -296,14 +310,15 @@ impl Store {
         let Some(r) = row else {
             return Ok(None);
         };
-        Ok(Some(KeyGrant {
+        let grant = KeyGrant {
             id: r.try_get("id")?,
             account_id: r.try_get("account_id")?,
             project_id: r.try_get("project_id")?,
             scope: r.try_get("scope")?,
             allowed_ips: allowed_ips(r.try_get("allowed_ips")?)?,
             last_used_at: r.try_get("last_used_at")?,
-        }))
+        };
+        Ok(Some((grant, r.try_get("expires_at")?)))
     }
 
     /// Writes a use of key `id` at `now`, conditionally so that any number of requests and

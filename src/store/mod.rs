@@ -15,6 +15,7 @@ use sqlx::{AnyPool, Executor};
 
 pub mod accounts;
 pub mod audit;
+pub mod auth_cache;
 pub mod keys;
 pub mod limits;
 pub mod notes;
@@ -114,6 +115,12 @@ pub struct Store {
     /// Permits for full-text searches, fewer than the pool's connections, so that slow
     /// searches can never hold every connection ([`Store::search_notes`]).
     searches: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The validation cache of credential lookups ([`auth_cache`]).
+    auth_cache: std::sync::Arc<auth_cache::AuthCache>,
+    /// Whether [`Store::start_auth_listener`] ran.
+    auth_listener_started: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The database URL (PostgreSQL: the invalidation listener connects with it).
+    url: std::sync::Arc<str>,
 }
 
 impl std::fmt::Debug for Store {
@@ -175,6 +182,9 @@ impl Store {
             sessions,
             audit_queue: Default::default(),
             searches: std::sync::Arc::new(tokio::sync::Semaphore::new(search_permits(max))),
+            auth_cache: std::sync::Arc::new(auth_cache::AuthCache::new(backend)),
+            auth_listener_started: Default::default(),
+            url: url.as_str().into(),
         })
     }
 

@@ -432,6 +432,7 @@ impl Store {
             .bind(&live.id)
             .fetch_optional(self.pool())
             .await?;
+            self.auth_changed();
             if let Some(row) = widened {
                 return Ok(row.try_get("id")?);
             }
@@ -451,6 +452,7 @@ impl Store {
         .bind(now)
         .fetch_one(self.pool())
         .await?;
+        self.auth_changed();
         Ok(row.try_get("id")?)
     }
 
@@ -609,6 +611,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        self.auth_changed();
         Ok(changed == 1)
     }
 
@@ -798,6 +801,7 @@ impl Store {
         .bind(client_id)
         .execute(self.pool())
         .await?;
+        self.auth_changed();
         Ok(None)
     }
 
@@ -875,6 +879,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        self.auth_changed();
         Ok(Some(client_id))
     }
 }

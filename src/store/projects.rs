@@ -113,6 +113,7 @@ impl Store {
         .bind(now)
         .execute(self.pool())
         .await?;
+        self.auth_changed();
         Ok(())
     }
 
@@ -250,6 +251,7 @@ impl Store {
         .bind(account_id)
         .execute(self.pool())
         .await?;
+        self.auth_changed();
         Ok(done.rows_affected() == 1)
     }
 }

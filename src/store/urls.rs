@@ -120,9 +120,21 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<Option<KeyGrant>, StoreError> {
+        Ok(self
+            .personal_url_lookup(hash, now)
+            .await?
+            .map(|(grant, _)| grant))
+    }
+
+    /// [`Store::authenticate_personal_url`] with the URL's expiry (Unix seconds, `None`: none).
+    pub(crate) async fn personal_url_lookup(
+        &self,
+        hash: &TokenHash,
+        now: i64,
+    ) -> Result<Option<(KeyGrant, Option<i64>)>, StoreError> {
         let row = sqlx::query(
             "SELECT u.id AS id, u.account_id AS account_id, u.project_id AS project_id, \
-             u.scope AS scope, u.last_used_at AS last_used_at \
+             u.scope AS scope, u.last_used_at AS last_used_at, u.expires_at AS expires_at \
              FROM personal_urls u \
              JOIN accounts a ON a.id = u.account_id \
              LEFT JOIN projects p ON p.id = u.project_id \
@@ -138,14 +150,15 @@ impl Store {
         let Some(r) = row else {
             return Ok(None);
         };
-        Ok(Some(KeyGrant {
+        let grant = KeyGrant {
             id: r.try_get("id")?,
             account_id: r.try_get("account_id")?,
             project_id: r.try_get("project_id")?,
             scope: r.try_get("scope")?,
             allowed_ips: Vec::new(),
             last_used_at: r.try_get("last_used_at")?,
-        }))
+        };
+        Ok(Some((grant, r.try_get("expires_at")?)))
     }
 
     /// Writes a use of personal URL `id` at `now`, at most once a minute across requests and

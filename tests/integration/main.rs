@@ -6,6 +6,7 @@
 mod helpers;
 
 mod audit;
+mod cache;
 mod cimd;
 mod cli_audit;
 mod config_startup;

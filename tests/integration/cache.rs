@@ -1,0 +1,264 @@
+//! The validation cache (issue "Hot paths at the machine's speed", docs/architecture.md
+//! "Validation cache"): a credential seen a moment ago is answered from memory, and every way
+//! of ending it — RFC 7009 revocation, refresh-token reuse, consent withdrawal, account disable
+//! on the command line, key and URL revocation on the command line, a membership removed — is
+//! refused by the very next request; on PostgreSQL a second instance refuses it within a second
+//! (LISTEN/NOTIFY), also after its listener lost its connection.
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::{TestApp, spawn_app_with, spawn_instance};
+use crate::keys::gatehouse;
+use crate::mcp::{account_id, alice, modern, send};
+use crate::oauth_helpers::{EMAIL, full_grant, refresh, revoke_on_apps_page};
+use gatehouse::domain::account::Role;
+
+/// Turns the validation cache on (`GATEHOUSE_AUTH_CACHE=on`; off by default).
+fn cache_on(vars: &mut std::collections::HashMap<String, String>) {
+    vars.insert("GATEHOUSE_AUTH_CACHE".into(), "on".into());
+}
+
+/// `tools/call list_projects` with a bearer credential (token or API key): the status.
+async fn status_with(app: &TestApp, credential: &str) -> StatusCode {
+    send(modern(
+        app,
+        Some(credential),
+        "tools/call",
+        json!({"name": "list_projects", "arguments": {}}),
+    ))
+    .await
+    .0
+}
+
+/// The same through a personal URL.
+async fn status_of_url(app: &TestApp, secret: &str) -> StatusCode {
+    let (status, _, _) = send(
+        app.client
+            .post(app.url(&format!("/mcp/{secret}")))
+            .header("accept", crate::mcp::ACCEPT)
+            .header("mcp-protocol-version", crate::mcp::V26)
+            .header("mcp-method", "tools/list")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": crate::mcp::V26,
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                    "io.modelcontextprotocol/clientInfo": {"name": "gatehouse-tests", "version": "1"}
+                }
+            }})),
+    )
+    .await;
+    status
+}
+
+/// Uses the credential until the server has it cached (up to 3 s: on PostgreSQL the cache is
+/// bypassed until the listener hears), each answer `200`.
+async fn warm(app: &TestApp, use_it: impl AsyncFn() -> StatusCode, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        // Other writes (a key's first use, say) may empty the cache meanwhile: retry until this
+        // request's answer is seen stored.
+        let before = app.store.cached_credentials();
+        assert_eq!(use_it().await, StatusCode::OK, "{what}: live before");
+        if app.store.cached_credentials() > before {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: the lookup was never cached"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Answered from the cache.
+    assert_eq!(use_it().await, StatusCode::OK, "{what}: cached");
+}
+
+/// `gatehouse ARGS…`, which must succeed; its output.
+fn cli(app: &TestApp, args: &[&str]) -> String {
+    let (success, out, err) = gatehouse(app, args);
+    assert!(success, "{args:?}: {err}");
+    out
+}
+
+fn field(out: &str, name: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+        .unwrap_or_else(|| panic!("no {name} in {out}"))
+        .to_string()
+}
+
+#[tokio::test]
+async fn every_way_of_ending_a_credential_refuses_the_next_request_at_once() {
+    let app = spawn_app_with(cache_on).await;
+    let a = alice(&app).await;
+
+    // Consent withdrawn on the connected-apps page (alice's only app so far).
+    warm(&app, || status_with(&app, &a.token), "consent").await;
+    revoke_on_apps_page(&app, &a.browser).await;
+    assert_eq!(status_with(&app, &a.token).await, StatusCode::UNAUTHORIZED);
+
+    // RFC 7009: an access token revoked by its client.
+    let (client_id, grant) = full_grant(&app).await;
+    let access = grant["access_token"].as_str().unwrap().to_string();
+    warm(&app, || status_with(&app, &access), "revoked token").await;
+    let r = app
+        .client
+        .post(app.url("/oauth/revoke"))
+        .form(&[
+            ("token", access.as_str()),
+            ("client_id", client_id.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(status_with(&app, &access).await, StatusCode::UNAUTHORIZED);
+
+    // A refresh token presented again after its rotation revokes the family.
+    let (client_id, grant) = full_grant(&app).await;
+    let access = grant["access_token"].as_str().unwrap().to_string();
+    let first = grant["refresh_token"].as_str().unwrap().to_string();
+    let (s, rotated) = refresh(&app, &client_id, &first, &[]).await;
+    assert_eq!(s, StatusCode::OK, "{rotated}");
+    // Rotation alone leaves the older access token live (and cached).
+    warm(&app, || status_with(&app, &access), "family").await;
+    let newer = rotated["access_token"].as_str().unwrap().to_string();
+    assert_eq!(status_with(&app, &newer).await, StatusCode::OK);
+    // Once the successor is used, presenting the first refresh token again is reuse.
+    let (s, again) = refresh(
+        &app,
+        &client_id,
+        rotated["refresh_token"].as_str().unwrap(),
+        &[],
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{again}");
+    let (s, reuse) = refresh(&app, &client_id, &first, &[]).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{reuse}");
+    assert_eq!(status_with(&app, &access).await, StatusCode::UNAUTHORIZED);
+    assert_eq!(status_with(&app, &newer).await, StatusCode::UNAUTHORIZED);
+
+    // An API key and a personal URL revoked on the command line (another process).
+    let out = cli(&app, &["key", "create", "--account", EMAIL]);
+    let (key_id, key) = (field(&out, "key_id"), field(&out, "key"));
+    warm(&app, || status_with(&app, &key), "key").await;
+    cli(&app, &["key", "revoke", &key_id]);
+    assert_eq!(status_with(&app, &key).await, StatusCode::UNAUTHORIZED);
+
+    let out = cli(&app, &["url", "create", "--account", EMAIL]);
+    let url_id = field(&out, "url_id");
+    let secret = field(&out, "url").rsplit('/').next().unwrap().to_string();
+    warm(&app, || status_of_url(&app, &secret), "url").await;
+    cli(&app, &["url", "revoke", &url_id]);
+    assert_eq!(status_of_url(&app, &secret).await, StatusCode::UNAUTHORIZED);
+
+    // A project key of a member whose membership is removed.
+    let bob = "bob@example.com";
+    app.create_account(bob, "bobs-long-password").await;
+    let bob_id = account_id(&app, bob).await;
+    app.store
+        .add_member(&a.project, &bob_id, Role::Write, gatehouse::store::now())
+        .await
+        .unwrap();
+    let out = cli(
+        &app,
+        &["key", "create", "--account", bob, "--project", &a.project],
+    );
+    let bob_key = field(&out, "key");
+    warm(&app, || status_with(&app, &bob_key), "membership").await;
+    assert!(app.store.remove_member(&a.project, &bob_id).await.unwrap());
+    assert_eq!(status_with(&app, &bob_key).await, StatusCode::UNAUTHORIZED);
+
+    // Every credential of an account disabled on the command line.
+    let out = cli(&app, &["key", "create", "--account", EMAIL]);
+    let key = field(&out, "key");
+    let (_, grant) = full_grant(&app).await;
+    let access = grant["access_token"].as_str().unwrap().to_string();
+    warm(&app, || status_with(&app, &key), "disabled account's key").await;
+    warm(
+        &app,
+        || status_with(&app, &access),
+        "disabled account's token",
+    )
+    .await;
+    cli(&app, &["account", "disable", EMAIL]);
+    assert_eq!(status_with(&app, &key).await, StatusCode::UNAUTHORIZED);
+    assert_eq!(status_with(&app, &access).await, StatusCode::UNAUTHORIZED);
+}
+
+/// Whether the integration tests run on PostgreSQL.
+fn on_postgres() -> bool {
+    std::env::var("GATEHOUSE_TEST_BACKEND").as_deref() == Ok("postgres")
+}
+
+/// Polls `check` until it gives 401, at most `within`; how long it took.
+async fn refused_within(within: Duration, check: impl AsyncFn() -> StatusCode) -> Duration {
+    let start = Instant::now();
+    loop {
+        let status = check().await;
+        if status == StatusCode::UNAUTHORIZED {
+            return start.elapsed();
+        }
+        assert_eq!(status, StatusCode::OK);
+        assert!(
+            start.elapsed() < within,
+            "still accepted after {:?}",
+            start.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_revocation_on_one_instance_is_refused_by_another_within_a_second() {
+    if !on_postgres() {
+        // One SQLite file has one server process: the generation row covers the command line
+        // (the test above).
+        return;
+    }
+    let a = spawn_app_with(cache_on).await;
+    let _ = alice(&a).await;
+    let b = spawn_instance(&a, cache_on).await;
+
+    let out = cli(&a, &["key", "create", "--account", EMAIL]);
+    let (key_id, key) = (field(&out, "key_id"), field(&out, "key"));
+    warm(&b, || status_with(&b, &key), "on B").await;
+    assert!(
+        a.store
+            .revoke_api_key(&key_id, gatehouse::store::now())
+            .await
+            .unwrap()
+    );
+    let took = refused_within(Duration::from_secs(1), || status_with(&b, &key)).await;
+    assert!(took < Duration::from_secs(1), "{took:?}");
+
+    // B's listener loses its connection: B bypasses its cache until it listens again, and a
+    // revocation made meanwhile is still refused within a second.
+    let out = cli(&a, &["key", "create", "--account", EMAIL]);
+    let (key_id, key) = (field(&out, "key_id"), field(&out, "key"));
+    warm(&b, || status_with(&b, &key), "on B, second key").await;
+    let database = a.db.url.rsplit('/').next().unwrap().to_string();
+    let killed: Vec<(i32,)> = sqlx::query_as(
+        "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND query LIKE 'LISTEN%' \
+         AND pg_terminate_backend(pid)",
+    )
+    .bind(&database)
+    .fetch_all(&sqlx::PgPool::connect(&a.db.url).await.unwrap())
+    .await
+    .unwrap();
+    assert_eq!(killed.len(), 2, "one listener per instance");
+    assert!(
+        a.store
+            .revoke_api_key(&key_id, gatehouse::store::now())
+            .await
+            .unwrap()
+    );
+    let took = refused_within(Duration::from_secs(1), || status_with(&b, &key)).await;
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    // And B caches again once it listens again.
+    let out = cli(&a, &["key", "create", "--account", EMAIL]);
+    let key = field(&out, "key");
+    warm(&b, || status_with(&b, &key), "on B after the reconnection").await;
+}
