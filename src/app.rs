@@ -60,7 +60,7 @@ pub fn router(state: AppState) -> Router {
     // A panicking handler answers 500 (and is logged) instead of leaving the request hanging.
     .layer(tower_http::catch_panic::CatchPanicLayer::new())
     .layer(
-        TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
+        TraceLayer::new_for_http().make_span_with(|req: &http::Request<_>| {
             tracing::info_span!("http", method = %req.method(), path = %span_path(req))
         }),
     )
@@ -70,7 +70,7 @@ pub fn router(state: AppState) -> Router {
 /// as `…` (`/mcp/{secret}` becomes `/mcp/…`), or for a request no route matched, its path with
 /// every segment that looks like a secret (`gate_…`) shown as `…`. A personal MCP URL's
 /// secret never reaches a span or a log line.
-pub fn span_path<B>(req: &axum::http::Request<B>) -> String {
+pub fn span_path<B>(req: &http::Request<B>) -> String {
     match req.extensions().get::<axum::extract::MatchedPath>() {
         Some(matched) => matched
             .as_str()
@@ -109,12 +109,12 @@ async fn healthz() -> impl IntoResponse {
 async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     if state.store.ping().await {
         (
-            axum::http::StatusCode::OK,
+            http::StatusCode::OK,
             Json(serde_json::json!({"status": "ready", "database": "ok"})),
         )
     } else {
         (
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            http::StatusCode::SERVICE_UNAVAILABLE,
             Json(serde_json::json!({"status": "unavailable", "database": "unreachable"})),
         )
     }
@@ -254,7 +254,7 @@ impl Application {
     /// Serves until `stop` completes, then finishes in-flight requests and returns.
     pub async fn run_until(
         self,
-        stop: impl std::future::Future<Output = ()> + Send + 'static,
+        stop: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let service = self.router;
         let sweeper = tokio::spawn(maintenance(
@@ -318,7 +318,7 @@ async fn serve(
     listener: TcpListener,
     router: Router,
     config: &Config,
-    stop: impl std::future::Future<Output = ()> + Send + 'static,
+    stop: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use hyper_util::rt::{TokioIo, TokioTimer};
     use hyper_util::service::TowerToHyperService;
@@ -366,7 +366,7 @@ async fn serve(
         // What `into_make_service_with_connect_info` does: the peer address for extractors.
         let service = TowerToHyperService::new(tower::ServiceExt::map_request(
             router.clone(),
-            move |mut request: axum::http::Request<hyper::body::Incoming>| {
+            move |mut request: http::Request<hyper::body::Incoming>| {
                 request
                     .extensions_mut()
                     .insert(axum::extract::ConnectInfo(remote));
@@ -495,7 +495,7 @@ async fn first_run(state: &AppState) -> Result<(), StartupError> {
 /// A future that completes on SIGINT or SIGTERM. The handlers are installed when this is
 /// called, so call it before the port opens: a signal that arrives early still shuts down
 /// gracefully instead of killing the process.
-pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

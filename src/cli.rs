@@ -42,7 +42,7 @@ pub enum Command {
     /// Start the server (the default).
     Serve,
     /// Speak MCP over stdin/stdout for a local client that launches this process (Claude
-    /// Desktop, Cursor), as the holder of the API key in GATEHOUSE_API_KEY. Logs go to stderr.
+    /// Desktop, Cursor), as the holder of the API key in `GATEHOUSE_API_KEY`. Logs go to stderr.
     Stdio,
     /// Apply database migrations and exit.
     Migrate,
@@ -107,7 +107,7 @@ pub enum KeyCommand {
 /// `gatehouse client …`
 #[derive(Debug, Subcommand)]
 pub enum ClientCommand {
-    /// Create a confidential client (client_secret_basic) for a service; prints its id and
+    /// Create a confidential client (`client_secret_basic`) for a service; prints its id and
     /// secret once.
     Add {
         /// A name for the service.
@@ -115,7 +115,7 @@ pub enum ClientCommand {
         /// Allow it to call the introspection endpoint (RFC 7662).
         #[arg(long)]
         introspect: bool,
-        /// Make a service client that gets access tokens with client_credentials (RFC 6749
+        /// Make a service client that gets access tokens with `client_credentials` (RFC 6749
         /// §4.4), acting for the --owner account.
         #[arg(long, requires = "owner")]
         service: bool,
@@ -148,7 +148,7 @@ pub enum AccountCommand {
         email: String,
     },
     /// Set the account's budget of MCP tool calls per rolling hour, or put it back on the
-    /// server's default (GATEHOUSE_QUOTA_CALLS_PER_HOUR). Applies to the next call.
+    /// server's default (`GATEHOUSE_QUOTA_CALLS_PER_HOUR`). Applies to the next call.
     Quota {
         /// Email address.
         email: String,

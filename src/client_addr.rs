@@ -25,7 +25,7 @@ pub struct ClientAddr(pub IpAddr);
 impl ClientAddr {
     /// The address of a request's parts: the one [`resolve`] stored, else the TCP peer
     /// (`None` when neither is known, as in a router driven without a listener).
-    pub fn of(parts: &axum::http::Extensions) -> Option<ClientAddr> {
+    pub fn of(parts: &http::Extensions) -> Option<ClientAddr> {
         parts.get::<ClientAddr>().copied().or_else(|| {
             parts
                 .get::<ConnectInfo<SocketAddr>>()

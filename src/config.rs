@@ -17,7 +17,7 @@ use crate::domain::resource::ResourceIndicator;
 
 /// Default canonical URL of the MCP endpoint.
 pub const DEFAULT_MCP_SERVER_URL: &str = "http://127.0.0.1:8080/mcp";
-/// Default SQLite database: a file in the working directory, created when missing.
+/// Default `SQLite` database: a file in the working directory, created when missing.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://gatehouse.db?mode=rwc";
 
 /// Default of `GATEHOUSE_REGISTRATIONS_PER_HOUR`: registrations per source address per hour.
@@ -255,7 +255,7 @@ impl Config {
             })?),
         };
 
-        let oauth_enabled = match get("GATEHOUSE_OAUTH").map(|v| v.to_ascii_lowercase()) {
+        let oauth_enabled = match get("GATEHOUSE_OAUTH").map(str::to_ascii_lowercase) {
             None => true,
             Some(v) if v == "on" || v == "true" || v == "1" => true,
             Some(v) if v == "off" || v == "false" || v == "0" => false,
@@ -267,7 +267,7 @@ impl Config {
             }
         };
 
-        let auth_cache = match get("GATEHOUSE_AUTH_CACHE").map(|v| v.to_ascii_lowercase()) {
+        let auth_cache = match get("GATEHOUSE_AUTH_CACHE").map(str::to_ascii_lowercase) {
             None => false,
             Some(v) if v == "on" || v == "true" || v == "1" => true,
             Some(v) if v == "off" || v == "false" || v == "0" => false,
@@ -342,7 +342,7 @@ impl Config {
             }
         };
 
-        let log_format = match get("GATEHOUSE_LOG_FORMAT").map(|v| v.to_ascii_lowercase()) {
+        let log_format = match get("GATEHOUSE_LOG_FORMAT").map(str::to_ascii_lowercase) {
             None => LogFormat::Text,
             Some(v) if v == "text" => LogFormat::Text,
             Some(v) if v == "json" => LogFormat::Json,
@@ -640,7 +640,7 @@ mod tests {
             " 10.0.0.0/8, 192.0.2.1 ,2001:db8::/32,10.0.0.0/8",
         )]))
         .unwrap();
-        let shown: Vec<String> = c.trusted_proxies.iter().map(|n| n.to_string()).collect();
+        let shown: Vec<String> = c.trusted_proxies.iter().map(ToString::to_string).collect();
         assert_eq!(shown, ["10.0.0.0/8", "192.0.2.1/32", "2001:db8::/32"]);
         assert!(
             Config::from_vars(&vars(&[]))

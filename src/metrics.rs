@@ -46,7 +46,7 @@ pub fn recorder() -> Option<PrometheusHandle> {
         .get_or_init(|| {
             let built = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Full(HTTP_DURATION.into()), DURATION_BUCKETS)
-                .and_then(|b| b.install_recorder());
+                .and_then(PrometheusBuilder::install_recorder);
             match built {
                 Ok(handle) => Some(handle),
                 Err(e) => {

@@ -42,7 +42,7 @@ fn params() -> Params {
 /// The default number of workers: one less than the machine's cores, at least one.
 pub fn default_workers() -> usize {
     std::thread::available_parallelism()
-        .map(|n| n.get())
+        .map(std::num::NonZero::get)
         .unwrap_or(2)
         .saturating_sub(1)
         .max(1)

@@ -115,7 +115,7 @@ pub enum Attempt {
     /// is audited and counted.
     Failed,
     /// The password is right and the account active; the session is not yet signed in.
-    Verified(Verified),
+    Verified(Box<Verified>),
 }
 
 /// A verified sign-in, to be finished with [`Verified::finish`] once the session is signed in.
@@ -182,12 +182,12 @@ pub async fn attempt(
     let reason = match (account, verified) {
         (Some(account), true) if account.status == AccountStatus::Active => {
             count("success");
-            return Ok(Attempt::Verified(Verified {
+            return Ok(Attempt::Verified(Box::new(Verified {
                 account,
                 limits,
                 counted,
                 email_key,
-            }));
+            })));
         }
         (Some(a), true) => (Some(a), "account disabled"),
         (a, _) => (a, "bad credentials"),

@@ -42,7 +42,7 @@ pub static CLAUDE: ClientProfile = ClientProfile {
     token_endpoint_auth_method: "client_secret_post",
 };
 
-/// ChatGPT connectors: the published connector callback, public client with PKCE.
+/// `ChatGPT` connectors: the published connector callback, public client with PKCE.
 pub static CHATGPT: ClientProfile = ClientProfile {
     name: "ChatGPT",
     register_check: "register-chatgpt",

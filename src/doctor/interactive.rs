@@ -261,7 +261,7 @@ pub async fn flow(
     let iss_required = meta
         .document
         .get("authorization_response_iss_parameter_supported")
-        .and_then(|v| v.as_bool())
+        .and_then(serde_json::Value::as_bool)
         == Some(true);
     let iss_ok = match get("iss") {
         Some(i) => i == issuer,

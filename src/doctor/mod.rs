@@ -1,5 +1,5 @@
 //! `gatehouse doctor URL`: walks an MCP server's discovery chain the way current MCP clients
-//! (Claude, ChatGPT, Cursor, VS Code, the MCP Inspector) do, and names what breaks.
+//! (Claude, `ChatGPT`, Cursor, VS Code, the MCP Inspector) do, and names what breaks.
 //!
 //! The steps, in the clients' order (each a function in [`checks`]):
 //! 1. unauthenticated `POST` in the `initialize` form and the 2026-07-28 stateless form →
@@ -7,7 +7,7 @@
 //!    (RFC 9728 §5.1, RFC 6750 §3);
 //! 2. protected-resource metadata at the challenge's URL, the path-suffixed and the root
 //!    well-known URLs (RFC 9728 §3; MCP 2025-11-25 §Protected Resource Metadata Discovery);
-//! 3. authorization-server metadata by RFC 8414 path insertion, then the OpenID Connect
+//! 3. authorization-server metadata by RFC 8414 path insertion, then the `OpenID` Connect
 //!    fallbacks (MCP 2025-11-25 §Authorization Server Metadata Discovery), and its members;
 //! 4. CORS preflights on the metadata, registration and token endpoints with the MCP
 //!    Inspector's origin;
@@ -38,12 +38,12 @@ use checks::{PostForm, ServerMetadata};
 /// `gatehouse doctor` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DoctorArgs {
-    /// The MCP endpoint URL exactly as clients are given it, e.g. https://mcp.example.com/mcp.
+    /// The MCP endpoint URL exactly as clients are given it, e.g. <https://mcp.example.com/mcp>.
     pub url: String,
     /// An access token: also call `initialize` and `tools/list` with it.
     #[arg(long, env = "GATEHOUSE_DOCTOR_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// Also check `/.well-known/openai-apps-challenge` (ChatGPT Apps domain verification).
+    /// Also check `/.well-known/openai-apps-challenge` (`ChatGPT` Apps domain verification).
     #[arg(long)]
     pub openai: bool,
     /// Also run a full authorization-code flow in the browser (sign in and approve there),
@@ -65,7 +65,7 @@ pub struct Options {
     pub url: String,
     /// A bearer token for the `tools/list` steps.
     pub token: Option<String>,
-    /// Whether to check the ChatGPT Apps challenge.
+    /// Whether to check the `ChatGPT` Apps challenge.
     pub openai: bool,
     /// Per-request time limit.
     pub timeout: Duration,
@@ -298,7 +298,8 @@ pub async fn run(options: &Options) -> Report {
         });
         match &authorization_endpoint {
             Some(a) => {
-                steps.push(checks::authorize(&probe, a, &reg, &options.url, scope.as_deref()).await)
+                steps
+                    .push(checks::authorize(&probe, a, &reg, &options.url, scope.as_deref()).await);
             }
             None => steps.push(Step::skip(
                 profile.authorize_check,

@@ -187,7 +187,7 @@ mod tests {
             "10.0.0.0/8".into(),
         ])
         .unwrap();
-        let shown: Vec<String> = list.iter().map(|n| n.to_string()).collect();
+        let shown: Vec<String> = list.iter().map(ToString::to_string).collect();
         assert_eq!(shown, ["10.0.0.0/8", "203.0.113.7/32", "2001:db8::/32"]);
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         assert!(address_allowed(&list, ip("10.200.0.1")));

@@ -1,6 +1,6 @@
 //! The error codes of the authorization endpoint, sent back to the client's redirect URI as
 //! `error` (OAuth 2.1 §4.1.2.1, RFC 6749 §4.1.2.1; `invalid_target` from RFC 8707 §2;
-//! `login_required` and `consent_required` from OpenID Connect Core §3.1.2.6 for `prompt=none`).
+//! `login_required` and `consent_required` from `OpenID` Connect Core §3.1.2.6 for `prompt=none`).
 
 use std::fmt;
 

@@ -238,7 +238,7 @@ impl FromStr for JobStatus {
 
 pub use super::text::{forbidden_char, is_forbidden_in_line, is_forbidden_in_text};
 
-/// Turns what a person typed into a full-text query that SQLite FTS5 `MATCH` and PostgreSQL
+/// Turns what a person typed into a full-text query that `SQLite` FTS5 `MATCH` and `PostgreSQL`
 /// `websearch_to_tsquery` both read the same way: every run of letters and digits becomes one
 /// double-quoted term, and the terms must all match (AND). Operators and punctuation typed by
 /// the person are not interpreted, so no input is a syntax error. `None` when nothing searchable

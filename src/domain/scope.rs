@@ -14,7 +14,7 @@ pub enum Scope {
     McpRead,
     /// `mcp:write`: create and change notes; implies `mcp:read`.
     McpWrite,
-    /// `offline_access`: a refresh token is issued (OpenID Connect Core §11).
+    /// `offline_access`: a refresh token is issued (`OpenID` Connect Core §11).
     OfflineAccess,
 }
 

@@ -708,7 +708,7 @@ mod tests {
             account_id: "a".into(),
             project_id: Some("p".into()),
             scope: "mcp:read".into(),
-            allowed_ips: ips.iter().map(|s| s.to_string()).collect(),
+            allowed_ips: ips.iter().map(ToString::to_string).collect(),
             last_used_at: None,
         };
         let local: Option<IpAddr> = Some("127.0.0.1".parse().unwrap());

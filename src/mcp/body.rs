@@ -101,9 +101,8 @@ pub async fn check_layer(request: Request, next: Next) -> Response {
             return refusal.into_response();
         }
     };
-    let bytes = match serde_json::to_vec(message) {
-        Ok(bytes) => bytes,
-        Err(_) => return Refusal::parse_error().into_response(),
+    let Ok(bytes) = serde_json::to_vec(message) else {
+        return Refusal::parse_error().into_response();
     };
     let (parts, _) = request.into_parts();
     next.run(Request::from_parts(parts, Body::from(bytes)))

@@ -39,7 +39,7 @@ pub struct HostPolicy {
 
 /// The host of a `Host` header value (`name[:port]`, `[v6][:port]`), lowercased, brackets off.
 fn host_of(value: &str) -> Option<String> {
-    let authority: axum::http::uri::Authority = value.parse().ok()?;
+    let authority: http::uri::Authority = value.parse().ok()?;
     // `host[:port]` only: no user info, a port of digits (RFC 3986 §3.2).
     let port = authority.as_str().get(authority.host().len()..)?;
     let port_ok = port.is_empty()
@@ -251,7 +251,7 @@ mod tests {
     use super::*;
 
     fn request(version: Version, target: &str, hosts: &[&str]) -> Request {
-        let mut builder = axum::http::Request::builder()
+        let mut builder = http::Request::builder()
             .method("POST")
             .uri(target)
             .version(version);

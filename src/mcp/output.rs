@@ -231,7 +231,7 @@ pub async fn off_runtime<T: Send + 'static>(
 ) -> Option<T> {
     static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
     let slots = SLOTS.get_or_init(|| {
-        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
         tokio::sync::Semaphore::new(cpus)
     });
     // The semaphore is never closed, so acquiring only waits.

@@ -8,7 +8,7 @@
 //! per-minute counts ([`Window`]), seeded from the tool-call audit rows of the last hour (which
 //! the batching audit writer writes anyway) and seeded again from them every [`RESYNC_SECS`],
 //! so the calls other instances admitted are counted from then on. With several instances on
-//! one PostgreSQL database an account can therefore overshoot its budget by at most the calls
+//! one `PostgreSQL` database an account can therefore overshoot its budget by at most the calls
 //! the other instances admitted since this instance's last resync (at most a minute's worth),
 //! and never by more than (instances − 1) × budget (docs/architecture.md).
 //!

@@ -164,7 +164,7 @@ pub async fn validate(
             description: format!("state must be at most {MAX_STATE_BYTES} bytes"),
         });
     }
-    let state = params.get("state").map(|s| s.to_string());
+    let state = params.get("state").map(ToString::to_string);
     let fail = |error: AuthorizationErrorCode, description: String| AuthorizeError::Redirect {
         redirect_uri: redirect_uri.clone(),
         state: state.clone(),
@@ -236,7 +236,7 @@ pub async fn validate(
     let scopes =
         ScopeSet::granted_for_request(params.get("scope").copied(), client.scope.as_deref())
             .map_err(|e| fail(Code::InvalidScope, e.to_string()))?;
-    let prompt = params.get("prompt").map(|s| s.to_string());
+    let prompt = params.get("prompt").map(ToString::to_string);
     Ok(AuthorizationRequest {
         client_id: client.client_id,
         // A name stored before the rule of names applied at registration is not shown.

@@ -72,7 +72,7 @@ impl FromRequest<AppState> for ClientForm {
 
 /// Collects parameters, refusing repeats; empty values count as absent (RFC 6749 §3.1).
 /// Errors: `invalid_request` for a repeated parameter or a NUL character in a name or value
-/// (no OAuth parameter holds one, and PostgreSQL cannot store or compare it).
+/// (no OAuth parameter holds one, and `PostgreSQL` cannot store or compare it).
 pub fn parse_params<'a>(
     pairs: impl Iterator<Item = (std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)>,
 ) -> Result<HashMap<String, String>, OAuthError> {

@@ -1,4 +1,4 @@
-//! Authorization-server metadata (RFC 8414) and the ChatGPT Apps domain-verification token.
+//! Authorization-server metadata (RFC 8414) and the `ChatGPT` Apps domain-verification token.
 
 use axum::Json;
 use axum::extract::State;

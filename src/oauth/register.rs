@@ -45,7 +45,7 @@ pub const MAX_URI_BYTES: usize = 2000;
 pub async fn register(
     State(state): State<AppState>,
     client: ClientAddr,
-    headers: axum::http::HeaderMap,
+    headers: http::HeaderMap,
     body: Body,
 ) -> Response {
     match register_inner(&state, &headers, body, &client.to_string()).await {
@@ -56,7 +56,7 @@ pub async fn register(
 
 async fn register_inner(
     state: &AppState,
-    headers: &axum::http::HeaderMap,
+    headers: &http::HeaderMap,
     body: Body,
     ip: &str,
 ) -> Result<Response, OAuthError> {
@@ -260,7 +260,7 @@ pub struct RegistrationRequest {
     /// `software_version`.
     #[serde(deserialize_with = "opt_string")]
     pub software_version: Option<String>,
-    /// `application_type` (OpenID Connect Registration §2: `web` or `native`).
+    /// `application_type` (`OpenID` Connect Registration §2: `web` or `native`).
     #[serde(deserialize_with = "opt_string")]
     pub application_type: Option<String>,
     /// `jwks_uri`.

@@ -11,10 +11,10 @@
 //!   project status, memberships, service clients, API keys, personal URLs) is announced by the
 //!   database itself, through triggers (migration `0012_auth_generation`), whoever writes it: a
 //!   server instance, the command line in another process, an operator with `psql`.
-//!   - SQLite raises a generation row. A cached answer is used only after reading that row (one
+//!   - `SQLite` raises a generation row. A cached answer is used only after reading that row (one
 //!     single-row query, cheaper than the lookup's joins): a changed generation empties the
 //!     cache first. So every writer, in this process or another, is seen by the next request.
-//!   - PostgreSQL sends `NOTIFY gatehouse_auth` when the writing transaction commits; every
+//!   - `PostgreSQL` sends `NOTIFY gatehouse_auth` when the writing transaction commits; every
 //!     instance listens ([`Store::start_auth_listener`], sqlx `PgListener`) and empties its
 //!     cache on each notification. While the listener is not connected, or has not heard its
 //!     own heartbeat (a notification it sends itself every [`HEARTBEAT`]) within
@@ -43,7 +43,7 @@ pub const CACHE_TTL: i64 = 30;
 /// Most lookups kept at once.
 pub const CACHE_CAPACITY: usize = 10_000;
 
-/// The PostgreSQL channel of invalidations (sent by the triggers of migration 0011).
+/// The `PostgreSQL` channel of invalidations (sent by the triggers of migration 0011).
 pub const AUTH_CHANNEL: &str = "gatehouse_auth";
 
 /// How often a listening instance notifies itself to prove its listener still hears.
@@ -80,16 +80,16 @@ struct Inner {
     entries: HashMap<(Kind, String), Entry>,
     /// Raised by every invalidation.
     epoch: u64,
-    /// SQLite: the generation row's value the entries belong to.
+    /// `SQLite`: the generation row's value the entries belong to.
     generation: i64,
 }
 
 /// How this process learns of changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
-    /// SQLite: the generation row, read before each use.
+    /// `SQLite`: the generation row, read before each use.
     Generation,
-    /// PostgreSQL: `LISTEN`; bypassed until the listener runs and hears.
+    /// `PostgreSQL`: `LISTEN`; bypassed until the listener runs and hears.
     Notify,
 }
 
@@ -100,9 +100,9 @@ pub(crate) struct AuthCache {
     mode: Mode,
     /// Whether the cache is used at all (`GATEHOUSE_AUTH_CACHE`; off by default).
     enabled: AtomicBool,
-    /// PostgreSQL: the listener is connected and listening.
+    /// `PostgreSQL`: the listener is connected and listening.
     listening: AtomicBool,
-    /// PostgreSQL: when the listener last heard anything, in milliseconds since `started`.
+    /// `PostgreSQL`: when the listener last heard anything, in milliseconds since `started`.
     heard_ms: AtomicU64,
     started: Instant,
 }
@@ -150,7 +150,7 @@ impl AuthCache {
         self.heard_ms.store(self.elapsed_ms(), Ordering::SeqCst);
     }
 
-    /// PostgreSQL: whether the listener is connected and heard something recently.
+    /// `PostgreSQL`: whether the listener is connected and heard something recently.
     fn hearing(&self) -> bool {
         self.listening.load(Ordering::SeqCst)
             && self
@@ -171,7 +171,7 @@ impl AuthCache {
         }
     }
 
-    /// SQLite: aligns the cache with the generation read from the database. A newer generation
+    /// `SQLite`: aligns the cache with the generation read from the database. A newer generation
     /// empties it; an older one (read before another request saw the newer) means this request
     /// must not use it. Returns whether it may be used.
     fn at_generation(&self, generation: i64) -> bool {
@@ -339,9 +339,9 @@ impl Store {
         Ok(Some(grant))
     }
 
-    /// PostgreSQL: starts listening for invalidations (`LISTEN gatehouse_auth`) with the
+    /// `PostgreSQL`: starts listening for invalidations (`LISTEN gatehouse_auth`) with the
     /// heartbeat; until it hears, and whenever it stops hearing, the cache is bypassed. The
-    /// listener reconnects on its own (after 0.25–2 s). `None` on SQLite (nothing to listen
+    /// listener reconnects on its own (after 0.25–2 s). `None` on `SQLite` (nothing to listen
     /// to) or when already started. Must be called inside a Tokio runtime; the tasks run until
     /// [`AuthListener::stop`].
     pub fn start_auth_listener(&self) -> Option<AuthListener> {
@@ -363,7 +363,7 @@ impl Store {
     }
 }
 
-/// The running invalidation listener of a PostgreSQL store ([`Store::start_auth_listener`]).
+/// The running invalidation listener of a `PostgreSQL` store ([`Store::start_auth_listener`]).
 #[derive(Debug)]
 pub struct AuthListener {
     listen: tokio::task::JoinHandle<()>,

@@ -1,4 +1,4 @@
-//! Storage: one interface over SQLite (embedded default) and PostgreSQL.
+//! Storage: one interface over `SQLite` (embedded default) and `PostgreSQL`.
 //!
 //! Both backends run the same SQL through sqlx's `Any` driver: statements use `$1`-style
 //! placeholders (understood by both engines), integers are `BIGINT`/`INTEGER` (`i64`), times are
@@ -119,7 +119,7 @@ pub struct Store {
     auth_cache: std::sync::Arc<auth_cache::AuthCache>,
     /// Whether [`Store::start_auth_listener`] ran.
     auth_listener_started: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    /// The database URL (PostgreSQL: the invalidation listener connects with it).
+    /// The database URL (`PostgreSQL`: the invalidation listener connects with it).
     url: std::sync::Arc<str>,
 }
 
@@ -132,7 +132,7 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Connects to `url` (see [`Backend::from_url`]); SQLite files are created when missing.
+    /// Connects to `url` (see [`Backend::from_url`]); `SQLite` files are created when missing.
     ///
     /// Errors: [`StoreError::Database`] when the database cannot be reached.
     pub async fn connect(url: &str) -> Result<Store, StoreError> {
@@ -195,17 +195,17 @@ impl Store {
             Backend::Postgres => {
                 sqlx::migrate!("migrations/postgres")
                     .run(&self.pool)
-                    .await?
+                    .await?;
             }
         }
         self.sessions.migrate().await?;
         Ok(())
     }
 
-    /// Begins a transaction that writes. On SQLite it is `BEGIN IMMEDIATE`: the write lock is
+    /// Begins a transaction that writes. On `SQLite` it is `BEGIN IMMEDIATE`: the write lock is
     /// taken at the start (waiting up to the busy timeout), so a transaction that reads before
     /// it writes cannot fail at once with `SQLITE_BUSY` because another connection committed
-    /// in between (a deferred transaction cannot wait for that case). On PostgreSQL, `BEGIN`.
+    /// in between (a deferred transaction cannot wait for that case). On `PostgreSQL`, `BEGIN`.
     pub(crate) async fn begin_write(
         &self,
     ) -> Result<sqlx::Transaction<'static, sqlx::Any>, sqlx::Error> {
@@ -257,9 +257,9 @@ impl Store {
 /// How long an idle pooled connection is kept before it is closed (above the pool's minimum).
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// The pool's `(min, max)` connections for `cpus` cores. SQLite runs one statement at a time per
+/// The pool's `(min, max)` connections for `cpus` cores. `SQLite` runs one statement at a time per
 /// connection on a worker thread each and one writer at a time: twice the cores (4 to 16) keep
-/// reads parallel without a crowd of threads waiting on the write lock. PostgreSQL does its
+/// reads parallel without a crowd of threads waiting on the write lock. `PostgreSQL` does its
 /// work in its own processes: four per core (8 to 32). Both keep 2 connections open.
 pub fn pool_size(backend: Backend, cpus: u32) -> (u32, u32) {
     match backend {
@@ -370,7 +370,7 @@ mod tests {
     use super::*;
 
     /// A write transaction that reads before it writes, while another connection commits a
-    /// write in between: on SQLite a deferred transaction fails at its first write with
+    /// write in between: on `SQLite` a deferred transaction fails at its first write with
     /// `SQLITE_BUSY` (its snapshot is stale and it cannot wait); `begin_write` takes the write
     /// lock first, so the other writer waits and both changes land.
     #[tokio::test]

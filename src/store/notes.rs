@@ -216,7 +216,7 @@ impl Store {
     /// Full-text search in one project's notes (title, body and tags), most relevant first, at
     /// most `limit` hits. Every word of `query` must match; punctuation and search operators in
     /// it are ignored (see [`full_text_query`]), so no query is an error. Ranking and snippets
-    /// come from the engine (FTS5 bm25 / PostgreSQL ts_rank).
+    /// come from the engine (FTS5 bm25 / `PostgreSQL` `ts_rank`).
     pub async fn search_notes(
         &self,
         project_id: &str,

@@ -1,8 +1,8 @@
-//! PostgreSQL spellings of the statements that differ between engines (`tsvector` search).
+//! `PostgreSQL` spellings of the statements that differ between engines (`tsvector` search).
 
 use super::Dialect;
 
-/// The PostgreSQL dialect.
+/// The `PostgreSQL` dialect.
 pub struct Postgres;
 
 impl Dialect for Postgres {

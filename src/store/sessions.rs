@@ -13,9 +13,9 @@ use super::{Backend, StoreError};
 /// The session store of the configured engine.
 #[derive(Debug, Clone)]
 pub enum SessionBackend {
-    /// Sessions in the SQLite file (table `tower_sessions`).
+    /// Sessions in the `SQLite` file (table `tower_sessions`).
     Sqlite(SqliteStore),
-    /// Sessions in PostgreSQL (schema `tower_sessions`).
+    /// Sessions in `PostgreSQL` (schema `tower_sessions`).
     Postgres(PostgresStore),
 }
 

@@ -1,8 +1,8 @@
-//! SQLite spellings of the statements that differ between engines (FTS5 full-text search).
+//! `SQLite` spellings of the statements that differ between engines (FTS5 full-text search).
 
 use super::Dialect;
 
-/// The SQLite dialect.
+/// The `SQLite` dialect.
 pub struct Sqlite;
 
 impl Dialect for Sqlite {

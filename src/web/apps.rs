@@ -77,7 +77,11 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
             publisher: is_url_client_id(&a.client_id).then(|| host_for_display(&a.client_id)),
             host: host_for_display(&a.redirect_uri),
             abilities: ScopeSet::parse(&a.scope)
-                .map(|s| s.iter().map(|s| s.describe()).collect())
+                .map(|s| {
+                    s.iter()
+                        .map(super::super::domain::scope::Scope::describe)
+                        .collect()
+                })
                 .unwrap_or_default(),
             granted: when(a.updated_at),
             last_used: last_used.get(&a.client_id).copied().map(when),

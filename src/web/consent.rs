@@ -186,7 +186,11 @@ async fn authorize(
             client_id: &req.client_id,
             redirect_host: &host,
             loopback,
-            scopes: req.scopes().iter().map(|s| s.describe()).collect(),
+            scopes: req
+                .scopes()
+                .iter()
+                .map(super::super::domain::scope::Scope::describe)
+                .collect(),
             email: &account.email,
             csrf_token: &csrf,
             request_id: &request_id,

@@ -6,7 +6,7 @@
 //!   cargo test --test drills -- --ignored --nocapture <name>
 //! ```
 //!
-//! `DRILL_TRIALS` sets the number of trials of the race drills (default 1000). The PostgreSQL
+//! `DRILL_TRIALS` sets the number of trials of the race drills (default 1000). The `PostgreSQL`
 //! server named by `GATEHOUSE_TEST_POSTGRES` is never stopped: the outage drill cuts a TCP proxy
 //! of its own in front of it.
 
@@ -34,7 +34,7 @@ fn trials() -> usize {
         .unwrap_or(1000)
 }
 
-/// Two instances on one fresh PostgreSQL database, with a refresh grace window of `grace`
+/// Two instances on one fresh `PostgreSQL` database, with a refresh grace window of `grace`
 /// seconds.
 async fn two_instances(grace: &str) -> (TestApp, TestApp, TestDb) {
     let db = TestDb::postgres()

@@ -20,7 +20,7 @@ use crate::helpers::{TestApp, TestDb, new_client};
 use crate::oauth_helpers::{EMAIL, PASSWORD, full_grant};
 
 /// Holds the database's write lock on `audit_events` until the returned transaction ends:
-/// SQLite's single writer lock (taken by a write), PostgreSQL's table lock that excludes inserts.
+/// `SQLite`'s single writer lock (taken by a write), `PostgreSQL`'s table lock that excludes inserts.
 async fn lock_audit_table(
     store: &Store,
     raw: &sqlx::AnyPool,

@@ -2,7 +2,7 @@
 //! "Validation cache"): a credential seen a moment ago is answered from memory, and every way
 //! of ending it — RFC 7009 revocation, refresh-token reuse, consent withdrawal, account disable
 //! on the command line, key and URL revocation on the command line, a membership removed — is
-//! refused by the very next request; on PostgreSQL a second instance refuses it within a second
+//! refused by the very next request; on `PostgreSQL` a second instance refuses it within a second
 //! (LISTEN/NOTIFY), also after its listener lost its connection.
 
 use std::time::{Duration, Instant};
@@ -53,7 +53,7 @@ async fn status_of_url(app: &TestApp, secret: &str) -> StatusCode {
     status
 }
 
-/// Uses the credential until the server has it cached (up to 3 s: on PostgreSQL the cache is
+/// Uses the credential until the server has it cached (up to 3 s: on `PostgreSQL` the cache is
 /// bypassed until the listener hears), each answer `200`.
 async fn warm(app: &TestApp, use_it: impl AsyncFn() -> StatusCode, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(3);
@@ -188,7 +188,7 @@ async fn every_way_of_ending_a_credential_refuses_the_next_request_at_once() {
     assert_eq!(status_with(&app, &access).await, StatusCode::UNAUTHORIZED);
 }
 
-/// Whether the integration tests run on PostgreSQL.
+/// Whether the integration tests run on `PostgreSQL`.
 fn on_postgres() -> bool {
     std::env::var("GATEHOUSE_TEST_BACKEND").as_deref() == Ok("postgres")
 }

@@ -2,7 +2,7 @@
 //! (codes, refresh tokens, access tokens) outlives it or joins a later approval, no token carries
 //! more scope than the live approval (RFC 7009 §2.1, RFC 6749 §3.3), and a code or refresh token
 //! is redeemed only for the resource it was issued for, by the issuer that issued it
-//! (RFC 8707 §2.2). Each test runs on SQLite, or on PostgreSQL with
+//! (RFC 8707 §2.2). Each test runs on `SQLite`, or on `PostgreSQL` with
 //! `GATEHOUSE_TEST_BACKEND=postgres`.
 
 use crate::helpers::{TestApp, spawn_app, spawn_instance};
@@ -270,7 +270,7 @@ async fn a_grant_is_redeemed_only_for_its_resource_and_by_its_issuer() {
 
 /// Whichever wins, a redemption and a revocation of the same consent at the same moment end
 /// with nothing live and never with a server error (both take the consent row first, so they
-/// cannot deadlock on PostgreSQL).
+/// cannot deadlock on `PostgreSQL`).
 #[tokio::test]
 async fn a_redemption_racing_a_revocation_never_leaves_a_live_token() {
     let app = spawn_app().await;

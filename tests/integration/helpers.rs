@@ -9,9 +9,9 @@ use gatehouse::domain::account::Email;
 use gatehouse::oauth::clients::{HttpsFetcher, MetadataFetcher};
 use gatehouse::store::Store;
 
-/// A fresh database for one test: a SQLite file in a temporary folder, or a new PostgreSQL
+/// A fresh database for one test: a `SQLite` file in a temporary folder, or a new `PostgreSQL`
 /// database that is dropped when this value is dropped.
-pub struct TestDb {
+pub(crate) struct TestDb {
     /// The `DATABASE_URL` of the database.
     pub url: String,
     _dir: Option<tempfile::TempDir>,
@@ -20,8 +20,8 @@ pub struct TestDb {
 }
 
 impl TestDb {
-    /// A SQLite database.
-    pub fn sqlite() -> TestDb {
+    /// A `SQLite` database.
+    pub(crate) fn sqlite() -> TestDb {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!(
             "sqlite://{}?mode=rwc",
@@ -35,8 +35,8 @@ impl TestDb {
         }
     }
 
-    /// A PostgreSQL database on the server named by `GATEHOUSE_TEST_POSTGRES`, if set.
-    pub async fn postgres() -> Option<TestDb> {
+    /// A `PostgreSQL` database on the server named by `GATEHOUSE_TEST_POSTGRES`, if set.
+    pub(crate) async fn postgres() -> Option<TestDb> {
         let server = std::env::var("GATEHOUSE_TEST_POSTGRES").ok()?;
         let name = format!("gatehouse_test_{}", uuid::Uuid::new_v4().simple());
         let admin = sqlx::PgPool::connect(&server)
@@ -58,7 +58,7 @@ impl TestDb {
 
     /// Another handle on an existing database (`DATABASE_URL`), for a second server instance;
     /// dropping it leaves the database alone (its owner drops it).
-    pub fn shared(url: &str) -> TestDb {
+    pub(crate) fn shared(url: &str) -> TestDb {
         TestDb {
             url: url.to_string(),
             _dir: None,
@@ -70,7 +70,7 @@ impl TestDb {
     /// A small connection pool of the test's own on this database, for what a test checks or
     /// sets up below the server's API (a stored hash, an expiry moved into the past). The
     /// server's own pool stays private to it.
-    pub async fn pool(&self) -> &sqlx::AnyPool {
+    pub(crate) async fn pool(&self) -> &sqlx::AnyPool {
         self.raw
             .get_or_init(|| async {
                 sqlx::any::install_default_drivers();
@@ -83,9 +83,9 @@ impl TestDb {
             .await
     }
 
-    /// The database the integration tests use: PostgreSQL when
-    /// `GATEHOUSE_TEST_BACKEND=postgres`, SQLite otherwise.
-    pub async fn for_app() -> TestDb {
+    /// The database the integration tests use: `PostgreSQL` when
+    /// `GATEHOUSE_TEST_BACKEND=postgres`, `SQLite` otherwise.
+    pub(crate) async fn for_app() -> TestDb {
         if std::env::var("GATEHOUSE_TEST_BACKEND").as_deref() == Ok("postgres") {
             TestDb::postgres()
                 .await
@@ -121,7 +121,7 @@ impl Drop for TestDb {
 }
 
 /// A running server.
-pub struct TestApp {
+pub(crate) struct TestApp {
     /// `http://127.0.0.1:PORT` (the issuer).
     pub address: String,
     /// The bound port.
@@ -139,17 +139,17 @@ pub struct TestApp {
 }
 
 /// Starts the server with default settings.
-pub async fn spawn_app() -> TestApp {
+pub(crate) async fn spawn_app() -> TestApp {
     spawn_app_with(|_| {}).await
 }
 
 /// Starts the server; `adjust` may add or change environment variables first.
-pub async fn spawn_app_with(adjust: impl FnOnce(&mut HashMap<String, String>)) -> TestApp {
+pub(crate) async fn spawn_app_with(adjust: impl FnOnce(&mut HashMap<String, String>)) -> TestApp {
     spawn_app_full(adjust, Arc::new(HttpsFetcher)).await
 }
 
 /// Starts the server with a chosen fetcher of client metadata documents.
-pub async fn spawn_app_full(
+pub(crate) async fn spawn_app_full(
     adjust: impl FnOnce(&mut HashMap<String, String>),
     fetcher: Arc<dyn MetadataFetcher>,
 ) -> TestApp {
@@ -159,7 +159,7 @@ pub async fn spawn_app_full(
 /// Starts another instance on `first`'s database, as a deployment with several instances
 /// sharing one database runs; by default it has its own port, issuer and `MCP_SERVER_URL`, and
 /// `adjust` may change its environment variables first.
-pub async fn spawn_instance(
+pub(crate) async fn spawn_instance(
     first: &TestApp,
     adjust: impl FnOnce(&mut HashMap<String, String>),
 ) -> TestApp {
@@ -223,7 +223,7 @@ async fn spawn_on(
 }
 
 /// A fresh HTTP client with its own cookie jar, never following redirects.
-pub fn new_client() -> reqwest::Client {
+pub(crate) fn new_client() -> reqwest::Client {
     reqwest::Client::builder()
         .cookie_store(true)
         .redirect(reqwest::redirect::Policy::none())
@@ -233,7 +233,7 @@ pub fn new_client() -> reqwest::Client {
 
 /// Like [`new_client`], with its connections coming from `source` (any address of
 /// 127.0.0.0/8 is this machine on Linux), so tests can act as several source addresses.
-pub fn new_client_from(source: &str) -> reqwest::Client {
+pub(crate) fn new_client_from(source: &str) -> reqwest::Client {
     reqwest::Client::builder()
         .cookie_store(true)
         .redirect(reqwest::redirect::Policy::none())
@@ -244,12 +244,12 @@ pub fn new_client_from(source: &str) -> reqwest::Client {
 
 impl TestApp {
     /// `address` + `path`.
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{}", self.address, path)
     }
 
     /// Creates an active account directly in the store; returns its id.
-    pub async fn create_account(&self, email: &str, password: &str) -> String {
+    pub(crate) async fn create_account(&self, email: &str, password: &str) -> String {
         let hash = gatehouse::password::hash_password(password.to_string())
             .await
             .unwrap();
@@ -265,7 +265,7 @@ impl TestApp {
     }
 
     /// Signs `client` in through the real form (GET for the CSRF token, then POST).
-    pub async fn sign_in(
+    pub(crate) async fn sign_in(
         &self,
         client: &reqwest::Client,
         email: &str,
@@ -295,7 +295,7 @@ impl TestApp {
 }
 
 /// The `value` of `<input type="hidden" name="NAME" value="…">` in an HTML page, unescaped.
-pub fn hidden_input(html: &str, name: &str) -> Option<String> {
+pub(crate) fn hidden_input(html: &str, name: &str) -> Option<String> {
     let marker = format!("name=\"{name}\" value=\"");
     let start = html.find(&marker)? + marker.len();
     let end = html[start..].find('"')? + start;
@@ -303,7 +303,7 @@ pub fn hidden_input(html: &str, name: &str) -> Option<String> {
 }
 
 /// Undoes HTML escaping: the named entities askama emits and numeric `&#NN;` / `&#xHH;` ones.
-pub fn html_unescape(s: &str) -> String {
+pub(crate) fn html_unescape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(i) = rest.find('&') {

@@ -1,5 +1,5 @@
 //! One integration-test binary: every test starts the real server on a random port and talks
-//! HTTP to it. Storage runs on SQLite, or on PostgreSQL with `GATEHOUSE_TEST_BACKEND=postgres`
+//! HTTP to it. Storage runs on `SQLite`, or on `PostgreSQL` with `GATEHOUSE_TEST_BACKEND=postgres`
 //! and `GATEHOUSE_TEST_POSTGRES=postgres://…` (a fresh database per test, dropped after).
 
 #[allow(dead_code)]

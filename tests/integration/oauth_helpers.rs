@@ -5,12 +5,12 @@ use crate::helpers::{TestApp, hidden_input, new_client};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-pub const EMAIL: &str = "alice@example.com";
-pub const PASSWORD: &str = "a-long-password";
-pub const REDIRECT: &str = "http://127.0.0.1:7777/callback";
+pub(crate) const EMAIL: &str = "alice@example.com";
+pub(crate) const PASSWORD: &str = "a-long-password";
+pub(crate) const REDIRECT: &str = "http://127.0.0.1:7777/callback";
 
 /// Registers a public client; returns its `client_id`.
-pub async fn register_public(app: &TestApp, redirect_uris: &[&str]) -> String {
+pub(crate) async fn register_public(app: &TestApp, redirect_uris: &[&str]) -> String {
     let r = app
         .client
         .post(app.url("/oauth/register"))
@@ -30,7 +30,7 @@ pub async fn register_public(app: &TestApp, redirect_uris: &[&str]) -> String {
 }
 
 /// A browser that has signed in as `EMAIL` (the account is created if missing).
-pub async fn signed_in_browser(app: &TestApp) -> reqwest::Client {
+pub(crate) async fn signed_in_browser(app: &TestApp) -> reqwest::Client {
     if app
         .store
         .account_by_email(&gatehouse::domain::account::Email::parse(EMAIL).unwrap())
@@ -49,7 +49,7 @@ pub async fn signed_in_browser(app: &TestApp) -> reqwest::Client {
 /// Follows `authorize_url` in `browser` (signed in or not: the sign-in form is filled when
 /// shown) and answers the consent page with `decision` when it appears. Returns the final
 /// `Location` sent back to the client.
-pub async fn walk(
+pub(crate) async fn walk(
     app: &TestApp,
     browser: &reqwest::Client,
     authorize_url: &str,
@@ -123,7 +123,7 @@ pub async fn walk(
 
 /// Answers a consent page: `POST /oauth/authorize/decision` with its CSRF token, request id
 /// and `decision` (`approve` or `deny`).
-pub async fn decide(
+pub(crate) async fn decide(
     app: &TestApp,
     browser: &reqwest::Client,
     csrf: &str,
@@ -144,7 +144,7 @@ pub async fn decide(
 
 /// Opens the consent page again (`prompt=consent`) in a signed-in browser; returns the
 /// request id its form carries.
-pub async fn consent_request(
+pub(crate) async fn consent_request(
     app: &TestApp,
     browser: &reqwest::Client,
     client_id: &str,
@@ -157,14 +157,14 @@ pub async fn consent_request(
 
 /// A fresh authorization code for `client_id` (the default scopes), approved by `EMAIL` in a
 /// newly signed-in browser; returns (code, PKCE verifier).
-pub async fn code_for(app: &TestApp, client_id: &str) -> (String, String) {
+pub(crate) async fn code_for(app: &TestApp, client_id: &str) -> (String, String) {
     code_in(app, &signed_in_browser(app).await, client_id, &[]).await
 }
 
 /// An authorization code obtained in `browser`: through the consent page (approved) or, when
 /// a remembered consent covers the request, straight away. `extra` changes the authorize
 /// parameters (see [`authorize_url`]). Returns (code, PKCE verifier).
-pub async fn code_in(
+pub(crate) async fn code_in(
     app: &TestApp,
     browser: &reqwest::Client,
     client_id: &str,
@@ -186,7 +186,7 @@ pub async fn code_in(
 
 /// Revokes the first app listed on the connected-apps page of a signed-in browser, through
 /// the page's own form; returns the consent id revoked.
-pub async fn revoke_on_apps_page(app: &TestApp, browser: &reqwest::Client) -> String {
+pub(crate) async fn revoke_on_apps_page(app: &TestApp, browser: &reqwest::Client) -> String {
     let page = browser
         .get(app.url("/apps"))
         .send()
@@ -211,7 +211,7 @@ pub async fn revoke_on_apps_page(app: &TestApp, browser: &reqwest::Client) -> St
 }
 
 /// The query parameters of a redirect `Location`.
-pub fn query_of(location: &str) -> std::collections::HashMap<String, String> {
+pub(crate) fn query_of(location: &str) -> std::collections::HashMap<String, String> {
     let url = url::Url::parse(location).unwrap();
     let mut out = std::collections::HashMap::new();
     for (k, v) in url.query_pairs() {
@@ -224,7 +224,7 @@ pub fn query_of(location: &str) -> std::collections::HashMap<String, String> {
 }
 
 /// A PKCE pair (verifier, S256 challenge).
-pub fn pkce() -> (String, String) {
+pub(crate) fn pkce() -> (String, String) {
     let verifier = gatehouse::domain::secret::random_urlsafe(32);
     let challenge = gatehouse::domain::pkce::s256_challenge(&verifier);
     (verifier, challenge)
@@ -232,7 +232,7 @@ pub fn pkce() -> (String, String) {
 
 /// An authorize URL with every parameter right; `extra` overrides or adds parameters
 /// (an empty value removes one).
-pub fn authorize_url(
+pub(crate) fn authorize_url(
     app: &TestApp,
     client_id: &str,
     challenge: &str,
@@ -262,7 +262,7 @@ pub fn authorize_url(
 }
 
 /// Exchanges a code at the token endpoint as a public client; returns status and JSON.
-pub async fn exchange(
+pub(crate) async fn exchange(
     app: &TestApp,
     client_id: &str,
     code: &str,
@@ -295,7 +295,7 @@ pub async fn exchange(
 }
 
 /// Refreshes as a public client; returns status and JSON.
-pub async fn refresh(
+pub(crate) async fn refresh(
     app: &TestApp,
     client_id: &str,
     refresh_token: &str,
@@ -317,8 +317,8 @@ pub async fn refresh(
     (r.status(), r.json().await.unwrap())
 }
 
-/// Runs the whole flow for a fresh public client; returns (client_id, token response JSON).
-pub async fn full_grant(app: &TestApp) -> (String, Value) {
+/// Runs the whole flow for a fresh public client; returns (`client_id`, token response JSON).
+pub(crate) async fn full_grant(app: &TestApp) -> (String, Value) {
     let client_id = register_public(app, &[REDIRECT]).await;
     let (verifier, challenge) = pkce();
     let browser = new_client();
@@ -336,7 +336,7 @@ pub async fn full_grant(app: &TestApp) -> (String, Value) {
 }
 
 /// Whether the store still accepts an access token.
-pub async fn access_token_live(app: &TestApp, token: &str) -> bool {
+pub(crate) async fn access_token_live(app: &TestApp, token: &str) -> bool {
     let hash = gatehouse::domain::secret::Secret::from_presented(token.to_string()).hash();
     app.store
         .authenticate_access_token(&hash, gatehouse::store::now())

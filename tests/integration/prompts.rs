@@ -526,7 +526,7 @@ async fn completion_offers_the_callers_projects_only() {
     assert_eq!(body["error"]["code"], -32602, "{body}");
 }
 
-/// The audit rows of `event`, oldest first: (subject, outcome, client_id, detail).
+/// The audit rows of `event`, oldest first: (subject, outcome, `client_id`, detail).
 async fn audit_rows(app: &TestApp, event: &str) -> Vec<(String, String, Option<String>, String)> {
     app.store.flush_audit().await;
     sqlx::query(

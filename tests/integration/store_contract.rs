@@ -1,4 +1,4 @@
-//! The storage contract: the same checks on SQLite (always) and PostgreSQL (when
+//! The storage contract: the same checks on `SQLite` (always) and `PostgreSQL` (when
 //! `GATEHOUSE_TEST_POSTGRES` names a server).
 
 use crate::helpers::TestDb;
@@ -533,7 +533,7 @@ async fn keys_contract(store: &Store) {
         .filter(|u| matches!(u, Ok(KeyUse::First)))
         .count();
     assert_eq!(firsts, 1, "{uses:?}");
-    assert!(uses.iter().all(|u| u.is_ok()));
+    assert!(uses.iter().all(Result::is_ok));
     assert_eq!(
         store.record_key_use(&pk, false, 259).await.unwrap(),
         KeyUse::Unchanged

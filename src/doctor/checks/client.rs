@@ -1,5 +1,5 @@
 //! What a client does with the authorization server: CORS preflights from a browser-based
-//! client, registration as each well-known client, the authorization request, and ChatGPT Apps'
+//! client, registration as each well-known client, the authorization request, and `ChatGPT` Apps'
 //! domain verification.
 
 use reqwest::Method;
@@ -291,7 +291,7 @@ pub async fn authorize(
     Step::fail(check, request, trail.join(" → "), expected, &fix)
 }
 
-/// `GET /.well-known/openai-apps-challenge` on the MCP URL's origin: ChatGPT Apps' domain
+/// `GET /.well-known/openai-apps-challenge` on the MCP URL's origin: `ChatGPT` Apps' domain
 /// verification reads the token there as text.
 pub async fn openai_apps_challenge(probe: &Probe, url: &Url) -> Step {
     let target = format!(

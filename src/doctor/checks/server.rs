@@ -1,4 +1,4 @@
-//! The authorization server's metadata (RFC 8414, OpenID Connect Discovery) and the members
+//! The authorization server's metadata (RFC 8414, `OpenID` Connect Discovery) and the members
 //! clients rely on.
 
 use serde_json::Value;
@@ -9,9 +9,9 @@ use crate::doctor::Step;
 use crate::doctor::http::Probe;
 
 /// The metadata URLs clients try for `issuer`, in their order (MCP 2025-11-25 §Authorization
-/// Server Metadata Discovery): RFC 8414 §3.1 path insertion, then OpenID Connect Discovery 1.0
+/// Server Metadata Discovery): RFC 8414 §3.1 path insertion, then `OpenID` Connect Discovery 1.0
 /// §4 with the well-known segment inserted, then appended; for an issuer without a path, RFC
-/// 8414 then OpenID Connect.
+/// 8414 then `OpenID` Connect.
 pub fn server_metadata_urls(issuer: &Url) -> Vec<String> {
     let origin = issuer.origin().ascii_serialization();
     let path = issuer.path().trim_end_matches('/');
@@ -126,7 +126,7 @@ pub fn server_metadata_members(issuer: &str, meta: &ServerMetadata) -> Vec<Step>
     let member = |name: &str| {
         meta.document
             .get(name)
-            .map(|v| v.to_string())
+            .map(ToString::to_string)
             .unwrap_or_else(|| "absent".into())
     };
     steps.push(

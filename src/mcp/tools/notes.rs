@@ -83,7 +83,7 @@ pub struct SearchNotesInput {
     /// Most results to return (1-50, default 10).
     pub limit: Option<Count<1, 50>>,
     /// The `nextCursor` of a result that was cut to fit: continues it with the results after
-    /// those it held. Give the same project_id and query (limit is then ignored).
+    /// those it held. Give the same `project_id` and query (limit is then ignored).
     pub cursor: Option<Text<1, 200>>,
 }
 
@@ -165,7 +165,7 @@ pub struct SearchResults {
     /// Hits, most relevant first.
     pub results: Vec<SearchHit>,
     /// Present when the result was cut to fit the server's size limit: pass it as `cursor`
-    /// (with the same project_id and query) to get the results after these.
+    /// (with the same `project_id` and query) to get the results after these.
     #[serde(rename = "nextCursor", skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
 }
