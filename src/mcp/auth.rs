@@ -45,14 +45,20 @@ use crate::config::Config;
 use crate::domain::api_key::{address_allowed, last_use_due, parse_allowed};
 use crate::domain::principal::{CredentialKind, Reach};
 use crate::domain::resource::ResourceIndicator;
-use crate::domain::scope::ScopeSet;
+use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::{Secret, TokenKind};
 use crate::store::audit::AuditEvent;
 use crate::store::keys::{KeyGrant, KeyUse};
 use crate::store::oauth::AccessGrant;
 
-/// The scopes every challenge names: all the MCP operations need.
-pub const CHALLENGE_SCOPE: &str = "mcp:read mcp:write";
+/// The scopes every challenge names: all the MCP operations need ([`Scope::resource_scopes`],
+/// space-delimited as RFC 6750 §3 writes them), e.g. `mcp:read mcp:write`.
+pub fn challenge_scope() -> String {
+    Scope::resource_scopes()
+        .map(Scope::as_str)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
 
 /// Largest request body the MCP route reads (JSON-RPC requests are small).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -151,7 +157,7 @@ pub fn check_grant(
     grant: &AccessGrant,
     resource: &ResourceIndicator,
 ) -> Result<ScopeSet, Rejection> {
-    if !resource.matches(&grant.audience) {
+    if !resource.matches(&grant.resource) {
         return Err(Rejection::WrongAudience);
     }
     ScopeSet::parse(&grant.scope).map_err(|_| Rejection::BadScope)
@@ -168,7 +174,7 @@ pub fn unauthorized_challenge(config: &Config, error: Option<&str>) -> String {
             "resource_metadata=\"{}\"",
             config.protected_resource_metadata_url()
         ));
-        params.push(format!("scope=\"{CHALLENGE_SCOPE}\""));
+        params.push(format!("scope=\"{}\"", challenge_scope()));
     } else {
         params.push("realm=\"gatehouse\"".to_string());
     }
@@ -177,7 +183,10 @@ pub fn unauthorized_challenge(config: &Config, error: Option<&str>) -> String {
 
 /// The `WWW-Authenticate` value for a 403 step-up.
 pub fn insufficient_scope_challenge(config: &Config) -> String {
-    let mut value = format!("Bearer error=\"insufficient_scope\", scope=\"{CHALLENGE_SCOPE}\"");
+    let mut value = format!(
+        "Bearer error=\"insufficient_scope\", scope=\"{}\"",
+        challenge_scope()
+    );
     if config.oauth_enabled {
         value.push_str(&format!(
             ", resource_metadata=\"{}\"",
@@ -724,7 +733,7 @@ mod tests {
             account_id: "a".into(),
             client_id: "c".into(),
             scope: "mcp:read".into(),
-            audience: "http://127.0.0.1:8080/mcp".into(),
+            resource: "http://127.0.0.1:8080/mcp".into(),
             issued_at: 0,
             expires_at: 100,
             family_id: "f".into(),
@@ -739,12 +748,12 @@ mod tests {
         assert_eq!(check_grant(&grant(), url).unwrap().to_string(), "mcp:read");
         // One rule for every resource comparison: a trailing slash is another resource.
         let g = AccessGrant {
-            audience: "http://127.0.0.1:8080/mcp/".into(),
+            resource: "http://127.0.0.1:8080/mcp/".into(),
             ..grant()
         };
         assert_eq!(check_grant(&g, url), Err(Rejection::WrongAudience));
         let g = AccessGrant {
-            audience: "http://127.0.0.1:8080/other".into(),
+            resource: "http://127.0.0.1:8080/other".into(),
             ..grant()
         };
         assert_eq!(check_grant(&g, url), Err(Rejection::WrongAudience));

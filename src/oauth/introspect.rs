@@ -36,7 +36,7 @@ pub async fn introspect(
             "scope": g.scope,
             "client_id": g.client_id,
             "sub": g.account_id,
-            "aud": g.audience,
+            "aud": g.resource,
             "exp": g.expires_at,
             "iat": g.issued_at,
             "iss": state.config.issuer,

@@ -201,8 +201,8 @@ pub struct AccessGrant {
     pub client_id: String,
     /// Scopes (space-delimited).
     pub scope: String,
-    /// The audience (RFC 8707 resource) it is bound to.
-    pub audience: String,
+    /// The resource (RFC 8707) it is bound to: its audience.
+    pub resource: String,
     /// Issued at, Unix seconds.
     pub issued_at: i64,
     /// Expiry, Unix seconds.
@@ -268,7 +268,7 @@ async fn insert_tokens(
     family_id: &str,
     account_id: &str,
     client_id: &str,
-    audience: &str,
+    resource: &str,
     new: &NewTokens,
     now: i64,
 ) -> Result<(), StoreError> {
@@ -289,7 +289,7 @@ async fn insert_tokens(
     .bind(account_id)
     .bind(client_id)
     .bind(&new.scope)
-    .bind(audience)
+    .bind(resource)
     .bind(now)
     .bind(new.access_expires_at)
     .execute(&mut **tx)
@@ -761,7 +761,7 @@ impl Store {
             account_id: r.try_get("account_id")?,
             client_id: r.try_get("client_id")?,
             scope,
-            audience: r.try_get("audience")?,
+            resource: r.try_get("audience")?,
             issued_at: r.try_get("created_at")?,
             expires_at: r.try_get("expires_at")?,
             family_id: r.try_get("family_id")?,

@@ -160,13 +160,13 @@ impl Store {
     }
 
     /// Stores an access token (only its SHA-256) for `service` in its family, bound to
-    /// `audience`, with `scope`, expiring at `expires_at` (Unix seconds). No refresh token.
+    /// `resource`, with `scope`, expiring at `expires_at` (Unix seconds). No refresh token.
     pub async fn insert_service_token(
         &self,
         service: &ServiceClient,
         hash: &TokenHash,
         scope: &str,
-        audience: &str,
+        resource: &str,
         now: i64,
         expires_at: i64,
     ) -> Result<(), StoreError> {
@@ -179,7 +179,7 @@ impl Store {
         .bind(&service.account_id)
         .bind(&service.client_id)
         .bind(scope)
-        .bind(audience)
+        .bind(resource)
         .bind(now)
         .bind(expires_at)
         .execute(self.pool())
