@@ -154,6 +154,7 @@ start_gatehouse() { # start_gatehouse NAME DATABASE_URL
   URL[$name]="http://127.0.0.1:$port"
   GATEHOUSE_BIND="127.0.0.1:$port" MCP_SERVER_URL="${URL[$name]}/mcp" DATABASE_URL="$db" \
     GATEHOUSE_BOOTSTRAP_EMAIL="$EMAIL" GATEHOUSE_BOOTSTRAP_PASSWORD="$PASSWORD" \
+    GATEHOUSE_QUOTA_CALLS_PER_HOUR=0 \
     "$GATEHOUSE_BIN" serve >"$WORK/$name.log" 2>&1 &
   PID[$name]=$!
   PIDS+=("$!")
