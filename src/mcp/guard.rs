@@ -139,9 +139,7 @@ fn is_serialized_origin(value: &str) -> bool {
 impl OriginPolicy {
     /// The policy for `config`.
     pub fn new(config: &Config) -> OriginPolicy {
-        let url_is_loopback = Url::parse(&config.mcp_server_url)
-            .ok()
-            .is_some_and(|u| is_loopback_origin(&u));
+        let url_is_loopback = is_loopback_origin(config.resource.url());
         OriginPolicy {
             allowed: config.allowed_origins.clone(),
             loopback: config.bind.ip().is_loopback() || url_is_loopback,
