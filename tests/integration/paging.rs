@@ -192,3 +192,91 @@ async fn a_cut_export_document_is_read_page_by_page_and_reassembles_exactly() {
         assert!(body["error"]["code"].is_i64(), "{bad}: {body}");
     }
 }
+
+#[tokio::test]
+async fn a_note_too_long_for_one_result_is_read_in_parts_to_its_end() {
+    let (app, project, key) = app_with_notes("4096", 1, 20).await;
+    let alice = app
+        .store
+        .account_by_email(&gatehouse::domain::account::Email::parse(ALICE).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    // 19,000 characters with multi-byte letters, quotes and line breaks (the costliest to send).
+    let body: String = (0..1900)
+        .map(|i| format!("é\"{:04}\n\\ab", i % 10_000))
+        .collect::<String>()[..]
+        .chars()
+        .take(19_000)
+        .collect();
+    let note = app
+        .store
+        .create_note(
+            &NewNote {
+                project_id: &project,
+                author_account_id: &alice.id,
+                title: "Long",
+                body: &body,
+                tags: &[],
+            },
+            gatehouse::store::now(),
+        )
+        .await
+        .unwrap();
+    let mut read = String::new();
+    let mut from: Option<u64> = None;
+    let mut parts = 0;
+    loop {
+        let mut args = json!({"project_id": project, "note_id": note.id});
+        if let Some(f) = from {
+            args["body_from"] = json!(f);
+        }
+        let result = call(&app, &key, "get_note", args).await;
+        assert!(
+            serde_json::to_string(&result).unwrap().len() <= 4096,
+            "each part fits the limit"
+        );
+        let sc = ok(&result);
+        assert!(sc.get("truncated").is_none(), "a part is never cut: {sc}");
+        assert_eq!(sc["body_from"], json!(from.unwrap_or(0)));
+        assert_eq!(sc["body_chars"], json!(19_000));
+        read.push_str(sc["body"].as_str().unwrap());
+        parts += 1;
+        match sc.get("next_body_from").and_then(Value::as_u64) {
+            Some(next) => from = Some(next),
+            None => break,
+        }
+        assert!(parts < 1000, "paging ends");
+    }
+    assert!(parts > 5, "the text needed several parts ({parts})");
+    assert_eq!(read, body, "the whole text, once, in order");
+
+    // An offset past the end is refused, naming the length.
+    let past = call(
+        &app,
+        &key,
+        "get_note",
+        json!({"project_id": project, "note_id": note.id, "body_from": 19_001}),
+    )
+    .await;
+    assert_eq!(past["isError"], true, "{past}");
+    assert!(
+        error_text(&past).contains("past the end of the text (19000 characters)"),
+        "{past}"
+    );
+
+    // A note that fits comes whole, with no paging members.
+    let notes = app.store.notes_of_project(&project).await.unwrap();
+    let small = notes.iter().find(|n| n.id != note.id).unwrap();
+    let whole = ok(&call(
+        &app,
+        &key,
+        "get_note",
+        json!({"project_id": project, "note_id": small.id}),
+    )
+    .await);
+    assert_eq!(whole["body"], json!(small.body));
+    for member in ["body_from", "next_body_from", "body_chars"] {
+        assert!(whole.get(member).is_none(), "{member}: {whole}");
+    }
+}

@@ -251,6 +251,50 @@ pub struct GetNoteInput {
     pub project_id: Id,
     /// The note, from `search_notes` or `create_note`.
     pub note_id: Id,
+    /// Where to continue a text too long for one result: the `next_body_from` of the previous
+    /// answer (a character offset, 0-20000). Without it the text is read from its start.
+    pub body_from: Option<Count<0, 20_000>>,
+}
+
+/// The most a result may hold besides the body, in bytes, when `get_note` sizes a page: the
+/// other members three times over (structured, as text, escaped) and room for the resource
+/// link and the envelope.
+fn note_overhead(view: &NoteView) -> usize {
+    3 * serde_json::to_vec(view).map_or(0, |v| v.len()) + 1200
+}
+
+/// The answer of `get_note`: the whole note when it fits `max_bytes`, else the part of its
+/// text from `from` (characters) that surely fits — each character costs at most 8 bytes
+/// across the structured copy and the escaped text copy — with `next_body_from` naming where
+/// the rest starts, so a model reads a long text page by page and loses none of it.
+fn note_page(
+    note: Note,
+    from: Option<usize>,
+    max_bytes: usize,
+) -> Result<ToolOk<NoteView>, ToolError> {
+    let total = note.body.chars().count();
+    let from = from.unwrap_or(0);
+    if from > total {
+        return Err(ToolError::InvalidArguments(format!(
+            "body_from {from} is past the end of the text ({total} characters)"
+        )));
+    }
+    let mut view = NoteView::from(note);
+    let body = std::mem::take(&mut view.body);
+    let whole_fits = from == 0 && note_overhead(&view) + 8 * body.len() <= max_bytes;
+    if whole_fits {
+        view.body = body;
+    } else {
+        view.body_from = Some(from);
+        view.body_chars = Some(total);
+        view.next_body_from = Some(total);
+        let budget = (max_bytes.saturating_sub(note_overhead(&view)) / 8).max(1);
+        let end = total.min(from + budget);
+        view.body = body.chars().skip(from).take(end - from).collect();
+        view.next_body_from = (end < total).then_some(end);
+    }
+    let (uri, title) = (view.uri.clone(), view.title.clone());
+    Ok(ToolOk::new(view).link(uri, title))
 }
 
 /// `get_note`.
@@ -259,7 +303,7 @@ pub fn get_note() -> ToolDef {
         ToolSpec {
             name: "get_note",
             title: "Read a note",
-            description: "Returns one note in full: title, text, tags and when it was created and last changed.",
+            description: "Returns one note: title, text, tags and when it was created and last changed. A text too long for one answer comes in parts: the answer then carries next_body_from; call get_note again with body_from set to it until no next_body_from is returned.",
             scope: Scope::McpRead,
             read_only: true,
             idempotent: true,
@@ -275,7 +319,8 @@ pub fn get_note() -> ToolDef {
                 .note(&project.project_id, input.note_id.as_str())
                 .await?
                 .ok_or_else(|| note_not_found(input.note_id.as_str()))?;
-            Ok::<_, ToolError>(note_answer(note))
+            let from = input.body_from.map(|c| c.get() as usize);
+            note_page(note, from, ctx.state.config.max_result_bytes)
         },
     )
 }
