@@ -283,7 +283,7 @@ pub async fn read(
                 .map_err(internal)?
                 .ok_or_else(|| not_found(uri))?;
             let rest = format!(
-                "The note is longer than one result may be: read its text in parts with the tool get_note (project_id \"{project_id}\", note_id \"{note_id}\"), passing each answer's next_body_from as body_from, or whole in the project's console: {}/projects/{project_id}",
+                "Too long for one result: get_note returns the text in parts (body_from = next_body_from); whole in the console: {}/projects/{project_id}",
                 app.config.frontend_url
             );
             let view = NoteView::from(note);
