@@ -157,7 +157,8 @@ impl Store {
             .max_connections(max)
             .test_before_acquire(false)
             .idle_timeout(IDLE_TIMEOUT)
-            .acquire_timeout(Duration::from_secs(5));
+            .acquire_timeout(Duration::from_secs(5))
+            .after_release(|conn, _meta| Box::pin(roll_back_if_inside_a_transaction(conn)));
         let options = if backend == Backend::Sqlite {
             options.after_connect(|conn, _meta| {
                 Box::pin(async move {
@@ -206,12 +207,32 @@ impl Store {
     /// taken at the start (waiting up to the busy timeout), so a transaction that reads before
     /// it writes cannot fail at once with `SQLITE_BUSY` because another connection committed
     /// in between (a deferred transaction cannot wait for that case). On `PostgreSQL`, `BEGIN`.
+    ///
+    /// The beginning runs to its end in a task of its own, even when the caller is dropped
+    /// (its request cancelled by a client that went away, or by a timeout). sqlx hands a
+    /// transaction back only after `BEGIN` ran, and a beginning dropped in between left its
+    /// connection in the pool inside the transaction (on `SQLite`, holding the write lock:
+    /// every later write failed `database is locked` or `attempted to call begin_with at
+    /// non-zero transaction depth`). Here the begun transaction is always handed to someone:
+    /// the caller, or, when the caller is gone, the task, which drops it, and a dropped
+    /// [`sqlx::Transaction`] rolls back before its connection is used again. The pool's
+    /// release check ([`roll_back_if_inside_a_transaction`]) catches any other way back.
     pub(crate) async fn begin_write(
         &self,
     ) -> Result<sqlx::Transaction<'static, sqlx::Any>, sqlx::Error> {
-        match self.backend {
-            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
-            Backend::Postgres => self.pool.begin().await,
+        let pool = self.pool.clone();
+        let backend = self.backend;
+        let begin = tokio::spawn(async move {
+            match backend {
+                Backend::Sqlite => pool.begin_with("BEGIN IMMEDIATE").await,
+                Backend::Postgres => pool.begin().await,
+            }
+        });
+        match begin.await {
+            Ok(begun) => begun,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Only when the runtime shuts down.
+            Err(_) => Err(sqlx::Error::WorkerCrashed),
         }
     }
 
@@ -252,6 +273,23 @@ impl Store {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// The pool's check of a connection given back (sqlx `after_release`): one still inside a
+/// transaction is rolled back before anyone else gets it; if the rollback fails, the pool
+/// closes the connection (which ends its transaction) instead of keeping it. A dropped
+/// [`sqlx::Transaction`] has queued its rollback already (on `SQLite` the connection's worker
+/// runs it before this one, which then finds nothing left to do); this catches a connection
+/// that came back inside a transaction any other way.
+async fn roll_back_if_inside_a_transaction(
+    conn: &mut sqlx::AnyConnection,
+) -> Result<bool, sqlx::Error> {
+    use sqlx::TransactionManager;
+    use sqlx::any::AnyTransactionManager;
+    while AnyTransactionManager::get_transaction_depth(conn) > 0 {
+        AnyTransactionManager::rollback(conn).await?;
+    }
+    Ok(true)
 }
 
 /// How long an idle pooled connection is kept before it is closed (above the pool's minimum).
@@ -415,6 +453,132 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(n, 11);
+    }
+
+    /// Whether another connection finds `SQLite`'s write lock taken (it does not wait).
+    async fn write_lock_is_held(url: &str) -> bool {
+        use sqlx::Connection;
+        let mut other = sqlx::AnyConnection::connect(url).await.unwrap();
+        other.execute("PRAGMA busy_timeout = 0").await.unwrap();
+        let held = match other.execute("BEGIN IMMEDIATE").await {
+            Ok(_) => {
+                other.execute("ROLLBACK").await.unwrap();
+                false
+            }
+            Err(_) => true,
+        };
+        other.close().await.unwrap();
+        held
+    }
+
+    /// Every connection the pool can hold, taken at once: each begins a write transaction,
+    /// writes and commits. A connection left inside a transaction fails here, either itself
+    /// (`attempted to call begin_with at non-zero transaction depth`) or by holding `SQLite`'s
+    /// write lock against the others ("database is locked").
+    async fn write_on_every_pooled_connection(store: &Store) {
+        use sqlx::Connection;
+        let max = store.pool().options().get_max_connections();
+        let mut conns = Vec::new();
+        for _ in 0..max {
+            conns.push(store.pool().acquire().await.unwrap());
+        }
+        for (i, conn) in conns.iter_mut().enumerate() {
+            let statement = match store.backend() {
+                Backend::Sqlite => "BEGIN IMMEDIATE",
+                Backend::Postgres => "BEGIN",
+            };
+            let mut tx = tokio::time::timeout(
+                Duration::from_secs(20),
+                Connection::begin_with(&mut **conn, statement),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("connection {i}: begin waited past 20 s"))
+            .unwrap_or_else(|e| panic!("connection {i} of {max}: {e}"));
+            sqlx::query("INSERT INTO counter (n) VALUES (1)")
+                .execute(&mut *tx)
+                .await
+                .unwrap_or_else(|e| panic!("connection {i} of {max}: {e}"));
+            tx.commit().await.unwrap();
+        }
+    }
+
+    /// Regression (docs/reliability.md, "a `SQLite` connection left inside a write
+    /// transaction"): a write transaction's future dropped (its request cancelled) just after
+    /// `BEGIN IMMEDIATE` took the write lock, before the transaction was handed back, must not
+    /// return its connection to the pool inside the transaction.
+    #[tokio::test]
+    async fn a_write_transaction_dropped_while_beginning_leaves_no_connection_inside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
+        let store = Store::connect(&url).await.unwrap();
+        sqlx::query("CREATE TABLE counter (n INTEGER NOT NULL)")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        // Twenty times: poll a beginning until SQLite shows the write lock taken, then once
+        // more (the transaction is begun but not yet handed back), then drop it, as a cancelled
+        // request drops its handler; then write on every pooled connection. (A beginning that
+        // finishes first is dropped as a transaction.)
+        for _ in 0..20 {
+            let mut begin = Box::pin(store.begin_write());
+            for _ in 0..1000 {
+                tokio::select! {
+                    biased;
+                    tx = &mut begin => {
+                        drop(tx.unwrap());
+                        break;
+                    }
+                    () = std::future::ready(()) => {}
+                }
+                if write_lock_is_held(&url).await {
+                    tokio::select! {
+                        biased;
+                        tx = &mut begin => drop(tx.unwrap()),
+                        () = std::future::ready(()) => {}
+                    }
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            drop(begin);
+            write_on_every_pooled_connection(&store).await;
+        }
+    }
+
+    /// Write transactions cancelled at random points (mid-begin, mid-statement, mid-commit)
+    /// and failing ones (a statement refused) while others write: afterwards every pooled
+    /// connection writes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancelled_and_failed_write_transactions_leave_every_connection_usable() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
+        let store = Store::connect(&url).await.unwrap();
+        sqlx::query("CREATE TABLE counter (n INTEGER NOT NULL)")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..400u64 {
+            let store = store.clone();
+            tasks.spawn(async move {
+                let write = async {
+                    let mut tx = store.begin_write().await?;
+                    sqlx::query("INSERT INTO counter (n) VALUES (1)")
+                        .execute(&mut *tx)
+                        .await?;
+                    if i % 7 == 0 {
+                        sqlx::query("INSERT INTO no_such_table (n) VALUES (1)")
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    tx.commit().await
+                };
+                let _ =
+                    tokio::time::timeout(Duration::from_micros(50 + (i * 97) % 3000), write).await;
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+        write_on_every_pooled_connection(&store).await;
     }
 
     #[test]
