@@ -7,6 +7,7 @@ mod helpers;
 
 mod audit;
 mod cache;
+mod cancelled_writes;
 mod cimd;
 mod cli_audit;
 mod config_startup;
