@@ -26,10 +26,12 @@ fuzz_target!(|data: &[u8]| {
                     ("state", params.get("state").map_or("", |s| s)),
                 ],
             );
-            // Not asserted yet: for a URI with bare `%` or raw non-ASCII (which
-            // `validate_registration` accepts today) the redirect is a re-encoded form of it;
-            // see docs/reliability.md, open findings.
-            let _ = url;
+            // The client is sent to the very string it registered, its parameters after it.
+            assert!(url.starts_with(uri.as_str()), "{uri} -> {url}");
+            assert!(
+                matches!(url.as_bytes().get(uri.len()), Some(b'?' | b'&' | b'c')),
+                "{uri} -> {url}"
+            );
         }
     }
     if let Some(client_id) = params.get("client_id") {

@@ -336,6 +336,16 @@ mod tests {
         let bad_uri = json!({"client_id": id, "client_name": "App", "redirect_uris": ["javascript:alert(1)"]});
         assert!(validate_document(id, bad_uri.to_string().as_bytes()).is_err());
         assert!(validate_document(id, b"[1,2]").is_err());
+        // RFC 3986 §2.1, §2.4: a bare `%` or a raw non-ASCII character is no URI.
+        for uri in [
+            "cc:c%%W\u{FFFD}",
+            "https://a.example/caf\u{e9}",
+            "http://127.0.0.1/cb%",
+        ] {
+            let doc = json!({"client_id": id, "client_name": "App", "redirect_uris": [uri]});
+            let err = validate_document(id, doc.to_string().as_bytes()).unwrap_err();
+            assert!(err.to_string().contains("RFC 3986"), "{uri}: {err}");
+        }
     }
 
     #[test]

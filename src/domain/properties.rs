@@ -5,9 +5,10 @@
 use proptest::prelude::*;
 
 use super::pkce::{is_valid_challenge, is_valid_verifier, s256_challenge, verify_s256};
-use super::redirect_uri::{matches, validate_registration};
+use super::redirect_uri::{matches, uses_only_uri_characters, validate_registration};
 use super::scope::{Scope, ScopeSet};
 use super::successor::{open, seal};
+use crate::oauth::authorize::redirect_url;
 
 fn host() -> impl Strategy<Value = String> {
     "[a-z][a-z0-9]{0,9}(\\.[a-z]{2,6}){1,2}"
@@ -19,6 +20,26 @@ fn path() -> impl Strategy<Value = String> {
 
 fn https_uri() -> impl Strategy<Value = String> {
     (host(), path()).prop_map(|(h, p)| format!("https://{h}{p}"))
+}
+
+/// A candidate redirect URI: a scheme and authority of each accepted form, then a tail of
+/// URI characters mixed with characters RFC 3986 does not allow (non-ASCII, space, double
+/// quote, backtick, `<>^{|}`) and bare `%`.
+fn redirect_candidate() -> impl Strategy<Value = String> {
+    (
+        prop_oneof![
+            Just("https://good.example"),
+            Just("HTTPS://Good.Example:443"),
+            Just("http://127.0.0.1:3000"),
+            Just("http://localhost"),
+            Just("http://[::1]:8080"),
+            Just("cursor://anysphere.cursor-retrieval"),
+            Just("com.example.app:"),
+            Just("cc:"),
+        ],
+        "[a-zA-Z0-9%:/?@!$&'()*+,;=._~\\-\\[\\]\"<>^`{|} \u{80}-\u{10FFFF}]{0,24}",
+    )
+        .prop_map(|(head, tail)| format!("{head}{tail}"))
 }
 
 fn verifier() -> impl Strategy<Value = String> {
@@ -48,6 +69,45 @@ proptest! {
         let (h, p) = rest.split_once('/').map_or((rest, ""), |(h, p)| (h, p));
         let with_port = format!("https://{}:443/{}", h.to_ascii_uppercase(), p);
         prop_assert!(matches(&uri, &with_port), "{} vs {}", uri, with_port);
+    }
+
+    // RFC 3986 §2: a redirect URI accepted at registration is made of URI characters only,
+    // and the client is sent to that very string with the parameters appended to its query
+    // (RFC 6749 §4.1.2, RFC 9207 §2), which a URL parser reads back.
+    #[test]
+    fn an_accepted_redirect_uri_is_sent_back_unchanged(
+        uri in redirect_candidate(),
+        state in "[ -~\u{80}-\u{10FFFF}]{0,12}",
+    ) {
+        if validate_registration(&uri).is_ok() {
+            prop_assert!(uses_only_uri_characters(&uri), "{}", uri);
+            let url = redirect_url(&uri, "https://issuer.example", &[("code", "c"), ("state", &state)]);
+            prop_assert!(url.starts_with(&uri), "{} -> {}", uri, url);
+            let parsed = url::Url::parse(&url);
+            prop_assert!(parsed.is_ok(), "{}", url);
+            let pairs: Vec<(String, String)> = parsed.unwrap().query_pairs().into_owned().collect();
+            let last: Vec<(&str, &str)> = pairs.iter().rev().take(3).rev().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            prop_assert_eq!(last, vec![("code", "c"), ("state", state.as_str()), ("iss", "https://issuer.example")]);
+        }
+    }
+
+    // RFC 3986 §2.1, §2.4, Appendix A: a bare `%` or a character outside the URI characters
+    // anywhere in a redirect URI of any form is refused at registration.
+    #[test]
+    fn a_redirect_uri_with_a_character_rfc_3986_does_not_allow_is_refused(
+        uri in https_uri(),
+        at in any::<prop::sample::Index>(),
+        bad in prop_oneof!["[ \"<>^`{|}\u{80}-\u{10FFFF}]", "%[g-zG-Z%]", "%[0-9a-fA-F][g-zG-Z%]"],
+    ) {
+        let cut = "https://".len() + at.index(uri.len() - "https://".len());
+        for head in ["", "http://127.0.0.1:3000/cb", "com.example.app:/cb"] {
+            let candidate = if head.is_empty() {
+                format!("{}{}{}", &uri[..cut], bad, &uri[cut..])
+            } else {
+                format!("{head}{bad}")
+            };
+            prop_assert!(validate_registration(&candidate).is_err(), "{}", candidate);
+        }
     }
 
     // No prefix, suffix, query, fragment, other host or other port matches.

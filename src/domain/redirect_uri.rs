@@ -105,10 +105,44 @@ pub enum RedirectUriError {
     /// RFC 8252 §8.3).
     #[error("http redirect URIs are only allowed on loopback hosts (127.0.0.1, [::1], localhost)")]
     HttpNotLoopback,
+    /// A character RFC 3986 (§2, Appendix A) does not allow in a URI — a non-ASCII
+    /// character, a space, a control, a double quote, a backslash, a backtick or one of `<>^{|}`
+    /// — or a `%` not followed by two hex
+    /// digits (§2.1, §2.4). URL parsers percent-encode such characters, so the client would
+    /// be sent to another string than the one it registered.
+    #[error(
+        "redirect URI must be an RFC 3986 URI: only ASCII letters, digits and -._~:/?#[]@!$&'()*+,;= and % followed by two hex digits (percent-encode anything else)"
+    )]
+    NotUriCharacter,
     /// Port 0, which no listener has: it is the "any port" of a bind call (RFC 6335 §6), not a
     /// port a native app's loopback redirect can be received on (RFC 8252 §7.3).
     #[error("redirect URI port must not be 0")]
     PortZero,
+}
+
+/// Whether `uri` is made only of the characters RFC 3986 allows in a URI (§2.2 reserved,
+/// §2.3 unreserved), each `%` starting a percent-encoded octet of two hex digits (§2.1): no
+/// non-ASCII character, space, control, double quote, backslash, backtick or `<>^{|}`. Such a
+/// string stays the same byte for
+/// byte when a URL parser reads and writes it back, apart from the normalizations of
+/// RFC 3986 §6.
+pub fn uses_only_uri_characters(uri: &str) -> bool {
+    let bytes = uri.as_bytes();
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'%' => {
+                let hex = |j: usize| bytes.get(j).is_some_and(u8::is_ascii_hexdigit);
+                if !(hex(i + 1) && hex(i + 2)) {
+                    return false;
+                }
+                i += 3;
+            }
+            b if b.is_ascii_alphanumeric() || b"-._~:/?#[]@!$&'()*+,;=".contains(&b) => i += 1,
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// Checks a redirect URI a client registers (RFC 7591 §2). Accepted:
@@ -116,7 +150,9 @@ pub enum RedirectUriError {
 /// ([`is_loopback_host`], RFC 8252 §7.3); private-use schemes of native apps
 /// such as `cursor://…` or `com.example.app:/cb` (RFC 8252 §7.1). Refused,
 /// with the matching [`RedirectUriError`]: more than 2000 bytes, whitespace,
-/// control characters or backslashes, relative URIs, fragments, userinfo, port 0,
+/// control characters or backslashes, any other character RFC 3986 does not allow
+/// ([`uses_only_uri_characters`]: non-ASCII, a double quote, a backtick, `<>^{|}`, a `%` not
+/// followed by two hex digits), relative URIs, fragments, userinfo, port 0,
 /// the schemes `javascript data file vbscript about blob ftp ws wss chrome view-source mailto
 /// tel sms filesystem`, and
 /// `http` on any other host.
@@ -141,14 +177,18 @@ pub fn validate_registration(uri: &str) -> Result<(), RedirectUriError> {
         return Err(RedirectUriError::PortZero);
     }
     match url.scheme() {
-        "https" => Ok(()),
-        "http" if is_http_loopback(uri) => Ok(()),
-        "http" => Err(RedirectUriError::HttpNotLoopback),
+        "https" => {}
+        "http" if is_http_loopback(uri) => {}
+        "http" => return Err(RedirectUriError::HttpNotLoopback),
         scheme if is_dangerous_scheme(scheme) => {
-            Err(RedirectUriError::ForbiddenScheme(scheme.to_owned()))
+            return Err(RedirectUriError::ForbiddenScheme(scheme.to_owned()));
         }
-        _ => Ok(()),
+        _ => {}
     }
+    if !uses_only_uri_characters(uri) {
+        return Err(RedirectUriError::NotUriCharacter);
+    }
+    Ok(())
 }
 
 /// True if a raw `http://` URI (scheme in any case) names a loopback host, whatever its
@@ -300,6 +340,75 @@ mod tests {
             "com.example.app:/oauth2redirect",
         ] {
             assert_eq!(validate_registration(uri), Ok(()), "{uri}");
+        }
+    }
+
+    /// Regression (fuzzing, `authorize_query`): RFC 3986 §2.1, §2.4 and Appendix A make a
+    /// bare `%` and a raw non-ASCII character invalid in a URI; registered, they were sent back
+    /// percent-re-encoded, another string than the one registered. Refused for every form.
+    #[test]
+    fn registration_refuses_characters_rfc_3986_does_not_allow() {
+        for uri in [
+            "cc:c%%W\u{FFFD}",
+            "cc:c%",
+            "com.example.app:/cb%",
+            "com.example.app:/cb%4",
+            "com.example.app:/cb%zz",
+            "com.example.app:/caf\u{e9}",
+            "cursor://anysphere.cursor-retrieval/oauth/callback%g0",
+            "https://good.example/cb%",
+            "https://good.example/cb?x=%2",
+            "https://good.example/caf\u{e9}",
+            "https://b\u{fc}cher.example/cb",
+            "https://good.example/cb?x=\u{fc}",
+            "http://127.0.0.1:3000/cb%",
+            "http://localhost/\u{65e5}\u{672c}",
+            "http://[::1]/cb?x=%%",
+        ] {
+            assert_eq!(
+                validate_registration(uri),
+                Err(RedirectUriError::NotUriCharacter),
+                "{uri}"
+            );
+        }
+        for c in ['"', '<', '>', '^', '`', '{', '|', '}'] {
+            for uri in [
+                format!("https://good.example/c{c}b"),
+                format!("http://127.0.0.1/cb?x={c}"),
+                format!("com.example.app:/c{c}b"),
+            ] {
+                assert_eq!(
+                    validate_registration(&uri),
+                    Err(RedirectUriError::NotUriCharacter),
+                    "{uri}"
+                );
+            }
+        }
+        // Percent-encoded, the same characters are welcome.
+        for uri in [
+            "https://good.example/caf%C3%A9",
+            "https://good.example/cb?x=%7B%7D&y=%25",
+            "http://127.0.0.1:3000/cb?q=%e2%82%ac",
+            "com.example.app:/c%7Cb",
+            "cursor://anysphere.cursor-retrieval/oauth/callback?a=1&b=(2)*3;c=$!'",
+            "http://[::1]:8080/cb",
+        ] {
+            assert_eq!(validate_registration(uri), Ok(()), "{uri}");
+        }
+    }
+
+    #[test]
+    fn uri_characters_are_those_of_rfc_3986() {
+        let allowed: String = ('\0'..='\u{7f}')
+            .filter(|c| c.is_ascii_alphanumeric() || "-._~:/?#[]@!$&'()*+,;=".contains(*c))
+            .collect();
+        assert!(uses_only_uri_characters(&allowed));
+        assert!(uses_only_uri_characters("%00%ff%AB"));
+        assert!(uses_only_uri_characters(""));
+        for bad in [
+            "%", "%a", "a%", "%%41", "%g1", "a b", "\u{7f}", "\t", "\u{e9}", "\\",
+        ] {
+            assert!(!uses_only_uri_characters(bad), "{bad:?}");
         }
     }
 

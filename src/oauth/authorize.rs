@@ -15,7 +15,7 @@ use crate::domain::authorization::AuthorizationErrorCode;
 use crate::domain::authorization::AuthorizationErrorCode as Code;
 use crate::domain::client::ClientId;
 use crate::domain::pkce::is_valid_challenge;
-use crate::domain::redirect_uri::matches;
+use crate::domain::redirect_uri::{matches, uses_only_uri_characters};
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::{Secret, TokenKind};
 use crate::domain::text::check_line;
@@ -260,8 +260,35 @@ pub fn consent_covers(granted: &str, requested: &ScopeSet) -> bool {
         .all(|s| granted.satisfies(s))
 }
 
-/// `redirect_uri` with `params` and `iss` appended to its query (RFC 9207 §2).
+/// `redirect_uri` with `params` and `iss` appended to its query (RFC 9207 §2) in the
+/// `application/x-www-form-urlencoded` format, its own query kept (RFC 6749 §3.1.2, §4.1.2).
+///
+/// A redirect URI made only of RFC 3986 characters and without a fragment (every URI
+/// registered since registration refuses others, and every requested URI that matches one
+/// registered) is kept byte for byte: the client is sent to the very string it registered, not
+/// to a parser's normal form of it (case of the scheme and host, default port, dot segments).
+/// Anything else (a URI stored before that rule) is read and written back by a URL parser,
+/// which percent-encodes what RFC 3986 does not allow.
 pub fn redirect_url(redirect_uri: &str, issuer: &str, params: &[(&str, &str)]) -> String {
+    if uses_only_uri_characters(redirect_uri) && !redirect_uri.contains('#') {
+        let mut url = String::with_capacity(redirect_uri.len() + 64);
+        url.push_str(redirect_uri);
+        // Where the query starts; the serializer puts `&` before the pairs when it is not
+        // empty.
+        let query_start = match redirect_uri.find('?') {
+            Some(at) => at + 1,
+            None => {
+                url.push('?');
+                url.len()
+            }
+        };
+        let mut query = url::form_urlencoded::Serializer::for_suffix(url, query_start);
+        for (k, v) in params {
+            query.append_pair(k, v);
+        }
+        query.append_pair("iss", issuer);
+        return query.finish();
+    }
     match Url::parse(redirect_uri) {
         Ok(mut url) => {
             {
@@ -412,4 +439,56 @@ pub async fn deny(
         Code::AccessDenied,
         "the user denied the request",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ISSUER: &str = "https://issuer.example";
+
+    #[test]
+    fn the_redirect_is_the_registered_string_with_the_parameters_after_it() {
+        for (uri, expected) in [
+            (
+                "https://good.example/cb",
+                "https://good.example/cb?code=c+1&state=a%26b&iss=https%3A%2F%2Fissuer.example",
+            ),
+            (
+                "https://good.example/cb?x=1",
+                "https://good.example/cb?x=1&code=c+1&state=a%26b&iss=https%3A%2F%2Fissuer.example",
+            ),
+            (
+                "https://good.example/cb?",
+                "https://good.example/cb?code=c+1&state=a%26b&iss=https%3A%2F%2Fissuer.example",
+            ),
+            // Not rewritten into a parser's normal form (RFC 3986 §6): the client gets back the
+            // string it registered.
+            (
+                "HTTPS://Good.Example:443/a/../cb",
+                "HTTPS://Good.Example:443/a/../cb?code=c+1&state=a%26b&iss=https%3A%2F%2Fissuer.example",
+            ),
+            (
+                "http://127.0.0.1:33418",
+                "http://127.0.0.1:33418?code=c+1&state=a%26b&iss=https%3A%2F%2Fissuer.example",
+            ),
+            (
+                "com.example.app:/cb%7C",
+                "com.example.app:/cb%7C?code=c+1&state=a%26b&iss=https%3A%2F%2Fissuer.example",
+            ),
+        ] {
+            assert_eq!(
+                redirect_url(uri, ISSUER, &[("code", "c 1"), ("state", "a&b")]),
+                expected
+            );
+        }
+    }
+
+    #[test]
+    fn a_uri_stored_before_the_character_rule_is_sent_percent_encoded() {
+        assert_eq!(
+            redirect_url("cc:c%%W\u{FFFD}", ISSUER, &[("code", "c")]),
+            "cc:c%%W%EF%BF%BD?code=c&iss=https%3A%2F%2Fissuer.example"
+        );
+    }
 }

@@ -167,3 +167,58 @@ async fn registration_errors_name_the_problem() {
         "invalid_client_metadata"
     );
 }
+
+/// Regression (fuzzing, `authorize_query`; docs/reliability.md): RFC 3986 §2.1, §2.4 and
+/// Appendix A make a bare `%` and a raw non-ASCII character (or a space, a double quote, a
+/// backtick, `<>^{|}`) invalid in a URI. Such a redirect URI is refused in every form (private-use scheme, https, loopback
+/// http) with `invalid_redirect_uri` (RFC 7591 §3.2.2); percent-encoded it is welcome, and the
+/// client is then sent back to the very string it registered.
+#[tokio::test]
+async fn registration_refuses_redirect_uris_with_characters_rfc_3986_does_not_allow() {
+    let app = spawn_app().await;
+    for uri in [
+        "cc:c%%W\u{FFFD}",
+        "com.example.app:/cb%",
+        "cursor://anysphere.cursor-retrieval/oauth/callback%4",
+        "https://app.example/caf\u{e9}",
+        "https://app.example/cb?x=%zz",
+        "http://127.0.0.1:3000/c|b",
+        "http://localhost/cb?q={x}",
+    ] {
+        let (s, b) = register(
+            &app,
+            json!({"redirect_uris": [uri], "token_endpoint_auth_method": "none"}),
+        )
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {b}");
+        assert_eq!(b["error"], "invalid_redirect_uri", "{uri}: {b}");
+        assert!(
+            b["error_description"]
+                .as_str()
+                .unwrap()
+                .contains("RFC 3986"),
+            "{uri}: {b}"
+        );
+    }
+
+    let registered = "HTTP://127.0.0.1:7777/caf%C3%A9/./cb?from=%7Bapp%7D";
+    let client_id = register_public(&app, &[registered]).await;
+    let (_, challenge) = pkce();
+    let browser = signed_in_browser(&app).await;
+    let loc = walk(
+        &app,
+        &browser,
+        &authorize_url(
+            &app,
+            &client_id,
+            &challenge,
+            &[("redirect_uri", registered)],
+        ),
+        "approve",
+    )
+    .await;
+    assert!(
+        loc.starts_with(&format!("{registered}&code=")),
+        "the registered string, then the parameters: {loc}"
+    );
+}
