@@ -25,9 +25,16 @@ use super::{Store, StoreError};
 pub const AUDIT_QUEUE_CAPACITY: usize = 1024;
 /// Most rows the writer commits in one transaction.
 pub const AUDIT_BATCH_MAX: usize = 256;
-/// How often the writer tries a batch before it gives up on it (logging how many rows it lost),
-/// waiting 50 ms, then twice as long before each further try.
+/// How often the writer tries a batch in a row (a try that finds the database busy, `database
+/// is locked`, or failing ends in a rollback), waiting 50 ms, then twice as long before each
+/// further try. A batch that fails every try is not dropped: its rows are kept
+/// ([`AUDIT_KEPT_MAX`]) and tried again after [`AUDIT_RETRY_PAUSE`] or with the next batch.
 const AUDIT_BATCH_TRIES: u32 = 5;
+/// How long the writer waits before it tries kept rows again when no new row comes.
+const AUDIT_RETRY_PAUSE: Duration = Duration::from_secs(1);
+/// Most rows the writer keeps for a later try while the database refuses them; beyond that
+/// the oldest are given up on (logged with their count), so that memory stays bounded.
+pub const AUDIT_KEPT_MAX: usize = AUDIT_QUEUE_CAPACITY;
 
 /// One audit record to write.
 #[derive(Debug, Clone, Default)]
@@ -132,9 +139,10 @@ pub struct AuditWriter {
 }
 
 impl AuditWriter {
-    /// Stops taking rows and returns once every row queued before the call is committed (or its
-    /// batch given up on after [`AUDIT_BATCH_TRIES`] tries, logged). Rows offered afterwards are
-    /// written directly by their callers.
+    /// Stops taking rows and returns once every row queued (or kept after a refused batch)
+    /// before the call is committed, or refused by the database through a last round of
+    /// [`AUDIT_BATCH_TRIES`] tries (logged as lost). Rows offered afterwards are written
+    /// directly by their callers.
     pub async fn drain(self) {
         let _ = self.stop.send(());
         if let Err(e) = self.task.await {
@@ -144,28 +152,43 @@ impl AuditWriter {
 }
 
 /// The writer task: commits what the queue holds, up to [`AUDIT_BATCH_MAX`] rows per
-/// transaction, until `stop` fires (or its sender is dropped); then closes the queue and commits
-/// what is left. The queue is bounded and closed before the last loop, so that loop ends.
+/// transaction (with the rows kept from batches the database refused), until `stop` fires (or
+/// its sender is dropped); kept rows are tried again every [`AUDIT_RETRY_PAUSE`] meanwhile.
+/// Then it closes the queue, commits what is left and tries the kept rows a last time. The
+/// queue is bounded and closed before the last loop, so that loop ends.
 async fn write_batches(
     store: Store,
     mut rx: mpsc::Receiver<Queued>,
     mut stop: oneshot::Receiver<()>,
 ) {
     let mut batch = Vec::with_capacity(AUDIT_BATCH_MAX);
+    let mut kept = Vec::new();
     loop {
         tokio::select! {
             n = rx.recv_many(&mut batch, AUDIT_BATCH_MAX) => {
                 if n == 0 {
-                    return;
+                    break;
                 }
-                store.commit_batch(&mut batch).await;
+                store.commit_batch(&mut batch, &mut kept).await;
+            }
+            () = tokio::time::sleep(AUDIT_RETRY_PAUSE), if !kept.is_empty() => {
+                store.commit_batch(&mut batch, &mut kept).await;
             }
             _ = &mut stop => break,
         }
     }
     rx.close();
     while rx.recv_many(&mut batch, AUDIT_BATCH_MAX).await > 0 {
-        store.commit_batch(&mut batch).await;
+        store.commit_batch(&mut batch, &mut kept).await;
+    }
+    if !kept.is_empty() {
+        store.commit_batch(&mut batch, &mut kept).await;
+    }
+    if !kept.is_empty() {
+        tracing::error!(
+            rows = kept.len(),
+            "tool-call audit records lost: the database refused them until the writer stopped"
+        );
     }
 }
 
@@ -209,40 +232,53 @@ impl Store {
         }
     }
 
-    /// Commits the rows of `batch` in one transaction, tells the flush requests in it, and
-    /// empties it.
-    async fn commit_batch(&self, batch: &mut Vec<Queued>) {
-        let rows: Vec<&QueuedEvent> = batch
-            .iter()
-            .filter_map(|q| match q {
-                Queued::Row(row) => Some(row),
-                Queued::Flush(_) => None,
-            })
-            .collect();
-        if !rows.is_empty() {
+    /// Commits the rows kept from earlier batches and those of `batch` in one transaction,
+    /// trying [`AUDIT_BATCH_TRIES`] times; tells the flush requests of `batch`, and empties it.
+    /// Rows the database refused every time stay in `kept` (at most [`AUDIT_KEPT_MAX`], the
+    /// oldest given up on beyond that, logged) for the writer's next try.
+    async fn commit_batch(&self, batch: &mut Vec<Queued>, kept: &mut Vec<QueuedEvent>) {
+        let mut flushes = Vec::new();
+        for queued in batch.drain(..) {
+            match queued {
+                Queued::Row(row) => kept.push(row),
+                Queued::Flush(done) => flushes.push(done),
+            }
+        }
+        if !kept.is_empty() {
             let mut wait = Duration::from_millis(50);
             for attempt in 1..=AUDIT_BATCH_TRIES {
-                match self.insert_audit_rows(&rows).await {
-                    Ok(()) => break,
+                match self.insert_audit_rows(kept).await {
+                    Ok(()) => {
+                        kept.clear();
+                        break;
+                    }
                     Err(e) if attempt == AUDIT_BATCH_TRIES => {
-                        tracing::error!(rows = rows.len(), error = %e, "could not write tool-call audit records");
+                        tracing::error!(rows = kept.len(), error = %e, "could not write tool-call audit records; keeping them for a later try");
                     }
                     Err(e) => {
-                        tracing::warn!(rows = rows.len(), attempt, error = %e, "tool-call audit batch failed; trying again");
+                        tracing::warn!(rows = kept.len(), attempt, error = %e, "tool-call audit batch failed; trying again");
                         tokio::time::sleep(wait).await;
                         wait *= 2;
                     }
                 }
             }
-        }
-        for queued in batch.drain(..) {
-            if let Queued::Flush(done) = queued {
-                let _ = done.send(());
+            if kept.len() > AUDIT_KEPT_MAX {
+                let lost = kept.len() - AUDIT_KEPT_MAX;
+                kept.drain(..lost);
+                tracing::error!(
+                    rows = lost,
+                    "tool-call audit records lost: more refused rows than the writer keeps"
+                );
             }
+        }
+        for done in flushes {
+            let _ = done.send(());
         }
     }
 
-    async fn insert_audit_rows(&self, rows: &[&QueuedEvent]) -> Result<(), StoreError> {
+    /// Inserts `rows` in one write transaction; on an error the transaction is dropped, which
+    /// rolls it back ([`Store::begin_write`]).
+    async fn insert_audit_rows(&self, rows: &[QueuedEvent]) -> Result<(), StoreError> {
         let mut tx = self.begin_write().await?;
         for row in rows {
             sqlx::query(INSERT_AUDIT)

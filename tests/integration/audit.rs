@@ -219,3 +219,69 @@ async fn a_full_queue_makes_callers_wait_and_drops_nothing() {
         i64::try_from(total + 1).unwrap()
     );
 }
+
+/// Rows of a batch the database refused on every try (here the table is away, as a database
+/// that stays locked would refuse them) are kept, not dropped, and written once the database
+/// takes them again; afterwards every pooled connection still writes (no transaction left
+/// open by the failed tries).
+#[tokio::test]
+async fn rows_the_database_refused_are_kept_and_written_later() {
+    let db = TestDb::for_app().await;
+    let store = Store::connect(&db.url).await.unwrap();
+    store.migrate().await.unwrap();
+    let writer = store.start_audit_writer().expect("a writer starts");
+    let raw = db.pool().await;
+    sqlx::query("ALTER TABLE audit_events RENAME TO audit_events_away")
+        .execute(raw)
+        .await
+        .unwrap();
+    for i in 0..3 {
+        let detail = format!("n={i}");
+        store
+            .audit_tool_call(
+                AuditEvent {
+                    event: "tool_call",
+                    outcome: "success",
+                    subject: Some("kept"),
+                    detail: Some(&detail),
+                    ..Default::default()
+                },
+                gatehouse::store::now(),
+            )
+            .await;
+    }
+    // Long enough for every try of the batch to fail (50 + 100 + 200 + 400 ms of waits).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    sqlx::query("ALTER TABLE audit_events_away RENAME TO audit_events")
+        .execute(raw)
+        .await
+        .unwrap();
+    store.flush_audit().await;
+    assert_eq!(committed_tool_calls(raw, "kept").await, 3);
+    // Every connection of the store's pool writes.
+    let max = gatehouse::store::pool_size(
+        store.backend(),
+        std::thread::available_parallelism()
+            .map(|n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+            .unwrap_or(1),
+    )
+    .1;
+    for i in 0..2 * max {
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            store.audit(
+                AuditEvent {
+                    event: "tool_call",
+                    outcome: "success",
+                    subject: Some("after"),
+                    ..Default::default()
+                },
+                gatehouse::store::now(),
+            ),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("write {i} waited past 5 s"));
+    }
+    assert_eq!(committed_tool_calls(raw, "after").await, i64::from(2 * max));
+    writer.drain().await;
+}
