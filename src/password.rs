@@ -9,6 +9,11 @@
 //! bounded queue. Resident memory for password work is therefore at most
 //! `workers × 19 MiB` whatever the load, the async runtime never runs argon2, and a burst beyond
 //! the queue is refused at once ([`PoolBusy`]) instead of waiting or allocating.
+//!
+//! The workers run at the lowest scheduling priority the system gives without privileges (on
+//! Linux, a nice value of [`WORKER_NICE`] for each worker thread): a flood of sign-ins uses the
+//! CPU that MCP, token and introspection requests leave over, never theirs. Under full load a
+//! sign-in waits longer, and the bounded queue turns the excess away with 503.
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -29,6 +34,9 @@ pub const PARALLELISM: u32 = 1;
 pub const OUTPUT_LEN: usize = 32;
 /// Default length of the queue in front of the workers (`GATEHOUSE_PASSWORD_QUEUE`).
 pub const DEFAULT_QUEUE: usize = 32;
+/// The nice value of every password worker thread on Linux (19: the lowest priority,
+/// `setpriority(2)` on the thread's id).
+pub const WORKER_NICE: i32 = 19;
 
 /// A PHC string of our parameters for a password nobody knows: unknown emails are verified
 /// against it so that they cost the same as known ones.
@@ -112,7 +120,10 @@ impl PasswordPool {
             let rx = Arc::clone(&rx);
             std::thread::Builder::new()
                 .name(format!("gatehouse-password-{n}"))
-                .spawn(move || worker(&rx))
+                .spawn(move || {
+                    lower_priority();
+                    worker(&rx);
+                })
                 .expect("cannot start a password worker thread");
         }
         PasswordPool { tx, workers }
@@ -160,6 +171,19 @@ impl PasswordSlot<'_> {
             reply,
         });
         rx.await.unwrap_or(false)
+    }
+}
+
+/// Lowers the calling thread's scheduling priority to [`WORKER_NICE`] (Linux: `setpriority`
+/// on the thread id, which needs no privilege). Elsewhere, or when the system refuses, the
+/// thread keeps the process's priority and a warning says so.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        let tid = rustix::thread::gettid();
+        if let Err(e) = rustix::process::setpriority_process(Some(tid), WORKER_NICE) {
+            tracing::warn!(error = %e, "password worker keeps the normal priority");
+        }
     }
 }
 
@@ -317,6 +341,45 @@ mod tests {
             (MEMORY_KIB, ITERATIONS, PARALLELISM, Some(OUTPUT_LEN))
         );
         assert_eq!(parsed.algorithm, argon2::ARGON2ID_IDENT);
+    }
+
+    /// The nice values of this process's password worker threads (Linux `/proc`; the thread
+    /// name is cut to 15 bytes there).
+    #[cfg(target_os = "linux")]
+    fn worker_nice_values() -> Vec<i32> {
+        let mut nice = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if !comm.starts_with("gatehouse-passw") {
+                continue;
+            }
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            // After the command's closing parenthesis: field 3 (state) … field 19 (nice).
+            let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            if let Some(n) = after.split_whitespace().nth(16) {
+                nice.push(n.parse().unwrap());
+            }
+        }
+        nice
+    }
+
+    // A sign-in flood must only use the CPU that MCP and token work leave over: every password
+    // worker runs at nice 19 (issue 9: a flood "never touching MCP or token work").
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn workers_run_at_the_lowest_priority() {
+        let pool = PasswordPool::new(2, 4);
+        let h = pool.try_reserve().unwrap().hash("x".repeat(12)).await;
+        assert!(h.is_ok());
+        let mut seen = Vec::new();
+        for _ in 0..100 {
+            seen = worker_nice_values();
+            if seen.len() >= 2 && seen.iter().all(|&n| n == WORKER_NICE) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("password worker threads' nice values: {seen:?}, want all {WORKER_NICE}");
     }
 
     #[tokio::test]
