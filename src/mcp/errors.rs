@@ -31,6 +31,20 @@ const METHOD_NOT_FOUND: i64 = -32601;
 /// JSON-RPC 2.0 §5.1: internal error (used for a `5xx` answer).
 const INTERNAL_ERROR: i64 = -32603;
 
+/// The member of an error's `data` that marks a request failed because the database cannot be
+/// used right now; its value is the `Retry-After` in seconds.
+const RETRY_AFTER_DATA: &str = "retryAfter";
+
+/// A JSON-RPC internal error for a database that is busy, out of reach, full or read-only; this
+/// layer answers it with HTTP `503` and `Retry-After` (RFC 9110 §15.6.4, §10.2.3).
+pub fn unavailable() -> rmcp::ErrorData {
+    let seconds: u64 = crate::oauth::error::RETRY_AFTER_SECS.parse().unwrap_or(5);
+    rmcp::ErrorData::internal_error(
+        super::catalog::UNAVAILABLE_MESSAGE,
+        Some(json!({ RETRY_AFTER_DATA: seconds })),
+    )
+}
+
 fn is_json(response: &Response) -> bool {
     response
         .headers()
@@ -107,6 +121,17 @@ pub async fn json_rpc_errors(request: Request, next: Next) -> Response {
                     }
                     None => Body::from(bytes),
                 }
+            }
+            Ok(message)
+                if message["error"]["code"] == INTERNAL_ERROR
+                    && message["error"]["data"][RETRY_AFTER_DATA].is_u64() =>
+            {
+                let seconds = message["error"]["data"][RETRY_AFTER_DATA].to_string();
+                parts.status = StatusCode::SERVICE_UNAVAILABLE;
+                if let Ok(v) = HeaderValue::from_str(&seconds) {
+                    parts.headers.insert(header::RETRY_AFTER, v);
+                }
+                Body::from(bytes)
             }
             _ => Body::from(bytes),
         };
