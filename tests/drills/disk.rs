@@ -119,6 +119,22 @@ fn html_shape(b: &Value, ct: &str) -> bool {
     ct.starts_with("text/html") && b.as_str().is_some_and(|t| t.contains("<html"))
 }
 
+/// The first log line containing `needle`, without terminal colours.
+fn line_with(log: &str, needle: &str) -> Option<String> {
+    let line = log.lines().find(|l| l.contains(needle))?;
+    let mut plain = String::new();
+    let mut escape = false;
+    for ch in line.chars() {
+        match (escape, ch) {
+            (false, '\u{1b}') => escape = true,
+            (true, 'm') => escape = false,
+            (true, _) => {}
+            (false, c) => plain.push(c),
+        }
+    }
+    Some(plain)
+}
+
 /// What the drill holds to try writes with: a grant, a code not yet redeemed, a note.
 struct Fixture {
     client_id: String,
@@ -293,13 +309,12 @@ pub(crate) async fn drill() {
     let full = writes(&s, &f, &project).await;
     let full_reads = reads(&s, &f, &project).await;
     let log = s.log_since(mark);
-    let named = log.contains("database or disk is full");
+    let named = line_with(&log, "database or disk is full");
+    println!("  log: {}", named.as_deref().unwrap_or("(nothing)"));
+    let named = named.is_some();
     std::fs::remove_file(&filler).unwrap();
     let after = writes(&s, &f, &project).await;
     let full_integrity = integrity(&url).await;
-    if std::env::var("DRILL_SHOW_LOG").is_ok() {
-        println!("{}", s.log_since(mark));
-    }
     println!("full disk (tmpfs of 4 MiB, {filled} bytes of filler):");
     for j in &full {
         println!("  {j}");
@@ -350,7 +365,9 @@ pub(crate) async fn drill() {
             let ro = writes(&s, &f, &project).await;
             let ro_reads = reads(&s, &f, &project).await;
             let log = s.log_since(mark);
-            let named = log.contains("readonly database") || log.contains("read-only");
+            let named = line_with(&log, "readonly database");
+            println!("  log: {}", named.as_deref().unwrap_or("(nothing)"));
+            let named = named.is_some();
             remount(dir.path(), "rw");
             tokio::time::sleep(Duration::from_secs(1)).await;
             let after = writes(&s, &f, &project).await;
