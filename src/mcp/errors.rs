@@ -144,6 +144,38 @@ pub async fn json_rpc_errors(request: Request, next: Next) -> Response {
 mod tests {
     use super::*;
 
+    /// The answer of the error layer to a handler that answers `body` with 200.
+    async fn through_layer(body: Value) -> Response {
+        use tower::ServiceExt;
+        let app = axum::Router::new()
+            .route(
+                "/mcp",
+                axum::routing::post(move || async move { axum::Json(body) }),
+            )
+            .layer(axum::middleware::from_fn(json_rpc_errors));
+        let request = Request::post("/mcp").body(Body::empty()).unwrap();
+        app.oneshot(request).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_database_that_cannot_be_used_is_503_with_retry_after() {
+        let error = serde_json::to_value(unavailable()).unwrap();
+        let r = through_layer(json!({"jsonrpc": "2.0", "id": 1, "error": error})).await;
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            r.headers()[header::RETRY_AFTER],
+            crate::oauth::error::RETRY_AFTER_SECS
+        );
+        let body: Value =
+            serde_json::from_slice(&to_bytes(r.into_body(), 4096).await.unwrap()).unwrap();
+        assert_eq!(body["error"]["code"], INTERNAL_ERROR);
+        // Any other internal error keeps its status.
+        let other = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "x"}});
+        let r = through_layer(other).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        assert!(r.headers().get(header::RETRY_AFTER).is_none());
+    }
+
     #[test]
     fn error_bodies_keep_status_class_and_text() {
         let body: Value =
