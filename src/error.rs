@@ -38,7 +38,7 @@ impl IntoResponse for AppError {
             && e.is_unavailable()
         {
             // Busy, not broken: 503 with Retry-After (RFC 9110 §15.6.4, §10.2.3).
-            tracing::warn!(error = %e, "database busy or unreachable");
+            tracing::warn!(error = %e, "database unavailable (busy, unreachable, full or read-only)");
             let mut r = crate::web::error_page(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "Try again in a moment",

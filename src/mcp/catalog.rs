@@ -166,6 +166,10 @@ impl<O> ToolOk<O> {
     }
 }
 
+/// What a caller is told when the database cannot be used right now.
+pub const UNAVAILABLE_MESSAGE: &str =
+    "Gatehouse cannot use its database right now; try again in a few seconds.";
+
 /// An expected failure, answered as an `isError: true` result the model can act on.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
@@ -181,10 +185,17 @@ pub enum ToolError {
     /// Something failed inside Gatehouse; logged, never shown.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The database is busy, out of reach, full or read-only ([`StoreError::is_unavailable`]):
+    /// answered as a JSON-RPC error with HTTP `503` and `Retry-After`, like the other routes.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
 }
 
 impl From<StoreError> for ToolError {
     fn from(e: StoreError) -> ToolError {
+        if e.is_unavailable() {
+            return ToolError::Unavailable(e.to_string());
+        }
         ToolError::Internal(e.to_string())
     }
 }
@@ -197,6 +208,7 @@ impl ToolError {
             ToolError::NotFound(_) => "not_found",
             ToolError::Forbidden(_) => "forbidden",
             ToolError::Internal(_) => "error",
+            ToolError::Unavailable(_) => "unavailable",
         }
     }
 
@@ -207,6 +219,7 @@ impl ToolError {
                 "Gatehouse could not complete this call because of an internal error. Try again in a moment."
                     .to_string()
             }
+            ToolError::Unavailable(_) => UNAVAILABLE_MESSAGE.to_string(),
             other => other.to_string(),
         }
     }

@@ -31,6 +31,20 @@ const METHOD_NOT_FOUND: i64 = -32601;
 /// JSON-RPC 2.0 §5.1: internal error (used for a `5xx` answer).
 const INTERNAL_ERROR: i64 = -32603;
 
+/// The member of an error's `data` that marks a request failed because the database cannot be
+/// used right now; its value is the `Retry-After` in seconds.
+const RETRY_AFTER_DATA: &str = "retryAfter";
+
+/// A JSON-RPC internal error for a database that is busy, out of reach, full or read-only; this
+/// layer answers it with HTTP `503` and `Retry-After` (RFC 9110 §15.6.4, §10.2.3).
+pub fn unavailable() -> rmcp::ErrorData {
+    let seconds: u64 = crate::oauth::error::RETRY_AFTER_SECS.parse().unwrap_or(5);
+    rmcp::ErrorData::internal_error(
+        super::catalog::UNAVAILABLE_MESSAGE,
+        Some(json!({ RETRY_AFTER_DATA: seconds })),
+    )
+}
+
 fn is_json(response: &Response) -> bool {
     response
         .headers()
@@ -108,6 +122,17 @@ pub async fn json_rpc_errors(request: Request, next: Next) -> Response {
                     None => Body::from(bytes),
                 }
             }
+            Ok(message)
+                if message["error"]["code"] == INTERNAL_ERROR
+                    && message["error"]["data"][RETRY_AFTER_DATA].is_u64() =>
+            {
+                let seconds = message["error"]["data"][RETRY_AFTER_DATA].to_string();
+                parts.status = StatusCode::SERVICE_UNAVAILABLE;
+                if let Ok(v) = HeaderValue::from_str(&seconds) {
+                    parts.headers.insert(header::RETRY_AFTER, v);
+                }
+                Body::from(bytes)
+            }
             _ => Body::from(bytes),
         };
         return Response::from_parts(parts, body);
@@ -118,6 +143,38 @@ pub async fn json_rpc_errors(request: Request, next: Next) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The answer of the error layer to a handler that answers `body` with 200.
+    async fn through_layer(body: Value) -> Response {
+        use tower::ServiceExt;
+        let app = axum::Router::new()
+            .route(
+                "/mcp",
+                axum::routing::post(move || async move { axum::Json(body) }),
+            )
+            .layer(axum::middleware::from_fn(json_rpc_errors));
+        let request = Request::post("/mcp").body(Body::empty()).unwrap();
+        app.oneshot(request).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_database_that_cannot_be_used_is_503_with_retry_after() {
+        let error = serde_json::to_value(unavailable()).unwrap();
+        let r = through_layer(json!({"jsonrpc": "2.0", "id": 1, "error": error})).await;
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            r.headers()[header::RETRY_AFTER],
+            crate::oauth::error::RETRY_AFTER_SECS
+        );
+        let body: Value =
+            serde_json::from_slice(&to_bytes(r.into_body(), 4096).await.unwrap()).unwrap();
+        assert_eq!(body["error"]["code"], INTERNAL_ERROR);
+        // Any other internal error keeps its status.
+        let other = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "x"}});
+        let r = through_layer(other).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        assert!(r.headers().get(header::RETRY_AFTER).is_none());
+    }
 
     #[test]
     fn error_bodies_keep_status_class_and_text() {

@@ -219,6 +219,9 @@ impl ServerHandler for GatehouseMcp {
         if let Err(ToolError::Internal(cause)) = &outcome.result {
             tracing::error!(tool = def.spec.name, error = %cause, "MCP tool failed");
         }
+        if let Err(ToolError::Unavailable(cause)) = &outcome.result {
+            tracing::warn!(tool = def.spec.name, error = %cause, "database unavailable for an MCP tool");
+        }
         let credential = principal.audit_credential();
         let detail = match &outcome.project_id {
             Some(p) => format!("{credential} project={p} duration_ms={elapsed_ms}"),
@@ -240,6 +243,11 @@ impl ServerHandler for GatehouseMcp {
                 now,
             )
             .await;
+        if let Err(ToolError::Unavailable(_)) = &outcome.result {
+            // Not a tool result the model should act on: the request failed as a whole, and
+            // the error layer answers it 503 with Retry-After (`errors::json_rpc_errors`).
+            return Err(super::errors::unavailable());
+        }
         let max_bytes = config.max_result_bytes;
         let rendered = output::off_runtime(move || output::render(outcome.result, max_bytes))
             .await

@@ -87,7 +87,7 @@ pub const RETRY_AFTER_SECS: &str = "5";
 impl From<crate::store::StoreError> for OAuthError {
     fn from(e: crate::store::StoreError) -> Self {
         if e.is_unavailable() {
-            tracing::warn!(error = %e, "database busy or unreachable in an OAuth endpoint");
+            tracing::warn!(error = %e, "database unavailable (busy, unreachable, full or read-only) in an OAuth endpoint");
             return OAuthError::TemporarilyUnavailable;
         }
         tracing::error!(error = %e, "storage failure in an OAuth endpoint");

@@ -41,7 +41,7 @@ pub enum StoreError {
     NotFound(String),
     /// The database could not be reached or failed.
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(#[source] sqlx::Error),
     /// A migration failed.
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
@@ -51,16 +51,24 @@ impl StoreError {
     /// Whether the database is busy or out of reach (no pooled connection came free in time,
     /// the pool is closed, the connection or its worker broke) rather than the request being
     /// at fault: answered `503` with `Retry-After` (RFC 9110 §15.6.4), never `500`.
+    ///
+    /// On `SQLite` the same holds for a file that cannot be written or read: the disk is full
+    /// (`SQLITE_FULL`), the file or its folder is read-only (`SQLITE_READONLY`), the disk
+    /// failed an I/O (`SQLITE_IOERR`), or the file cannot be opened (`SQLITE_CANTOPEN`),
+    /// extended codes included.
     pub fn is_unavailable(&self) -> bool {
-        matches!(
-            self,
+        match self {
             StoreError::Database(
                 sqlx::Error::PoolTimedOut
-                    | sqlx::Error::PoolClosed
-                    | sqlx::Error::Io(_)
-                    | sqlx::Error::WorkerCrashed
-            )
-        )
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::Io(_)
+                | sqlx::Error::WorkerCrashed,
+            ) => true,
+            StoreError::Database(sqlx::Error::Database(db)) => {
+                sqlite_code(db.as_ref()).is_some_and(|code| SQLITE_UNAVAILABLE.contains(&code))
+            }
+            _ => false,
+        }
     }
 
     /// Maps a unique-constraint violation to [`StoreError::Conflict`], anything else to
@@ -71,9 +79,64 @@ impl StoreError {
         {
             return StoreError::Conflict(what.to_string());
         }
+        StoreError::from(e)
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    /// Wraps `e`; a `SQLite` file found read-only or unopenable is noted first
+    /// ([`note_cannot_write`]).
+    fn from(e: sqlx::Error) -> Self {
+        if let sqlx::Error::Database(db) = &e
+            && sqlite_code(db.as_ref()).is_some_and(|code| SQLITE_REOPEN.contains(&code))
+        {
+            note_cannot_write();
+        }
         StoreError::Database(e)
     }
 }
+
+/// The primary result code (the low byte of the extended code) of a `SQLite` error.
+fn sqlite_code(db: &dyn sqlx::error::DatabaseError) -> Option<i32> {
+    db.try_downcast_ref::<sqlx::sqlite::SqliteError>()
+        .and_then(sqlx::error::DatabaseError::code)
+        .and_then(|code| code.parse::<i32>().ok())
+        .map(|code| code & 0xff)
+}
+
+/// `SQLite` codes after which the connections open at the time are replaced rather than
+/// reused: `SQLITE_READONLY` (8), `SQLITE_IOERR` (10), `SQLITE_CANTOPEN` (14). A connection
+/// opened while its file or file system was read-only stays read-only for its whole life,
+/// even once the file is writable again; a full disk, by contrast, heals by itself.
+const SQLITE_REOPEN: [i32; 3] = [8, 10, 14];
+
+/// When a `SQLite` file was last found read-only or unopenable, in this process.
+static CANNOT_WRITE_SEEN: std::sync::Mutex<Option<std::time::Instant>> =
+    std::sync::Mutex::new(None);
+
+/// Notes that a `SQLite` file was just found read-only or unopenable: every connection opened
+/// before now is closed instead of reused when it next comes back to its pool
+/// ([`release_outside_transaction`]), so the server writes again, without restart, once the
+/// file is writable.
+fn note_cannot_write() {
+    if let Ok(mut seen) = CANNOT_WRITE_SEEN.lock() {
+        *seen = Some(std::time::Instant::now());
+    }
+}
+
+/// Whether a connection of age `age` was opened before the last [`note_cannot_write`].
+pub(super) fn opened_before_cannot_write(age: Duration) -> bool {
+    CANNOT_WRITE_SEEN
+        .lock()
+        .ok()
+        .and_then(|seen| *seen)
+        .is_some_and(|at| age >= at.elapsed())
+}
+
+/// `SQLite`'s primary result codes (the low byte of an extended code) of a database that cannot
+/// be written or read right now rather than a wrong request: `SQLITE_READONLY` (8),
+/// `SQLITE_IOERR` (10), `SQLITE_FULL` (13), `SQLITE_CANTOPEN` (14).
+const SQLITE_UNAVAILABLE: [i32; 4] = [8, 10, 13, 14];
 
 /// Which database engine a `DATABASE_URL` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +159,37 @@ impl Backend {
             )),
         }
     }
+}
+
+/// Whether a connection coming back to the pool may be reused: not while sqlx still counts a
+/// transaction open on it. That happens when `SQLite` rolled a transaction back by itself (a
+/// full disk or an I/O error at `COMMIT`): sqlx's own `ROLLBACK` then fails, its count stays
+/// at one, and every later `BEGIN` on the connection would fail with "attempted to call
+/// `begin_with` at non-zero transaction depth" until the process stopped. Such a connection is
+/// closed (which rolls back whatever is still open) and the pool opens a fresh one.
+///
+/// A dropped transaction queues its `ROLLBACK` without waiting for it; a ping waits for the
+/// queue before the count is read again.
+///
+/// A connection opened before its `SQLite` file was last found read-only is closed too
+/// ([`note_cannot_write`]).
+async fn release_outside_transaction(
+    conn: &mut sqlx::AnyConnection,
+    meta: sqlx::pool::PoolConnectionMetadata,
+) -> Result<bool, sqlx::Error> {
+    use sqlx::Connection;
+    if opened_before_cannot_write(meta.age) {
+        return Ok(false);
+    }
+    if !conn.is_in_transaction() {
+        return Ok(true);
+    }
+    conn.ping().await?;
+    if conn.is_in_transaction() {
+        tracing::warn!("closing a database connection left inside a transaction");
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 /// Dialect-specific SQL for the few statements the engines spell differently.
@@ -158,7 +252,7 @@ impl Store {
             .test_before_acquire(false)
             .idle_timeout(IDLE_TIMEOUT)
             .acquire_timeout(Duration::from_secs(5))
-            .after_release(|conn, _meta| Box::pin(roll_back_if_inside_a_transaction(conn)));
+            .after_release(|conn, meta| Box::pin(release_outside_transaction(conn, meta)));
         let options = if backend == Backend::Sqlite {
             options.after_connect(|conn, _meta| {
                 Box::pin(async move {
@@ -216,7 +310,7 @@ impl Store {
     /// non-zero transaction depth`). Here the begun transaction is always handed to someone:
     /// the caller, or, when the caller is gone, the task, which drops it, and a dropped
     /// [`sqlx::Transaction`] rolls back before its connection is used again. The pool's
-    /// release check ([`roll_back_if_inside_a_transaction`]) catches any other way back.
+    /// release check ([`release_outside_transaction`]) catches any other way back.
     pub(crate) async fn begin_write(
         &self,
     ) -> Result<sqlx::Transaction<'static, sqlx::Any>, sqlx::Error> {
@@ -273,23 +367,6 @@ impl Store {
     pub async fn close(&self) {
         self.pool.close().await;
     }
-}
-
-/// The pool's check of a connection given back (sqlx `after_release`): one still inside a
-/// transaction is rolled back before anyone else gets it; if the rollback fails, the pool
-/// closes the connection (which ends its transaction) instead of keeping it. A dropped
-/// [`sqlx::Transaction`] has queued its rollback already (on `SQLite` the connection's worker
-/// runs it before this one, which then finds nothing left to do); this catches a connection
-/// that came back inside a transaction any other way.
-async fn roll_back_if_inside_a_transaction(
-    conn: &mut sqlx::AnyConnection,
-) -> Result<bool, sqlx::Error> {
-    use sqlx::TransactionManager;
-    use sqlx::any::AnyTransactionManager;
-    while AnyTransactionManager::get_transaction_depth(conn) > 0 {
-        AnyTransactionManager::rollback(conn).await?;
-    }
-    Ok(true)
 }
 
 /// How long an idle pooled connection is kept before it is closed (above the pool's minimum).
@@ -502,6 +579,41 @@ mod tests {
         }
     }
 
+    /// `SQLite` ends a transaction by itself on some errors (a full disk or an I/O error at
+    /// `COMMIT`); here a raw `ROLLBACK` stands in for that. sqlx's `COMMIT` and `ROLLBACK`
+    /// then fail, and its count of open transactions on the connection stays at one: reused,
+    /// the connection would refuse every later `BEGIN` ("attempted to call `begin_with` at
+    /// non-zero transaction depth"). It must be closed instead of coming back to the pool.
+    #[tokio::test]
+    async fn a_connection_whose_transaction_sqlite_ended_is_not_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
+        let store = Store::connect(&url).await.unwrap();
+        sqlx::query("CREATE TABLE t (n INTEGER NOT NULL)")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        let mut tx = store.begin_write().await.unwrap();
+        sqlx::query("ROLLBACK").execute(&mut *tx).await.unwrap();
+        assert!(
+            tx.commit().await.is_err(),
+            "no transaction is open any more"
+        );
+        let (_, max) = pool_size(Backend::Sqlite, cpus());
+        for i in 0..2 * max {
+            let mut tx = store
+                .begin_write()
+                .await
+                .unwrap_or_else(|e| panic!("transaction {i}: {e}"));
+            sqlx::query("INSERT INTO t (n) VALUES ($1)")
+                .bind(i64::from(i))
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+        }
+    }
+
     /// Regression (docs/reliability.md, "a `SQLite` connection left inside a write
     /// transaction"): a write transaction's future dropped (its request cancelled) just after
     /// `BEGIN IMMEDIATE` took the write lock, before the transaction was handed back, must not
@@ -579,6 +691,30 @@ mod tests {
         }
         while tasks.join_next().await.is_some() {}
         write_on_every_pooled_connection(&store).await;
+    }
+
+    /// A `SQLite` file that refuses writes (here: `PRAGMA query_only`, which fails writes with
+    /// `SQLITE_READONLY` like a read-only file or file system) is a database unavailable for
+    /// now, answered 503; an ordinary SQL error is not.
+    #[tokio::test]
+    async fn a_read_only_sqlite_database_is_unavailable_not_a_failure() {
+        let store = Store::connect("sqlite::memory:").await.unwrap();
+        let mut conn = store.pool().acquire().await.unwrap();
+        sqlx::query("PRAGMA query_only = ON")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let refused = sqlx::query("CREATE TABLE t (n INTEGER)")
+            .execute(&mut *conn)
+            .await
+            .unwrap_err();
+        assert!(StoreError::from(refused).is_unavailable());
+        let wrong = sqlx::query("SELECT n FROM missing")
+            .execute(&mut *conn)
+            .await
+            .unwrap_err();
+        assert!(!StoreError::from(wrong).is_unavailable());
+        conn.close().await.unwrap();
     }
 
     #[test]

@@ -26,8 +26,13 @@ impl SessionBackend {
                 let opts = SqliteConnectOptions::from_str(url)?
                     .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
                     .busy_timeout(std::time::Duration::from_secs(10));
+                // Connections opened while the file was read-only are replaced, as in the
+                // main pool (`super::note_cannot_write`).
                 let pool = SqlitePoolOptions::new()
                     .max_connections(4)
+                    .after_release(|_conn, meta| {
+                        Box::pin(async move { Ok(!super::opened_before_cannot_write(meta.age)) })
+                    })
                     .connect_with(opts)
                     .await?;
                 SessionBackend::Sqlite(SqliteStore::new(pool))
