@@ -1,9 +1,5 @@
 //! Accounts and first-run setup tokens.
 
-use sqlx::FromRow;
-use sqlx::Row;
-use sqlx::any::AnyRow;
-
 use super::{Store, StoreError, new_id};
 use crate::domain::account::{AccountStatus, Email};
 use crate::domain::secret::TokenHash;
@@ -25,10 +21,6 @@ pub struct Account {
     /// Browser sessions are valid only while they carry this number; ending every session
     /// raises it.
     pub session_epoch: i64,
-}
-
-fn account_from_row(row: &AnyRow) -> Result<Account, StoreError> {
-    Ok(Account::from_row(row)?)
 }
 
 const ACCOUNT_COLUMNS: &str = "id, email, password_hash, status, created_at, session_epoch";
@@ -65,24 +57,22 @@ impl Store {
 
     /// The account with this (lowercased) email, if any.
     pub async fn account_by_email(&self, email: &Email) -> Result<Option<Account>, StoreError> {
-        let row = sqlx::query(&format!(
+        Ok(sqlx::query_as(&format!(
             "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE email = $1"
         ))
         .bind(email.as_str())
         .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(account_from_row).transpose()
+        .await?)
     }
 
     /// The account with this id, if any.
     pub async fn account_by_id(&self, id: &str) -> Result<Option<Account>, StoreError> {
-        let row = sqlx::query(&format!(
+        Ok(sqlx::query_as(&format!(
             "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE id = $1"
         ))
         .bind(id)
         .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(account_from_row).transpose()
+        .await?)
     }
 
     /// Sets an account's status. Errors: [`StoreError::NotFound`] for an unknown email.
@@ -105,10 +95,9 @@ impl Store {
 
     /// How many accounts exist.
     pub async fn count_accounts(&self) -> Result<i64, StoreError> {
-        Ok(sqlx::query("SELECT COUNT(*) AS n FROM accounts")
+        Ok(sqlx::query_scalar("SELECT COUNT(*) AS n FROM accounts")
             .fetch_one(self.pool())
-            .await?
-            .try_get("n")?)
+            .await?)
     }
 
     /// Stores a first-run setup token's hash, valid until `expires_at` (Unix seconds) or used.
@@ -192,7 +181,7 @@ impl Store {
         password_hash: &str,
         end_sessions: bool,
     ) -> Result<Option<i64>, StoreError> {
-        let row = sqlx::query(
+        Ok(sqlx::query_scalar(
             "UPDATE accounts SET password_hash = $1, \
              session_epoch = session_epoch + (CASE WHEN $2 THEN 1 ELSE 0 END) \
              WHERE id = $3 RETURNING session_epoch",
@@ -201,19 +190,17 @@ impl Store {
         .bind(end_sessions)
         .bind(account_id)
         .fetch_optional(self.pool())
-        .await?;
-        Ok(row.map(|r| r.try_get("session_epoch")).transpose()?)
+        .await?)
     }
 
     /// Ends every browser session of the account by raising its session epoch. Returns the new
     /// epoch (`None` for an unknown account).
     pub async fn end_sessions(&self, account_id: &str) -> Result<Option<i64>, StoreError> {
-        let row = sqlx::query(
+        Ok(sqlx::query_scalar(
             "UPDATE accounts SET session_epoch = session_epoch + 1 WHERE id = $1 RETURNING session_epoch",
         )
         .bind(account_id)
         .fetch_optional(self.pool())
-        .await?;
-        Ok(row.map(|r| r.try_get("session_epoch")).transpose()?)
+        .await?)
     }
 }

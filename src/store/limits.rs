@@ -10,8 +10,6 @@
 
 use std::collections::HashMap;
 
-use sqlx::Row;
-
 use super::{Store, StoreError};
 use crate::domain::secret::TokenHash;
 use crate::domain::throttle::{CounterState, Decision, Policy};
@@ -176,25 +174,24 @@ impl Store {
             "SELECT key, hits, amount, since, blocked_until, expires_at FROM rate_limits \
              WHERE key IN ({placeholders})"
         );
-        let mut q = sqlx::query(&sql);
+        let mut q = sqlx::query_as::<_, (String, i64, i64, i64, i64, i64)>(&sql);
         for l in limits {
             q = q.bind(&l.key);
         }
         let rows = q.fetch_all(self.pool()).await?;
-        rows.iter()
-            .map(|r| {
-                Ok((
-                    r.try_get("key")?,
-                    CounterState {
-                        hits: r.try_get("hits")?,
-                        amount: r.try_get("amount")?,
-                        since: r.try_get("since")?,
-                        blocked_until: r.try_get("blocked_until")?,
-                        expires_at: r.try_get("expires_at")?,
-                    },
-                ))
+        Ok(rows
+            .into_iter()
+            .map(|(key, hits, amount, since, blocked_until, expires_at)| {
+                let state = CounterState {
+                    hits,
+                    amount,
+                    since,
+                    blocked_until,
+                    expires_at,
+                };
+                (key, state)
             })
-            .collect()
+            .collect())
     }
 
     /// Writes the new states if every counter still holds the state it was read with; returns
