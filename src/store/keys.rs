@@ -153,28 +153,49 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<String, StoreError> {
+        self.insert_credential(Credentials::ApiKeys, key, hash, now)
+            .await
+    }
+
+    /// Stores a new credential of `table` under `hash` and returns its id. A personal URL has
+    /// no address allow-list: `new.allowed_ips` is then empty and not written.
+    pub(super) async fn insert_credential(
+        &self,
+        table: Credentials,
+        new: &NewApiKey<'_>,
+        hash: &TokenHash,
+        now: i64,
+    ) -> Result<String, StoreError> {
         let id = new_id();
-        let allowed = if key.allowed_ips.is_empty() {
-            None
-        } else {
-            Some(serde_json::Value::from(key.allowed_ips.to_vec()).to_string())
+        let (name, hash_column) = (table.name(), table.hash_column());
+        let (allowed_column, allowed_value) = match table {
+            Credentials::ApiKeys => (", allowed_ips", ", $9"),
+            Credentials::PersonalUrls => ("", ""),
         };
-        sqlx::query(
-            "INSERT INTO api_keys (id, key_hash, account_id, project_id, name, scope, allowed_ips, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        )
-        .bind(&id)
-        .bind(hash.as_str())
-        .bind(key.account_id)
-        .bind(key.project_id)
-        .bind(key.name)
-        .bind(key.scope)
-        .bind(allowed)
-        .bind(now)
-        .bind(key.expires_at)
-        .execute(self.pool())
-        .await
-        .map_err(|e| StoreError::from_insert(e, "api key"))?;
+        let sql = format!(
+            "INSERT INTO {name} (id, {hash_column}, account_id, project_id, name, scope, created_at, expires_at{allowed_column}) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8{allowed_value})"
+        );
+        let query = sqlx::query(&sql)
+            .bind(&id)
+            .bind(hash.as_str())
+            .bind(new.account_id)
+            .bind(new.project_id)
+            .bind(new.name)
+            .bind(new.scope)
+            .bind(now)
+            .bind(new.expires_at);
+        let query = match table {
+            Credentials::ApiKeys if !new.allowed_ips.is_empty() => query.bind(Some(
+                serde_json::Value::from(new.allowed_ips.to_vec()).to_string(),
+            )),
+            Credentials::ApiKeys => query.bind(None::<String>),
+            Credentials::PersonalUrls => query,
+        };
+        query
+            .execute(self.pool())
+            .await
+            .map_err(|e| StoreError::from_insert(e, table.what()))?;
         Ok(id)
     }
 

@@ -3,8 +3,8 @@
 //! the SHA-256 of the presented secret on every request (one query), their last use written at
 //! most once a minute (the keys' mechanism, [`Store::record_key_use`]).
 
-use super::keys::{Credentials, KeyGrant, KeyUse, Pick};
-use super::{Store, StoreError, new_id};
+use super::keys::{Credentials, KeyGrant, KeyUse, NewApiKey, Pick};
+use super::{Store, StoreError};
 use crate::domain::secret::TokenHash;
 
 /// A personal URL to create.
@@ -57,23 +57,16 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<String, StoreError> {
-        let id = new_id();
-        sqlx::query(
-            "INSERT INTO personal_urls (id, url_hash, account_id, project_id, name, scope, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(&id)
-        .bind(hash.as_str())
-        .bind(url.account_id)
-        .bind(url.project_id)
-        .bind(url.name)
-        .bind(url.scope)
-        .bind(now)
-        .bind(url.expires_at)
-        .execute(self.pool())
-        .await
-        .map_err(|e| StoreError::from_insert(e, "personal url"))?;
-        Ok(id)
+        let new = NewApiKey {
+            account_id: url.account_id,
+            project_id: url.project_id,
+            name: url.name,
+            scope: url.scope,
+            allowed_ips: &[],
+            expires_at: url.expires_at,
+        };
+        self.insert_credential(Credentials::PersonalUrls, &new, hash, now)
+            .await
     }
 
     /// Every personal URL, or those of one account, oldest first.
