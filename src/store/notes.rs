@@ -4,6 +4,9 @@
 //! them too: every method takes ids that the caller has already checked against the account's
 //! memberships ([`Store::membership`]); none of them checks access itself.
 
+use sqlx::FromRow;
+use sqlx::any::AnyRow;
+
 use super::JsonStrings;
 
 use super::{Store, StoreError, new_id};
@@ -111,6 +114,21 @@ const NOTE_COLUMNS: &str = "id, project_id, title, body, tags, created_at, updat
 const JOB_COLUMNS: &str =
     "id, kind, status, project_id, account_id, client_id, result, error, created_at, finished_at";
 
+/// The note `note_id` of `project_id`, read through `executor` (the pool or a transaction).
+async fn select_note<'e>(
+    executor: impl sqlx::Executor<'e, Database = sqlx::Any>,
+    project_id: &str,
+    note_id: &str,
+) -> Result<Option<Note>, StoreError> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {NOTE_COLUMNS} FROM notes WHERE project_id = $1 AND id = $2"
+    ))
+    .bind(project_id)
+    .bind(note_id)
+    .fetch_optional(executor)
+    .await?)
+}
+
 fn tags_to_json(tags: &[String]) -> String {
     serde_json::to_string(tags).unwrap_or_else(|_| "[]".to_string())
 }
@@ -146,13 +164,7 @@ impl Store {
     /// The note `note_id` of `project_id`; `None` if there is none (a note id of another project
     /// is not found either).
     pub async fn note(&self, project_id: &str, note_id: &str) -> Result<Option<Note>, StoreError> {
-        Ok(sqlx::query_as(&format!(
-            "SELECT {NOTE_COLUMNS} FROM notes WHERE project_id = $1 AND id = $2"
-        ))
-        .bind(project_id)
-        .bind(note_id)
-        .fetch_optional(self.pool())
-        .await?)
+        select_note(self.pool(), project_id, note_id).await
     }
 
     /// Applies `patch` to a note and returns the result; `None` if there is no such note.
@@ -164,14 +176,7 @@ impl Store {
         now: i64,
     ) -> Result<Option<Note>, StoreError> {
         let mut tx = self.begin_write().await?;
-        let note: Option<Note> = sqlx::query_as(&format!(
-            "SELECT {NOTE_COLUMNS} FROM notes WHERE project_id = $1 AND id = $2"
-        ))
-        .bind(project_id)
-        .bind(note_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(mut note) = note else {
+        let Some(mut note) = select_note(&mut *tx, project_id, note_id).await? else {
             return Ok(None);
         };
         if let Some(title) = patch.title {
@@ -286,14 +291,44 @@ impl Store {
         offset: i64,
         limit: i64,
     ) -> Result<Vec<NoteRef>, StoreError> {
-        Ok(sqlx::query_as(
-            "SELECT n.id AS id, n.project_id AS project_id, n.title AS title, n.updated_at AS updated_at \
-             FROM notes n \
-             JOIN memberships m ON m.project_id = n.project_id \
-             JOIN projects p ON p.id = n.project_id \
-             WHERE m.account_id = $1 AND p.status = 'active' AND p.id = COALESCE($4, p.id) \
-             ORDER BY p.created_at, p.id, n.created_at, n.id LIMIT $2 OFFSET $3",
+        self.reachable_page(
+            "notes",
+            "id, project_id, title, updated_at",
+            "p.created_at, p.id, t.created_at, t.id",
+            principal,
+            offset,
+            limit,
         )
+        .await
+    }
+
+    /// One page of the rows of `table` (alias `t`, with a `project_id`) in the active projects
+    /// `principal` reaches (see [`Store::reachable_projects`]): `columns` (plain names) read,
+    /// in `order`.
+    async fn reachable_page<R>(
+        &self,
+        table: &str,
+        columns: &str,
+        order: &str,
+        principal: &Principal,
+        offset: i64,
+        limit: i64,
+    ) -> Result<Vec<R>, StoreError>
+    where
+        R: for<'r> FromRow<'r, AnyRow> + Send + Unpin,
+    {
+        let columns = columns
+            .split(", ")
+            .map(|c| format!("t.{c} AS {c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Ok(sqlx::query_as(&format!(
+            "SELECT {columns} FROM {table} t \
+             JOIN memberships m ON m.project_id = t.project_id \
+             JOIN projects p ON p.id = t.project_id \
+             WHERE m.account_id = $1 AND p.status = 'active' AND p.id = COALESCE($4, p.id) \
+             ORDER BY {order} LIMIT $2 OFFSET $3"
+        ))
         .bind(&principal.account_id)
         .bind(limit)
         .bind(offset)
@@ -356,22 +391,15 @@ impl Store {
         offset: i64,
         limit: i64,
     ) -> Result<Vec<Job>, StoreError> {
-        Ok(sqlx::query_as(
-            "SELECT j.id AS id, j.kind AS kind, j.status AS status, j.project_id AS project_id, \
-             j.account_id AS account_id, j.client_id AS client_id, j.result AS result, \
-             j.error AS error, j.created_at AS created_at, j.finished_at AS finished_at \
-             FROM jobs j \
-             JOIN memberships m ON m.project_id = j.project_id \
-             JOIN projects p ON p.id = j.project_id \
-             WHERE m.account_id = $1 AND p.status = 'active' AND p.id = COALESCE($4, p.id) \
-             ORDER BY j.created_at DESC, j.id LIMIT $2 OFFSET $3",
+        self.reachable_page(
+            "jobs",
+            JOB_COLUMNS,
+            "t.created_at DESC, t.id",
+            principal,
+            offset,
+            limit,
         )
-        .bind(&principal.account_id)
-        .bind(limit)
-        .bind(offset)
-        .bind(principal.reach.only_project())
-        .fetch_all(self.pool())
-        .await?)
+        .await
     }
 
     /// Moves a pending job to running; `false` if it was not pending (another worker has it).
