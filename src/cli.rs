@@ -12,7 +12,9 @@ use crate::app::open_store;
 use crate::config::Config;
 use crate::credentials::{self, Actor, CredentialKind, NewCredential, Revocation};
 use crate::domain::account::{AccountStatus, Email, Role, validate_password};
-use crate::domain::api_key::{DEFAULT_NAME, parse_allow_list, parse_lifetime, parse_name};
+use crate::domain::api_key::{
+    DEFAULT_NAME, access_label, parse_allow_list, parse_lifetime, parse_name, status_label,
+};
 use crate::domain::principal::key_scopes;
 use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
 use crate::domain::text::check_line;
@@ -640,26 +642,6 @@ async fn account_filter(
     }
 }
 
-/// The status column of a key or personal URL: `revoked`, `expired` or `active`.
-fn credential_status(revoked_at: Option<i64>, expires_at: Option<i64>, now: i64) -> &'static str {
-    if revoked_at.is_some() {
-        "revoked"
-    } else if expires_at.is_some_and(|at| at <= now) {
-        "expired"
-    } else {
-        "active"
-    }
-}
-
-/// The access column of a key or personal URL: `read-write` with `mcp:write`, else `read-only`.
-fn credential_access(scope: &str) -> &'static str {
-    if scope.split(' ').any(|s| s == "mcp:write") {
-        "read-write"
-    } else {
-        "read-only"
-    }
-}
-
 /// A Unix time as [`timestamp`], or `never`.
 fn timestamp_or_never(at: Option<i64>) -> String {
     at.map_or_else(|| "never".to_string(), timestamp)
@@ -667,8 +649,8 @@ fn timestamp_or_never(at: Option<i64>) -> String {
 
 /// One tab-separated line of `gatehouse key list`.
 fn key_line(key: &ApiKeyRecord, now: i64) -> String {
-    let status = credential_status(key.revoked_at, key.expires_at, now);
-    let access = credential_access(&key.scope);
+    let status = status_label(key.revoked_at, key.expires_at, now);
+    let access = access_label(&key.scope);
     let (kind, project) = match &key.project_id {
         Some(p) => ("project", p.as_str()),
         None => ("account", "-"),

@@ -4,12 +4,12 @@
 use clap::Subcommand;
 
 use super::{
-    CliError, account_filter, credential_access, credential_owner, credential_status, listing,
-    revoke_credential, timestamp, timestamp_or_never,
+    CliError, account_filter, credential_owner, listing, revoke_credential, timestamp,
+    timestamp_or_never,
 };
 use crate::config::Config;
 use crate::credentials::{self, Actor, CredentialKind, NewCredential};
-use crate::domain::api_key::{parse_lifetime, parse_name};
+use crate::domain::api_key::{access_label, parse_lifetime, parse_name, status_label};
 use crate::store::Store;
 use crate::store::urls::PersonalUrlRecord;
 
@@ -114,8 +114,8 @@ pub(super) async fn run(
 
 /// One tab-separated line of `gatehouse url list`.
 fn line(url: &PersonalUrlRecord, now: i64) -> String {
-    let status = credential_status(url.revoked_at, url.expires_at, now);
-    let access = credential_access(&url.scope);
+    let status = status_label(url.revoked_at, url.expires_at, now);
+    let access = access_label(&url.scope);
     [
         url.id.clone(),
         url.account_email.clone(),
