@@ -57,20 +57,24 @@ impl Store {
 
     /// The account with this (lowercased) email, if any.
     pub async fn account_by_email(&self, email: &Email) -> Result<Option<Account>, StoreError> {
-        Ok(sqlx::query_as(&format!(
-            "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE email = $1"
-        ))
-        .bind(email.as_str())
-        .fetch_optional(self.pool())
-        .await?)
+        self.account_where("email", email.as_str()).await
     }
 
     /// The account with this id, if any.
     pub async fn account_by_id(&self, id: &str) -> Result<Option<Account>, StoreError> {
+        self.account_where("id", id).await
+    }
+
+    /// The account whose unique `column` (a fixed name, never input) holds `value`.
+    async fn account_where(
+        &self,
+        column: &'static str,
+        value: &str,
+    ) -> Result<Option<Account>, StoreError> {
         Ok(sqlx::query_as(&format!(
-            "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE id = $1"
+            "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE {column} = $1"
         ))
-        .bind(id)
+        .bind(value)
         .fetch_optional(self.pool())
         .await?)
     }
