@@ -25,6 +25,36 @@ pub struct Account {
 
 const ACCOUNT_COLUMNS: &str = "id, email, password_hash, status, created_at, session_epoch";
 
+/// Inserts an active account through `executor` (the pool or a transaction). Errors:
+/// [`StoreError::Conflict`] when the email exists.
+async fn insert_account<'e>(
+    executor: impl sqlx::Executor<'e, Database = sqlx::Any>,
+    email: &Email,
+    password_hash: &str,
+    now: i64,
+) -> Result<Account, StoreError> {
+    let id = new_id();
+    sqlx::query(
+        "INSERT INTO accounts (id, email, password_hash, status, created_at) \
+         VALUES ($1, $2, $3, 'active', $4)",
+    )
+    .bind(&id)
+    .bind(email.as_str())
+    .bind(password_hash)
+    .bind(now)
+    .execute(executor)
+    .await
+    .map_err(|e| StoreError::from_insert(e, &format!("account {}", email.as_str())))?;
+    Ok(Account {
+        id,
+        email: email.as_str().to_string(),
+        password_hash: password_hash.to_string(),
+        status: AccountStatus::Active,
+        created_at: now,
+        session_epoch: 0,
+    })
+}
+
 impl Store {
     /// Creates an active account. Errors: [`StoreError::Conflict`] when the email exists.
     pub async fn create_account(
@@ -33,26 +63,7 @@ impl Store {
         password_hash: &str,
         now: i64,
     ) -> Result<Account, StoreError> {
-        let id = new_id();
-        sqlx::query(
-            "INSERT INTO accounts (id, email, password_hash, status, created_at) \
-             VALUES ($1, $2, $3, 'active', $4)",
-        )
-        .bind(&id)
-        .bind(email.as_str())
-        .bind(password_hash)
-        .bind(now)
-        .execute(self.pool())
-        .await
-        .map_err(|e| StoreError::from_insert(e, &format!("account {}", email.as_str())))?;
-        Ok(Account {
-            id,
-            email: email.as_str().to_string(),
-            password_hash: password_hash.to_string(),
-            status: AccountStatus::Active,
-            created_at: now,
-            session_epoch: 0,
-        })
+        insert_account(self.pool(), email, password_hash, now).await
     }
 
     /// The account with this (lowercased) email, if any.
@@ -154,26 +165,9 @@ impl Store {
         if spent.rows_affected() != 1 {
             return Ok(None);
         }
-        let id = new_id();
-        sqlx::query(
-            "INSERT INTO accounts (id, email, password_hash, status, created_at) VALUES ($1, $2, $3, 'active', $4)",
-        )
-        .bind(&id)
-        .bind(email.as_str())
-        .bind(password_hash)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| StoreError::from_insert(e, &format!("account {}", email.as_str())))?;
+        let account = insert_account(&mut *tx, email, password_hash, now).await?;
         tx.commit().await?;
-        Ok(Some(Account {
-            id,
-            email: email.as_str().to_string(),
-            password_hash: password_hash.to_string(),
-            status: AccountStatus::Active,
-            created_at: now,
-            session_epoch: 0,
-        }))
+        Ok(Some(account))
     }
 
     /// Replaces the account's password hash. With `end_sessions` the session epoch is raised
