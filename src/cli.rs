@@ -12,7 +12,9 @@ use crate::app::open_store;
 use crate::config::Config;
 use crate::credentials::{self, Actor, CredentialKind, NewCredential, Revocation};
 use crate::domain::account::{AccountStatus, Email, Role, validate_password};
-use crate::domain::api_key::{DEFAULT_NAME, parse_allow_list, parse_lifetime, parse_name};
+use crate::domain::api_key::{
+    DEFAULT_NAME, access_label, parse_allow_list, parse_lifetime, parse_name, status_label,
+};
 use crate::domain::principal::key_scopes;
 use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
 use crate::domain::text::check_line;
@@ -559,22 +561,13 @@ async fn run_key(
             ))
         }
         KeyCommand::List { account } => {
-            let account_id = match &account {
-                Some(email) => Some(find_account(store, email).await?),
-                None => None,
-            };
+            let account_id = account_filter(store, account.as_deref()).await?;
             let keys = store.api_keys(account_id.as_deref()).await?;
-            let mut out = String::from(
+            Ok(listing(
                 "ID\tACCOUNT\tKIND\tPROJECT\tACCESS\tNAME\tCREATED\tEXPIRES\tLAST_USED\tSTATUS\tALLOWED_IPS",
-            );
-            for key in &keys {
-                out.push('\n');
-                out.push_str(&key_line(key, now));
-            }
-            if keys.is_empty() {
-                out.push_str("\n(no keys)");
-            }
-            Ok(out)
+                keys.iter().map(|key| key_line(key, now)),
+                "no keys",
+            ))
         }
         KeyCommand::Revoke { key_id } => {
             revoke_credential(store, CredentialKind::ApiKey, &key_id, now).await
@@ -623,20 +616,41 @@ fn timestamp(at: i64) -> String {
         .unwrap_or_else(|| at.to_string())
 }
 
+/// The text of a `list` command: the header, then one line per record, or `(empty)`.
+fn listing(header: &str, lines: impl Iterator<Item = String>, empty: &str) -> String {
+    let mut out = String::from(header);
+    let mut any = false;
+    for line in lines {
+        out.push('\n');
+        out.push_str(&line);
+        any = true;
+    }
+    if !any {
+        out.push_str(&format!("\n({empty})"));
+    }
+    out
+}
+
+/// The account a `list` command's `--account EMAIL` names (`None`: every account).
+async fn account_filter(
+    store: &crate::store::Store,
+    email: Option<&str>,
+) -> Result<Option<String>, CliError> {
+    match email {
+        Some(email) => Ok(Some(find_account(store, email).await?)),
+        None => Ok(None),
+    }
+}
+
+/// A Unix time as [`timestamp`], or `never`.
+fn timestamp_or_never(at: Option<i64>) -> String {
+    at.map_or_else(|| "never".to_string(), timestamp)
+}
+
 /// One tab-separated line of `gatehouse key list`.
 fn key_line(key: &ApiKeyRecord, now: i64) -> String {
-    let status = if key.revoked_at.is_some() {
-        "revoked"
-    } else if key.expires_at.is_some_and(|at| at <= now) {
-        "expired"
-    } else {
-        "active"
-    };
-    let access = if key.scope.split(' ').any(|s| s == "mcp:write") {
-        "read-write"
-    } else {
-        "read-only"
-    };
+    let status = status_label(key.revoked_at, key.expires_at, now);
+    let access = access_label(&key.scope);
     let (kind, project) = match &key.project_id {
         Some(p) => ("project", p.as_str()),
         None => ("account", "-"),
@@ -654,10 +668,8 @@ fn key_line(key: &ApiKeyRecord, now: i64) -> String {
         access.to_string(),
         key.name.clone(),
         timestamp(key.created_at),
-        key.expires_at
-            .map_or_else(|| "never".to_string(), timestamp),
-        key.last_used_at
-            .map_or_else(|| "never".to_string(), timestamp),
+        timestamp_or_never(key.expires_at),
+        timestamp_or_never(key.last_used_at),
         status.to_string(),
         allowed,
     ]

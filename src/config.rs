@@ -82,23 +82,58 @@ pub enum LogFormat {
     Json,
 }
 
+/// A URL of this server from the configuration, parsed once at load: [`PublicUrl::url`] for
+/// its parts (scheme, host, path), and the text it is published and joined with, exactly as
+/// configured without trailing slashes ([`PublicUrl::as_str`], also its `Display`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicUrl {
+    url: Url,
+    text: String,
+}
+
+impl PublicUrl {
+    /// The parsed URL.
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    /// The published text (no trailing slash).
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl std::fmt::Display for PublicUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl PartialEq<&str> for PublicUrl {
+    fn eq(&self, other: &&str) -> bool {
+        self.text == *other
+    }
+}
+
 /// The whole configuration of a Gatehouse process.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// `MCP_SERVER_URL`: canonical URL of the MCP endpoint, no trailing slash; tokens are bound
-    /// to it (RFC 8707). As text, for pages, documents and storage.
+    /// to it (RFC 8707). The text of [`Config::resource`] (the same normalised serialisation),
+    /// for pages, documents and storage; nothing parses it again.
     pub mcp_server_url: String,
     /// The same URL as the RFC 8707 resource indicator every resource and audience is compared
     /// with ([`ResourceIndicator::matches`]), parsed once at load.
     pub resource: ResourceIndicator,
     /// The path of `MCP_SERVER_URL`, where the MCP route is mounted (e.g. `/mcp`).
     pub mcp_path: String,
-    /// `GATEHOUSE_ISSUER`: OAuth issuer, no trailing slash (RFC 8414 §2).
+    /// `GATEHOUSE_ISSUER`: OAuth issuer exactly as published and compared (RFC 8414 §2, §3.3:
+    /// a string, no trailing slash added); nothing parses it again.
     pub issuer: String,
-    /// The same issuer, parsed once at load.
+    /// The same issuer, parsed once at load: its parts (origin, path) are read from here.
     pub issuer_url: Url,
     /// `FRONTEND_URL`: where console pages live, no trailing slash.
-    pub frontend_url: String,
+    pub frontend_url: PublicUrl,
     /// `DATABASE_URL`: `sqlite://…` or `postgres://…`.
     pub database_url: String,
     /// `GATEHOUSE_BIND`: listen address.
@@ -200,7 +235,7 @@ impl Config {
         let mcp_path = mcp.path().trim_end_matches('/').to_string();
         let origin = mcp.origin().ascii_serialization();
 
-        let issuer = match get("GATEHOUSE_ISSUER") {
+        let (issuer, issuer_url) = match get("GATEHOUSE_ISSUER") {
             Some(raw) => {
                 let url = parse_http_url("GATEHOUSE_ISSUER", raw)?;
                 if raw.ends_with('/') {
@@ -218,17 +253,23 @@ impl Config {
                         "must not have a query or fragment (RFC 8414 §2)",
                     ));
                 }
-                raw.to_string()
+                (raw.to_string(), url)
             }
-            None => origin,
+            None => {
+                let url = parse_http_url("GATEHOUSE_ISSUER", &origin)?;
+                (origin, url)
+            }
         };
 
         let frontend_url = match get("FRONTEND_URL") {
-            Some(raw) => {
-                parse_http_url("FRONTEND_URL", raw)?;
-                raw.trim_end_matches('/').to_string()
-            }
-            None => issuer.clone(),
+            Some(raw) => PublicUrl {
+                url: parse_http_url("FRONTEND_URL", raw)?,
+                text: raw.trim_end_matches('/').to_string(),
+            },
+            None => PublicUrl {
+                url: issuer_url.clone(),
+                text: issuer.clone(),
+            },
         };
 
         let database_url = get("DATABASE_URL")
@@ -279,7 +320,6 @@ impl Config {
             }
         };
 
-        let issuer_url = parse_http_url("GATEHOUSE_ISSUER", &issuer)?;
         let allowed_origins = match get("GATEHOUSE_ALLOWED_ORIGINS") {
             Some("*") => AllowedOrigins::Any,
             Some(raw) => {
@@ -431,7 +471,6 @@ impl Config {
 
         let resource = ResourceIndicator::parse(&mcp_server_url)
             .map_err(|e| ConfigError::new("MCP_SERVER_URL", e.to_string()))?;
-        let issuer_url = parse_http_url("GATEHOUSE_ISSUER", &issuer)?;
         Ok(Config {
             mcp_server_url,
             resource,

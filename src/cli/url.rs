@@ -3,10 +3,13 @@
 
 use clap::Subcommand;
 
-use super::{CliError, credential_owner, find_account, revoke_credential, timestamp};
+use super::{
+    CliError, account_filter, credential_owner, listing, revoke_credential, timestamp,
+    timestamp_or_never,
+};
 use crate::config::Config;
 use crate::credentials::{self, Actor, CredentialKind, NewCredential};
-use crate::domain::api_key::{parse_lifetime, parse_name};
+use crate::domain::api_key::{access_label, parse_lifetime, parse_name, status_label};
 use crate::store::Store;
 use crate::store::urls::PersonalUrlRecord;
 
@@ -95,22 +98,13 @@ pub(super) async fn run(
             ))
         }
         UrlCommand::List { account } => {
-            let account_id = match &account {
-                Some(email) => Some(find_account(store, email).await?),
-                None => None,
-            };
+            let account_id = account_filter(store, account.as_deref()).await?;
             let urls = store.personal_urls(account_id.as_deref()).await?;
-            let mut out = String::from(
+            Ok(listing(
                 "ID\tACCOUNT\tPROJECT\tACCESS\tNAME\tCREATED\tEXPIRES\tLAST_USED\tSTATUS",
-            );
-            for url in &urls {
-                out.push('\n');
-                out.push_str(&line(url, now));
-            }
-            if urls.is_empty() {
-                out.push_str("\n(no personal URLs)");
-            }
-            Ok(out)
+                urls.iter().map(|url| line(url, now)),
+                "no personal URLs",
+            ))
         }
         UrlCommand::Revoke { url_id } => {
             revoke_credential(store, CredentialKind::PersonalUrl, &url_id, now).await
@@ -120,18 +114,8 @@ pub(super) async fn run(
 
 /// One tab-separated line of `gatehouse url list`.
 fn line(url: &PersonalUrlRecord, now: i64) -> String {
-    let status = if url.revoked_at.is_some() {
-        "revoked"
-    } else if url.expires_at.is_some_and(|at| at <= now) {
-        "expired"
-    } else {
-        "active"
-    };
-    let access = if url.scope.split(' ').any(|s| s == "mcp:write") {
-        "read-write"
-    } else {
-        "read-only"
-    };
+    let status = status_label(url.revoked_at, url.expires_at, now);
+    let access = access_label(&url.scope);
     [
         url.id.clone(),
         url.account_email.clone(),
@@ -139,10 +123,8 @@ fn line(url: &PersonalUrlRecord, now: i64) -> String {
         access.to_string(),
         url.name.clone(),
         timestamp(url.created_at),
-        url.expires_at
-            .map_or_else(|| "never".to_string(), timestamp),
-        url.last_used_at
-            .map_or_else(|| "never".to_string(), timestamp),
+        timestamp_or_never(url.expires_at),
+        timestamp_or_never(url.last_used_at),
         status.to_string(),
     ]
     .join("\t")

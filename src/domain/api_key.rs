@@ -136,9 +136,43 @@ pub fn last_use_due(last_used_at: Option<i64>, now: i64) -> bool {
     last_used_at.is_none_or(|t| t <= now - LAST_USED_INTERVAL_SECS)
 }
 
+/// How a key or personal URL is shown in listings (console and command line): `revoked`,
+/// `expired` (its expiry at or before `now`) or `active`.
+pub fn status_label(revoked_at: Option<i64>, expires_at: Option<i64>, now: i64) -> &'static str {
+    if revoked_at.is_some() {
+        "revoked"
+    } else if expires_at.is_some_and(|at| at <= now) {
+        "expired"
+    } else {
+        "active"
+    }
+}
+
+/// How a key's or personal URL's scope is shown in listings: `read-write` when it holds
+/// `mcp:write`, else `read-only`.
+pub fn access_label(scope: &str) -> &'static str {
+    if scope.split(' ').any(|s| s == "mcp:write") {
+        "read-write"
+    } else {
+        "read-only"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listing_labels() {
+        assert_eq!(status_label(None, None, 100), "active");
+        assert_eq!(status_label(None, Some(101), 100), "active");
+        assert_eq!(status_label(None, Some(100), 100), "expired");
+        assert_eq!(status_label(Some(50), Some(101), 100), "revoked");
+        assert_eq!(access_label("mcp:read"), "read-only");
+        assert_eq!(access_label("mcp:read mcp:write"), "read-write");
+        assert_eq!(access_label("mcp:write"), "read-write");
+        assert_eq!(access_label("mcp:readmcp:write"), "read-only");
+    }
 
     #[test]
     fn names() {

@@ -70,6 +70,29 @@ pub struct ToolSpec {
     pub project: ProjectAccess,
 }
 
+impl ToolSpec {
+    /// A tool that only looks something up and answers at once: `mcp:read`, `readOnlyHint`
+    /// and `idempotentHint` true, `openWorldHint` false, nothing left in the background.
+    pub const fn lookup(
+        name: &'static str,
+        title: &'static str,
+        description: &'static str,
+        project: ProjectAccess,
+    ) -> ToolSpec {
+        ToolSpec {
+            name,
+            title,
+            description,
+            scope: Scope::McpRead,
+            read_only: true,
+            idempotent: true,
+            open_world: false,
+            background: false,
+            project,
+        }
+    }
+}
+
 /// What a handler gets besides its typed input.
 #[derive(Clone)]
 pub struct ToolCtx {

@@ -65,17 +65,20 @@ impl HostPolicy {
         if !config.bind.ip().is_loopback() {
             return HostPolicy { allowed: None };
         }
-        let configured = [&config.mcp_server_url, &config.issuer, &config.frontend_url]
-            .into_iter()
-            .filter_map(|u| Url::parse(u).ok())
-            .filter_map(|u| {
-                u.host_str().map(|h| {
-                    h.trim_start_matches('[')
-                        .trim_end_matches(']')
-                        .to_ascii_lowercase()
-                })
+        let configured = [
+            config.resource.url(),
+            &config.issuer_url,
+            config.frontend_url.url(),
+        ]
+        .into_iter()
+        .filter_map(|u| {
+            u.host_str().map(|h| {
+                h.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_ascii_lowercase()
             })
-            .collect();
+        })
+        .collect();
         HostPolicy {
             allowed: Some(configured),
         }

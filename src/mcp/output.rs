@@ -453,6 +453,14 @@ pub fn resource_document(
     cut_document(uri, value, max_bytes, rest, None)
 }
 
+/// `value` as the one JSON text content of resource `uri`.
+fn json_contents(uri: &str, value: &Value) -> ReadResourceResult {
+    let text = serde_json::to_string(value).unwrap_or_default();
+    ReadResourceResult::new(vec![
+        ResourceContents::text(text, uri).with_mime_type("application/json"),
+    ])
+}
+
 /// A paged list of a document: where it is, how many items the document held, and the URI of
 /// the page after the first `kept` items.
 type PagedList<'a> = (&'a [&'a str], usize, &'a dyn Fn(usize) -> String);
@@ -466,12 +474,7 @@ fn cut_document(
     rest: &str,
     paged: Option<PagedList<'_>>,
 ) -> ReadResourceResult {
-    let build = |v: &Value| {
-        let text = serde_json::to_string(v).unwrap_or_default();
-        ReadResourceResult::new(vec![
-            ResourceContents::text(text, uri).with_mime_type("application/json"),
-        ])
-    };
+    let build = |v: &Value| json_contents(uri, v);
     let whole = build(&value);
     let whole_size = size(&whole);
     if whole_size <= max_bytes {
@@ -536,12 +539,7 @@ pub fn resource_document_pages(
     path: &[&str],
     next_page: impl Fn(usize) -> String,
 ) -> ReadResourceResult {
-    let build = |v: &Value| {
-        let text = serde_json::to_string(v).unwrap_or_default();
-        ReadResourceResult::new(vec![
-            ResourceContents::text(text, uri).with_mime_type("application/json"),
-        ])
-    };
+    let build = |v: &Value| json_contents(uri, v);
     let whole = build(&value);
     if size(&whole) <= max_bytes {
         return whole;

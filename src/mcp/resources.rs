@@ -46,6 +46,17 @@ enum Section {
     Jobs,
 }
 
+impl Section {
+    /// The section listed after this one (`None` after the last).
+    fn next(self) -> Option<Section> {
+        match self {
+            Section::Projects => Some(Section::Notes),
+            Section::Notes => Some(Section::Jobs),
+            Section::Jobs => None,
+        }
+    }
+}
+
 /// Where a `resources/list` page starts. Encoded opaquely in `nextCursor`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Cursor {
@@ -115,73 +126,70 @@ pub async fn list(
         if need == 0 {
             break Some(cur);
         }
-        match cur.section {
+        // One page of the current section, and whether the section has more after it.
+        let (page, more): (Vec<Resource>, bool) = match cur.section {
             Section::Projects => {
                 let projects = store
                     .reachable_projects(principal)
                     .await
                     .map_err(internal)?;
-                let page: Vec<_> = projects.iter().skip(cur.offset).take(need).collect();
-                items.extend(page.iter().map(|p| {
-                    resource(
-                        ResourceUri::project(&p.project_id),
-                        p.name.clone(),
-                        format!("Project {}", p.name),
-                        "A project: name, the caller's role, note count and console link.",
-                    )
-                }));
-                if cur.offset + page.len() < projects.len() {
-                    cur.offset += page.len();
-                } else {
-                    cur = Cursor {
-                        section: Section::Notes,
-                        offset: 0,
-                    };
-                }
+                let page: Vec<_> = projects
+                    .iter()
+                    .skip(cur.offset)
+                    .take(need)
+                    .map(|p| {
+                        resource(
+                            ResourceUri::project(&p.project_id),
+                            p.name.clone(),
+                            format!("Project {}", p.name),
+                            "A project: name, the caller's role, note count and console link.",
+                        )
+                    })
+                    .collect();
+                let more = cur.offset + page.len() < projects.len();
+                (page, more)
             }
             Section::Notes => {
                 let notes = store
                     .reachable_notes(principal, cur.offset as i64, need as i64)
                     .await
                     .map_err(internal)?;
-                let got = notes.len();
-                items.extend(notes.into_iter().map(|n| {
+                let more = notes.len() == need;
+                let page = notes.into_iter().map(|n| {
                     resource(
                         ResourceUri::note(&n.project_id, &n.id),
                         n.title.clone(),
                         n.title,
                         "A note: title, text and tags.",
                     )
-                }));
-                if got == need {
-                    cur.offset += got;
-                } else {
-                    cur = Cursor {
-                        section: Section::Jobs,
-                        offset: 0,
-                    };
-                }
+                });
+                (page.collect(), more)
             }
             Section::Jobs => {
                 let jobs = store
                     .reachable_jobs(principal, cur.offset as i64, need as i64)
                     .await
                     .map_err(internal)?;
-                let got = jobs.len();
-                items.extend(jobs.into_iter().map(|j| {
+                let more = jobs.len() == need;
+                let page = jobs.into_iter().map(|j| {
                     resource(
                         ResourceUri::job(j.kind, &j.id),
                         format!("{} {}", j.kind, j.id),
                         format!("{} job ({})", j.kind, j.status),
                         "A background job: its status and, once completed, its document.",
                     )
-                }));
-                if got == need {
-                    cur.offset += got;
-                } else {
-                    break None;
-                }
+                });
+                (page.collect(), more)
             }
+        };
+        let got = page.len();
+        items.extend(page);
+        if more {
+            cur.offset += got;
+        } else if let Some(section) = cur.section.next() {
+            cur = Cursor { section, offset: 0 };
+        } else {
+            break None;
         }
     };
     let mut result = ListResourcesResult::with_all_items(items);

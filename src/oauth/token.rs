@@ -32,7 +32,7 @@ use crate::state::AppState;
 use crate::store::audit::AuditEvent;
 use crate::store::now;
 use crate::store::oauth::{
-    ClientRecord, GrantRefusal, NewTokens, Redeemed, RefreshState, Rotation,
+    ClientRecord, CodeRecord, GrantRefusal, NewTokens, Redeemed, RefreshState, Rotation,
 };
 
 /// The successful token response (OAuth 2.1 §3.2.3).
@@ -319,6 +319,48 @@ async fn client_credentials(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
 /// The `authorization_code` grant (OAuth 2.1 §4.1.3): the code is bound to the client, the
 /// redirect URI, the PKCE challenge, the resource, the scopes and the account; single use; a
 /// replay revokes every token the first redemption issued.
+/// The one answer for an unknown, expired, used or another client's code (a stolen code is not
+/// confirmed as real).
+fn invalid_code() -> OAuthError {
+    OAuthError::InvalidGrant("the authorization code is invalid, expired or already used".into())
+}
+
+/// The checks of an unused code against the token request (OAuth 2.1 §4.1.3): the redirect URI
+/// of the authorization request when one is sent, the resource and issuer it was issued for,
+/// the PKCE verifier (RFC 7636 §4.6), then its expiry.
+fn check_unused_code(
+    ctx: &Ctx<'_>,
+    record: &CodeRecord,
+    verifier: Option<&str>,
+) -> Result<(), OAuthError> {
+    if let Some(uri) = ctx.params.get("redirect_uri")
+        && uri != &record.redirect_uri
+    {
+        return Err(OAuthError::InvalidGrant(
+            "redirect_uri differs from the one in the authorization request".into(),
+        ));
+    }
+    check_target(ctx, &record.resource, record.issuer.as_deref())?;
+    match verifier {
+        None => {
+            return Err(OAuthError::InvalidGrant(
+                "code_verifier is required: the code was issued with a code_challenge (PKCE)"
+                    .into(),
+            ));
+        }
+        Some(v) if !verify_s256(v, &record.code_challenge) => {
+            return Err(OAuthError::InvalidGrant(
+                "code_verifier does not match the code_challenge".into(),
+            ));
+        }
+        Some(_) => {}
+    }
+    if record.expires_at <= ctx.now {
+        return Err(invalid_code());
+    }
+    Ok(())
+}
+
 async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
     let code = ctx
         .params
@@ -328,44 +370,15 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
     // verification: invalid_grant, like a wrong one (OAuth 2.1 §4.1.3, RFC 7636 §4.6).
     let verifier = ctx.params.get("code_verifier");
     let hash = Secret::from_presented(code.clone()).hash();
-    let invalid = || {
-        OAuthError::InvalidGrant(
-            "the authorization code is invalid, expired or already used".into(),
-        )
-    };
     let Some(record) = ctx.state.store.code(&hash).await? else {
-        return Err(invalid());
+        return Err(invalid_code());
     };
     if record.client_id != ctx.client.client_id {
         // The same answer as for an unknown code: a stolen code is not confirmed as real.
-        return Err(invalid());
+        return Err(invalid_code());
     }
     if record.used_at.is_none() {
-        if let Some(uri) = ctx.params.get("redirect_uri")
-            && uri != &record.redirect_uri
-        {
-            return Err(OAuthError::InvalidGrant(
-                "redirect_uri differs from the one in the authorization request".into(),
-            ));
-        }
-        check_target(ctx, &record.resource, record.issuer.as_deref())?;
-        match verifier {
-            None => {
-                return Err(OAuthError::InvalidGrant(
-                    "code_verifier is required: the code was issued with a code_challenge (PKCE)"
-                        .into(),
-                ));
-            }
-            Some(v) if !verify_s256(v, &record.code_challenge) => {
-                return Err(OAuthError::InvalidGrant(
-                    "code_verifier does not match the code_challenge".into(),
-                ));
-            }
-            Some(_) => {}
-        }
-        if record.expires_at <= ctx.now {
-            return Err(invalid());
-        }
+        check_unused_code(ctx, &record, verifier.map(String::as_str))?;
     }
     let (refresh, access, tokens) = new_pair(ctx, &record.scope);
     match ctx
@@ -412,12 +425,12 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
                 )
                 .await;
             }
-            Err(invalid())
+            Err(invalid_code())
         }
         Redeemed::Refused(why) => {
             Err(refused(ctx, "code_refused", &record.account_id, None, why).await)
         }
-        Redeemed::Invalid => Err(invalid()),
+        Redeemed::Invalid => Err(invalid_code()),
     }
 }
 

@@ -1,9 +1,5 @@
 //! Accounts and first-run setup tokens.
 
-use sqlx::FromRow;
-use sqlx::Row;
-use sqlx::any::AnyRow;
-
 use super::{Store, StoreError, new_id};
 use crate::domain::account::{AccountStatus, Email};
 use crate::domain::secret::TokenHash;
@@ -27,11 +23,37 @@ pub struct Account {
     pub session_epoch: i64,
 }
 
-fn account_from_row(row: &AnyRow) -> Result<Account, StoreError> {
-    Ok(Account::from_row(row)?)
-}
-
 const ACCOUNT_COLUMNS: &str = "id, email, password_hash, status, created_at, session_epoch";
+
+/// Inserts an active account through `executor` (the pool or a transaction). Errors:
+/// [`StoreError::Conflict`] when the email exists.
+async fn insert_account<'e>(
+    executor: impl sqlx::Executor<'e, Database = sqlx::Any>,
+    email: &Email,
+    password_hash: &str,
+    now: i64,
+) -> Result<Account, StoreError> {
+    let id = new_id();
+    sqlx::query(
+        "INSERT INTO accounts (id, email, password_hash, status, created_at) \
+         VALUES ($1, $2, $3, 'active', $4)",
+    )
+    .bind(&id)
+    .bind(email.as_str())
+    .bind(password_hash)
+    .bind(now)
+    .execute(executor)
+    .await
+    .map_err(|e| StoreError::from_insert(e, &format!("account {}", email.as_str())))?;
+    Ok(Account {
+        id,
+        email: email.as_str().to_string(),
+        password_hash: password_hash.to_string(),
+        status: AccountStatus::Active,
+        created_at: now,
+        session_epoch: 0,
+    })
+}
 
 impl Store {
     /// Creates an active account. Errors: [`StoreError::Conflict`] when the email exists.
@@ -41,48 +63,31 @@ impl Store {
         password_hash: &str,
         now: i64,
     ) -> Result<Account, StoreError> {
-        let id = new_id();
-        sqlx::query(
-            "INSERT INTO accounts (id, email, password_hash, status, created_at) \
-             VALUES ($1, $2, $3, 'active', $4)",
-        )
-        .bind(&id)
-        .bind(email.as_str())
-        .bind(password_hash)
-        .bind(now)
-        .execute(self.pool())
-        .await
-        .map_err(|e| StoreError::from_insert(e, &format!("account {}", email.as_str())))?;
-        Ok(Account {
-            id,
-            email: email.as_str().to_string(),
-            password_hash: password_hash.to_string(),
-            status: AccountStatus::Active,
-            created_at: now,
-            session_epoch: 0,
-        })
+        insert_account(self.pool(), email, password_hash, now).await
     }
 
     /// The account with this (lowercased) email, if any.
     pub async fn account_by_email(&self, email: &Email) -> Result<Option<Account>, StoreError> {
-        let row = sqlx::query(&format!(
-            "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE email = $1"
-        ))
-        .bind(email.as_str())
-        .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(account_from_row).transpose()
+        self.account_where("email", email.as_str()).await
     }
 
     /// The account with this id, if any.
     pub async fn account_by_id(&self, id: &str) -> Result<Option<Account>, StoreError> {
-        let row = sqlx::query(&format!(
-            "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE id = $1"
+        self.account_where("id", id).await
+    }
+
+    /// The account whose unique `column` (a fixed name, never input) holds `value`.
+    async fn account_where(
+        &self,
+        column: &'static str,
+        value: &str,
+    ) -> Result<Option<Account>, StoreError> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE {column} = $1"
         ))
-        .bind(id)
+        .bind(value)
         .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(account_from_row).transpose()
+        .await?)
     }
 
     /// Sets an account's status. Errors: [`StoreError::NotFound`] for an unknown email.
@@ -105,10 +110,9 @@ impl Store {
 
     /// How many accounts exist.
     pub async fn count_accounts(&self) -> Result<i64, StoreError> {
-        Ok(sqlx::query("SELECT COUNT(*) AS n FROM accounts")
+        Ok(sqlx::query_scalar("SELECT COUNT(*) AS n FROM accounts")
             .fetch_one(self.pool())
-            .await?
-            .try_get("n")?)
+            .await?)
     }
 
     /// Stores a first-run setup token's hash, valid until `expires_at` (Unix seconds) or used.
@@ -161,26 +165,9 @@ impl Store {
         if spent.rows_affected() != 1 {
             return Ok(None);
         }
-        let id = new_id();
-        sqlx::query(
-            "INSERT INTO accounts (id, email, password_hash, status, created_at) VALUES ($1, $2, $3, 'active', $4)",
-        )
-        .bind(&id)
-        .bind(email.as_str())
-        .bind(password_hash)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| StoreError::from_insert(e, &format!("account {}", email.as_str())))?;
+        let account = insert_account(&mut *tx, email, password_hash, now).await?;
         tx.commit().await?;
-        Ok(Some(Account {
-            id,
-            email: email.as_str().to_string(),
-            password_hash: password_hash.to_string(),
-            status: AccountStatus::Active,
-            created_at: now,
-            session_epoch: 0,
-        }))
+        Ok(Some(account))
     }
 
     /// Replaces the account's password hash. With `end_sessions` the session epoch is raised
@@ -192,7 +179,7 @@ impl Store {
         password_hash: &str,
         end_sessions: bool,
     ) -> Result<Option<i64>, StoreError> {
-        let row = sqlx::query(
+        Ok(sqlx::query_scalar(
             "UPDATE accounts SET password_hash = $1, \
              session_epoch = session_epoch + (CASE WHEN $2 THEN 1 ELSE 0 END) \
              WHERE id = $3 RETURNING session_epoch",
@@ -201,19 +188,17 @@ impl Store {
         .bind(end_sessions)
         .bind(account_id)
         .fetch_optional(self.pool())
-        .await?;
-        Ok(row.map(|r| r.try_get("session_epoch")).transpose()?)
+        .await?)
     }
 
     /// Ends every browser session of the account by raising its session epoch. Returns the new
     /// epoch (`None` for an unknown account).
     pub async fn end_sessions(&self, account_id: &str) -> Result<Option<i64>, StoreError> {
-        let row = sqlx::query(
+        Ok(sqlx::query_scalar(
             "UPDATE accounts SET session_epoch = session_epoch + 1 WHERE id = $1 RETURNING session_epoch",
         )
         .bind(account_id)
         .fetch_optional(self.pool())
-        .await?;
-        Ok(row.map(|r| r.try_get("session_epoch")).transpose()?)
+        .await?)
     }
 }

@@ -11,12 +11,9 @@
 //! `kill -9` can lose only the rows still queued or in the transaction being committed (see
 //! docs/architecture.md).
 
-use sqlx::FromRow;
-use sqlx::any::AnyRow;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use sqlx::Row;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Store, StoreError};
@@ -324,14 +321,13 @@ impl Store {
     /// committed first, so the answer holds every call answered before this one was made.
     pub async fn recent_audit(&self, limit: i64) -> Result<Vec<AuditRecord>, StoreError> {
         self.flush_audit().await;
-        let rows = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT at, event, outcome, account_id, client_id, subject, source_ip, detail \
              FROM audit_events ORDER BY id DESC LIMIT $1",
         )
         .bind(limit)
         .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(record_from_row).collect()
+        .await?)
     }
 
     /// When each client last called a tool, read a resource or got a prompt for the account:
@@ -340,17 +336,14 @@ impl Store {
         &self,
         account_id: &str,
     ) -> Result<Vec<(String, i64)>, StoreError> {
-        let rows = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT client_id, MAX(at) AS last_at FROM audit_events \
              WHERE account_id = $1 AND event IN ('tool_call', 'resource_read', 'prompt_get') \
              AND client_id IS NOT NULL GROUP BY client_id",
         )
         .bind(account_id)
         .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get("client_id")?, r.try_get("last_at")?)))
-            .collect()
+        .await?)
     }
 
     /// The tool calls, resource reads and prompt gets one client made for the account, newest
@@ -361,7 +354,7 @@ impl Store {
         client_id: &str,
         limit: i64,
     ) -> Result<Vec<AuditRecord>, StoreError> {
-        let rows = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT at, event, outcome, account_id, client_id, subject, source_ip, detail \
              FROM audit_events WHERE account_id = $1 AND client_id = $2 \
              AND event IN ('tool_call', 'resource_read', 'prompt_get') \
@@ -371,11 +364,6 @@ impl Store {
         .bind(client_id)
         .bind(limit)
         .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(record_from_row).collect()
+        .await?)
     }
-}
-
-fn record_from_row(r: &AnyRow) -> Result<AuditRecord, StoreError> {
-    Ok(AuditRecord::from_row(r)?)
 }

@@ -2,12 +2,10 @@
 //! by the SHA-256 of the presented key on every MCP request (one query), their last use
 //! written at most once a minute.
 
-use super::JsonStrings;
 use sqlx::FromRow;
-use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::{Store, StoreError, new_id};
+use super::{JsonStrings, Store, StoreError, new_id};
 use crate::domain::api_key::LAST_USED_INTERVAL_SECS;
 use crate::domain::secret::TokenHash;
 
@@ -58,7 +56,7 @@ pub struct ApiKeyRecord {
 }
 
 /// A live key found by its hash: what authentication needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct KeyGrant {
     /// Key id.
     pub id: String,
@@ -70,9 +68,18 @@ pub struct KeyGrant {
     /// `mcp:read` or `mcp:read mcp:write`.
     pub scope: String,
     /// CIDR blocks it may be used from; empty: any address.
+    #[sqlx(try_from = "JsonStrings")]
     pub allowed_ips: Vec<String>,
     /// Unix seconds; `None`: never used.
     pub last_used_at: Option<i64>,
+}
+
+/// A [`KeyGrant`] with the credential's expiry (Unix seconds, `None`: none).
+#[derive(sqlx::FromRow)]
+struct KeyLookup {
+    #[sqlx(flatten)]
+    grant: KeyGrant,
+    expires_at: Option<i64>,
 }
 
 /// What [`Store::record_key_use`] did.
@@ -85,21 +92,6 @@ pub enum KeyUse {
     Updated,
     /// Nothing to write: another request wrote it less than a minute ago, or the key is gone.
     Unchanged,
-}
-
-fn allowed_ips(raw: Option<String>) -> Result<Vec<String>, StoreError> {
-    match raw {
-        None => Ok(Vec::new()),
-        Some(json) => serde_json::from_str(&json).map_err(|_| {
-            StoreError::Database(sqlx::Error::Decode(
-                "unexpected value in api_keys.allowed_ips".into(),
-            ))
-        }),
-    }
-}
-
-fn record_from_row(r: &AnyRow) -> Result<ApiKeyRecord, StoreError> {
-    Ok(ApiKeyRecord::from_row(r)?)
 }
 
 /// The tables of credentials people make for headless clients (fixed names, never input).
@@ -126,22 +118,20 @@ impl Credentials {
         }
     }
 
-    /// The columns a record is read from (table alias `c`, accounts `a`).
-    fn columns(self) -> &'static str {
+    /// The column holding the SHA-256 of the secret.
+    fn hash_column(self) -> &'static str {
         match self {
-            Credentials::ApiKeys => {
-                "c.id AS id, c.account_id AS account_id, a.email AS email, \
-                 c.project_id AS project_id, c.name AS name, c.scope AS scope, \
-                 c.allowed_ips AS allowed_ips, c.created_at AS created_at, \
-                 c.expires_at AS expires_at, c.last_used_at AS last_used_at, \
-                 c.revoked_at AS revoked_at"
-            }
-            Credentials::PersonalUrls => {
-                "c.id AS id, c.account_id AS account_id, a.email AS email, \
-                 c.project_id AS project_id, c.name AS name, c.scope AS scope, \
-                 c.created_at AS created_at, c.expires_at AS expires_at, \
-                 c.last_used_at AS last_used_at, c.revoked_at AS revoked_at"
-            }
+            Credentials::ApiKeys => "key_hash",
+            Credentials::PersonalUrls => "url_hash",
+        }
+    }
+
+    /// The expression read as `allowed_ips` (table alias `c`): personal URLs have no
+    /// address allow-list.
+    fn allowed_ips(self) -> &'static str {
+        match self {
+            Credentials::ApiKeys => "c.allowed_ips",
+            Credentials::PersonalUrls => "NULL",
         }
     }
 }
@@ -163,28 +153,49 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<String, StoreError> {
+        self.insert_credential(Credentials::ApiKeys, key, hash, now)
+            .await
+    }
+
+    /// Stores a new credential of `table` under `hash` and returns its id. A personal URL has
+    /// no address allow-list: `new.allowed_ips` is then empty and not written.
+    pub(super) async fn insert_credential(
+        &self,
+        table: Credentials,
+        new: &NewApiKey<'_>,
+        hash: &TokenHash,
+        now: i64,
+    ) -> Result<String, StoreError> {
         let id = new_id();
-        let allowed = if key.allowed_ips.is_empty() {
-            None
-        } else {
-            Some(serde_json::Value::from(key.allowed_ips.to_vec()).to_string())
+        let (name, hash_column) = (table.name(), table.hash_column());
+        let (allowed_column, allowed_value) = match table {
+            Credentials::ApiKeys => (", allowed_ips", ", $9"),
+            Credentials::PersonalUrls => ("", ""),
         };
-        sqlx::query(
-            "INSERT INTO api_keys (id, key_hash, account_id, project_id, name, scope, allowed_ips, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        )
-        .bind(&id)
-        .bind(hash.as_str())
-        .bind(key.account_id)
-        .bind(key.project_id)
-        .bind(key.name)
-        .bind(key.scope)
-        .bind(allowed)
-        .bind(now)
-        .bind(key.expires_at)
-        .execute(self.pool())
-        .await
-        .map_err(|e| StoreError::from_insert(e, "api key"))?;
+        let sql = format!(
+            "INSERT INTO {name} (id, {hash_column}, account_id, project_id, name, scope, created_at, expires_at{allowed_column}) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8{allowed_value})"
+        );
+        let query = sqlx::query(&sql)
+            .bind(&id)
+            .bind(hash.as_str())
+            .bind(new.account_id)
+            .bind(new.project_id)
+            .bind(new.name)
+            .bind(new.scope)
+            .bind(now)
+            .bind(new.expires_at);
+        let query = match table {
+            Credentials::ApiKeys if !new.allowed_ips.is_empty() => query.bind(Some(
+                serde_json::Value::from(new.allowed_ips.to_vec()).to_string(),
+            )),
+            Credentials::ApiKeys => query.bind(None::<String>),
+            Credentials::PersonalUrls => query,
+        };
+        query
+            .execute(self.pool())
+            .await
+            .map_err(|e| StoreError::from_insert(e, table.what()))?;
         Ok(id)
     }
 
@@ -193,18 +204,16 @@ impl Store {
         &self,
         account_id: Option<&str>,
     ) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        let rows = self
-            .credential_rows(Credentials::ApiKeys, Pick::Account(account_id))
-            .await?;
-        rows.iter().map(record_from_row).collect()
+        self.credentials(Credentials::ApiKeys, Pick::Account(account_id))
+            .await
     }
 
     /// One key by id.
     pub async fn api_key(&self, id: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
-        let rows = self
-            .credential_rows(Credentials::ApiKeys, Pick::Id(id))
-            .await?;
-        rows.first().map(record_from_row).transpose()
+        Ok(self
+            .credentials(Credentials::ApiKeys, Pick::Id(id))
+            .await?
+            .pop())
     }
 
     /// Revokes a key at once (the next request with it gets 401). Returns `false` if it was
@@ -215,13 +224,16 @@ impl Store {
         self.revoke_credential(Credentials::ApiKeys, id, now).await
     }
 
-    /// The rows of `table` (with the account's email) that `pick` names, oldest first.
-    pub(super) async fn credential_rows(
+    /// The records of `table` (with the account's email) that `pick` names, oldest first.
+    pub(super) async fn credentials<R>(
         &self,
         table: Credentials,
         pick: Pick<'_>,
-    ) -> Result<Vec<AnyRow>, StoreError> {
-        let (name, columns) = (table.name(), table.columns());
+    ) -> Result<Vec<R>, StoreError>
+    where
+        R: for<'r> FromRow<'r, AnyRow> + Send + Unpin,
+    {
+        let (name, allowed_ips) = (table.name(), table.allowed_ips());
         let filter = match pick {
             Pick::Account(_) => "c.account_id = COALESCE($1, c.account_id)",
             Pick::Id(_) => "c.id = $1",
@@ -230,8 +242,13 @@ impl Store {
             Pick::Account(account) => account,
             Pick::Id(id) => Some(id),
         };
-        Ok(sqlx::query(&format!(
-            "SELECT {columns} FROM {name} c JOIN accounts a ON a.id = c.account_id \
+        Ok(sqlx::query_as(&format!(
+            "SELECT c.id AS id, c.account_id AS account_id, a.email AS email, \
+             c.project_id AS project_id, c.name AS name, c.scope AS scope, \
+             {allowed_ips} AS allowed_ips, c.created_at AS created_at, \
+             c.expires_at AS expires_at, c.last_used_at AS last_used_at, \
+             c.revoked_at AS revoked_at \
+             FROM {name} c JOIN accounts a ON a.id = c.account_id \
              WHERE {filter} ORDER BY c.created_at, c.id"
         ))
         .bind(bound)
@@ -291,34 +308,37 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<Option<(KeyGrant, Option<i64>)>, StoreError> {
-        let row = sqlx::query(
-            "SELECT k.id AS id, k.account_id AS account_id, k.project_id AS project_id, \
-             k.scope AS scope, k.allowed_ips AS allowed_ips, k.last_used_at AS last_used_at, \
-             k.expires_at AS expires_at \
-             FROM api_keys k \
-             JOIN accounts a ON a.id = k.account_id \
-             LEFT JOIN projects p ON p.id = k.project_id \
-             LEFT JOIN memberships m ON m.project_id = k.project_id AND m.account_id = k.account_id \
-             WHERE k.key_hash = $1 AND k.revoked_at IS NULL \
-             AND (k.expires_at IS NULL OR k.expires_at > $2) AND a.status = 'active' \
-             AND (k.project_id IS NULL OR (p.status = 'active' AND m.account_id IS NOT NULL))",
-        )
+        self.credential_lookup(Credentials::ApiKeys, hash, now)
+            .await
+    }
+
+    /// The live credential of `table` whose secret's SHA-256 is `hash`, with its expiry, in
+    /// one query (see [`Store::authenticate_api_key`] for what live means).
+    pub(super) async fn credential_lookup(
+        &self,
+        table: Credentials,
+        hash: &TokenHash,
+        now: i64,
+    ) -> Result<Option<(KeyGrant, Option<i64>)>, StoreError> {
+        let (name, hash_column, allowed_ips) =
+            (table.name(), table.hash_column(), table.allowed_ips());
+        let row: Option<KeyLookup> = sqlx::query_as(&format!(
+            "SELECT c.id AS id, c.account_id AS account_id, c.project_id AS project_id, \
+             c.scope AS scope, {allowed_ips} AS allowed_ips, c.last_used_at AS last_used_at, \
+             c.expires_at AS expires_at \
+             FROM {name} c \
+             JOIN accounts a ON a.id = c.account_id \
+             LEFT JOIN projects p ON p.id = c.project_id \
+             LEFT JOIN memberships m ON m.project_id = c.project_id AND m.account_id = c.account_id \
+             WHERE c.{hash_column} = $1 AND c.revoked_at IS NULL \
+             AND (c.expires_at IS NULL OR c.expires_at > $2) AND a.status = 'active' \
+             AND (c.project_id IS NULL OR (p.status = 'active' AND m.account_id IS NOT NULL))"
+        ))
         .bind(hash.as_str())
         .bind(now)
         .fetch_optional(self.pool())
         .await?;
-        let Some(r) = row else {
-            return Ok(None);
-        };
-        let grant = KeyGrant {
-            id: r.try_get("id")?,
-            account_id: r.try_get("account_id")?,
-            project_id: r.try_get("project_id")?,
-            scope: r.try_get("scope")?,
-            allowed_ips: allowed_ips(r.try_get("allowed_ips")?)?,
-            last_used_at: r.try_get("last_used_at")?,
-        };
-        Ok(Some((grant, r.try_get("expires_at")?)))
+        Ok(row.map(|r| (r.grant, r.expires_at)))
     }
 
     /// Writes a use of key `id` at `now`, conditionally so that any number of requests and

@@ -10,8 +10,6 @@
 
 use std::collections::HashMap;
 
-use sqlx::Row;
-
 use super::{Store, StoreError};
 use crate::domain::secret::TokenHash;
 use crate::domain::throttle::{CounterState, Decision, Policy};
@@ -176,25 +174,24 @@ impl Store {
             "SELECT key, hits, amount, since, blocked_until, expires_at FROM rate_limits \
              WHERE key IN ({placeholders})"
         );
-        let mut q = sqlx::query(&sql);
+        let mut q = sqlx::query_as::<_, (String, i64, i64, i64, i64, i64)>(&sql);
         for l in limits {
             q = q.bind(&l.key);
         }
         let rows = q.fetch_all(self.pool()).await?;
-        rows.iter()
-            .map(|r| {
-                Ok((
-                    r.try_get("key")?,
-                    CounterState {
-                        hits: r.try_get("hits")?,
-                        amount: r.try_get("amount")?,
-                        since: r.try_get("since")?,
-                        blocked_until: r.try_get("blocked_until")?,
-                        expires_at: r.try_get("expires_at")?,
-                    },
-                ))
+        Ok(rows
+            .into_iter()
+            .map(|(key, hits, amount, since, blocked_until, expires_at)| {
+                let state = CounterState {
+                    hits,
+                    amount,
+                    since,
+                    blocked_until,
+                    expires_at,
+                };
+                (key, state)
             })
-            .collect()
+            .collect())
     }
 
     /// Writes the new states if every counter still holds the state it was read with; returns
@@ -205,39 +202,34 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let mut tx = self.begin_write().await?;
         for (limit, old, new) in next {
-            let written = match old {
-                None => sqlx::query(
+            // The insert of a new counter or the update of the state it was read with: the
+            // new state binds $1 to $6 in both, the state read $7 to $10 in the update.
+            let sql = match old {
+                None => {
                     "INSERT INTO rate_limits (key, hits, amount, since, blocked_until, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key) DO NOTHING",
-                )
-                .bind(&limit.key)
-                .bind(new.hits)
-                .bind(new.amount)
-                .bind(new.since)
-                .bind(new.blocked_until)
-                .bind(new.expires_at)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected(),
-                Some(old) => sqlx::query(
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key) DO NOTHING"
+                }
+                Some(_) => {
                     "UPDATE rate_limits SET hits = $2, amount = $3, since = $4, blocked_until = $5, \
                      expires_at = $6 WHERE key = $1 AND hits = $7 AND amount = $8 AND since = $9 \
-                     AND blocked_until = $10",
-                )
+                     AND blocked_until = $10"
+                }
+            };
+            let mut query = sqlx::query(sql)
                 .bind(&limit.key)
                 .bind(new.hits)
                 .bind(new.amount)
                 .bind(new.since)
                 .bind(new.blocked_until)
-                .bind(new.expires_at)
-                .bind(old.hits)
-                .bind(old.amount)
-                .bind(old.since)
-                .bind(old.blocked_until)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected(),
-            };
+                .bind(new.expires_at);
+            if let Some(old) = old {
+                query = query
+                    .bind(old.hits)
+                    .bind(old.amount)
+                    .bind(old.since)
+                    .bind(old.blocked_until);
+            }
+            let written = query.execute(&mut *tx).await?.rows_affected();
             if written != 1 {
                 tx.rollback().await?;
                 return Ok(false);

@@ -7,11 +7,12 @@
 //! `migrations/sqlite` and `migrations/postgres` with the same file names and are applied at
 //! start. Rotation and single-use checks are conditional updates, atomic on both engines.
 
-use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, Executor};
+
+use crate::domain::secret::TokenHash;
 
 pub mod accounts;
 pub mod audit;
@@ -455,9 +456,9 @@ pub fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-/// Parses a stored enum-like text column.
-/// A text column holding a JSON array of strings (`notes.tags`, `api_keys.allowed_ips`),
-/// read into a `Vec<String>` by `#[sqlx(try_from = "JsonStrings")]`; NULL reads as empty.
+/// A text column holding a JSON array of strings (`notes.tags`, `api_keys.allowed_ips`,
+/// `oauth_clients.redirect_uris`), read into a `Vec<String>` by
+/// `#[sqlx(try_from = "JsonStrings")]`; NULL reads as empty.
 #[derive(Debug, Clone, sqlx::Type)]
 #[sqlx(transparent)]
 pub struct JsonStrings(Option<String>);
@@ -472,12 +473,78 @@ impl TryFrom<JsonStrings> for Vec<String> {
     }
 }
 
-pub(crate) fn parse_column<T: FromStr>(value: &str, column: &str) -> Result<T, StoreError> {
-    value.parse().map_err(|_| {
-        StoreError::Database(sqlx::Error::Decode(
-            format!("unexpected value in {column}").into(),
-        ))
-    })
+/// A text column holding a JSON document (`oauth_clients.metadata`), read into a
+/// [`serde_json::Value`] by `#[sqlx(try_from = "JsonText")]`.
+#[derive(Debug, Clone, sqlx::Type)]
+#[sqlx(transparent)]
+pub struct JsonText(String);
+
+impl TryFrom<JsonText> for serde_json::Value {
+    type Error = serde_json::Error;
+
+    fn try_from(value: JsonText) -> Result<Self, Self::Error> {
+        serde_json::from_str(&value.0)
+    }
+}
+
+/// A column holding a SHA-256 in hex (`code_hash`, `client_secret_hash`), read into a
+/// [`TokenHash`] (or `Option<TokenHash>` for a nullable column) by
+/// `#[sqlx(try_from = "StoredHash")]`.
+#[derive(Debug, Clone, sqlx::Type)]
+#[sqlx(transparent)]
+pub struct StoredHash(Option<String>);
+
+impl From<StoredHash> for Option<TokenHash> {
+    fn from(value: StoredHash) -> Self {
+        value.0.map(TokenHash::from_hex)
+    }
+}
+
+impl TryFrom<StoredHash> for TokenHash {
+    type Error = sqlx::Error;
+
+    fn try_from(value: StoredHash) -> Result<Self, Self::Error> {
+        value
+            .0
+            .map(TokenHash::from_hex)
+            .ok_or_else(|| sqlx::Error::Decode("unexpected NULL hash".into()))
+    }
+}
+
+/// A yes/no column read alike from both engines by `#[sqlx(try_from = "Flag")]`: a boolean
+/// expression in a `SELECT` (`x IS NOT NULL AS y`) is `BOOLEAN` on `PostgreSQL` and an
+/// `INTEGER` 0/1 on `SQLite`, and stored flags (`can_introspect`) are integers on both; any
+/// integer other than 0 reads as `true`.
+#[derive(Debug, Clone, Copy)]
+pub struct Flag(bool);
+
+impl sqlx::Type<sqlx::Any> for Flag {
+    fn type_info() -> sqlx::any::AnyTypeInfo {
+        <bool as sqlx::Type<sqlx::Any>>::type_info()
+    }
+
+    fn compatible(ty: &sqlx::any::AnyTypeInfo) -> bool {
+        ty.kind() == sqlx::any::AnyTypeInfoKind::Bool || ty.kind().is_integer()
+    }
+}
+
+impl<'r> sqlx::Decode<'r, sqlx::Any> for Flag {
+    fn decode(value: sqlx::any::AnyValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        use sqlx::ValueRef;
+        if value.type_info().kind() == sqlx::any::AnyTypeInfoKind::Bool {
+            Ok(Flag(<bool as sqlx::Decode<'r, sqlx::Any>>::decode(value)?))
+        } else {
+            Ok(Flag(
+                <i64 as sqlx::Decode<'r, sqlx::Any>>::decode(value)? != 0,
+            ))
+        }
+    }
+}
+
+impl From<Flag> for bool {
+    fn from(value: Flag) -> Self {
+        value.0
+    }
 }
 
 #[cfg(test)]

@@ -4,10 +4,10 @@
 //! them too: every method takes ids that the caller has already checked against the account's
 //! memberships ([`Store::membership`]); none of them checks access itself.
 
-use super::JsonStrings;
 use sqlx::FromRow;
-use sqlx::Row;
 use sqlx::any::AnyRow;
+
+use super::JsonStrings;
 
 use super::{Store, StoreError, new_id};
 use crate::domain::notes::{JobKind, JobStatus, full_text_query};
@@ -60,7 +60,7 @@ pub struct NotePatch<'a> {
 }
 
 /// A full-text search hit, best first.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct NoteHit {
     /// Note id.
     pub id: String,
@@ -114,16 +114,23 @@ const NOTE_COLUMNS: &str = "id, project_id, title, body, tags, created_at, updat
 const JOB_COLUMNS: &str =
     "id, kind, status, project_id, account_id, client_id, result, error, created_at, finished_at";
 
+/// The note `note_id` of `project_id`, read through `executor` (the pool or a transaction).
+async fn select_note<'e>(
+    executor: impl sqlx::Executor<'e, Database = sqlx::Any>,
+    project_id: &str,
+    note_id: &str,
+) -> Result<Option<Note>, StoreError> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {NOTE_COLUMNS} FROM notes WHERE project_id = $1 AND id = $2"
+    ))
+    .bind(project_id)
+    .bind(note_id)
+    .fetch_optional(executor)
+    .await?)
+}
+
 fn tags_to_json(tags: &[String]) -> String {
     serde_json::to_string(tags).unwrap_or_else(|_| "[]".to_string())
-}
-
-fn note_from_row(r: &AnyRow) -> Result<Note, StoreError> {
-    Ok(Note::from_row(r)?)
-}
-
-fn job_from_row(r: &AnyRow) -> Result<Job, StoreError> {
-    Ok(Job::from_row(r)?)
 }
 
 impl Store {
@@ -157,14 +164,7 @@ impl Store {
     /// The note `note_id` of `project_id`; `None` if there is none (a note id of another project
     /// is not found either).
     pub async fn note(&self, project_id: &str, note_id: &str) -> Result<Option<Note>, StoreError> {
-        let row = sqlx::query(&format!(
-            "SELECT {NOTE_COLUMNS} FROM notes WHERE project_id = $1 AND id = $2"
-        ))
-        .bind(project_id)
-        .bind(note_id)
-        .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(note_from_row).transpose()
+        select_note(self.pool(), project_id, note_id).await
     }
 
     /// Applies `patch` to a note and returns the result; `None` if there is no such note.
@@ -176,17 +176,9 @@ impl Store {
         now: i64,
     ) -> Result<Option<Note>, StoreError> {
         let mut tx = self.begin_write().await?;
-        let row = sqlx::query(&format!(
-            "SELECT {NOTE_COLUMNS} FROM notes WHERE project_id = $1 AND id = $2"
-        ))
-        .bind(project_id)
-        .bind(note_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = row else {
+        let Some(mut note) = select_note(&mut *tx, project_id, note_id).await? else {
             return Ok(None);
         };
-        let mut note = note_from_row(&row)?;
         if let Some(title) = patch.title {
             note.title = title.to_string();
         }
@@ -245,24 +237,13 @@ impl Store {
             .acquire()
             .await
             .map_err(|_| StoreError::Database(sqlx::Error::PoolClosed))?;
-        let rows = sqlx::query(self.dialect().search_notes_sql())
+        Ok(sqlx::query_as(self.dialect().search_notes_sql())
             .bind(project_id)
             .bind(fts)
             .bind(limit)
             .bind(offset)
             .fetch_all(self.pool())
-            .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(NoteHit {
-                    id: r.try_get("id")?,
-                    title: r.try_get("title")?,
-                    snippet: r
-                        .try_get::<Option<String>, _>("snippet")?
-                        .unwrap_or_default(),
-                })
-            })
-            .collect()
+            .await?)
     }
 
     /// A project's most recently changed notes, newest first (at most `limit`; no bodies).
@@ -271,38 +252,34 @@ impl Store {
         project_id: &str,
         limit: i64,
     ) -> Result<Vec<NoteRef>, StoreError> {
-        let rows = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT id, project_id, title, updated_at FROM notes WHERE project_id = $1 \
              ORDER BY updated_at DESC, id LIMIT $2",
         )
         .bind(project_id)
         .bind(limit)
         .fetch_all(self.pool())
-        .await?;
-        Ok(rows
-            .iter()
-            .map(NoteRef::from_row)
-            .collect::<Result<_, _>>()?)
+        .await?)
     }
 
     /// How many notes a project holds.
     pub async fn count_notes(&self, project_id: &str) -> Result<i64, StoreError> {
-        let row = sqlx::query("SELECT COUNT(*) AS n FROM notes WHERE project_id = $1")
-            .bind(project_id)
-            .fetch_one(self.pool())
-            .await?;
-        Ok(row.try_get("n")?)
+        Ok(
+            sqlx::query_scalar("SELECT COUNT(*) AS n FROM notes WHERE project_id = $1")
+                .bind(project_id)
+                .fetch_one(self.pool())
+                .await?,
+        )
     }
 
     /// Every note of a project, oldest first (for exports).
     pub async fn notes_of_project(&self, project_id: &str) -> Result<Vec<Note>, StoreError> {
-        let rows = sqlx::query(&format!(
+        Ok(sqlx::query_as(&format!(
             "SELECT {NOTE_COLUMNS} FROM notes WHERE project_id = $1 ORDER BY created_at, id"
         ))
         .bind(project_id)
         .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(note_from_row).collect()
+        .await?)
     }
 
     /// One page of the notes in the active projects `principal` reaches (see
@@ -314,24 +291,50 @@ impl Store {
         offset: i64,
         limit: i64,
     ) -> Result<Vec<NoteRef>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT n.id AS id, n.project_id AS project_id, n.title AS title, n.updated_at AS updated_at \
-             FROM notes n \
-             JOIN memberships m ON m.project_id = n.project_id \
-             JOIN projects p ON p.id = n.project_id \
-             WHERE m.account_id = $1 AND p.status = 'active' AND p.id = COALESCE($4, p.id) \
-             ORDER BY p.created_at, p.id, n.created_at, n.id LIMIT $2 OFFSET $3",
+        self.reachable_page(
+            "notes",
+            "id, project_id, title, updated_at",
+            "p.created_at, p.id, t.created_at, t.id",
+            principal,
+            offset,
+            limit,
         )
+        .await
+    }
+
+    /// One page of the rows of `table` (alias `t`, with a `project_id`) in the active projects
+    /// `principal` reaches (see [`Store::reachable_projects`]): `columns` (plain names) read,
+    /// in `order`.
+    async fn reachable_page<R>(
+        &self,
+        table: &str,
+        columns: &str,
+        order: &str,
+        principal: &Principal,
+        offset: i64,
+        limit: i64,
+    ) -> Result<Vec<R>, StoreError>
+    where
+        R: for<'r> FromRow<'r, AnyRow> + Send + Unpin,
+    {
+        let columns = columns
+            .split(", ")
+            .map(|c| format!("t.{c} AS {c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Ok(sqlx::query_as(&format!(
+            "SELECT {columns} FROM {table} t \
+             JOIN memberships m ON m.project_id = t.project_id \
+             JOIN projects p ON p.id = t.project_id \
+             WHERE m.account_id = $1 AND p.status = 'active' AND p.id = COALESCE($4, p.id) \
+             ORDER BY {order} LIMIT $2 OFFSET $3"
+        ))
         .bind(&principal.account_id)
         .bind(limit)
         .bind(offset)
         .bind(principal.reach.only_project())
         .fetch_all(self.pool())
-        .await?;
-        Ok(rows
-            .iter()
-            .map(NoteRef::from_row)
-            .collect::<Result<_, _>>()?)
+        .await?)
     }
 
     /// Records a new pending job and returns it.
@@ -372,11 +375,12 @@ impl Store {
 
     /// The job `job_id`, if it exists. Callers check that the account may see its project.
     pub async fn job(&self, job_id: &str) -> Result<Option<Job>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1"))
-            .bind(job_id)
-            .fetch_optional(self.pool())
-            .await?;
-        row.as_ref().map(job_from_row).transpose()
+        Ok(
+            sqlx::query_as(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1"))
+                .bind(job_id)
+                .fetch_optional(self.pool())
+                .await?,
+        )
     }
 
     /// One page of the jobs of the active projects `principal` reaches (see
@@ -387,23 +391,15 @@ impl Store {
         offset: i64,
         limit: i64,
     ) -> Result<Vec<Job>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT j.id AS id, j.kind AS kind, j.status AS status, j.project_id AS project_id, \
-             j.account_id AS account_id, j.client_id AS client_id, j.result AS result, \
-             j.error AS error, j.created_at AS created_at, j.finished_at AS finished_at \
-             FROM jobs j \
-             JOIN memberships m ON m.project_id = j.project_id \
-             JOIN projects p ON p.id = j.project_id \
-             WHERE m.account_id = $1 AND p.status = 'active' AND p.id = COALESCE($4, p.id) \
-             ORDER BY j.created_at DESC, j.id LIMIT $2 OFFSET $3",
+        self.reachable_page(
+            "jobs",
+            JOB_COLUMNS,
+            "t.created_at DESC, t.id",
+            principal,
+            offset,
+            limit,
         )
-        .bind(&principal.account_id)
-        .bind(limit)
-        .bind(offset)
-        .bind(principal.reach.only_project())
-        .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(job_from_row).collect()
+        .await
     }
 
     /// Moves a pending job to running; `false` if it was not pending (another worker has it).
@@ -451,7 +447,7 @@ impl Store {
         stale_before: i64,
         now: i64,
     ) -> Result<usize, StoreError> {
-        let rows = sqlx::query(
+        let ids: Vec<String> = sqlx::query_scalar(
             "UPDATE jobs SET status = 'pending', updated_at = $2 \
              WHERE status IN ('pending', 'running') AND updated_at < $1 RETURNING id",
         )
@@ -459,10 +455,6 @@ impl Store {
         .bind(now)
         .fetch_all(self.pool())
         .await?;
-        let ids: Vec<String> = rows
-            .iter()
-            .map(|r| r.try_get("id"))
-            .collect::<Result<_, _>>()?;
         for id in &ids {
             tracing::warn!(job_id = %id, "resuming a background job left unfinished");
             self.run_export_job(id).await?;

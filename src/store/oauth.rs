@@ -13,34 +13,39 @@
 //! still covers the scope being issued (RFC 7009 §2.1, RFC 6749 §3.3); a concurrent revocation
 //! either waits for the redemption (and then revokes what it issued) or makes it fail.
 
-use sqlx::any::AnyRow;
-use sqlx::{Any, Row, Transaction};
+use sqlx::{Any, Transaction};
 
-use super::{Store, StoreError, new_id};
+use super::{Flag, JsonStrings, JsonText, Store, StoreError, StoredHash, new_id};
 use crate::domain::refresh::RefreshFacts;
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::TokenHash;
 
 /// A registered client (RFC 7591 §2).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ClientRecord {
     /// `client_id`.
     pub client_id: String,
     /// SHA-256 of `client_secret`; `None` for public clients.
+    #[sqlx(try_from = "StoredHash")]
     pub client_secret_hash: Option<TokenHash>,
     /// `none`, `client_secret_basic` or `client_secret_post`.
+    #[sqlx(rename = "auth_method")]
     pub token_endpoint_auth_method: String,
     /// `client_name`, if given.
     pub client_name: Option<String>,
-    /// Registered redirect URIs.
+    /// Registered redirect URIs (a JSON array in the row).
+    #[sqlx(try_from = "JsonStrings")]
     pub redirect_uris: Vec<String>,
-    /// Registered grant types.
+    /// Registered grant types (a JSON array in the row).
+    #[sqlx(try_from = "JsonStrings")]
     pub grant_types: Vec<String>,
     /// Registered scope restriction, if any.
     pub scope: Option<String>,
     /// The registered metadata as echoed at registration (JSON object).
+    #[sqlx(try_from = "JsonText")]
     pub metadata: serde_json::Value,
     /// Whether this client may call the introspection endpoint.
+    #[sqlx(try_from = "Flag")]
     pub can_introspect: bool,
     /// Unix seconds.
     pub created_at: i64,
@@ -74,7 +79,7 @@ pub enum Rotation {
 }
 
 /// A live remembered consent.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Consent {
     /// Consent id.
     pub id: String,
@@ -83,9 +88,10 @@ pub struct Consent {
 }
 
 /// An authorization code's bindings (OAuth 2.1 §4.1.2).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct CodeRecord {
     /// SHA-256 of the code.
+    #[sqlx(try_from = "StoredHash")]
     pub code_hash: TokenHash,
     /// The client it was issued to.
     pub client_id: String,
@@ -144,7 +150,7 @@ pub enum Redeemed {
 }
 
 /// A refresh token with its family, read in one query.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RefreshState {
     /// Family id.
     pub family_id: String,
@@ -161,19 +167,24 @@ pub struct RefreshState {
     /// The issuer that issued the family (`None` for families made before issuers were recorded).
     pub issuer: Option<String>,
     /// Whether the family's scope stays within its consent's scope (`mcp:write` implying
-    /// `mcp:read`; RFC 6749 §3.3).
+    /// `mcp:read`; RFC 6749 §3.3): not a column, worked out from the consent's scope.
+    #[sqlx(skip)]
     pub within_approval: bool,
     /// Whether the family is revoked.
+    #[sqlx(try_from = "Flag")]
     pub family_revoked: bool,
     /// Whether the account is active.
+    #[sqlx(try_from = "Flag")]
     pub account_active: bool,
     /// Whether the consent behind the family is revoked.
+    #[sqlx(try_from = "Flag")]
     pub consent_revoked: bool,
     /// When this token was rotated (`None` = current).
     pub rotated_at: Option<i64>,
     /// The successor pair sealed under a key derived from this token.
     pub successor_sealed: Option<Vec<u8>>,
     /// Whether the successor refresh token has itself been rotated (used).
+    #[sqlx(try_from = "Flag")]
     pub successor_used: bool,
 }
 
@@ -193,7 +204,7 @@ impl RefreshState {
 }
 
 /// An access token that authenticates a request (one round trip: token, family, consent, account).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct AccessGrant {
     /// The account the token acts for.
     pub account_id: String,
@@ -210,14 +221,32 @@ pub struct AccessGrant {
     /// The family it descends from.
     pub family_id: String,
     /// Issued by `client_credentials` to a service client ([`super::services`]).
+    #[sqlx(try_from = "Flag")]
     pub service: bool,
     /// The one project a service client limited to one project reaches (active, and the
     /// account still a member); `None`: every active project of the account.
     pub project_id: Option<String>,
 }
 
+/// A [`RefreshState`] with the scope of the consent behind its family.
+#[derive(sqlx::FromRow)]
+struct RefreshRow {
+    #[sqlx(flatten)]
+    state: RefreshState,
+    consent_scope: String,
+}
+
+/// An [`AccessGrant`] with the two scopes its own must stay within.
+#[derive(sqlx::FromRow)]
+struct AccessRow {
+    #[sqlx(flatten)]
+    grant: AccessGrant,
+    family_scope: String,
+    consent_scope: String,
+}
+
 /// A client the account has granted, for the connected-apps page.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ConnectedApp {
     /// Consent id (what is revoked).
     pub consent_id: String,
@@ -231,36 +260,6 @@ pub struct ConnectedApp {
     pub scope: String,
     /// Unix seconds of the last approval.
     pub updated_at: i64,
-}
-
-fn client_from_row(r: &AnyRow) -> Result<ClientRecord, StoreError> {
-    let json = |col: &str| -> Result<serde_json::Value, StoreError> {
-        let s: String = r.try_get(col)?;
-        serde_json::from_str(&s).map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))
-    };
-    let strings = |v: serde_json::Value| -> Vec<String> {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let secret: Option<String> = r.try_get("client_secret_hash")?;
-    let can_introspect: i64 = r.try_get("can_introspect")?;
-    Ok(ClientRecord {
-        client_id: r.try_get("client_id")?,
-        client_secret_hash: secret.map(TokenHash::from_hex),
-        token_endpoint_auth_method: r.try_get("auth_method")?,
-        client_name: r.try_get("client_name")?,
-        redirect_uris: strings(json("redirect_uris")?),
-        grant_types: strings(json("grant_types")?),
-        scope: r.try_get("scope")?,
-        metadata: json("metadata")?,
-        can_introspect: can_introspect != 0,
-        created_at: r.try_get("created_at")?,
-    })
 }
 
 async fn insert_tokens(
@@ -305,7 +304,7 @@ async fn lock_live_consent(
     tx: &mut Transaction<'static, Any>,
     consent_id: &str,
 ) -> Result<Result<String, GrantRefusal>, StoreError> {
-    let row = sqlx::query(
+    let row: Option<(String, Option<i64>, Option<String>)> = sqlx::query_as(
         "UPDATE consents SET updated_at = updated_at WHERE id = $1 \
          RETURNING scope, revoked_at, \
          (SELECT status FROM accounts WHERE accounts.id = consents.account_id) AS account_status",
@@ -313,18 +312,13 @@ async fn lock_live_consent(
     .bind(consent_id)
     .fetch_optional(&mut **tx)
     .await?;
-    let Some(row) = row else {
-        return Ok(Err(GrantRefusal::Revoked));
-    };
-    let revoked_at: Option<i64> = row.try_get("revoked_at")?;
-    if revoked_at.is_some() {
-        return Ok(Err(GrantRefusal::Revoked));
-    }
-    let status: Option<String> = row.try_get("account_status")?;
-    if status.as_deref() != Some("active") {
-        return Ok(Err(GrantRefusal::AccountDisabled));
-    }
-    Ok(Ok(row.try_get("scope")?))
+    Ok(match row {
+        None | Some((_, Some(_), _)) => Err(GrantRefusal::Revoked),
+        Some((_, None, status)) if status.as_deref() != Some("active") => {
+            Err(GrantRefusal::AccountDisabled)
+        }
+        Some((scope, None, _)) => Ok(scope),
+    })
 }
 
 /// Why the grant behind `consent_id` does not allow issuing `scopes` now, if it does not:
@@ -366,14 +360,13 @@ impl Store {
 
     /// The client with this `client_id`, if registered.
     pub async fn client(&self, client_id: &str) -> Result<Option<ClientRecord>, StoreError> {
-        let row = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT client_id, client_secret_hash, auth_method, client_name, redirect_uris, grant_types, scope, \
              metadata, can_introspect, created_at FROM oauth_clients WHERE client_id = $1",
         )
         .bind(client_id)
         .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(client_from_row).transpose()
+        .await?)
     }
 
     /// The live consent of `account_id` for `client_id` at `redirect_uri`, if any.
@@ -383,7 +376,7 @@ impl Store {
         client_id: &str,
         redirect_uri: &str,
     ) -> Result<Option<Consent>, StoreError> {
-        let row = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT id, scope FROM consents WHERE account_id = $1 AND client_id = $2 AND redirect_uri = $3 \
              AND revoked_at IS NULL",
         )
@@ -391,14 +384,7 @@ impl Store {
         .bind(client_id)
         .bind(redirect_uri)
         .fetch_optional(self.pool())
-        .await?;
-        row.map(|r| {
-            Ok(Consent {
-                id: r.try_get("id")?,
-                scope: r.try_get("scope")?,
-            })
-        })
-        .transpose()
+        .await?)
     }
 
     /// Records an approval of `requested` (space-delimited scopes) and returns the consent id.
@@ -423,7 +409,7 @@ impl Store {
                 .unwrap_or_default()
                 .union(&ScopeSet::parse(requested).unwrap_or_default())
                 .to_string();
-            let widened = sqlx::query(
+            let widened: Option<String> = sqlx::query_scalar(
                 "UPDATE consents SET scope = $1, updated_at = $2 WHERE id = $3 AND revoked_at IS NULL \
                  RETURNING id",
             )
@@ -433,11 +419,11 @@ impl Store {
             .fetch_optional(self.pool())
             .await?;
             self.auth_changed();
-            if let Some(row) = widened {
-                return Ok(row.try_get("id")?);
+            if let Some(id) = widened {
+                return Ok(id);
             }
         }
-        let row = sqlx::query(
+        let id: String = sqlx::query_scalar(
             "INSERT INTO consents (id, account_id, client_id, redirect_uri, scope, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $6) \
              ON CONFLICT (account_id, client_id, redirect_uri) WHERE revoked_at IS NULL DO UPDATE \
@@ -453,7 +439,7 @@ impl Store {
         .fetch_one(self.pool())
         .await?;
         self.auth_changed();
-        Ok(row.try_get("id")?)
+        Ok(id)
     }
 
     /// Stores an authorization code's bindings.
@@ -481,30 +467,13 @@ impl Store {
 
     /// The code's bindings, used or not.
     pub async fn code(&self, hash: &TokenHash) -> Result<Option<CodeRecord>, StoreError> {
-        let row = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT code_hash, client_id, account_id, consent_id, redirect_uri, code_challenge, resource, scope, \
              issuer, created_at, expires_at, used_at FROM authorization_codes WHERE code_hash = $1",
         )
         .bind(hash.as_str())
         .fetch_optional(self.pool())
-        .await?;
-        row.map(|r| {
-            Ok(CodeRecord {
-                code_hash: TokenHash::from_hex(r.try_get("code_hash")?),
-                client_id: r.try_get("client_id")?,
-                account_id: r.try_get("account_id")?,
-                consent_id: r.try_get("consent_id")?,
-                redirect_uri: r.try_get("redirect_uri")?,
-                code_challenge: r.try_get("code_challenge")?,
-                resource: r.try_get("resource")?,
-                scope: r.try_get("scope")?,
-                issuer: r.try_get("issuer")?,
-                created_at: r.try_get("created_at")?,
-                expires_at: r.try_get("expires_at")?,
-                used_at: r.try_get("used_at")?,
-            })
-        })
-        .transpose()
+        .await?)
     }
 
     /// Redeems a code once (OAuth 2.1 §4.1.3): in one transaction, locks the code's consent and
@@ -563,16 +532,15 @@ impl Store {
             return Ok(Redeemed::Issued { family_id });
         }
         tx.rollback().await?;
-        let row =
-            sqlx::query("SELECT used_at, family_id FROM authorization_codes WHERE code_hash = $1")
-                .bind(code.code_hash.as_str())
-                .fetch_optional(self.pool())
-                .await?;
-        let Some(row) = row else {
+        let row: Option<(Option<i64>, Option<String>)> = sqlx::query_as(
+            "SELECT used_at, family_id FROM authorization_codes WHERE code_hash = $1",
+        )
+        .bind(code.code_hash.as_str())
+        .fetch_optional(self.pool())
+        .await?;
+        let Some((used_at, family)) = row else {
             return Ok(Redeemed::Invalid);
         };
-        let used_at: Option<i64> = row.try_get("used_at")?;
-        let family: Option<String> = row.try_get("family_id")?;
         if let Some(f) = &family {
             // Redeemed before: a replay, whatever became of the grant since.
             self.revoke_family(f, "authorization code replayed", now)
@@ -620,12 +588,13 @@ impl Store {
         &self,
         hash: &TokenHash,
     ) -> Result<Option<RefreshState>, StoreError> {
-        let row = sqlx::query(
+        let row: Option<RefreshRow> = sqlx::query_as(
             "SELECT f.id AS family_id, f.consent_id AS consent_id, f.client_id AS client_id, \
              f.account_id AS account_id, f.scope AS scope, f.resource AS resource, f.issuer AS issuer, \
-             c.scope AS consent_scope, f.revoked_at AS family_revoked_at, a.status AS account_status, \
-             c.revoked_at AS consent_revoked_at, r.rotated_at AS rotated_at, r.successor_sealed AS successor_sealed, \
-             s.rotated_at AS successor_rotated_at \
+             c.scope AS consent_scope, f.revoked_at IS NOT NULL AS family_revoked, \
+             a.status = 'active' AS account_active, c.revoked_at IS NOT NULL AS consent_revoked, \
+             r.rotated_at AS rotated_at, r.successor_sealed AS successor_sealed, \
+             s.rotated_at IS NOT NULL AS successor_used \
              FROM refresh_tokens r \
              JOIN token_families f ON f.id = r.family_id \
              JOIN accounts a ON a.id = f.account_id \
@@ -636,31 +605,15 @@ impl Store {
         .bind(hash.as_str())
         .fetch_optional(self.pool())
         .await?;
-        row.map(|r| {
-            let family_revoked: Option<i64> = r.try_get("family_revoked_at")?;
-            let consent_revoked: Option<i64> = r.try_get("consent_revoked_at")?;
-            let status: String = r.try_get("account_status")?;
-            let successor_rotated: Option<i64> = r.try_get("successor_rotated_at")?;
-            let scope: String = r.try_get("scope")?;
-            let consent_scope: String = r.try_get("consent_scope")?;
-            Ok(RefreshState {
-                family_id: r.try_get("family_id")?,
-                consent_id: r.try_get("consent_id")?,
-                client_id: r.try_get("client_id")?,
-                account_id: r.try_get("account_id")?,
-                within_approval: within_approval(&consent_scope, &scope),
-                scope,
-                resource: r.try_get("resource")?,
-                issuer: r.try_get("issuer")?,
-                family_revoked: family_revoked.is_some(),
-                account_active: status == "active",
-                consent_revoked: consent_revoked.is_some(),
-                rotated_at: r.try_get("rotated_at")?,
-                successor_sealed: r.try_get("successor_sealed")?,
-                successor_used: successor_rotated.is_some(),
-            })
-        })
-        .transpose()
+        Ok(row.map(
+            |RefreshRow {
+                 mut state,
+                 consent_scope,
+             }| {
+                state.within_approval = within_approval(&consent_scope, &state.scope);
+                state
+            },
+        ))
     }
 
     /// Rotates a refresh token (OAuth 2.1 §4.3.1) in one write transaction of four statements:
@@ -726,11 +679,11 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<Option<AccessGrant>, StoreError> {
-        let row = sqlx::query(
-            "SELECT t.account_id AS account_id, t.client_id AS client_id, t.scope AS scope, t.audience AS audience, \
-             t.created_at AS created_at, t.expires_at AS expires_at, t.family_id AS family_id, \
+        let row: Option<AccessRow> = sqlx::query_as(
+            "SELECT t.account_id AS account_id, t.client_id AS client_id, t.scope AS scope, t.audience AS resource, \
+             t.created_at AS issued_at, t.expires_at AS expires_at, t.family_id AS family_id, \
              f.scope AS family_scope, c.scope AS consent_scope, \
-             s.client_id AS service_client, s.project_id AS service_project \
+             s.client_id IS NOT NULL AS service, s.project_id AS project_id \
              FROM access_tokens t \
              JOIN token_families f ON f.id = t.family_id \
              JOIN consents c ON c.id = f.consent_id \
@@ -746,28 +699,15 @@ impl Store {
         .bind(now)
         .fetch_optional(self.pool())
         .await?;
-        let Some(r) = row else {
+        let Some(row) = row else {
             return Ok(None);
         };
-        let consent_scope: String = r.try_get("consent_scope")?;
-        let family_scope: String = r.try_get("family_scope")?;
-        let scope: String = r.try_get("scope")?;
-        if !within_approval(&consent_scope, &family_scope)
-            || !within_approval(&consent_scope, &scope)
+        if !within_approval(&row.consent_scope, &row.family_scope)
+            || !within_approval(&row.consent_scope, &row.grant.scope)
         {
             return Ok(None);
         }
-        Ok(Some(AccessGrant {
-            account_id: r.try_get("account_id")?,
-            client_id: r.try_get("client_id")?,
-            scope,
-            resource: r.try_get("audience")?,
-            issued_at: r.try_get("created_at")?,
-            expires_at: r.try_get("expires_at")?,
-            family_id: r.try_get("family_id")?,
-            service: r.try_get::<Option<String>, _>("service_client")?.is_some(),
-            project_id: r.try_get("service_project")?,
-        }))
+        Ok(Some(row.grant))
     }
 
     /// RFC 7009 revocation of a token presented by `client_id`: a refresh token revokes its
@@ -779,16 +719,14 @@ impl Store {
         client_id: &str,
         now: i64,
     ) -> Result<Option<String>, StoreError> {
-        let family: Option<String> = sqlx::query(
+        let family: Option<String> = sqlx::query_scalar(
             "SELECT f.id AS id FROM refresh_tokens r JOIN token_families f ON f.id = r.family_id \
              WHERE r.token_hash = $1 AND f.client_id = $2",
         )
         .bind(hash.as_str())
         .bind(client_id)
         .fetch_optional(self.pool())
-        .await?
-        .map(|r| r.try_get("id"))
-        .transpose()?;
+        .await?;
         if let Some(f) = &family {
             self.revoke_family(f, "revoked by the client", now).await?;
             return Ok(family);
@@ -807,26 +745,14 @@ impl Store {
 
     /// The clients an account has granted (live consents), most recent first.
     pub async fn connected_apps(&self, account_id: &str) -> Result<Vec<ConnectedApp>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT c.id AS id, c.client_id AS client_id, k.client_name AS client_name, c.redirect_uri AS redirect_uri, \
+        Ok(sqlx::query_as(
+            "SELECT c.id AS consent_id, c.client_id AS client_id, k.client_name AS client_name, c.redirect_uri AS redirect_uri, \
              c.scope AS scope, c.updated_at AS updated_at FROM consents c JOIN oauth_clients k ON k.client_id = c.client_id \
              WHERE c.account_id = $1 AND c.revoked_at IS NULL ORDER BY c.updated_at DESC, c.id",
         )
         .bind(account_id)
         .fetch_all(self.pool())
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(ConnectedApp {
-                    consent_id: r.try_get("id")?,
-                    client_id: r.try_get("client_id")?,
-                    client_name: r.try_get("client_name")?,
-                    redirect_uri: r.try_get("redirect_uri")?,
-                    scope: r.try_get("scope")?,
-                    updated_at: r.try_get("updated_at")?,
-                })
-            })
-            .collect()
+        .await?)
     }
 
     /// Revokes one of the account's consents and, at once, every family and access token that
@@ -840,7 +766,7 @@ impl Store {
         now: i64,
     ) -> Result<Option<String>, StoreError> {
         let mut tx = self.begin_write().await?;
-        let row = sqlx::query(
+        let client_id: Option<String> = sqlx::query_scalar(
             "UPDATE consents SET revoked_at = $1 WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL \
              RETURNING client_id",
         )
@@ -849,11 +775,10 @@ impl Store {
         .bind(account_id)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some(row) = row else {
+        let Some(client_id) = client_id else {
             tx.rollback().await?;
             return Ok(None);
         };
-        let client_id: String = row.try_get("client_id")?;
         // Unused codes of this grant are used up: they can never be redeemed.
         sqlx::query(
             "UPDATE authorization_codes SET used_at = $1 WHERE consent_id = $2 AND used_at IS NULL",
@@ -957,7 +882,7 @@ impl Store {
         account_id: &str,
         now: i64,
     ) -> Result<Option<String>, StoreError> {
-        let row = sqlx::query(
+        Ok(sqlx::query_scalar(
             "UPDATE authorization_requests SET used_at = $3 \
              WHERE id = $1 AND account_id = $2 AND used_at IS NULL AND expires_at > $3 RETURNING request",
         )
@@ -965,7 +890,6 @@ impl Store {
         .bind(account_id)
         .bind(now)
         .fetch_optional(self.pool())
-        .await?;
-        Ok(row.map(|r| r.try_get("request")).transpose()?)
+        .await?)
     }
 }

@@ -1,10 +1,6 @@
 //! Projects and memberships.
 
-use sqlx::FromRow;
-use sqlx::Row;
-use sqlx::any::AnyRow;
-
-use super::{Store, StoreError, new_id, parse_column};
+use super::{Flag, Store, StoreError, new_id};
 use crate::domain::account::Role;
 use crate::domain::principal::Principal;
 
@@ -39,20 +35,18 @@ pub struct ProjectSummary {
 }
 
 /// A member of a project, for its console page.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Member {
     /// Account id.
     pub account_id: String,
     /// The account's email.
     pub email: String,
     /// Its role.
+    #[sqlx(try_from = "String")]
     pub role: Role,
     /// Whether it owns the project (the owner cannot be removed).
+    #[sqlx(try_from = "Flag")]
     pub is_owner: bool,
-}
-
-fn membership_from_row(r: &AnyRow) -> Result<ProjectMembership, StoreError> {
-    Ok(ProjectMembership::from_row(r)?)
 }
 
 impl Store {
@@ -122,15 +116,14 @@ impl Store {
         &self,
         account_id: &str,
     ) -> Result<Vec<ProjectMembership>, StoreError> {
-        let rows = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT p.id AS id, p.name AS name, m.role AS role, p.created_at AS created_at \
              FROM memberships m JOIN projects p ON p.id = m.project_id \
              WHERE m.account_id = $1 AND p.status = 'active' ORDER BY p.created_at, p.id",
         )
         .bind(account_id)
         .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(membership_from_row).collect()
+        .await?)
     }
 
     /// The account's membership in one active project; `None` both for a project that does not
@@ -140,7 +133,7 @@ impl Store {
         account_id: &str,
         project_id: &str,
     ) -> Result<Option<ProjectMembership>, StoreError> {
-        let row = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT p.id AS id, p.name AS name, m.role AS role, p.created_at AS created_at \
              FROM memberships m JOIN projects p ON p.id = m.project_id \
              WHERE m.account_id = $1 AND m.project_id = $2 AND p.status = 'active'",
@@ -148,8 +141,7 @@ impl Store {
         .bind(account_id)
         .bind(project_id)
         .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(membership_from_row).transpose()
+        .await?)
     }
 
     /// The active projects `principal` reaches, with its account's role in each, oldest first:
@@ -183,7 +175,7 @@ impl Store {
         &self,
         account_id: &str,
     ) -> Result<Vec<ProjectSummary>, StoreError> {
-        let rows = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT p.id AS id, p.name AS name, m.role AS role, \
              (SELECT COUNT(*) FROM notes n WHERE n.project_id = p.id) AS note_count \
              FROM memberships m JOIN projects p ON p.id = m.project_id \
@@ -191,18 +183,15 @@ impl Store {
         )
         .bind(account_id)
         .fetch_all(self.pool())
-        .await?;
-        Ok(rows
-            .iter()
-            .map(ProjectSummary::from_row)
-            .collect::<Result<_, _>>()?)
+        .await?)
     }
 
     /// The members of a project with their emails and roles, the owner first, then by email.
     /// Callers check the viewer's own membership first.
     pub async fn members_of_project(&self, project_id: &str) -> Result<Vec<Member>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT a.id AS id, a.email AS email, m.role AS role, p.owner_account_id AS owner \
+        let mut members: Vec<Member> = sqlx::query_as(
+            "SELECT a.id AS account_id, a.email AS email, m.role AS role, \
+             a.id = p.owner_account_id AS is_owner \
              FROM memberships m JOIN accounts a ON a.id = m.account_id \
              JOIN projects p ON p.id = m.project_id \
              WHERE m.project_id = $1 ORDER BY a.email",
@@ -210,31 +199,18 @@ impl Store {
         .bind(project_id)
         .fetch_all(self.pool())
         .await?;
-        let mut members = rows
-            .iter()
-            .map(|r| {
-                let role: String = r.try_get("role")?;
-                let id: String = r.try_get("id")?;
-                let owner: String = r.try_get("owner")?;
-                Ok(Member {
-                    is_owner: id == owner,
-                    account_id: id,
-                    email: r.try_get("email")?,
-                    role: parse_column(&role, "memberships.role")?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
         members.sort_by_key(|m| !m.is_owner);
         Ok(members)
     }
 
     /// The account that owns a project, if the project exists.
     pub async fn project_owner(&self, project_id: &str) -> Result<Option<String>, StoreError> {
-        let row = sqlx::query("SELECT owner_account_id FROM projects WHERE id = $1")
-            .bind(project_id)
-            .fetch_optional(self.pool())
-            .await?;
-        Ok(row.map(|r| r.try_get("owner_account_id")).transpose()?)
+        Ok(
+            sqlx::query_scalar("SELECT owner_account_id FROM projects WHERE id = $1")
+                .bind(project_id)
+                .fetch_optional(self.pool())
+                .await?,
+        )
     }
 
     /// Removes a member; the owner is never removed. Returns whether a membership was removed.

@@ -2,8 +2,6 @@
 //! and its recent tool calls, counted from the audit rows the batching writer already makes
 //! (issue "The rest of the MCP surface", part 3). Nothing here is written per call.
 
-use sqlx::Row;
-
 use super::{Store, StoreError};
 use crate::domain::quota::{BUCKET_SECS, WINDOW_SECS};
 
@@ -17,12 +15,12 @@ impl Store {
         &self,
         account_id: &str,
     ) -> Result<Option<u64>, StoreError> {
-        let row = sqlx::query("SELECT calls_per_hour FROM accounts WHERE id = $1")
-            .bind(account_id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("account {account_id}")))?;
-        let n: Option<i64> = row.try_get("calls_per_hour")?;
+        let n: Option<i64> =
+            sqlx::query_scalar("SELECT calls_per_hour FROM accounts WHERE id = $1")
+                .bind(account_id)
+                .fetch_optional(self.pool())
+                .await?
+                .ok_or_else(|| StoreError::NotFound(format!("account {account_id}")))?;
         Ok(n.map(|n| u64::try_from(n).unwrap_or(0)))
     }
 
@@ -54,7 +52,7 @@ impl Store {
         now: i64,
     ) -> Result<Vec<(i64, u64)>, StoreError> {
         let since = (now.div_euclid(BUCKET_SECS) - WINDOW_SECS / BUCKET_SECS + 1) * BUCKET_SECS;
-        let rows = sqlx::query(
+        let rows: Vec<(i64, i64)> = sqlx::query_as(
             "SELECT at / 60 AS minute, COUNT(*) AS calls FROM audit_events \
              WHERE account_id = $1 AND at >= $2 AND event = 'tool_call' \
              AND outcome <> $3 AND outcome <> $4 GROUP BY at / 60",
@@ -65,12 +63,9 @@ impl Store {
         .bind(NOT_ADMITTED[1])
         .fetch_all(self.pool())
         .await?;
-        rows.iter()
-            .map(|r| {
-                let minute: i64 = r.try_get("minute")?;
-                let calls: i64 = r.try_get("calls")?;
-                Ok((minute, u64::try_from(calls).unwrap_or(0)))
-            })
-            .collect()
+        Ok(rows
+            .into_iter()
+            .map(|(minute, calls)| (minute, u64::try_from(calls).unwrap_or(0)))
+            .collect())
     }
 }

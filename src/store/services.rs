@@ -8,8 +8,6 @@
 //! other: consent and family live, account active, scope within the consent. Revoking the
 //! consent (the owner's Connected apps page) cuts the service off.
 
-use sqlx::Row;
-
 use super::oauth::ClientRecord;
 use super::{Store, StoreError, new_id};
 use crate::domain::secret::TokenHash;
@@ -30,7 +28,7 @@ pub struct NewService<'a> {
 }
 
 /// A live service client, as the token endpoint needs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct ServiceClient {
     /// Its `client_id`.
     pub client_id: String,
@@ -123,8 +121,8 @@ impl Store {
         &self,
         client_id: &str,
     ) -> Result<Option<ServiceClient>, StoreError> {
-        let row = sqlx::query(
-            "SELECT s.account_id AS account_id, s.project_id AS project_id, c.scope AS scope, \
+        Ok(sqlx::query_as(
+            "SELECT s.client_id AS client_id, s.account_id AS account_id, s.project_id AS project_id, c.scope AS scope, \
              s.family_id AS family_id \
              FROM service_clients s \
              JOIN consents c ON c.id = s.consent_id \
@@ -135,17 +133,7 @@ impl Store {
         )
         .bind(client_id)
         .fetch_optional(self.pool())
-        .await?;
-        let Some(r) = row else {
-            return Ok(None);
-        };
-        Ok(Some(ServiceClient {
-            client_id: client_id.to_string(),
-            account_id: r.try_get("account_id")?,
-            project_id: r.try_get("project_id")?,
-            scope: r.try_get("scope")?,
-            family_id: r.try_get("family_id")?,
-        }))
+        .await?)
     }
 
     /// Whether `client_id` was created as a service client (live or not).

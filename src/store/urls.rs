@@ -3,12 +3,8 @@
 //! the SHA-256 of the presented secret on every request (one query), their last use written at
 //! most once a minute (the keys' mechanism, [`Store::record_key_use`]).
 
-use sqlx::FromRow;
-use sqlx::Row;
-use sqlx::any::AnyRow;
-
-use super::keys::{Credentials, KeyGrant, KeyUse, Pick};
-use super::{Store, StoreError, new_id};
+use super::keys::{Credentials, KeyGrant, KeyUse, NewApiKey, Pick};
+use super::{Store, StoreError};
 use crate::domain::secret::TokenHash;
 
 /// A personal URL to create.
@@ -52,10 +48,6 @@ pub struct PersonalUrlRecord {
     pub revoked_at: Option<i64>,
 }
 
-fn record_from_row(r: &AnyRow) -> Result<PersonalUrlRecord, StoreError> {
-    Ok(PersonalUrlRecord::from_row(r)?)
-}
-
 impl Store {
     /// Stores a new personal URL under `hash` (the SHA-256 of its secret, which is not kept).
     /// Returns its id.
@@ -65,23 +57,16 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<String, StoreError> {
-        let id = new_id();
-        sqlx::query(
-            "INSERT INTO personal_urls (id, url_hash, account_id, project_id, name, scope, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(&id)
-        .bind(hash.as_str())
-        .bind(url.account_id)
-        .bind(url.project_id)
-        .bind(url.name)
-        .bind(url.scope)
-        .bind(now)
-        .bind(url.expires_at)
-        .execute(self.pool())
-        .await
-        .map_err(|e| StoreError::from_insert(e, "personal url"))?;
-        Ok(id)
+        let new = NewApiKey {
+            account_id: url.account_id,
+            project_id: url.project_id,
+            name: url.name,
+            scope: url.scope,
+            allowed_ips: &[],
+            expires_at: url.expires_at,
+        };
+        self.insert_credential(Credentials::PersonalUrls, &new, hash, now)
+            .await
     }
 
     /// Every personal URL, or those of one account, oldest first.
@@ -89,18 +74,16 @@ impl Store {
         &self,
         account_id: Option<&str>,
     ) -> Result<Vec<PersonalUrlRecord>, StoreError> {
-        let rows = self
-            .credential_rows(Credentials::PersonalUrls, Pick::Account(account_id))
-            .await?;
-        rows.iter().map(record_from_row).collect()
+        self.credentials(Credentials::PersonalUrls, Pick::Account(account_id))
+            .await
     }
 
     /// One personal URL by id.
     pub async fn personal_url(&self, id: &str) -> Result<Option<PersonalUrlRecord>, StoreError> {
-        let rows = self
-            .credential_rows(Credentials::PersonalUrls, Pick::Id(id))
-            .await?;
-        rows.first().map(record_from_row).transpose()
+        Ok(self
+            .credentials(Credentials::PersonalUrls, Pick::Id(id))
+            .await?
+            .pop())
     }
 
     /// Revokes a personal URL at once. Returns `false` if it was already revoked.
@@ -132,33 +115,8 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<Option<(KeyGrant, Option<i64>)>, StoreError> {
-        let row = sqlx::query(
-            "SELECT u.id AS id, u.account_id AS account_id, u.project_id AS project_id, \
-             u.scope AS scope, u.last_used_at AS last_used_at, u.expires_at AS expires_at \
-             FROM personal_urls u \
-             JOIN accounts a ON a.id = u.account_id \
-             LEFT JOIN projects p ON p.id = u.project_id \
-             LEFT JOIN memberships m ON m.project_id = u.project_id AND m.account_id = u.account_id \
-             WHERE u.url_hash = $1 AND u.revoked_at IS NULL \
-             AND (u.expires_at IS NULL OR u.expires_at > $2) AND a.status = 'active' \
-             AND (u.project_id IS NULL OR (p.status = 'active' AND m.account_id IS NOT NULL))",
-        )
-        .bind(hash.as_str())
-        .bind(now)
-        .fetch_optional(self.pool())
-        .await?;
-        let Some(r) = row else {
-            return Ok(None);
-        };
-        let grant = KeyGrant {
-            id: r.try_get("id")?,
-            account_id: r.try_get("account_id")?,
-            project_id: r.try_get("project_id")?,
-            scope: r.try_get("scope")?,
-            allowed_ips: Vec::new(),
-            last_used_at: r.try_get("last_used_at")?,
-        };
-        Ok(Some((grant, r.try_get("expires_at")?)))
+        self.credential_lookup(Credentials::PersonalUrls, hash, now)
+            .await
     }
 
     /// Writes a use of personal URL `id` at `now`, at most once a minute across requests and

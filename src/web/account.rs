@@ -4,13 +4,13 @@
 
 use askama::Template;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::session::{csrf_token, keep_after_epoch, set_notice, signed_in, take_notice};
-use super::{CsrfForm, NoFields, render, see_other};
+use super::{CsrfForm, NoFields, render, retry_after, see_other};
 use crate::client_addr::ClientAddr;
 use crate::domain::account::validate_password;
 use crate::error::AppError;
@@ -115,13 +115,9 @@ pub async fn change_password(
     let refuse = |status, error: String| {
         let (state, session, account) = (&state, &session, &account);
         async move {
-            let mut r =
-                account_page(state, session, account, status, Some(&error), end_others).await?;
+            let r = account_page(state, session, account, status, Some(&error), end_others).await?;
             if status == StatusCode::SERVICE_UNAVAILABLE {
-                r.headers_mut().insert(
-                    header::RETRY_AFTER,
-                    HeaderValue::from(crate::signin::BUSY_RETRY_AFTER_SECS),
-                );
+                return Ok(retry_after(r, crate::signin::BUSY_RETRY_AFTER_SECS));
             }
             Ok::<_, AppError>(r)
         }
@@ -154,7 +150,7 @@ pub async fn change_password(
     let counted = match state.store.admit(&limits, now).await? {
         Admission::Admitted(counted) => counted,
         Admission::Refused { retry_after, .. } => {
-            let mut r = refuse(
+            let r = refuse(
                 StatusCode::TOO_MANY_REQUESTS,
                 format!(
                     "too many wrong passwords. Wait {} and try again.",
@@ -162,9 +158,7 @@ pub async fn change_password(
                 ),
             )
             .await?;
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
-            return Ok(r);
+            return Ok(super::retry_after(r, retry_after));
         }
     };
     if !slot

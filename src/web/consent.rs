@@ -84,6 +84,32 @@ fn redirect_error(state: &AppState, e: AuthorizeError) -> Response {
     }
 }
 
+/// The sign-in page (`reauth=1`: even for a signed-in account), then back to the
+/// authorization request of `pairs` without `prompt=login`, so that sign-in is asked for once.
+fn signin_then_authorize(pairs: &[(String, String)], reauth: bool) -> String {
+    let again: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| {
+            if k == "prompt" {
+                let rest: Vec<&str> = v.split(' ').filter(|p| *p != "login").collect();
+                (k.clone(), rest.join(" "))
+            } else {
+                (k.clone(), v.clone())
+            }
+        })
+        .collect();
+    let query: String = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(again.iter())
+        .finish();
+    let next = format!("/oauth/authorize?{query}");
+    let mut signin = url::form_urlencoded::Serializer::new(String::new());
+    signin.append_pair("next", &next);
+    if reauth {
+        signin.append_pair("reauth", "1");
+    }
+    format!("/signin?{}", signin.finish())
+}
+
 async fn authorize(
     state: AppState,
     session: Session,
@@ -116,27 +142,7 @@ async fn authorize(
                 "the user is not signed in",
             ));
         }
-        let again: Vec<(String, String)> = pairs
-            .iter()
-            .map(|(k, v)| {
-                if k == "prompt" {
-                    let rest: Vec<&str> = v.split(' ').filter(|p| *p != "login").collect();
-                    (k.clone(), rest.join(" "))
-                } else {
-                    (k.clone(), v.clone())
-                }
-            })
-            .collect();
-        let query: String = url::form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(again.iter())
-            .finish();
-        let next = format!("/oauth/authorize?{query}");
-        let mut signin = url::form_urlencoded::Serializer::new(String::new());
-        signin.append_pair("next", &next);
-        if account.is_some() {
-            signin.append_pair("reauth", "1");
-        }
-        return Ok(see_other(&format!("/signin?{}", signin.finish())));
+        return Ok(see_other(&signin_then_authorize(&pairs, account.is_some())));
     }
     let account = account.expect("checked above");
     let now = now();

@@ -19,7 +19,7 @@ use super::session::{csrf_token, set_notice, signed_in, take_notice};
 use super::{CsrfForm, error_page, render, see_other, when};
 use crate::client_addr::ClientAddr;
 use crate::credentials::{self, Actor, CredentialKind, NewCredential, Revocation};
-use crate::domain::api_key::{parse_lifetime, parse_name};
+use crate::domain::api_key::{access_label, parse_lifetime, parse_name, status_label};
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::store::accounts::Account;
@@ -86,24 +86,6 @@ struct KeysPage<'a> {
     oauth_enabled: bool,
 }
 
-fn access(scope: &str) -> &'static str {
-    if scope.split(' ').any(|s| s == "mcp:write") {
-        "read-write"
-    } else {
-        "read-only"
-    }
-}
-
-fn status(revoked_at: Option<i64>, expires_at: Option<i64>, now: i64) -> &'static str {
-    if revoked_at.is_some() {
-        "revoked"
-    } else if expires_at.is_some_and(|at| at <= now) {
-        "expired"
-    } else {
-        "active"
-    }
-}
-
 fn kind(project_id: Option<&str>, projects: &[ProjectMembership]) -> String {
     match project_id {
         None => "account".to_string(),
@@ -140,11 +122,11 @@ async fn keys_page(
         .into_iter()
         .map(|k| Row {
             kind: kind(k.project_id.as_deref(), &projects),
-            access: access(&k.scope),
+            access: access_label(&k.scope),
             created: when(k.created_at),
             expires: k.expires_at.map_or_else(|| "never".into(), when),
             last_used: k.last_used_at.map_or_else(|| "never".into(), when),
-            status: status(k.revoked_at, k.expires_at, now),
+            status: status_label(k.revoked_at, k.expires_at, now),
             id: k.id,
             name: k.name,
         })
@@ -156,11 +138,11 @@ async fn keys_page(
         .into_iter()
         .map(|u| Row {
             kind: kind(u.project_id.as_deref(), &projects),
-            access: access(&u.scope),
+            access: access_label(&u.scope),
             created: when(u.created_at),
             expires: u.expires_at.map_or_else(|| "never".into(), when),
             last_used: u.last_used_at.map_or_else(|| "never".into(), when),
-            status: status(u.revoked_at, u.expires_at, now),
+            status: status_label(u.revoked_at, u.expires_at, now),
             id: u.id,
             name: u.name,
         })

@@ -6,7 +6,7 @@ use askama::Template;
 use axum::Router;
 use axum::extract::{Form, FromRequest, FromRequestParts, Query, Request};
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
@@ -84,6 +84,15 @@ pub fn session_layer(state: &AppState) -> SessionManagerLayer<SessionBackend> {
 pub fn render<T: Template>(status: StatusCode, page: &T) -> Result<Response, AppError> {
     let body = page.render()?;
     Ok((status, [(header::CACHE_CONTROL, "no-store")], Html(body)).into_response())
+}
+
+/// `response` with `Retry-After: secs` (RFC 9110 §10.2.3): a busy password pool (503) or a
+/// sign-in limit (429).
+pub fn retry_after(mut response: Response, secs: impl Into<HeaderValue>) -> Response {
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, secs.into());
+    response
 }
 
 #[derive(Template)]

@@ -193,13 +193,17 @@ pub struct AddMemberForm {
     role: String,
 }
 
-/// The owner's membership of the project, or the response to send instead: 404 for a project
-/// that is missing or not the account's, 403 for a member who is not the owner.
+/// The signed-in owner and their membership of the project, or the response to send instead:
+/// the sign-in page for no session, 404 for a project that is missing or not the account's,
+/// 403 for a member who is not the owner.
 async fn owned_project(
     state: &AppState,
-    account: &Account,
+    session: &Session,
     project_id: &str,
-) -> Result<Result<ProjectMembership, Response>, AppError> {
+) -> Result<Result<(Account, ProjectMembership), Response>, AppError> {
+    let Some(account) = signed_in(state, session).await? else {
+        return Ok(Err(signin_then(&format!("/projects/{project_id}"))));
+    };
     let Some(project) = state.store.membership(&account.id, project_id).await? else {
         return Ok(Err(project_not_found()));
     };
@@ -210,7 +214,36 @@ async fn owned_project(
             "Ask the project's owner to add or remove members.",
         )));
     }
-    Ok(Ok(project))
+    Ok(Ok((account, project)))
+}
+
+/// Audits a change of the project's members by its owner, then sends the owner back to the
+/// project page.
+async fn member_changed(
+    state: &AppState,
+    client: ClientAddr,
+    owner: &Account,
+    project: &ProjectMembership,
+    event: &'static str,
+    detail: &str,
+    now: i64,
+) -> Response {
+    state
+        .store
+        .audit(
+            AuditEvent {
+                event,
+                outcome: "success",
+                account_id: Some(&owner.id),
+                subject: Some(&project.project_id),
+                source_ip: Some(&client.to_string()),
+                detail: Some(detail),
+                ..Default::default()
+            },
+            now,
+        )
+        .await;
+    see_other(&format!("/projects/{}", project.project_id))
 }
 
 /// `POST /projects/{id}/members`: the owner adds an account by email with a role, or changes
@@ -222,11 +255,8 @@ pub async fn add_member(
     Path(project_id): Path<String>,
     CsrfForm(form): CsrfForm<AddMemberForm>,
 ) -> Result<Response, AppError> {
-    let Some(account) = signed_in(&state, &session).await? else {
-        return Ok(signin_then(&format!("/projects/{project_id}")));
-    };
-    let project = match owned_project(&state, &account, &project_id).await? {
-        Ok(p) => p,
+    let (account, project) = match owned_project(&state, &session, &project_id).await? {
+        Ok(owned) => owned,
         Err(response) => return Ok(response),
     };
     let role = form.role.parse::<Role>().ok();
@@ -255,22 +285,17 @@ pub async fn add_member(
         .store
         .add_member(&project.project_id, &member.id, role, now)
         .await?;
-    state
-        .store
-        .audit(
-            AuditEvent {
-                event: "member_added",
-                outcome: "success",
-                account_id: Some(&account.id),
-                subject: Some(&project.project_id),
-                source_ip: Some(&client.to_string()),
-                detail: Some(&format!("member={} role={}", member.id, role.as_str())),
-                ..Default::default()
-            },
-            now,
-        )
-        .await;
-    Ok(see_other(&format!("/projects/{}", project.project_id)))
+    let detail = format!("member={} role={}", member.id, role.as_str());
+    Ok(member_changed(
+        &state,
+        client,
+        &account,
+        &project,
+        "member_added",
+        &detail,
+        now,
+    )
+    .await)
 }
 
 /// Body of `POST /projects/{id}/members/remove`.
@@ -288,11 +313,8 @@ pub async fn remove_member(
     Path(project_id): Path<String>,
     CsrfForm(form): CsrfForm<RemoveMemberForm>,
 ) -> Result<Response, AppError> {
-    let Some(account) = signed_in(&state, &session).await? else {
-        return Ok(signin_then(&format!("/projects/{project_id}")));
-    };
-    let project = match owned_project(&state, &account, &project_id).await? {
-        Ok(p) => p,
+    let (account, project) = match owned_project(&state, &session, &project_id).await? {
+        Ok(owned) => owned,
         Err(response) => return Ok(response),
     };
     if !state
@@ -308,21 +330,15 @@ pub async fn remove_member(
         };
         return project_page(&state, &session, &account, &project, "", Some(form_state)).await;
     }
-    let now = now();
-    state
-        .store
-        .audit(
-            AuditEvent {
-                event: "member_removed",
-                outcome: "success",
-                account_id: Some(&account.id),
-                subject: Some(&project.project_id),
-                source_ip: Some(&client.to_string()),
-                detail: Some(&format!("member={}", form.account_id)),
-                ..Default::default()
-            },
-            now,
-        )
-        .await;
-    Ok(see_other(&format!("/projects/{}", project.project_id)))
+    let detail = format!("member={}", form.account_id);
+    Ok(member_changed(
+        &state,
+        client,
+        &account,
+        &project,
+        "member_removed",
+        &detail,
+        now(),
+    )
+    .await)
 }

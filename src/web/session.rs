@@ -112,6 +112,18 @@ impl PageCsrf {
         })
     }
 
+    /// A page with a form: rendered by `render` around the form's token
+    /// ([`PageCsrf::token`]), sent with the cookie of a newly minted token.
+    pub async fn page(
+        mut self,
+        session: &Session,
+        render: impl FnOnce(&str) -> Result<Response, AppError>,
+    ) -> Result<Response, AppError> {
+        let token = self.token(session).await?;
+        let response = render(&token)?;
+        Ok(self.respond(response))
+    }
+
     /// `response` with the cookie of a newly minted token.
     pub fn respond(self, mut response: Response) -> Response {
         if let Some(token) = self.minted {

@@ -3,13 +3,13 @@
 
 use askama::Template;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::session::PageCsrf;
-use super::{CsrfForm, PageQuery, error_page, render, see_other};
+use super::{CsrfForm, PageQuery, error_page, render, retry_after, see_other};
 use crate::domain::account::{Email, validate_password};
 use crate::domain::secret::Secret;
 use crate::error::AppError;
@@ -45,24 +45,25 @@ fn link_invalid() -> Response {
 pub async fn show(
     State(state): State<AppState>,
     session: Session,
-    mut csrf: PageCsrf,
+    csrf: PageCsrf,
     PageQuery(q): PageQuery<SetupQuery>,
 ) -> Result<Response, AppError> {
     let hash = Secret::from_presented(q.token.clone()).hash();
     if !state.store.setup_token_valid(&hash, now()).await? {
         return Ok(link_invalid());
     }
-    let token = csrf.token(&session).await?;
-    let page = render(
-        StatusCode::OK,
-        &SetupPage {
-            csrf_token: &token,
-            token: &q.token,
-            email: "",
-            error: None,
-        },
-    )?;
-    Ok(csrf.respond(page))
+    csrf.page(&session, |csrf_token| {
+        render(
+            StatusCode::OK,
+            &SetupPage {
+                csrf_token,
+                token: &q.token,
+                email: "",
+                error: None,
+            },
+        )
+    })
+    .await
 }
 
 /// Body of `POST /setup`.
@@ -80,7 +81,7 @@ pub struct SetupForm {
 pub async fn submit(
     State(state): State<AppState>,
     session: Session,
-    mut csrf: PageCsrf,
+    csrf: PageCsrf,
     CsrfForm(form): CsrfForm<SetupForm>,
 ) -> Result<Response, AppError> {
     let now = now();
@@ -105,23 +106,23 @@ pub async fn submit(
     let slot = match slot {
         Ok(slot) => slot,
         Err((status, problem)) => {
-            let token = csrf.token(&session).await?;
-            let mut r = render(
-                status,
-                &SetupPage {
-                    csrf_token: &token,
-                    token: &form.token,
-                    email: &form.email,
-                    error: Some(&problem),
-                },
-            )?;
+            let r = csrf
+                .page(&session, |csrf_token| {
+                    render(
+                        status,
+                        &SetupPage {
+                            csrf_token,
+                            token: &form.token,
+                            email: &form.email,
+                            error: Some(&problem),
+                        },
+                    )
+                })
+                .await?;
             if status == StatusCode::SERVICE_UNAVAILABLE {
-                r.headers_mut().insert(
-                    header::RETRY_AFTER,
-                    HeaderValue::from(crate::signin::BUSY_RETRY_AFTER_SECS),
-                );
+                return Ok(retry_after(r, crate::signin::BUSY_RETRY_AFTER_SECS));
             }
-            return Ok(csrf.respond(r));
+            return Ok(r);
         }
     };
     let email = Email::parse(&form.email).expect("checked above");

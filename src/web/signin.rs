@@ -4,13 +4,13 @@ use askama::Template;
 use axum::extract::State;
 
 use crate::client_addr::ClientAddr;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::session::{PageCsrf, safe_next, signed_in};
-use super::{CsrfForm, PageQuery, render, see_other};
+use super::{CsrfForm, PageQuery, render, retry_after, see_other};
 use crate::error::AppError;
 use crate::signin::{self, Attempt};
 use crate::state::AppState;
@@ -43,24 +43,25 @@ pub struct SigninQuery {
 pub async fn show(
     State(state): State<AppState>,
     session: Session,
-    mut csrf: PageCsrf,
+    csrf: PageCsrf,
     PageQuery(q): PageQuery<SigninQuery>,
 ) -> Result<Response, AppError> {
     let next = safe_next(q.next.as_deref());
     if q.reauth.as_deref() != Some("1") && signed_in(&state, &session).await?.is_some() {
         return Ok(see_other(&next));
     }
-    let token = csrf.token(&session).await?;
-    let page = render(
-        StatusCode::OK,
-        &SigninPage {
-            csrf_token: &token,
-            next: &next,
-            email: "",
-            error: None,
-        },
-    )?;
-    Ok(csrf.respond(page))
+    csrf.page(&session, |csrf_token| {
+        render(
+            StatusCode::OK,
+            &SigninPage {
+                csrf_token,
+                next: &next,
+                email: "",
+                error: None,
+            },
+        )
+    })
+    .await
 }
 
 /// Body of `POST /signin`.
@@ -82,37 +83,35 @@ pub async fn submit(
     State(state): State<AppState>,
     client: ClientAddr,
     session: Session,
-    mut csrf: PageCsrf,
+    csrf: PageCsrf,
     CsrfForm(form): CsrfForm<SigninForm>,
 ) -> Result<Response, AppError> {
     let next = safe_next(form.next.as_deref());
     let now = now();
-    let page = |status: StatusCode, token: &str, error: &str| {
-        render(
-            status,
-            &SigninPage {
-                csrf_token: token,
-                next: &next,
-                email: &form.email,
-                error: Some(error),
-            },
-        )
+    let (shown_next, email) = (next.as_str(), form.email.as_str());
+    let page = |status: StatusCode, error: String| {
+        csrf.page(&session, move |csrf_token| {
+            render(
+                status,
+                &SigninPage {
+                    csrf_token,
+                    next: shown_next,
+                    email,
+                    error: Some(&error),
+                },
+            )
+        })
     };
     // A place for the password check first: when every worker is busy the attempt is turned
     // away before it touches the database.
     let Ok(slot) = state.passwords.try_reserve() else {
         signin::count("busy");
-        let token = csrf.token(&session).await?;
-        let mut r = page(
+        let r = page(
             StatusCode::SERVICE_UNAVAILABLE,
-            &token,
-            "The server is busy checking other sign-ins. Try again in a moment.",
-        )?;
-        r.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from(signin::BUSY_RETRY_AFTER_SECS),
-        );
-        return Ok(csrf.respond(r));
+            "The server is busy checking other sign-ins. Try again in a moment.".to_string(),
+        )
+        .await?;
+        return Ok(retry_after(r, signin::BUSY_RETRY_AFTER_SECS));
     };
     let password = form.password.clone();
     let verified = match signin::attempt(&state, slot, client.0, &form.email, password, now).await?
@@ -130,16 +129,11 @@ pub async fn submit(
             } else {
                 format!("Too many failed sign-ins. Wait {wait} and try again.")
             };
-            let token = csrf.token(&session).await?;
-            let mut r = page(StatusCode::TOO_MANY_REQUESTS, &token, &message)?;
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
-            return Ok(csrf.respond(r));
+            let r = page(StatusCode::TOO_MANY_REQUESTS, message).await?;
+            return Ok(super::retry_after(r, retry_after));
         }
         Attempt::Failed => {
-            let token = csrf.token(&session).await?;
-            let r = page(StatusCode::UNAUTHORIZED, &token, BAD_CREDENTIALS)?;
-            return Ok(csrf.respond(r));
+            return page(StatusCode::UNAUTHORIZED, BAD_CREDENTIALS.to_string()).await;
         }
     };
     super::session::sign_in(&session, &verified.account).await?;

@@ -129,50 +129,31 @@ pub fn server_metadata_members(issuer: &str, meta: &ServerMetadata) -> Vec<Step>
             .map(ToString::to_string)
             .unwrap_or_else(|| "absent".into())
     };
-    steps.push(
-        match meta.list_contains("response_types_supported", "code") {
-            Some(true) => Step::pass(
-                "response-type-code",
-                request.clone(),
-                format!(
-                    "response_types_supported {}",
-                    member("response_types_supported")
-                ),
-                "\"code\" listed",
-            ),
-            _ => Step::fail(
-                "response-type-code",
-                request.clone(),
-                format!(
-                    "response_types_supported {}",
-                    member("response_types_supported")
-                ),
-                "\"code\" listed",
-                "Support and advertise the authorization-code flow (RFC 8414 §2).",
-            ),
-        },
-    );
-    steps.push(match meta.list_contains("code_challenge_methods_supported", "S256") {
-        Some(true) => Step::pass(
-            "pkce-s256",
-            request.clone(),
-            format!(
-                "code_challenge_methods_supported {}",
-                member("code_challenge_methods_supported")
-            ),
-            "\"S256\" listed",
+    for (check, name, value, fix) in [
+        (
+            "response-type-code",
+            "response_types_supported",
+            "code",
+            "Support and advertise the authorization-code flow (RFC 8414 §2).",
         ),
-        _ => Step::fail(
+        (
             "pkce-s256",
-            request.clone(),
-            format!(
-                "code_challenge_methods_supported {}",
-                member("code_challenge_methods_supported")
-            ),
-            "\"S256\" listed",
+            "code_challenge_methods_supported",
+            "S256",
             "Advertise code_challenge_methods_supported [\"S256\"]: clients refuse a server that does not (MCP 2025-11-25 §Authorization Code Protection).",
         ),
-    });
+    ] {
+        steps.push(
+            Step::fail(
+                check,
+                request.clone(),
+                format!("{name} {}", member(name)),
+                format!("\"{value}\" listed"),
+                fix,
+            )
+            .passed_if(meta.list_contains(name, value) == Some(true)),
+        );
+    }
     let registration = meta.str("registration_endpoint");
     let cimd = meta
         .document
@@ -184,14 +165,7 @@ pub fn server_metadata_members(issuer: &str, meta: &ServerMetadata) -> Vec<Step>
         member("registration_endpoint"),
         member("client_id_metadata_document_supported")
     );
-    steps.push(if registration.is_some() || cimd {
-        Step::pass(
-            "registration-or-cimd",
-            request.clone(),
-            got,
-            "a registration endpoint or client ID metadata documents",
-        )
-    } else {
+    steps.push(
         Step::fail(
             "registration-or-cimd",
             request.clone(),
@@ -199,7 +173,8 @@ pub fn server_metadata_members(issuer: &str, meta: &ServerMetadata) -> Vec<Step>
             "a registration endpoint or client ID metadata documents",
             "Offer dynamic registration (RFC 7591) or client ID metadata documents: clients without a preconfigured client ID cannot register otherwise.",
         )
-    });
+        .passed_if(registration.is_some() || cimd),
+    );
     let got = format!(
         "token_endpoint_auth_methods_supported {}",
         member("token_endpoint_auth_methods_supported")

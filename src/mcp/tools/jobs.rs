@@ -81,17 +81,12 @@ pub struct GetJobInput {
 /// `get_job`.
 pub fn get_job() -> ToolDef {
     ToolDef::new(
-        ToolSpec {
-            name: "get_job",
-            title: "Check a background job",
-            description: "Returns the status of a background job started by another tool (such as export_project): pending, running, completed or failed. When completed, read the job's resource to get its document.",
-            scope: Scope::McpRead,
-            read_only: true,
-            idempotent: true,
-            open_world: false,
-            background: false,
-            project: ProjectAccess::None,
-        },
+        ToolSpec::lookup(
+            "get_job",
+            "Check a background job",
+            "Returns the status of a background job started by another tool (such as export_project): pending, running, completed or failed. When completed, read the job's resource to get its document.",
+            ProjectAccess::None,
+        ),
         |ctx: ToolCtx, input: GetJobInput| async move {
             let store = &ctx.state.store;
             let not_found = || {

@@ -173,17 +173,12 @@ pub struct SearchResults {
 /// `search_notes`.
 pub fn search_notes() -> ToolDef {
     ToolDef::new(
-        ToolSpec {
-            name: "search_notes",
-            title: "Search notes",
-            description: "Full-text search in one project's notes. Returns the best matches first, each with a snippet of the matching text. Every word of the query must appear; punctuation is ignored. Use get_note to read a whole note. If a result is too large to send whole it is cut between results and carries nextCursor: call search_notes again with the same project_id and query and that cursor for the rest.",
-            scope: Scope::McpRead,
-            read_only: true,
-            idempotent: true,
-            open_world: false,
-            background: false,
-            project: ProjectAccess::Read,
-        },
+        ToolSpec::lookup(
+            "search_notes",
+            "Search notes",
+            "Full-text search in one project's notes. Returns the best matches first, each with a snippet of the matching text. Every word of the query must appear; punctuation is ignored. Use get_note to read a whole note. If a result is too large to send whole it is cut between results and carries nextCursor: call search_notes again with the same project_id and query and that cursor for the rest.",
+            ProjectAccess::Read,
+        ),
         |ctx: ToolCtx, input: SearchNotesInput| async move {
             let project = ctx.project();
             let fingerprint = SearchCursor::fingerprint(&project.project_id, input.query.as_str());
@@ -300,17 +295,12 @@ fn note_page(
 /// `get_note`.
 pub fn get_note() -> ToolDef {
     ToolDef::new(
-        ToolSpec {
-            name: "get_note",
-            title: "Read a note",
-            description: "Returns one note: title, text, tags and when it was created and last changed. A text too long for one answer comes in parts: the answer then carries next_body_from; call get_note again with body_from set to it until no next_body_from is returned.",
-            scope: Scope::McpRead,
-            read_only: true,
-            idempotent: true,
-            open_world: false,
-            background: false,
-            project: ProjectAccess::Read,
-        },
+        ToolSpec::lookup(
+            "get_note",
+            "Read a note",
+            "Returns one note: title, text, tags and when it was created and last changed. A text too long for one answer comes in parts: the answer then carries next_body_from; call get_note again with body_from set to it until no next_body_from is returned.",
+            ProjectAccess::Read,
+        ),
         |ctx: ToolCtx, input: GetNoteInput| async move {
             let project = ctx.project();
             let note = ctx

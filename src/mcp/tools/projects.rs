@@ -5,7 +5,6 @@ use serde::{Deserialize, Serialize};
 
 use super::NoInput;
 use crate::domain::notes::ResourceUri;
-use crate::domain::scope::Scope;
 use crate::mcp::args::Id;
 use crate::mcp::catalog::{ProjectAccess, ToolCtx, ToolDef, ToolError, ToolOk, ToolSpec};
 use crate::mcp::views::ProjectView;
@@ -53,17 +52,12 @@ pub struct ProjectInput {
 /// `list_projects`.
 pub fn list_projects() -> ToolDef {
     ToolDef::new(
-        ToolSpec {
-            name: "list_projects",
-            title: "List projects",
-            description: "Lists the projects the signed-in person can use, with their ids and the person's role in each (read or write). Call this first: every other tool needs a project_id from here. If the list is empty, the person has no project yet and no other tool is offered: a project is made by a Gatehouse administrator with `gatehouse project add NAME --owner EMAIL`, or a project's owner adds the person as a member on the project's page in the Gatehouse console; the notes tools appear once a project exists.",
-            scope: Scope::McpRead,
-            read_only: true,
-            idempotent: true,
-            open_world: false,
-            background: false,
-            project: ProjectAccess::None,
-        },
+        ToolSpec::lookup(
+            "list_projects",
+            "List projects",
+            "Lists the projects the signed-in person can use, with their ids and the person's role in each (read or write). Call this first: every other tool needs a project_id from here. If the list is empty, the person has no project yet and no other tool is offered: a project is made by a Gatehouse administrator with `gatehouse project add NAME --owner EMAIL`, or a project's owner adds the person as a member on the project's page in the Gatehouse console; the notes tools appear once a project exists.",
+            ProjectAccess::None,
+        ),
         |ctx: ToolCtx, _input: NoInput| async move {
             let memberships = ctx.state.store.reachable_projects(&ctx.principal).await?;
             let mut ok = ToolOk::new(ProjectList {
@@ -83,17 +77,12 @@ pub fn list_projects() -> ToolDef {
 /// `get_project`.
 pub fn get_project() -> ToolDef {
     ToolDef::new(
-        ToolSpec {
-            name: "get_project",
-            title: "Get a project",
-            description: "Returns one project: its name, the person's role, how many notes it holds, and a console_url where the person can open it in a browser.",
-            scope: Scope::McpRead,
-            read_only: true,
-            idempotent: true,
-            open_world: false,
-            background: false,
-            project: ProjectAccess::Read,
-        },
+        ToolSpec::lookup(
+            "get_project",
+            "Get a project",
+            "Returns one project: its name, the person's role, how many notes it holds, and a console_url where the person can open it in a browser.",
+            ProjectAccess::Read,
+        ),
         |ctx: ToolCtx, _input: ProjectInput| async move {
             let project = ctx.project();
             let count = ctx.state.store.count_notes(&project.project_id).await?;
