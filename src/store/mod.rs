@@ -277,15 +277,17 @@ impl Store {
             options
         };
         let pool = options.clone().connect(&url).await?;
+        // An in-memory SQLite database is one per connection pool: its writes stay on its pool.
+        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
         let writer = match backend {
-            Backend::Sqlite => {
+            Backend::Sqlite if !in_memory => {
                 options
                     .min_connections(1)
                     .max_connections(1)
                     .connect(&url)
                     .await?
             }
-            Backend::Postgres => pool.clone(),
+            Backend::Sqlite | Backend::Postgres => pool.clone(),
         };
         let sessions = SessionBackend::connect(backend, &url).await?;
         Ok(Store {
