@@ -208,6 +208,11 @@ impl PromptSpec {
 }
 
 fn internal(e: StoreError) -> ErrorData {
+    if e.is_unavailable() {
+        // Busy or unreachable, not broken: the error layer answers it 503 with Retry-After.
+        tracing::warn!(error = %e, "MCP prompt request: database unavailable");
+        return super::errors::unavailable();
+    }
     tracing::error!(error = %e, "MCP prompt request failed");
     ErrorData::internal_error(
         "Gatehouse could not read its storage; try again shortly.",
@@ -687,6 +692,17 @@ pub async fn complete(
 
 #[cfg(test)]
 mod tests {
+    // As for resources: an unavailable database gives the retry hint (503 at the HTTP layer).
+    #[test]
+    fn an_unavailable_database_is_answered_with_the_retry_hint() {
+        let busy = super::internal(crate::store::StoreError::Database(
+            sqlx::Error::PoolTimedOut,
+        ));
+        assert_eq!(busy.data.unwrap()["retryAfter"], 5);
+        let broken = super::internal(crate::store::StoreError::Database(sqlx::Error::RowNotFound));
+        assert!(broken.data.is_none());
+    }
+
     use super::*;
     use crate::domain::principal::{CredentialKind, Reach, key_scopes};
 

@@ -24,6 +24,11 @@ pub const PAGE: usize = 50;
 const JSON: &str = "application/json";
 
 fn internal(e: StoreError) -> ErrorData {
+    if e.is_unavailable() {
+        // Busy or unreachable, not broken: the error layer answers it 503 with Retry-After.
+        tracing::warn!(error = %e, "MCP resource request: database unavailable");
+        return super::errors::unavailable();
+    }
     tracing::error!(error = %e, "MCP resource request failed");
     ErrorData::internal_error(
         "Gatehouse could not read its storage; try again shortly.",
@@ -364,6 +369,19 @@ pub async fn read(
 
 #[cfg(test)]
 mod tests {
+    // A resource read the database could not serve right now carries the retry hint the MCP
+    // error layer turns into 503 with `Retry-After`; any other storage failure stays -32603
+    // without it.
+    #[test]
+    fn an_unavailable_database_is_answered_with_the_retry_hint() {
+        let busy = super::internal(crate::store::StoreError::Database(
+            sqlx::Error::PoolTimedOut,
+        ));
+        assert_eq!(busy.data.unwrap()["retryAfter"], 5);
+        let broken = super::internal(crate::store::StoreError::Database(sqlx::Error::RowNotFound));
+        assert!(broken.data.is_none());
+    }
+
     use super::*;
 
     #[test]

@@ -78,6 +78,10 @@ pub enum AuthorizeError {
         /// `error_description`.
         description: String,
     },
+    /// The storage failed while the request was checked: shown as the server's error page
+    /// (503 with `Retry-After` when the database is busy or unreachable, RFC 9110 §15.6.4),
+    /// never as a fault of the request; never redirects.
+    Storage(crate::store::StoreError),
 }
 
 /// Validates the parameters of `GET/POST /oauth/authorize`. Repeated parameters are refused.
@@ -127,12 +131,7 @@ pub async fn validate(
                 "This application's identity could not be checked: {e}."
             )));
         }
-        Err(ClientLookupError::Store(e)) => {
-            tracing::error!(error = %e, "storage failure at authorize");
-            return Err(page(
-                "The server could not look up this application. Try again later.",
-            ));
-        }
+        Err(ClientLookupError::Store(e)) => return Err(AuthorizeError::Storage(e)),
     };
     let (redirect_uri, registered) = match params.get("redirect_uri") {
         Some(requested) => {

@@ -316,9 +316,6 @@ async fn client_credentials(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
     })
 }
 
-/// The `authorization_code` grant (OAuth 2.1 §4.1.3): the code is bound to the client, the
-/// redirect URI, the PKCE challenge, the resource, the scopes and the account; single use; a
-/// replay revokes every token the first redemption issued.
 /// The one answer for an unknown, expired, used or another client's code (a stolen code is not
 /// confirmed as real).
 fn invalid_code() -> OAuthError {
@@ -361,6 +358,9 @@ fn check_unused_code(
     Ok(())
 }
 
+/// The `authorization_code` grant (OAuth 2.1 §4.1.3): the code is bound to the client, the
+/// redirect URI, the PKCE challenge, the resource, the scopes and the account; single use; a
+/// replay revokes every token the first redemption issued.
 async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
     let code = ctx
         .params

@@ -99,7 +99,7 @@ impl Store {
         let done = sqlx::query("UPDATE accounts SET status = $1 WHERE email = $2")
             .bind(status.as_str())
             .bind(email.as_str())
-            .execute(self.pool())
+            .execute(self.writer())
             .await?;
         self.auth_changed();
         if done.rows_affected() == 0 {
@@ -128,7 +128,7 @@ impl Store {
         .bind(hash.as_str())
         .bind(now)
         .bind(expires_at)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         Ok(())
     }
@@ -187,7 +187,7 @@ impl Store {
         .bind(password_hash)
         .bind(end_sessions)
         .bind(account_id)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.writer())
         .await?)
     }
 
@@ -198,7 +198,7 @@ impl Store {
             "UPDATE accounts SET session_epoch = session_epoch + 1 WHERE id = $1 RETURNING session_epoch",
         )
         .bind(account_id)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.writer())
         .await?)
     }
 }

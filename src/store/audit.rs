@@ -305,7 +305,7 @@ impl Store {
             .bind(e.subject)
             .bind(e.source_ip)
             .bind(e.detail)
-            .execute(self.pool())
+            .execute(self.writer())
             .await?;
         Ok(())
     }

@@ -193,7 +193,7 @@ impl Store {
             Credentials::PersonalUrls => query,
         };
         query
-            .execute(self.pool())
+            .execute(self.writer())
             .await
             .map_err(|e| StoreError::from_insert(e, table.what()))?;
         Ok(id)
@@ -271,7 +271,7 @@ impl Store {
         ))
         .bind(id)
         .bind(now)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?
         .rows_affected();
         self.auth_changed();
@@ -369,7 +369,7 @@ impl Store {
             ))
             .bind(id)
             .bind(now)
-            .execute(self.pool())
+            .execute(self.writer())
             .await?
             .rows_affected();
             if won == 1 {
@@ -382,7 +382,7 @@ impl Store {
         .bind(id)
         .bind(now)
         .bind(now - LAST_USED_INTERVAL_SECS)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?
         .rows_affected();
         Ok(if moved == 1 {

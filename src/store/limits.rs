@@ -103,7 +103,7 @@ impl Store {
     pub async fn clear_counter(&self, limit: &Limit) -> Result<(), StoreError> {
         sqlx::query("DELETE FROM rate_limits WHERE key = $1")
             .bind(&limit.key)
-            .execute(self.pool())
+            .execute(self.writer())
             .await?;
         Ok(())
     }
@@ -118,7 +118,7 @@ impl Store {
         )
         .bind(&limit.key)
         .bind(since)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         Ok(())
     }
@@ -127,7 +127,7 @@ impl Store {
     pub async fn delete_expired_counters(&self, now: i64) -> Result<u64, StoreError> {
         Ok(sqlx::query("DELETE FROM rate_limits WHERE expires_at < $1")
             .bind(now)
-            .execute(self.pool())
+            .execute(self.writer())
             .await?
             .rows_affected())
     }
@@ -157,7 +157,7 @@ impl Store {
         )
         .bind(created_before)
         .bind(now)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?
         .rows_affected())
     }

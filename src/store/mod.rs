@@ -135,9 +135,10 @@ pub(super) fn opened_before_cannot_write(age: Duration) -> bool {
 }
 
 /// `SQLite`'s primary result codes (the low byte of an extended code) of a database that cannot
-/// be written or read right now rather than a wrong request: `SQLITE_READONLY` (8),
-/// `SQLITE_IOERR` (10), `SQLITE_FULL` (13), `SQLITE_CANTOPEN` (14).
-const SQLITE_UNAVAILABLE: [i32; 4] = [8, 10, 13, 14];
+/// be written or read right now rather than a wrong request: `SQLITE_BUSY` (5) and
+/// `SQLITE_LOCKED` (6) after the busy timeout, `SQLITE_READONLY` (8), `SQLITE_IOERR` (10),
+/// `SQLITE_FULL` (13), `SQLITE_CANTOPEN` (14).
+const SQLITE_UNAVAILABLE: [i32; 6] = [5, 6, 8, 10, 13, 14];
 
 /// Which database engine a `DATABASE_URL` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,7 +205,8 @@ pub trait Dialect: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct Store {
     pool: AnyPool,
-    /// Where write transactions ([`Store::begin_write`]) take their connection. `SQLite`: a
+    /// Where writes take their connection (write transactions of [`Store::begin_write`] and
+    /// single statements through [`Store::writer`]). `SQLite`: a
     /// pool of its own with one connection, so that concurrent write transactions wait in the
     /// pool's queue (in order, woken as soon as the writer is free) instead of in `SQLite`'s
     /// busy handler, which sleeps for growing intervals and made the slowest rotations wait
@@ -352,9 +354,18 @@ impl Store {
         }
     }
 
-    /// The connection pool (both engines, `$n` placeholders).
+    /// The connection pool (both engines, `$n` placeholders), for reads.
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// Where a write outside a transaction runs: on `SQLite` the writer pool's one connection,
+    /// so that single-statement writes queue with the write transactions of
+    /// [`Store::begin_write`] instead of waiting for them in `SQLite`'s sleeping busy handler;
+    /// on `PostgreSQL` the shared pool. Never called while the same task holds a
+    /// [`Store::begin_write`] transaction (on `SQLite` that would wait for itself).
+    pub(crate) fn writer(&self) -> &AnyPool {
+        &self.writer
     }
 
     /// The permits of full-text searches ([`search_permits`]).
@@ -460,7 +471,7 @@ impl Store {
         ] {
             deleted += sqlx::query(sql)
                 .bind(cutoff)
-                .execute(&self.pool)
+                .execute(&self.writer)
                 .await?
                 .rows_affected();
         }
@@ -780,6 +791,32 @@ mod tests {
         }
         while tasks.join_next().await.is_some() {}
         write_on_every_pooled_connection(&store).await;
+    }
+
+    /// A write that waited out `SQLite`'s busy timeout ("database is locked", `SQLITE_BUSY`)
+    /// found the database busy: answered 503 with `Retry-After`, not 500.
+    #[tokio::test]
+    async fn a_write_that_waited_out_the_busy_timeout_is_unavailable() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
+        let store = Store::connect(&url).await.unwrap();
+        sqlx::query("CREATE TABLE t (n INTEGER NOT NULL)")
+            .execute(store.writer())
+            .await
+            .unwrap();
+        let holder = store.begin_write().await.unwrap();
+        let mut other = store.pool().acquire().await.unwrap();
+        sqlx::query("PRAGMA busy_timeout = 0")
+            .execute(&mut *other)
+            .await
+            .unwrap();
+        let busy = sqlx::query("INSERT INTO t (n) VALUES (1)")
+            .execute(&mut *other)
+            .await
+            .unwrap_err();
+        assert!(StoreError::from(busy).is_unavailable());
+        other.close().await.unwrap();
+        holder.rollback().await.unwrap();
     }
 
     /// A `SQLite` file that refuses writes (here: `PRAGMA query_only`, which fails writes with

@@ -148,7 +148,7 @@ impl Store {
         .bind(new.body)
         .bind(tags_to_json(new.tags))
         .bind(now)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         Ok(Note {
             id,
@@ -357,7 +357,7 @@ impl Store {
         .bind(account_id)
         .bind(client_id)
         .bind(now)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         Ok(Job {
             id,
@@ -409,7 +409,7 @@ impl Store {
         )
         .bind(now)
         .bind(job_id)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -434,7 +434,7 @@ impl Store {
         .bind(error)
         .bind(now)
         .bind(job_id)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         Ok(())
     }
@@ -453,7 +453,7 @@ impl Store {
         )
         .bind(stale_before)
         .bind(now)
-        .fetch_all(self.pool())
+        .fetch_all(self.writer())
         .await?;
         for id in &ids {
             tracing::warn!(job_id = %id, "resuming a background job left unfinished");

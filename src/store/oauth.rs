@@ -352,7 +352,7 @@ impl Store {
         .bind(c.metadata.to_string())
         .bind(i64::from(c.can_introspect))
         .bind(c.created_at)
-        .execute(self.pool())
+        .execute(self.writer())
         .await
         .map_err(|e| StoreError::from_insert(e, &format!("client {}", c.client_id)))?;
         Ok(())
@@ -416,7 +416,7 @@ impl Store {
             .bind(&union)
             .bind(now)
             .bind(&live.id)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.writer())
             .await?;
             self.auth_changed();
             if let Some(id) = widened {
@@ -436,7 +436,7 @@ impl Store {
         .bind(redirect_uri)
         .bind(requested)
         .bind(now)
-        .fetch_one(self.pool())
+        .fetch_one(self.writer())
         .await?;
         self.auth_changed();
         Ok(id)
@@ -460,7 +460,7 @@ impl Store {
         .bind(&c.issuer)
         .bind(c.created_at)
         .bind(c.expires_at)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         Ok(())
     }
@@ -737,7 +737,7 @@ impl Store {
         .bind(now)
         .bind(hash.as_str())
         .bind(client_id)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         self.auth_changed();
         Ok(None)
@@ -822,7 +822,7 @@ impl Store {
         )
         .bind(now)
         .bind(account_id)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?
         .rows_affected())
     }
@@ -843,7 +843,7 @@ impl Store {
         .bind(serde_json::to_string(&c.grant_types).unwrap_or_default())
         .bind(c.metadata.to_string())
         .bind(c.created_at)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         Ok(())
     }
@@ -869,7 +869,7 @@ impl Store {
         .bind(request_json)
         .bind(now)
         .bind(expires_at)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         Ok(())
     }
@@ -889,7 +889,7 @@ impl Store {
         .bind(id)
         .bind(account_id)
         .bind(now)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.writer())
         .await?)
     }
 }

@@ -105,7 +105,7 @@ impl Store {
         .bind(account_id)
         .bind(role.as_str())
         .bind(now)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         self.auth_changed();
         Ok(())
@@ -225,7 +225,7 @@ impl Store {
         )
         .bind(project_id)
         .bind(account_id)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         self.auth_changed();
         Ok(done.rows_affected() == 1)

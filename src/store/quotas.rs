@@ -35,7 +35,7 @@ impl Store {
         let done = sqlx::query("UPDATE accounts SET calls_per_hour = $1 WHERE id = $2")
             .bind(value)
             .bind(account_id)
-            .execute(self.pool())
+            .execute(self.writer())
             .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound(format!("account {account_id}")));

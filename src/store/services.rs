@@ -170,7 +170,7 @@ impl Store {
         .bind(resource)
         .bind(now)
         .bind(expires_at)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         Ok(())
     }

@@ -7,7 +7,7 @@ use axum::extract::{RawQuery, State};
 
 use crate::client_addr::ClientAddr;
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tower_sessions::Session;
 
@@ -64,6 +64,7 @@ pub async fn authorize_post(
 
 fn redirect_error(state: &AppState, e: AuthorizeError) -> Response {
     match e {
+        AuthorizeError::Storage(e) => AppError::Store(e).into_response(),
         AuthorizeError::Page(message) => error_page(
             StatusCode::BAD_REQUEST,
             "This sign-in request is not valid",
