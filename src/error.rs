@@ -39,24 +39,10 @@ impl IntoResponse for AppError {
         {
             // Busy, not broken: 503 with Retry-After (RFC 9110 §15.6.4, §10.2.3).
             tracing::warn!(error = %e, "database unavailable (busy, unreachable, full or read-only)");
-            let mut r = crate::web::error_page(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Try again in a moment",
-                "Gatehouse is busy right now. Please try again in a few seconds.",
-            );
-            r.headers_mut().insert(
-                header::RETRY_AFTER,
-                HeaderValue::from_static(crate::oauth::error::RETRY_AFTER_SECS),
-            );
-            return r;
+            return unavailable_page();
         }
         tracing::error!(error = %self, "internal error");
-        (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            [("cache-control", "no-store")],
-            "Internal server error",
-        )
-            .into_response()
+        internal_error_page()
     }
 }
 
@@ -73,4 +59,29 @@ pub fn body_stalled(error: &axum::Error) -> bool {
         cause = e.source();
     }
     false
+}
+
+/// The page of a database busy, unreachable, full or read-only for now: 503 with
+/// `Retry-After` (RFC 9110 §15.6.4, §10.2.3).
+pub fn unavailable_page() -> Response {
+    let mut r = crate::web::error_page(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Try again in a moment",
+        "Gatehouse is busy right now. Please try again in a few seconds.",
+    );
+    r.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from_static(crate::oauth::error::RETRY_AFTER_SECS),
+    );
+    r
+}
+
+/// The answer to a failure of the server's own (already logged): 500, never cached.
+pub fn internal_error_page() -> Response {
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        [("cache-control", "no-store")],
+        "Internal server error",
+    )
+        .into_response()
 }

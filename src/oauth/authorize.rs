@@ -78,10 +78,13 @@ pub enum AuthorizeError {
         /// `error_description`.
         description: String,
     },
-    /// The storage failed while the request was checked: shown as the server's error page
-    /// (503 with `Retry-After` when the database is busy or unreachable, RFC 9110 §15.6.4),
-    /// never as a fault of the request; never redirects.
-    Storage(crate::store::StoreError),
+    /// The storage failed while the request was checked (already logged): shown as the
+    /// server's error page, 503 with `Retry-After` when the database was busy or unreachable
+    /// (RFC 9110 §15.6.4), else 500; never as a fault of the request; never redirects.
+    Storage {
+        /// Whether the database was unavailable for now ([`crate::store::StoreError::is_unavailable`]).
+        unavailable: bool,
+    },
 }
 
 /// Validates the parameters of `GET/POST /oauth/authorize`. Repeated parameters are refused.
@@ -131,7 +134,15 @@ pub async fn validate(
                 "This application's identity could not be checked: {e}."
             )));
         }
-        Err(ClientLookupError::Store(e)) => return Err(AuthorizeError::Storage(e)),
+        Err(ClientLookupError::Store(e)) => {
+            let unavailable = e.is_unavailable();
+            if unavailable {
+                tracing::warn!(error = %e, "database unavailable at authorize");
+            } else {
+                tracing::error!(error = %e, "storage failure at authorize");
+            }
+            return Err(AuthorizeError::Storage { unavailable });
+        }
     };
     let (redirect_uri, registered) = match params.get("redirect_uri") {
         Some(requested) => {

@@ -7,7 +7,7 @@ use axum::extract::{RawQuery, State};
 
 use crate::client_addr::ClientAddr;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
@@ -64,7 +64,8 @@ pub async fn authorize_post(
 
 fn redirect_error(state: &AppState, e: AuthorizeError) -> Response {
     match e {
-        AuthorizeError::Storage(e) => AppError::Store(e).into_response(),
+        AuthorizeError::Storage { unavailable: true } => crate::error::unavailable_page(),
+        AuthorizeError::Storage { unavailable: false } => crate::error::internal_error_page(),
         AuthorizeError::Page(message) => error_page(
             StatusCode::BAD_REQUEST,
             "This sign-in request is not valid",
