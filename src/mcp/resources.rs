@@ -374,11 +374,9 @@ mod tests {
     // without it.
     #[test]
     fn an_unavailable_database_is_answered_with_the_retry_hint() {
-        let busy = super::internal(crate::store::StoreError::Database(
-            sqlx::Error::PoolTimedOut,
-        ));
+        let busy = internal(StoreError::Database(sqlx::Error::PoolTimedOut));
         assert_eq!(busy.data.unwrap()["retryAfter"], 5);
-        let broken = super::internal(crate::store::StoreError::Database(sqlx::Error::RowNotFound));
+        let broken = internal(StoreError::Database(sqlx::Error::RowNotFound));
         assert!(broken.data.is_none());
     }
 
