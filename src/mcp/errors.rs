@@ -45,6 +45,21 @@ pub fn unavailable() -> rmcp::ErrorData {
     )
 }
 
+/// The JSON-RPC error of an MCP request (`what`: "resource", "prompt") whose storage failed,
+/// logged here: the database busy or unreachable gives [`unavailable`] (503 with
+/// `Retry-After` at the HTTP layer); any other failure -32603 without a retry hint.
+pub fn storage_failure(e: &crate::store::StoreError, what: &str) -> rmcp::ErrorData {
+    if e.is_unavailable() {
+        tracing::warn!(error = %e, "MCP {what} request: database unavailable");
+        return unavailable();
+    }
+    tracing::error!(error = %e, "MCP {what} request failed");
+    rmcp::ErrorData::internal_error(
+        "Gatehouse could not read its storage; try again shortly.",
+        None,
+    )
+}
+
 fn is_json(response: &Response) -> bool {
     response
         .headers()

@@ -208,16 +208,7 @@ impl PromptSpec {
 }
 
 fn internal(e: StoreError) -> ErrorData {
-    if e.is_unavailable() {
-        // Busy or unreachable, not broken: the error layer answers it 503 with Retry-After.
-        tracing::warn!(error = %e, "MCP prompt request: database unavailable");
-        return super::errors::unavailable();
-    }
-    tracing::error!(error = %e, "MCP prompt request failed");
-    ErrorData::internal_error(
-        "Gatehouse could not read its storage; try again shortly.",
-        None,
-    )
+    super::errors::storage_failure(&e, "prompt")
 }
 
 fn unknown_prompt(name: &str) -> ErrorData {

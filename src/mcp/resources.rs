@@ -24,16 +24,7 @@ pub const PAGE: usize = 50;
 const JSON: &str = "application/json";
 
 fn internal(e: StoreError) -> ErrorData {
-    if e.is_unavailable() {
-        // Busy or unreachable, not broken: the error layer answers it 503 with Retry-After.
-        tracing::warn!(error = %e, "MCP resource request: database unavailable");
-        return super::errors::unavailable();
-    }
-    tracing::error!(error = %e, "MCP resource request failed");
-    ErrorData::internal_error(
-        "Gatehouse could not read its storage; try again shortly.",
-        None,
-    )
+    super::errors::storage_failure(&e, "resource")
 }
 
 fn not_found(uri: &str) -> ErrorData {
