@@ -137,6 +137,11 @@ impl Server {
         }
     }
 
+    /// The process id of the running server, if it runs.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.lock().unwrap().as_ref().map(Child::id)
+    }
+
     /// Appends a marker line to the log (to find what one phase of a drill logged).
     pub(crate) fn mark(&self, text: &str) -> u64 {
         let mut f = std::fs::OpenOptions::new()

@@ -6,9 +6,10 @@
 //!   cargo test --test drills -- --ignored --nocapture <name>
 //! ```
 //!
-//! `DRILL_TRIALS` sets the number of trials of the race drills (default 1000). The `PostgreSQL`
-//! server named by `GATEHOUSE_TEST_POSTGRES` is never stopped: the outage drill cuts a TCP proxy
-//! of its own in front of it.
+//! `DRILL_TRIALS` sets the number of trials of the race drills (default 1000),
+//! `DRILL_HOSTILE_SECONDS` the length of each phase of the hostile-clients drill (default 10).
+//! The `PostgreSQL` server named by `GATEHOUSE_TEST_POSTGRES` is never stopped: the outage drill
+//! cuts a TCP proxy of its own in front of it.
 
 #[allow(dead_code)]
 #[path = "../integration/helpers.rs"]
@@ -19,6 +20,7 @@ mod oauth_helpers;
 
 mod binary;
 mod disk;
+mod hostile;
 mod kill;
 
 use std::sync::Arc;
@@ -381,4 +383,14 @@ async fn kill9_under_load_postgres() {
 #[ignore]
 async fn sqlite_full_disk_and_read_only() {
     disk::drill().await;
+}
+
+// Hostile clients (1,000 idle connections, 50 slowloris, oversized headers, huge and deeply
+// nested JSON, a registration flood) against the real binary on SQLite: authenticated MCP calls
+// keep being served; throughput and p50/p99 printed with and without the attack.
+// `DRILL_HOSTILE_SECONDS` sets the length of each phase (default 10).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn hostile_clients_leave_mcp_serving() {
+    hostile::drill().await;
 }
