@@ -205,10 +205,6 @@ pub trait Dialect: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct Store {
     pool: AnyPool,
-    /// Where writes take their connection (write transactions of [`Store::begin_write`] and
-    /// single statements through [`Store::writer`]): today the same pool as reads, on both
-    /// engines.
-    writer: AnyPool,
     backend: Backend,
     sessions: SessionBackend,
     audit_queue: std::sync::Arc<audit::AuditQueue>,
@@ -276,17 +272,11 @@ impl Store {
             options
         };
         let pool = options.clone().connect(&url).await?;
-        // One pool for reads and writes on both engines. A separate one-connection writer pool
-        // on SQLite (writers queueing in the pool instead of in SQLite's busy handler) cut the
-        // p99 of refresh rotation from 70 to 23 ms in the benchmark, but failed the read-only
-        // drill: its connection, opened while the file was read-only, kept refusing writes
-        // after the file was writable again (docs/benchmarks.md). `writer` stays the place
-        // every write goes through.
-        let writer = pool.clone();
+        // One pool for reads and writes on both engines: a separate one-connection writer pool
+        // on SQLite failed the read-only drill (docs/benchmarks.md).
         let sessions = SessionBackend::connect(backend, &url).await?;
         Ok(Store {
             pool,
-            writer,
             backend,
             sessions,
             audit_queue: Default::default(),
@@ -328,7 +318,7 @@ impl Store {
     pub(crate) async fn begin_write(
         &self,
     ) -> Result<sqlx::Transaction<'static, sqlx::Any>, sqlx::Error> {
-        let pool = self.writer.clone();
+        let pool = self.pool.clone();
         let backend = self.backend;
         let begin = tokio::spawn(async move {
             match backend {
@@ -352,7 +342,7 @@ impl Store {
     /// Where a write outside a transaction runs (today the shared pool). Not called while the
     /// same task holds a [`Store::begin_write`] transaction.
     pub(crate) fn writer(&self) -> &AnyPool {
-        &self.writer
+        &self.pool
     }
 
     /// The permits of full-text searches ([`search_permits`]).
@@ -385,7 +375,6 @@ impl Store {
 
     /// Closes every connection.
     pub async fn close(&self) {
-        self.writer.close().await;
         self.pool.close().await;
     }
 }
@@ -458,7 +447,7 @@ impl Store {
         ] {
             deleted += sqlx::query(sql)
                 .bind(cutoff)
-                .execute(&self.writer)
+                .execute(&self.pool)
                 .await?
                 .rows_affected();
         }
