@@ -5,16 +5,18 @@
 //! against a dummy hash so that timing does not reveal which emails exist.
 //!
 //! Every hash and verification runs on a [`PasswordPool`]: a fixed number of threads, each
-//! reusing one argon2 memory block (allocated at its first job, 19 MiB, then kept), behind a
-//! bounded queue. Resident memory for password work is therefore at most
-//! `workers × 19 MiB` whatever the load, the async runtime never runs argon2, and a burst beyond
-//! the queue is refused at once ([`PoolBusy`]) instead of waiting or allocating.
+//! reusing one argon2 memory block (19 MiB) while jobs keep coming, behind a bounded queue. A
+//! worker that finds the queue empty after a job gives its block back to the system, so an idle
+//! server holds none. Resident memory for password work is therefore at most `workers × 19 MiB`
+//! whatever the load, the async runtime never runs argon2, and a burst beyond the queue is
+//! refused at once ([`PoolBusy`]) instead of waiting or allocating.
 //!
 //! The workers run at the lowest scheduling priority the system gives without privileges (on
 //! Linux, a nice value of [`WORKER_NICE`] for each worker thread): a flood of sign-ins uses the
 //! CPU that MCP, token and introspection requests leave over, never theirs. Under full load a
 //! sign-in waits longer, and the bounded queue turns the excess away with 503.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use argon2::password_hash::{PasswordHash, SaltString};
@@ -37,6 +39,14 @@ pub const DEFAULT_QUEUE: usize = 32;
 /// The nice value of every password worker thread on Linux (19: the lowest priority,
 /// `setpriority(2)` on the thread's id).
 pub const WORKER_NICE: i32 = 19;
+
+/// Blocks (1 KiB each) of address space reserved for a worker's memory: 33 MiB, more than the
+/// 19 MiB our parameters use. An allocation this large is always a mapping of its own with the
+/// system allocators we run on (glibc never serves more than 32 MiB from its heaps), so freeing
+/// it hands every page back at once and, unlike a 19 MiB mapping, does not make glibc serve
+/// later allocations up to that size from heaps it rarely shrinks. Only the blocks a hash uses
+/// are ever written, so only they are resident.
+const RESERVED_BLOCKS: usize = 33 * 1024;
 
 /// A PHC string of our parameters for a password nobody knows: unknown emails are verified
 /// against it so that they cost the same as known ones.
@@ -93,6 +103,8 @@ enum Job {
 pub struct PasswordPool {
     tx: mpsc::Sender<Job>,
     workers: usize,
+    /// Bytes of argon2 memory the workers hold now.
+    held: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for PasswordPool {
@@ -111,22 +123,31 @@ pub struct PasswordSlot<'a> {
 
 impl PasswordPool {
     /// Starts `workers` threads (at least one) and a queue of `queue` jobs (at least one).
-    /// Each worker allocates its argon2 memory at its first job and keeps it.
+    /// Each worker allocates its argon2 memory for a job and keeps it while more jobs wait; it
+    /// gives it back when it finds the queue empty.
     pub fn new(workers: usize, queue: usize) -> PasswordPool {
         let workers = workers.max(1);
         let (tx, rx) = mpsc::channel(queue.max(1));
         let rx = Arc::new(Mutex::new(rx));
+        let held = Arc::new(AtomicUsize::new(0));
         for n in 0..workers {
             let rx = Arc::clone(&rx);
+            let held = Arc::clone(&held);
             std::thread::Builder::new()
                 .name(format!("gatehouse-password-{n}"))
                 .spawn(move || {
                     lower_priority();
-                    worker(&rx);
+                    worker(&rx, &held);
                 })
                 .expect("cannot start a password worker thread");
         }
-        PasswordPool { tx, workers }
+        PasswordPool { tx, workers, held }
+    }
+
+    /// Bytes of argon2 memory the workers hold now: `19 MiB` per worker busy with a job or
+    /// about to take a waiting one, `0` once the queue has been found empty.
+    pub fn memory_held(&self) -> usize {
+        self.held.load(Ordering::SeqCst)
     }
 
     /// Reserves a place in the queue without waiting.
@@ -187,11 +208,20 @@ fn lower_priority() {
     }
 }
 
-/// One worker: takes jobs until every sender is gone. The memory block grows once, to our
-/// parameters' size, and is reused for every job after.
-fn worker(rx: &Mutex<mpsc::Receiver<Job>>) {
+/// One worker: takes jobs until every sender is gone. Its memory block is allocated for a job,
+/// reused while jobs are waiting, and freed when the queue is found empty after a job (or
+/// another worker is already waiting on it, which means the same).
+fn worker(rx: &Mutex<mpsc::Receiver<Job>>, held: &AtomicUsize) {
     let mut memory: Vec<Block> = Vec::new();
     loop {
+        let queue_empty = match rx.try_lock() {
+            Ok(rx) => rx.is_empty(),
+            Err(_) => true,
+        };
+        if queue_empty && memory.capacity() > 0 {
+            held.fetch_sub(size_of_val(memory.as_slice()), Ordering::SeqCst);
+            memory = Vec::new();
+        }
         // Only one idle worker waits on the queue; the others wait for the lock.
         let job = match rx.lock() {
             Ok(mut rx) => rx.blocking_recv(),
@@ -200,7 +230,7 @@ fn worker(rx: &Mutex<mpsc::Receiver<Job>>) {
         let Some(job) = job else { return };
         match job {
             Job::Hash { password, reply } => {
-                let _ = reply.send(hash_with(&mut memory, &password));
+                let _ = reply.send(hash_with(&mut memory, &password, held));
             }
             Job::Verify {
                 password,
@@ -209,7 +239,7 @@ fn worker(rx: &Mutex<mpsc::Receiver<Job>>) {
             } => {
                 let known = stored.is_some();
                 let phc = stored.as_deref().unwrap_or(DUMMY_HASH);
-                let ok = match verify_with(&mut memory, &password, phc) {
+                let ok = match verify_with(&mut memory, &password, phc, held) {
                     Ok(ok) => ok,
                     Err(e) => {
                         tracing::error!(error = %e, "stored password hash cannot be checked");
@@ -223,27 +253,43 @@ fn worker(rx: &Mutex<mpsc::Receiver<Job>>) {
 }
 
 /// The first `blocks` blocks of the worker's memory, growing it when needed (never beyond our
-/// parameters' size: a stored hash asking for more is refused).
-fn blocks(memory: &mut Vec<Block>, blocks: usize) -> Result<&mut [Block], PasswordError> {
+/// parameters' size: a stored hash asking for more is refused) inside [`RESERVED_BLOCKS`] of
+/// reserved address space; `held` counts the bytes written.
+fn blocks<'m>(
+    memory: &'m mut Vec<Block>,
+    blocks: usize,
+    held: &AtomicUsize,
+) -> Result<&'m mut [Block], PasswordError> {
     if blocks > params().block_count() {
         return Err(PasswordError::Hash(format!(
             "the stored hash needs {blocks} KiB of memory, more than {MEMORY_KIB}"
         )));
     }
+    if memory.capacity() == 0 {
+        memory.reserve_exact(RESERVED_BLOCKS.max(blocks));
+    }
     if memory.len() < blocks {
+        held.fetch_add(
+            (blocks - memory.len()) * size_of::<Block>(),
+            Ordering::SeqCst,
+        );
         memory.resize(blocks, Block::default());
     }
     Ok(&mut memory[..blocks])
 }
 
-fn hash_with(memory: &mut Vec<Block>, password: &str) -> Result<String, PasswordError> {
+fn hash_with(
+    memory: &mut Vec<Block>,
+    password: &str,
+    held: &AtomicUsize,
+) -> Result<String, PasswordError> {
     let err = |e: &dyn std::fmt::Display| PasswordError::Hash(e.to_string());
     let params = params();
     let salt = SaltString::generate(&mut OsRng);
     let mut salt_bytes = [0u8; 64];
     let salt_raw = salt.decode_b64(&mut salt_bytes).map_err(|e| err(&e))?;
     let mut out = [0u8; OUTPUT_LEN];
-    let memory = blocks(memory, params.block_count())?;
+    let memory = blocks(memory, params.block_count(), held)?;
     Argon2::new(Algorithm::Argon2id, Version::V0x13, params.clone())
         .hash_password_into_with_memory(password.as_bytes(), salt_raw, &mut out, memory)
         .map_err(|e| err(&e))?;
@@ -257,7 +303,12 @@ fn hash_with(memory: &mut Vec<Block>, password: &str) -> Result<String, Password
     Ok(hash.to_string())
 }
 
-fn verify_with(memory: &mut Vec<Block>, password: &str, phc: &str) -> Result<bool, PasswordError> {
+fn verify_with(
+    memory: &mut Vec<Block>,
+    password: &str,
+    phc: &str,
+    held: &AtomicUsize,
+) -> Result<bool, PasswordError> {
     let err = |e: &dyn std::fmt::Display| PasswordError::Hash(e.to_string());
     let parsed = PasswordHash::new(phc).map_err(|e| err(&e))?;
     let algorithm = Algorithm::try_from(parsed.algorithm).map_err(|e| err(&e))?;
@@ -274,7 +325,7 @@ fn verify_with(memory: &mut Vec<Block>, password: &str, phc: &str) -> Result<boo
     let mut salt_bytes = [0u8; 64];
     let salt_raw = salt.decode_b64(&mut salt_bytes).map_err(|e| err(&e))?;
     let mut out = vec![0u8; expected.len()];
-    let memory = blocks(memory, params.block_count())?;
+    let memory = blocks(memory, params.block_count(), held)?;
     Argon2::new(algorithm, version, params)
         .hash_password_into_with_memory(password.as_bytes(), salt_raw, &mut out, memory)
         .map_err(|e| err(&e))?;
@@ -380,6 +431,35 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         panic!("password worker threads' nice values: {seen:?}, want all {WORKER_NICE}");
+    }
+
+    // Idle RSS (issue 9: under 30 MB): a worker gives its 19 MiB block back once it finds the
+    // queue empty, after every job that had no other waiting behind it.
+    #[tokio::test]
+    async fn an_idle_worker_holds_no_memory() {
+        let pool = PasswordPool::new(1, 4);
+        assert_eq!(pool.memory_held(), 0, "nothing before the first job");
+        for password in ["first password", "second password"] {
+            let hash = pool.try_reserve().unwrap().hash(password.into()).await;
+            let verified = pool
+                .try_reserve()
+                .unwrap()
+                .verify(password.into(), Some(hash.unwrap()))
+                .await;
+            assert!(
+                verified,
+                "the block given back and taken again still hashes right"
+            );
+            let mut held = pool.memory_held();
+            for _ in 0..200 {
+                if held == 0 {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                held = pool.memory_held();
+            }
+            assert_eq!(held, 0, "an idle worker still holds {held} bytes");
+        }
     }
 
     #[tokio::test]
