@@ -92,6 +92,9 @@ pub struct Principal {
     pub credential_id: String,
     /// The OAuth client an access token was issued to (`None` for API keys).
     pub client_id: Option<String>,
+    /// The account's own tool-call budget, read with the credential (`accounts.calls_per_hour`):
+    /// `Some(n)` calls per rolling hour (0 = unlimited), `None` for the server's default.
+    pub calls_per_hour: Option<u64>,
 }
 
 impl Principal {
@@ -141,6 +144,7 @@ mod tests {
             credential: CredentialKind::AccountKey,
             credential_id: "k1".into(),
             client_id: None,
+            calls_per_hour: None,
         };
         assert_eq!(p.audit_credential(), "credential=account_key:k1");
         assert_eq!(CredentialKind::OAuthToken.as_str(), "oauth_token");

@@ -360,6 +360,7 @@ async fn oauth_principal(mcp: &McpState, secret: &Secret, now: i64) -> Result<Pr
         credential,
         credential_id,
         client_id: Some(grant.client_id),
+        calls_per_hour: own_budget(grant.calls_per_hour),
     })
 }
 
@@ -461,7 +462,14 @@ async fn key_principal(
         credential,
         credential_id: grant.id,
         client_id: None,
+        calls_per_hour: own_budget(grant.calls_per_hour),
     })
+}
+
+/// An account's own budget as stored (`accounts.calls_per_hour`) as [`Principal`] carries it
+/// (a negative number, which the command line never writes, reads as unlimited like 0).
+fn own_budget(stored: Option<i64>) -> Option<u64> {
+    stored.map(|n| u64::try_from(n).unwrap_or(0))
 }
 
 /// Why an API key presented by a local process (`gatehouse stdio`) was refused.
@@ -719,6 +727,7 @@ mod tests {
             scope: "mcp:read".into(),
             allowed_ips: ips.iter().map(ToString::to_string).collect(),
             last_used_at: None,
+            calls_per_hour: None,
         };
         let local: Option<IpAddr> = Some("127.0.0.1".parse().unwrap());
         assert!(key_address_allowed(&grant(&[]), None));
@@ -739,6 +748,7 @@ mod tests {
             family_id: "f".into(),
             service: false,
             project_id: None,
+            calls_per_hour: None,
         }
     }
 

@@ -703,6 +703,7 @@ mod tests {
             credential: CredentialKind::AccountKey,
             credential_id: "k".into(),
             client_id: None,
+            calls_per_hour: None,
         }
     }
 

@@ -12,8 +12,10 @@
 //! the other instances admitted since this instance's last resync (at most a minute's worth),
 //! and never by more than (instances − 1) × budget (docs/architecture.md).
 //!
-//! The account's own budget is read on every call (one primary-key read), so a change made with
-//! the command line applies to the next call.
+//! The account's own budget is read with the credential on every call (the lookup that
+//! authenticates it joins the account row anyway), so a change made with the command line
+//! applies to the next call; with the validation cache on, changing it empties the caches
+//! (migration 0013) like any change a lookup reads.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -69,17 +71,18 @@ impl QuotaTracker {
     }
 
     /// Decides whether `account_id` may make one more call at `now` and counts it if so.
-    /// `default` is the server's budget (0 = unlimited). If the database cannot be read, the
-    /// call is admitted (the failure is logged): a quota never stops a call because of an
-    /// outage it did not cause.
-    pub async fn admit(&self, store: &Store, account_id: &str, default: u64, now: i64) -> Verdict {
-        let own = match store.account_calls_per_hour(account_id).await {
-            Ok(own) => own,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not read an account's quota; admitting the call");
-                return Verdict::Admitted;
-            }
-        };
+    /// `own` is the account's own budget as read with its credential
+    /// ([`Principal::calls_per_hour`]), `default` the server's (0 = unlimited). If the calls of
+    /// the last hour cannot be counted, this process's count decides (the failure is logged): a
+    /// quota never stops a call because of an outage it did not cause.
+    pub async fn admit(
+        &self,
+        store: &Store,
+        account_id: &str,
+        own: Option<u64>,
+        default: u64,
+        now: i64,
+    ) -> Verdict {
         let Budget::PerHour(limit) = Budget::from_calls_per_hour(own.unwrap_or(default)) else {
             return Verdict::Admitted;
         };
@@ -157,14 +160,20 @@ pub async fn refuse_over_budget(
     let default = mcp.app.config.quota_calls_per_hour;
     let Verdict::Over { limit, resets_at } = mcp
         .quotas
-        .admit(store, &principal.account_id, default, now)
+        .admit(
+            store,
+            &principal.account_id,
+            principal.calls_per_hour,
+            default,
+            now,
+        )
         .await
     else {
         return None;
     };
     let detail = format!("{} duration_ms=0", principal.audit_credential());
     store
-        .audit_tool_call(
+        .audit_batched(
             AuditEvent {
                 event: "tool_call",
                 outcome: OVER_QUOTA,

@@ -100,7 +100,7 @@ impl GatehouseMcp {
         self.mcp
             .app
             .store
-            .audit_tool_call(
+            .audit_batched(
                 AuditEvent {
                     event: read.event,
                     outcome: read.outcome,
@@ -230,7 +230,7 @@ impl ServerHandler for GatehouseMcp {
         self.mcp
             .app
             .store
-            .audit_tool_call(
+            .audit_batched(
                 AuditEvent {
                     event: "tool_call",
                     outcome: audit_outcome,

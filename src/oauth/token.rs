@@ -201,21 +201,21 @@ async fn audit(
         "family_revoked" => crate::metrics::token_event("revoked"),
         _ => {}
     }
-    ctx.state
-        .store
-        .audit(
-            AuditEvent {
-                event,
-                outcome,
-                account_id: account,
-                client_id: Some(&ctx.client.client_id),
-                subject,
-                source_ip: Some(ctx.ip),
-                detail,
-            },
-            ctx.now,
-        )
-        .await;
+    let record = AuditEvent {
+        event,
+        outcome,
+        account_id: account,
+        client_id: Some(&ctx.client.client_id),
+        subject,
+        source_ip: Some(ctx.ip),
+        detail,
+    };
+    if event == "token_refreshed" {
+        // Routine: the rotation it records is already committed; batched like tool calls.
+        ctx.state.store.audit_batched(record, ctx.now).await;
+    } else {
+        ctx.state.store.audit(record, ctx.now).await;
+    }
 }
 
 /// The `client_credentials` grant (RFC 6749 §4.4; OAuth 2.1 §4.2) for service clients made

@@ -3,7 +3,7 @@
 //!
 //! Security events (sign-in, consent, code replay, refresh reuse, family revocation, …) are
 //! written by [`Store::audit`] before the response is sent. Tool-call rows, the one kind written
-//! on every MCP request, go through [`Store::audit_tool_call`]: while the server runs, a bounded
+//! on every MCP request, go through [`Store::audit_batched`]: while the server runs, a bounded
 //! queue ([`AUDIT_QUEUE_CAPACITY`] rows) feeds one writer task ([`Store::start_audit_writer`])
 //! that commits up to [`AUDIT_BATCH_MAX`] rows per transaction. A full queue makes the caller
 //! wait (back-pressure, never a dropped row); a graceful stop drains the queue
@@ -194,7 +194,7 @@ const INSERT_AUDIT: &str = "INSERT INTO audit_events (at, event, outcome, accoun
 
 impl Store {
     /// Starts the tool-call writer (one per store; `None` when it already runs). From then on
-    /// [`Store::audit_tool_call`] queues its rows. Must be called inside a Tokio runtime.
+    /// [`Store::audit_batched`] queues its rows. Must be called inside a Tokio runtime.
     pub fn start_audit_writer(&self) -> Option<AuditWriter> {
         let (tx, rx) = mpsc::channel(AUDIT_QUEUE_CAPACITY);
         self.audit_queue.tx.set(tx).ok()?;
@@ -203,10 +203,11 @@ impl Store {
         Some(AuditWriter { stop, task })
     }
 
-    /// Records a tool call (or a resource read or prompt get): queued for the writer while it runs (waiting
-    /// for room when the queue is full), written directly otherwise. Failures are logged, never
-    /// returned: auditing never fails a request.
-    pub async fn audit_tool_call(&self, e: AuditEvent<'_>, now: i64) {
+    /// Records a routine event — a tool call, resource read or prompt get, or a refresh-token
+    /// rotation (`token_refreshed`, whose rotation itself is committed before the response):
+    /// queued for the writer while it runs (waiting for room when the queue is full), written
+    /// directly otherwise. Failures are logged, never returned: auditing never fails a request.
+    pub async fn audit_batched(&self, e: AuditEvent<'_>, now: i64) {
         let Some(tx) = self.audit_queue.tx.get() else {
             return self.audit(e, now).await;
         };

@@ -460,6 +460,7 @@ mod tests {
             scope: "mcp:read".into(),
             allowed_ips: Vec::new(),
             last_used_at: None,
+            calls_per_hour: None,
         })
     }
 

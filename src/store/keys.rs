@@ -72,6 +72,8 @@ pub struct KeyGrant {
     pub allowed_ips: Vec<String>,
     /// Unix seconds; `None`: never used.
     pub last_used_at: Option<i64>,
+    /// The account's own tool-call budget (`accounts.calls_per_hour`; `None`: the server's).
+    pub calls_per_hour: Option<i64>,
 }
 
 /// A [`KeyGrant`] with the credential's expiry (Unix seconds, `None`: none).
@@ -325,7 +327,7 @@ impl Store {
         let row: Option<KeyLookup> = sqlx::query_as(&format!(
             "SELECT c.id AS id, c.account_id AS account_id, c.project_id AS project_id, \
              c.scope AS scope, {allowed_ips} AS allowed_ips, c.last_used_at AS last_used_at, \
-             c.expires_at AS expires_at \
+             c.expires_at AS expires_at, a.calls_per_hour AS calls_per_hour \
              FROM {name} c \
              JOIN accounts a ON a.id = c.account_id \
              LEFT JOIN projects p ON p.id = c.project_id \

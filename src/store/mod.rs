@@ -201,6 +201,48 @@ pub trait Dialect: Send + Sync + 'static {
     fn search_notes_sql(&self) -> &'static str;
 }
 
+/// Longest wait for a write turn on `SQLite` ([`Store::begin_write`]): the busy timeout the
+/// connections are given (`PRAGMA busy_timeout`), so that a write waits no longer in the queue
+/// than it did in `SQLite`'s busy handler.
+pub const WRITE_TURN_WAIT: Duration = Duration::from_secs(10);
+
+/// A write transaction begun by [`Store::begin_write`]. Statements run on it as on its
+/// connection (`&mut *tx`); [`WriteTx::commit`] or [`WriteTx::rollback`] end it, and dropping
+/// it rolls it back. On `SQLite` it holds this process's write turn until it ends.
+pub(crate) struct WriteTx {
+    tx: sqlx::Transaction<'static, sqlx::Any>,
+    /// Released after the transaction has ended (fields drop in order).
+    _turn: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl WriteTx {
+    /// Commits the transaction, then gives the turn to the next writer.
+    pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
+        let WriteTx { tx, _turn } = self;
+        tx.commit().await
+    }
+
+    /// Rolls the transaction back, then gives the turn to the next writer.
+    pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
+        let WriteTx { tx, _turn } = self;
+        tx.rollback().await
+    }
+}
+
+impl std::ops::Deref for WriteTx {
+    type Target = sqlx::AnyConnection;
+
+    fn deref(&self) -> &sqlx::AnyConnection {
+        &self.tx
+    }
+}
+
+impl std::ops::DerefMut for WriteTx {
+    fn deref_mut(&mut self) -> &mut sqlx::AnyConnection {
+        &mut self.tx
+    }
+}
+
 /// The storage handle shared by every part of the server. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -213,6 +255,9 @@ pub struct Store {
     searches: std::sync::Arc<tokio::sync::Semaphore>,
     /// The validation cache of credential lookups ([`auth_cache`]).
     auth_cache: std::sync::Arc<auth_cache::AuthCache>,
+    /// One turn: on `SQLite`, the write transactions of this process take it in order
+    /// ([`Store::begin_write`]).
+    write_turns: std::sync::Arc<tokio::sync::Semaphore>,
     /// Whether [`Store::start_auth_listener`] ran.
     auth_listener_started: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The database URL (`PostgreSQL`: the invalidation listener connects with it).
@@ -282,6 +327,7 @@ impl Store {
             audit_queue: Default::default(),
             searches: std::sync::Arc::new(tokio::sync::Semaphore::new(search_permits(max))),
             auth_cache: std::sync::Arc::new(auth_cache::AuthCache::new(backend)),
+            write_turns: std::sync::Arc::new(tokio::sync::Semaphore::new(1)),
             auth_listener_started: Default::default(),
             url: url.as_str().into(),
         })
@@ -315,15 +361,35 @@ impl Store {
     /// the caller, or, when the caller is gone, the task, which drops it, and a dropped
     /// [`sqlx::Transaction`] rolls back before its connection is used again. The pool's
     /// release check ([`release_outside_transaction`]) catches any other way back.
-    pub(crate) async fn begin_write(
-        &self,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Any>, sqlx::Error> {
+    ///
+    /// On `SQLite` the write transactions of this process also take turns ([`WriteTx`]): one at
+    /// a time, in the order they asked, so that they queue in memory instead of in `SQLite`'s
+    /// busy handler, which sleeps in growing steps (up to 100 ms) between tries and so let a
+    /// writer wait far longer than the writes ahead of it took.
+    ///
+    /// Errors: [`sqlx::Error::PoolTimedOut`] when no turn came within [`WRITE_TURN_WAIT`]
+    /// (answered 503, like a busy database); otherwise what `BEGIN` returned.
+    pub(crate) async fn begin_write(&self) -> Result<WriteTx, sqlx::Error> {
         let pool = self.pool.clone();
         let backend = self.backend;
+        let turns = std::sync::Arc::clone(&self.write_turns);
         let begin = tokio::spawn(async move {
             match backend {
-                Backend::Sqlite => pool.begin_with("BEGIN IMMEDIATE").await,
-                Backend::Postgres => pool.begin().await,
+                Backend::Sqlite => {
+                    let turn = tokio::time::timeout(WRITE_TURN_WAIT, turns.acquire_owned())
+                        .await
+                        .map_err(|_| sqlx::Error::PoolTimedOut)?
+                        .map_err(|_| sqlx::Error::PoolClosed)?;
+                    let tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                    Ok(WriteTx {
+                        tx,
+                        _turn: Some(turn),
+                    })
+                }
+                Backend::Postgres => Ok(WriteTx {
+                    tx: pool.begin().await?,
+                    _turn: None,
+                }),
             }
         });
         match begin.await {

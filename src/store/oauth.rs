@@ -13,9 +13,7 @@
 //! still covers the scope being issued (RFC 7009 §2.1, RFC 6749 §3.3); a concurrent revocation
 //! either waits for the redemption (and then revokes what it issued) or makes it fail.
 
-use sqlx::{Any, Transaction};
-
-use super::{Flag, JsonStrings, JsonText, Store, StoreError, StoredHash, new_id};
+use super::{Backend, Flag, JsonStrings, JsonText, Store, StoreError, StoredHash, WriteTx, new_id};
 use crate::domain::refresh::RefreshFacts;
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::TokenHash;
@@ -226,6 +224,8 @@ pub struct AccessGrant {
     /// The one project a service client limited to one project reaches (active, and the
     /// account still a member); `None`: every active project of the account.
     pub project_id: Option<String>,
+    /// The account's own tool-call budget (`accounts.calls_per_hour`; `None`: the server's).
+    pub calls_per_hour: Option<i64>,
 }
 
 /// A [`RefreshState`] with the scope of the consent behind its family.
@@ -263,7 +263,7 @@ pub struct ConnectedApp {
 }
 
 async fn insert_tokens(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut WriteTx,
     family_id: &str,
     account_id: &str,
     client_id: &str,
@@ -296,22 +296,39 @@ async fn insert_tokens(
     Ok(())
 }
 
-/// Locks the consent row for the rest of `tx` with a no-op update (so a concurrent revocation,
-/// which updates the same row first, either waits for `tx` or makes it see the revocation, on
-/// both engines) and returns the consent's scopes when it is live and its account active. One
-/// statement: the account's status comes back through a subquery in `RETURNING` (both engines).
+/// The read of [`lock_live_consent`], without the lock clause (a literal, so that both
+/// variants are `&'static str`).
+macro_rules! consent_read {
+    () => {
+        "SELECT scope, revoked_at, \
+         (SELECT status FROM accounts WHERE accounts.id = consents.account_id) AS account_status \
+         FROM consents WHERE id = $1"
+    };
+}
+
+/// Reads the consent row under a lock held for the rest of `tx` and returns the consent's
+/// scopes when it is live and its account active (the account's status comes back through a
+/// subquery, one statement on both engines). The lock makes a concurrent revocation, which
+/// updates the same row, either wait for `tx` or be seen by it:
+///
+/// - `PostgreSQL`: `FOR SHARE`, which conflicts with that update but not with other issuance:
+///   rotations and redemptions under one consent (one user's client with several sessions)
+///   run side by side instead of queueing on one row, and nothing is written to read it.
+/// - `SQLite`: a plain read; [`Store::begin_write`] has taken the database's write lock
+///   already (`BEGIN IMMEDIATE`), which no revocation can pass until `tx` ends.
 async fn lock_live_consent(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut WriteTx,
+    backend: Backend,
     consent_id: &str,
 ) -> Result<Result<String, GrantRefusal>, StoreError> {
-    let row: Option<(String, Option<i64>, Option<String>)> = sqlx::query_as(
-        "UPDATE consents SET updated_at = updated_at WHERE id = $1 \
-         RETURNING scope, revoked_at, \
-         (SELECT status FROM accounts WHERE accounts.id = consents.account_id) AS account_status",
-    )
-    .bind(consent_id)
-    .fetch_optional(&mut **tx)
-    .await?;
+    let sql = match backend {
+        Backend::Postgres => concat!(consent_read!(), " FOR SHARE"),
+        Backend::Sqlite => consent_read!(),
+    };
+    let row: Option<(String, Option<i64>, Option<String>)> = sqlx::query_as(sql)
+        .bind(consent_id)
+        .fetch_optional(&mut **tx)
+        .await?;
     Ok(match row {
         None | Some((_, Some(_), _)) => Err(GrantRefusal::Revoked),
         Some((_, None, status)) if status.as_deref() != Some("active") => {
@@ -324,11 +341,12 @@ async fn lock_live_consent(
 /// Why the grant behind `consent_id` does not allow issuing `scopes` now, if it does not:
 /// locks the consent row (see [`lock_live_consent`]) and checks every scope string given.
 async fn grant_refusal(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut WriteTx,
+    backend: Backend,
     consent_id: &str,
     scopes: &[&str],
 ) -> Result<Option<GrantRefusal>, StoreError> {
-    Ok(match lock_live_consent(tx, consent_id).await? {
+    Ok(match lock_live_consent(tx, backend, consent_id).await? {
         Ok(granted) if scopes.iter().all(|held| within_approval(&granted, held)) => None,
         Ok(_) => Some(GrantRefusal::ScopeExceedsApproval),
         Err(refusal) => Some(refusal),
@@ -490,7 +508,13 @@ impl Store {
     ) -> Result<Redeemed, StoreError> {
         let family_id = new_id();
         let mut tx = self.begin_write().await?;
-        let refusal = grant_refusal(&mut tx, &code.consent_id, &[&code.scope, &new.scope]).await?;
+        let refusal = grant_refusal(
+            &mut tx,
+            self.backend,
+            &code.consent_id,
+            &[&code.scope, &new.scope],
+        )
+        .await?;
         let won = refusal.is_none()
             && sqlx::query(
                 "UPDATE authorization_codes SET used_at = $1, family_id = $2 \
@@ -631,8 +655,13 @@ impl Store {
         now: i64,
     ) -> Result<Rotation, StoreError> {
         let mut tx = self.begin_write().await?;
-        if let Some(refusal) =
-            grant_refusal(&mut tx, &state.consent_id, &[&state.scope, &new.scope]).await?
+        if let Some(refusal) = grant_refusal(
+            &mut tx,
+            self.backend,
+            &state.consent_id,
+            &[&state.scope, &new.scope],
+        )
+        .await?
         {
             tx.rollback().await?;
             return Ok(Rotation::Refused(refusal));
@@ -683,7 +712,8 @@ impl Store {
             "SELECT t.account_id AS account_id, t.client_id AS client_id, t.scope AS scope, t.audience AS resource, \
              t.created_at AS issued_at, t.expires_at AS expires_at, t.family_id AS family_id, \
              f.scope AS family_scope, c.scope AS consent_scope, \
-             s.client_id IS NOT NULL AS service, s.project_id AS project_id \
+             s.client_id IS NOT NULL AS service, s.project_id AS project_id, \
+             a.calls_per_hour AS calls_per_hour \
              FROM access_tokens t \
              JOIN token_families f ON f.id = t.family_id \
              JOIN consents c ON c.id = f.consent_id \

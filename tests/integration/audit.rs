@@ -165,7 +165,7 @@ async fn a_full_queue_makes_callers_wait_and_drops_nothing() {
         callers.spawn(async move {
             let detail = format!("n={i}");
             store
-                .audit_tool_call(
+                .audit_batched(
                     AuditEvent {
                         event: "tool_call",
                         outcome: "success",
@@ -204,7 +204,7 @@ async fn a_full_queue_makes_callers_wait_and_drops_nothing() {
     );
     // After the drain a row is written directly.
     store
-        .audit_tool_call(
+        .audit_batched(
             AuditEvent {
                 event: "tool_call",
                 outcome: "success",
@@ -238,7 +238,7 @@ async fn rows_the_database_refused_are_kept_and_written_later() {
     for i in 0..3 {
         let detail = format!("n={i}");
         store
-            .audit_tool_call(
+            .audit_batched(
                 AuditEvent {
                     event: "tool_call",
                     outcome: "success",

@@ -395,6 +395,210 @@ async fn grants_contract(store: &Store, raw: &sqlx::AnyPool) {
     );
 }
 
+/// The announcements the validation cache trusts (migrations 0012 and 0013): the next one on
+/// `SQLite` is the generation row, on `PostgreSQL` a notification on `gatehouse_auth`.
+enum Announcements {
+    Generation(sqlx::AnyPool),
+    Notify(Box<sqlx::postgres::PgListener>, sqlx::PgPool),
+}
+
+impl Announcements {
+    async fn open(db: &TestDb) -> Announcements {
+        if db.url.starts_with("postgres") {
+            let mut listener = sqlx::postgres::PgListener::connect(&db.url).await.unwrap();
+            listener.listen("gatehouse_auth").await.unwrap();
+            let sender = sqlx::PgPool::connect(&db.url).await.unwrap();
+            Announcements::Notify(Box::new(listener), sender)
+        } else {
+            Announcements::Generation(db.pool().await.clone())
+        }
+    }
+
+    /// A mark to compare with later: the generation; on `PostgreSQL` everything announced so
+    /// far is consumed first.
+    async fn mark(&mut self) -> i64 {
+        match self {
+            Announcements::Generation(raw) => {
+                sqlx::query_scalar("SELECT generation FROM auth_generation WHERE id = 1")
+                    .fetch_one(&*raw)
+                    .await
+                    .unwrap()
+            }
+            Announcements::Notify(..) => {
+                self.since(0).await;
+                0
+            }
+        }
+    }
+
+    /// Whether anything was announced since `mark`. On `PostgreSQL`: a sentinel notification
+    /// is sent now; notifications arrive in commit order, so any announcement of an earlier
+    /// commit arrives before it.
+    async fn since(&mut self, mark: i64) -> bool {
+        match self {
+            Announcements::Generation(raw) => {
+                let now: i64 =
+                    sqlx::query_scalar("SELECT generation FROM auth_generation WHERE id = 1")
+                        .fetch_one(&*raw)
+                        .await
+                        .unwrap();
+                now != mark
+            }
+            Announcements::Notify(listener, sender) => {
+                sqlx::query("SELECT pg_notify('gatehouse_auth', 'sentinel')")
+                    .execute(&*sender)
+                    .await
+                    .unwrap();
+                let mut announced = false;
+                loop {
+                    let heard = listener.recv().await.unwrap();
+                    if heard.payload() == "sentinel" {
+                        return announced;
+                    }
+                    announced = true;
+                }
+            }
+        }
+    }
+}
+
+/// Refresh rotation and code redemption change nothing a credential lookup reads, so they
+/// announce nothing: on `PostgreSQL` a notifying transaction holds the server's global
+/// notification lock through its commit, which would put every rotation in one line. Ending a
+/// grant still announces (the control that makes the first checks able to fail), and so does
+/// a change of the account's budget, which the lookups now read.
+async fn issuance_announces_nothing_contract(store: &Store, db: &TestDb) {
+    let owner = store
+        .create_account(&Email::parse("quiet@example.com").unwrap(), "h", 1)
+        .await
+        .unwrap()
+        .id;
+    let mut announcements = Announcements::open(db).await;
+    let (code, tokens) = pending_code(store, &owner, "mcp:read", 2000, 9000).await;
+    let mark = announcements.mark().await;
+    let family = match store.redeem_code(&code, &tokens, 2001).await.unwrap() {
+        Redeemed::Issued { family_id } => family_id,
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        !announcements.since(mark).await,
+        "a code redemption announced a change"
+    );
+    let state = store
+        .refresh_state(&tokens.refresh_hash)
+        .await
+        .unwrap()
+        .unwrap();
+    let next = NewTokens {
+        refresh_hash: TokenHash::of("rt-quiet"),
+        access_hash: TokenHash::of("at-quiet"),
+        access_expires_at: 9000,
+        scope: "mcp:read".into(),
+    };
+    let mark = announcements.mark().await;
+    assert_eq!(
+        store
+            .rotate_refresh(&tokens.refresh_hash, &state, b"sealed", &next, 2002)
+            .await
+            .unwrap(),
+        Rotation::Rotated
+    );
+    assert!(
+        !announcements.since(mark).await,
+        "a refresh rotation announced a change"
+    );
+    let mark = announcements.mark().await;
+    assert!(store.revoke_family(&family, "test", 2003).await.unwrap());
+    assert!(
+        announcements.since(mark).await,
+        "revoking a family must announce it"
+    );
+    let mark = announcements.mark().await;
+    store
+        .revoke_consent(&owner, &code.consent_id, 2004)
+        .await
+        .unwrap();
+    assert!(
+        announcements.since(mark).await,
+        "withdrawing a consent must announce it"
+    );
+    // The lookups carry the account's own tool-call budget: changing it is announced too.
+    let mark = announcements.mark().await;
+    store
+        .set_account_calls_per_hour(&owner, Some(5))
+        .await
+        .unwrap();
+    assert!(
+        announcements.since(mark).await,
+        "changing an account's budget must announce it"
+    );
+}
+
+/// A consent withdrawn while a refresh rotation under it runs: whichever commits first, no
+/// token minted by the rotation outlives the withdrawal (the rotation locks the consent row:
+/// `FOR SHARE` on `PostgreSQL`, the write lock on `SQLite`), and the withdrawal reports the
+/// grant it ended.
+async fn rotation_racing_withdrawal_contract(store: &Store, raw: &sqlx::AnyPool) {
+    let owner = store
+        .create_account(&Email::parse("race@example.com").unwrap(), "h", 1)
+        .await
+        .unwrap()
+        .id;
+    for trial in 0..20 {
+        let (code, tokens) = pending_code(store, &owner, "mcp:read", 3000, 9000).await;
+        assert!(matches!(
+            store.redeem_code(&code, &tokens, 3001).await.unwrap(),
+            Redeemed::Issued { .. }
+        ));
+        let state = store
+            .refresh_state(&tokens.refresh_hash)
+            .await
+            .unwrap()
+            .unwrap();
+        let next = NewTokens {
+            refresh_hash: TokenHash::of(&format!("rt-race-{trial}")),
+            access_hash: TokenHash::of(&format!("at-race-{trial}")),
+            access_expires_at: 9000,
+            scope: "mcp:read".into(),
+        };
+        let (rotation, withdrawal) = tokio::join!(
+            store.rotate_refresh(&tokens.refresh_hash, &state, b"sealed", &next, 3002),
+            store.revoke_consent(&owner, &code.consent_id, 3002),
+        );
+        let rotation = rotation.unwrap();
+        assert!(
+            rotation == Rotation::Rotated || rotation == Rotation::Refused(GrantRefusal::Revoked),
+            "trial {trial}: {rotation:?}"
+        );
+        assert_eq!(
+            withdrawal.unwrap().as_deref(),
+            Some(code.client_id.as_str()),
+            "trial {trial}: the withdrawal ended the grant"
+        );
+        assert!(
+            store
+                .authenticate_access_token(&next.access_hash, 3003)
+                .await
+                .unwrap()
+                .is_none(),
+            "trial {trial}: a token minted beside the withdrawal is live ({rotation:?})"
+        );
+        // The row itself is marked revoked, not only refused through its consent: the
+        // withdrawal's update of the family's access tokens saw it (or it was never written).
+        let unrevoked: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM access_tokens WHERE token_hash = $1 AND revoked_at IS NULL",
+        )
+        .bind(next.access_hash.as_str())
+        .fetch_one(raw)
+        .await
+        .unwrap();
+        assert_eq!(
+            unrevoked, 0,
+            "trial {trial}: a token minted beside the withdrawal was left unrevoked ({rotation:?})"
+        );
+    }
+}
+
 async fn housekeeping_contract(store: &Store, raw: &sqlx::AnyPool) {
     let owner = store
         .create_account(&Email::parse("hk@example.com").unwrap(), "h", 1)
@@ -581,6 +785,8 @@ async fn run_contract(db: &TestDb) {
     jobs_contract(&store).await;
     housekeeping_contract(&store, db.pool().await).await;
     grants_contract(&store, db.pool().await).await;
+    issuance_announces_nothing_contract(&store, db).await;
+    rotation_racing_withdrawal_contract(&store, db.pool().await).await;
     keys_contract(&store).await;
     store.close().await;
 }
