@@ -199,7 +199,32 @@ pub trait Dialect: Send + Sync + 'static {
     /// Full-text note search: binds `$1` project id, `$2` query text, `$3` limit; returns
     /// `id, title, snippet, rank` ordered by relevance.
     fn search_notes_sql(&self) -> &'static str;
+
+    /// Reads a consent for token issuance under a lock held until the transaction ends (see
+    /// `oauth::lock_live_consent`): binds `$1` consent id; returns `scope, revoked_at,
+    /// account_status`.
+    fn lock_consent_sql(&self) -> &'static str;
+
+    /// The writes of a refresh rotation (OAuth 2.1 §4.3.1) in one round trip: marks the
+    /// presented token rotated, with its sealed successor, while it is unrotated and its family
+    /// unrevoked, and only then inserts the successor refresh token and the new access token.
+    /// Binds `$1` now (Unix seconds), `$2` new refresh hash, `$3` sealed successor, `$4`
+    /// presented hash, `$5` family id, `$6` account id, `$7` client id, `$8` scope, `$9`
+    /// audience, `$10` new access hash, `$11` access expiry (Unix seconds). Rows affected:
+    /// none when the rotation was lost, some when it was won.
+    fn rotate_refresh_sql(&self) -> &'static str;
 }
+
+/// The read of [`Dialect::lock_consent_sql`], without the lock clause (a literal, so that each
+/// dialect's variant is `&'static str`).
+macro_rules! consent_read {
+    () => {
+        "SELECT scope, revoked_at, \
+         (SELECT status FROM accounts WHERE accounts.id = consents.account_id) AS account_status \
+         FROM consents WHERE id = $1"
+    };
+}
+pub(crate) use consent_read;
 
 /// Longest wait for a write turn on `SQLite` ([`Store::begin_write`]): the busy timeout the
 /// connections are given (`PRAGMA busy_timeout`), so that a write waits no longer in the queue

@@ -13,7 +13,7 @@
 //! still covers the scope being issued (RFC 7009 §2.1, RFC 6749 §3.3); a concurrent revocation
 //! either waits for the redemption (and then revokes what it issued) or makes it fail.
 
-use super::{Backend, Flag, JsonStrings, JsonText, Store, StoreError, StoredHash, WriteTx, new_id};
+use super::{Flag, JsonStrings, JsonText, Store, StoreError, StoredHash, WriteTx, new_id};
 use crate::domain::refresh::RefreshFacts;
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::TokenHash;
@@ -296,35 +296,19 @@ async fn insert_tokens(
     Ok(())
 }
 
-/// The read of [`lock_live_consent`], without the lock clause (a literal, so that both
-/// variants are `&'static str`).
-macro_rules! consent_read {
-    () => {
-        "SELECT scope, revoked_at, \
-         (SELECT status FROM accounts WHERE accounts.id = consents.account_id) AS account_status \
-         FROM consents WHERE id = $1"
-    };
-}
-
 /// Reads the consent row under a lock held for the rest of `tx` and returns the consent's
 /// scopes when it is live and its account active (the account's status comes back through a
-/// subquery, one statement on both engines). The lock makes a concurrent revocation, which
-/// updates the same row, either wait for `tx` or be seen by it:
-///
-/// - `PostgreSQL`: `FOR SHARE`, which conflicts with that update but not with other issuance:
-///   rotations and redemptions under one consent (one user's client with several sessions)
-///   run side by side instead of queueing on one row, and nothing is written to read it.
-/// - `SQLite`: a plain read; [`Store::begin_write`] has taken the database's write lock
-///   already (`BEGIN IMMEDIATE`), which no revocation can pass until `tx` ends.
+/// subquery, one statement on both engines). The lock ([`super::Dialect::lock_consent_sql`]:
+/// `FOR SHARE` on `PostgreSQL`; on `SQLite` the write lock `tx` holds already) makes a
+/// concurrent revocation, which updates the same row, either wait for `tx` or be seen by it,
+/// while issuances under one consent (one user's client with several sessions) do not queue
+/// on the row, and nothing is written to take it.
 async fn lock_live_consent(
     tx: &mut WriteTx,
-    backend: Backend,
+    dialect: &dyn super::Dialect,
     consent_id: &str,
 ) -> Result<Result<String, GrantRefusal>, StoreError> {
-    let sql = match backend {
-        Backend::Postgres => concat!(consent_read!(), " FOR SHARE"),
-        Backend::Sqlite => consent_read!(),
-    };
+    let sql = dialect.lock_consent_sql();
     let row: Option<(String, Option<i64>, Option<String>)> = sqlx::query_as(sql)
         .bind(consent_id)
         .fetch_optional(&mut **tx)
@@ -342,11 +326,11 @@ async fn lock_live_consent(
 /// locks the consent row (see [`lock_live_consent`]) and checks every scope string given.
 async fn grant_refusal(
     tx: &mut WriteTx,
-    backend: Backend,
+    dialect: &dyn super::Dialect,
     consent_id: &str,
     scopes: &[&str],
 ) -> Result<Option<GrantRefusal>, StoreError> {
-    Ok(match lock_live_consent(tx, backend, consent_id).await? {
+    Ok(match lock_live_consent(tx, dialect, consent_id).await? {
         Ok(granted) if scopes.iter().all(|held| within_approval(&granted, held)) => None,
         Ok(_) => Some(GrantRefusal::ScopeExceedsApproval),
         Err(refusal) => Some(refusal),
@@ -510,7 +494,7 @@ impl Store {
         let mut tx = self.begin_write().await?;
         let refusal = grant_refusal(
             &mut tx,
-            self.backend,
+            self.dialect(),
             &code.consent_id,
             &[&code.scope, &new.scope],
         )
@@ -640,12 +624,13 @@ impl Store {
         ))
     }
 
-    /// Rotates a refresh token (OAuth 2.1 §4.3.1) in one write transaction of four statements:
+    /// Rotates a refresh token (OAuth 2.1 §4.3.1) in one write transaction of two round trips:
     /// the consent lock that returns its scope, revocation and account status (checked: live,
-    /// active, covering the family's and the new tokens' scopes); the one conditional update
+    /// active, covering the family's and the new tokens' scopes); then the conditional update
     /// that marks the token rotated (storing the sealed successor) while its family is
-    /// unrevoked; the inserts of the successor refresh and access tokens. Writes nothing unless
-    /// it returns [`Rotation::Rotated`].
+    /// unrevoked, with the inserts of the successor refresh and access tokens that run only if
+    /// it did ([`super::Dialect::rotate_refresh_sql`]). Writes nothing unless it returns
+    /// [`Rotation::Rotated`].
     pub async fn rotate_refresh(
         &self,
         presented: &TokenHash,
@@ -657,7 +642,7 @@ impl Store {
         let mut tx = self.begin_write().await?;
         if let Some(refusal) = grant_refusal(
             &mut tx,
-            self.backend,
+            self.dialect(),
             &state.consent_id,
             &[&state.scope, &new.scope],
         )
@@ -666,34 +651,26 @@ impl Store {
             tx.rollback().await?;
             return Ok(Rotation::Refused(refusal));
         }
-        let won = sqlx::query(
-            "UPDATE refresh_tokens SET rotated_at = $1, successor_hash = $2, successor_sealed = $3 \
-             WHERE token_hash = $4 AND rotated_at IS NULL \
-             AND family_id IN (SELECT id FROM token_families WHERE id = $5 AND revoked_at IS NULL)",
-        )
-        .bind(now)
-        .bind(new.refresh_hash.as_str())
-        .bind(successor_sealed.to_vec())
-        .bind(presented.as_str())
-        .bind(&state.family_id)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected()
-            == 1;
+        let won = sqlx::query(self.dialect().rotate_refresh_sql())
+            .bind(now)
+            .bind(new.refresh_hash.as_str())
+            .bind(successor_sealed.to_vec())
+            .bind(presented.as_str())
+            .bind(&state.family_id)
+            .bind(&state.account_id)
+            .bind(&state.client_id)
+            .bind(&new.scope)
+            .bind(&state.resource)
+            .bind(new.access_hash.as_str())
+            .bind(new.access_expires_at)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+            > 0;
         if !won {
             tx.rollback().await?;
             return Ok(Rotation::Lost);
         }
-        insert_tokens(
-            &mut tx,
-            &state.family_id,
-            &state.account_id,
-            &state.client_id,
-            &state.resource,
-            new,
-            now,
-        )
-        .await?;
         tx.commit().await?;
         Ok(Rotation::Rotated)
     }

@@ -1,6 +1,7 @@
-//! `PostgreSQL` spellings of the statements that differ between engines (`tsvector` search).
+//! `PostgreSQL` spellings of the statements that differ between engines (`tsvector` search,
+//! row locks, data-modifying `WITH`).
 
-use super::Dialect;
+use super::{Dialect, consent_read};
 
 /// The `PostgreSQL` dialect.
 pub struct Postgres;
@@ -12,5 +13,28 @@ impl Dialect for Postgres {
          -ts_rank(n.search, websearch_to_tsquery('simple', $2))::float8 AS rank \
          FROM notes n WHERE n.project_id = $1 AND n.search @@ websearch_to_tsquery('simple', $2) \
          ORDER BY rank, n.id LIMIT $3 OFFSET $4"
+    }
+
+    /// `FOR SHARE`: a revocation's update of the row waits for the issuing transaction (or
+    /// makes it wait and then see the revocation), while issuances under one consent do not
+    /// wait for each other.
+    fn lock_consent_sql(&self) -> &'static str {
+        concat!(consent_read!(), " FOR SHARE")
+    }
+
+    /// One statement: the update in a `WITH`, both inserts fed by its returned row, so they
+    /// insert nothing when it changed nothing. Rows affected: 1 when won, 0 when lost.
+    fn rotate_refresh_sql(&self) -> &'static str {
+        "WITH won AS ( \
+           UPDATE refresh_tokens SET rotated_at = $1, successor_hash = $2, successor_sealed = $3 \
+           WHERE token_hash = $4 AND rotated_at IS NULL \
+           AND family_id IN (SELECT id FROM token_families WHERE id = $5 AND revoked_at IS NULL) \
+           RETURNING 1 \
+         ), successor AS ( \
+           INSERT INTO refresh_tokens (token_hash, family_id, created_at) \
+           SELECT $2, $5, $1 FROM won RETURNING 1 \
+         ) \
+         INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at) \
+         SELECT $10, $5, $6, $7, $8, $9, $1, $11 FROM won"
     }
 }

@@ -1,6 +1,7 @@
-//! `SQLite` spellings of the statements that differ between engines (FTS5 full-text search).
+//! `SQLite` spellings of the statements that differ between engines (FTS5 full-text search,
+//! several statements in one round trip).
 
-use super::Dialect;
+use super::{Dialect, consent_read};
 
 /// The `SQLite` dialect.
 pub struct Sqlite;
@@ -11,5 +12,24 @@ impl Dialect for Sqlite {
          COALESCE(snippet(notes_fts, 1, '[', ']', '…', 12), '') AS snippet, bm25(notes_fts) AS rank \
          FROM notes_fts JOIN notes n ON n.rowid = notes_fts.rowid \
          WHERE n.project_id = $1 AND notes_fts MATCH $2 ORDER BY rank, n.id LIMIT $3 OFFSET $4"
+    }
+
+    /// A plain read: the transaction's `BEGIN IMMEDIATE` already holds the database's write
+    /// lock, which no revocation passes until it ends.
+    fn lock_consent_sql(&self) -> &'static str {
+        consent_read!()
+    }
+
+    /// Three statements in one string (sqlx runs them in order, binding the numbered
+    /// parameters in each); each insert runs only when the statement before it changed one
+    /// row (`changes()`). Rows affected: 3 when won, 0 when lost.
+    fn rotate_refresh_sql(&self) -> &'static str {
+        "UPDATE refresh_tokens SET rotated_at = $1, successor_hash = $2, successor_sealed = $3 \
+         WHERE token_hash = $4 AND rotated_at IS NULL \
+         AND family_id IN (SELECT id FROM token_families WHERE id = $5 AND revoked_at IS NULL); \
+         INSERT INTO refresh_tokens (token_hash, family_id, created_at) \
+         SELECT $2, $5, $1 WHERE changes() = 1; \
+         INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at) \
+         SELECT $10, $5, $6, $7, $8, $9, $1, $11 WHERE changes() = 1"
     }
 }

@@ -507,6 +507,48 @@ async fn issuance_announces_nothing_contract(store: &Store, db: &TestDb) {
         !announcements.since(mark).await,
         "a refresh rotation announced a change"
     );
+    // The same token again: lost, and neither of its would-be successors is written.
+    let again = NewTokens {
+        refresh_hash: TokenHash::of("rt-quiet-again"),
+        access_hash: TokenHash::of("at-quiet-again"),
+        ..next.clone()
+    };
+    assert_eq!(
+        store
+            .rotate_refresh(&tokens.refresh_hash, &state, b"sealed", &again, 2002)
+            .await
+            .unwrap(),
+        Rotation::Lost
+    );
+    let raw = db.pool().await;
+    for (table, hash) in [
+        ("refresh_tokens", &again.refresh_hash),
+        ("access_tokens", &again.access_hash),
+    ] {
+        let n: i64 = sqlx::query_scalar(&format!(
+            "SELECT COUNT(*) FROM {table} WHERE token_hash = $1"
+        ))
+        .bind(hash.as_str())
+        .fetch_one(raw)
+        .await
+        .unwrap();
+        assert_eq!(n, 0, "a lost rotation wrote into {table}");
+    }
+    // The won rotation wrote both successors, and the access token is live.
+    assert!(
+        store
+            .authenticate_access_token(&next.access_hash, 2002)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let successor = store
+        .refresh_state(&next.refresh_hash)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(successor.family_id, family);
+    assert_eq!(successor.rotated_at, None);
     let mark = announcements.mark().await;
     assert!(store.revoke_family(&family, "test", 2003).await.unwrap());
     assert!(
