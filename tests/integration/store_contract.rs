@@ -134,6 +134,42 @@ async fn audit_contract(store: &Store) {
     assert_eq!(recent[0].event, "signin");
     assert_eq!(recent[0].at, 42);
     assert_eq!(recent[0].source_ip.as_deref(), Some("127.0.0.1"));
+
+    // Routine rows through the batching writer, committed as multi-row inserts: every row
+    // arrives once with its own values, whatever sizes its batches were cut into.
+    let writer = store.start_audit_writer().expect("the first writer");
+    let subjects: Vec<String> = (0..301).map(|i| format!("tool-{i}")).collect();
+    for (i, subject) in subjects.iter().enumerate() {
+        let detail = format!("n={i}");
+        store
+            .audit_batched(
+                AuditEvent {
+                    event: "tool_call",
+                    outcome: if i % 2 == 0 { "success" } else { "error" },
+                    account_id: (i % 3 == 0).then_some("acct"),
+                    subject: Some(subject),
+                    detail: Some(&detail),
+                    ..Default::default()
+                },
+                1000 + i as i64,
+            )
+            .await;
+    }
+    store.flush_audit().await;
+    let recent = store.recent_audit(400).await.unwrap();
+    let calls: Vec<_> = recent.iter().filter(|r| r.event == "tool_call").collect();
+    assert_eq!(calls.len(), subjects.len(), "every queued row, once");
+    for r in calls {
+        let i: usize = r.subject.as_deref().unwrap()["tool-".len()..]
+            .parse()
+            .unwrap();
+        assert_eq!(r.at, 1000 + i as i64);
+        assert_eq!(r.outcome, if i % 2 == 0 { "success" } else { "error" });
+        assert_eq!(r.account_id.as_deref(), (i % 3 == 0).then_some("acct"));
+        assert_eq!(r.detail.as_deref(), Some(format!("n={i}").as_str()));
+        assert_eq!(r.client_id, None);
+    }
+    writer.drain().await;
 }
 
 async fn jobs_contract(store: &Store) {
