@@ -208,10 +208,14 @@ pub trait Dialect: Send + Sync + 'static {
     /// The writes of a refresh rotation (OAuth 2.1 §4.3.1) in one round trip: marks the
     /// presented token rotated, with its sealed successor, while it is unrotated and its family
     /// unrevoked, and only then inserts the successor refresh token and the new access token.
+    /// The update also requires the consent `$12` unrevoked with exactly the scope `$13` (the
+    /// one the caller checked the scopes against) and its account active, reading the consent
+    /// under the issuance lock of [`Dialect::lock_consent_sql`].
     /// Binds `$1` now (Unix seconds), `$2` new refresh hash, `$3` sealed successor, `$4`
     /// presented hash, `$5` family id, `$6` account id, `$7` client id, `$8` scope, `$9`
-    /// audience, `$10` new access hash, `$11` access expiry (Unix seconds). Rows affected:
-    /// none when the rotation was lost, some when it was won.
+    /// audience, `$10` new access hash, `$11` access expiry (Unix seconds), `$12` consent id,
+    /// `$13` consent scope. Rows affected: none when nothing was written, some when the
+    /// rotation was won.
     fn rotate_refresh_sql(&self) -> &'static str;
 }
 

@@ -13,7 +13,7 @@
 //! still covers the scope being issued (RFC 7009 §2.1, RFC 6749 §3.3); a concurrent revocation
 //! either waits for the redemption (and then revokes what it issued) or makes it fail.
 
-use super::{Flag, JsonStrings, JsonText, Store, StoreError, StoredHash, WriteTx, new_id};
+use super::{Backend, Flag, JsonStrings, JsonText, Store, StoreError, StoredHash, WriteTx, new_id};
 use crate::domain::refresh::RefreshFacts;
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::TokenHash;
@@ -162,6 +162,9 @@ pub struct RefreshState {
     pub scope: String,
     /// The family's resource.
     pub resource: String,
+    /// The scopes of the consent behind the family, as read (a rotation goes ahead only while
+    /// the consent still has exactly these: [`Store::rotate_refresh`]).
+    pub consent_scope: String,
     /// The issuer that issued the family (`None` for families made before issuers were recorded).
     pub issuer: Option<String>,
     /// Whether the family's scope stays within its consent's scope (`mcp:write` implying
@@ -226,14 +229,6 @@ pub struct AccessGrant {
     pub project_id: Option<String>,
     /// The account's own tool-call budget (`accounts.calls_per_hour`; `None`: the server's).
     pub calls_per_hour: Option<i64>,
-}
-
-/// A [`RefreshState`] with the scope of the consent behind its family.
-#[derive(sqlx::FromRow)]
-struct RefreshRow {
-    #[sqlx(flatten)]
-    state: RefreshState,
-    consent_scope: String,
 }
 
 /// An [`AccessGrant`] with the two scopes its own must stay within.
@@ -313,13 +308,21 @@ async fn lock_live_consent(
         .bind(consent_id)
         .fetch_optional(&mut **tx)
         .await?;
-    Ok(match row {
+    Ok(live_consent_scope(row))
+}
+
+/// A consent row as [`super::consent_read`] returns it (`scope, revoked_at, account_status`):
+/// its scopes when it is live and its account active, or why not.
+fn live_consent_scope(
+    row: Option<(String, Option<i64>, Option<String>)>,
+) -> Result<String, GrantRefusal> {
+    match row {
         None | Some((_, Some(_), _)) => Err(GrantRefusal::Revoked),
         Some((_, None, status)) if status.as_deref() != Some("active") => {
             Err(GrantRefusal::AccountDisabled)
         }
         Some((scope, None, _)) => Ok(scope),
-    })
+    }
 }
 
 /// Why the grant behind `consent_id` does not allow issuing `scopes` now, if it does not:
@@ -596,7 +599,7 @@ impl Store {
         &self,
         hash: &TokenHash,
     ) -> Result<Option<RefreshState>, StoreError> {
-        let row: Option<RefreshRow> = sqlx::query_as(
+        let row: Option<RefreshState> = sqlx::query_as(
             "SELECT f.id AS family_id, f.consent_id AS consent_id, f.client_id AS client_id, \
              f.account_id AS account_id, f.scope AS scope, f.resource AS resource, f.issuer AS issuer, \
              c.scope AS consent_scope, f.revoked_at IS NOT NULL AS family_revoked, \
@@ -613,24 +616,25 @@ impl Store {
         .bind(hash.as_str())
         .fetch_optional(self.pool())
         .await?;
-        Ok(row.map(
-            |RefreshRow {
-                 mut state,
-                 consent_scope,
-             }| {
-                state.within_approval = within_approval(&consent_scope, &state.scope);
-                state
-            },
-        ))
+        Ok(row.map(|mut state| {
+            state.within_approval = within_approval(&state.consent_scope, &state.scope);
+            state
+        }))
     }
 
-    /// Rotates a refresh token (OAuth 2.1 §4.3.1) in one write transaction of two round trips:
-    /// the consent lock that returns its scope, revocation and account status (checked: live,
-    /// active, covering the family's and the new tokens' scopes); then the conditional update
-    /// that marks the token rotated (storing the sealed successor) while its family is
-    /// unrevoked, with the inserts of the successor refresh and access tokens that run only if
-    /// it did ([`super::Dialect::rotate_refresh_sql`]). Writes nothing unless it returns
-    /// [`Rotation::Rotated`].
+    /// Rotates a refresh token (OAuth 2.1 §4.3.1) with the consent read in `state`: checked
+    /// here first (the family's and the new tokens' scopes within `state.consent_scope`), then
+    /// [`super::Dialect::rotate_refresh_sql`] marks the token rotated (storing the sealed
+    /// successor) while it is unrotated, its family unrevoked, its consent unrevoked with
+    /// exactly that scope (read under a lock: `FOR SHARE` on `PostgreSQL`) and its account
+    /// active, and only then inserts the successor refresh and access tokens. `PostgreSQL`
+    /// runs that as one statement (its own transaction, one round trip); `SQLite` as three
+    /// statements in one round trip inside a `BEGIN IMMEDIATE` transaction.
+    ///
+    /// Writes nothing unless it returns [`Rotation::Rotated`]. When nothing was written, the
+    /// consent is read again to tell [`Rotation::Refused`] (revoked, account disabled, scope
+    /// no longer covering) from [`Rotation::Lost`] (rotated by another request first, or the
+    /// family revoked).
     pub async fn rotate_refresh(
         &self,
         presented: &TokenHash,
@@ -639,19 +643,13 @@ impl Store {
         new: &NewTokens,
         now: i64,
     ) -> Result<Rotation, StoreError> {
-        let mut tx = self.begin_write().await?;
-        if let Some(refusal) = grant_refusal(
-            &mut tx,
-            self.dialect(),
-            &state.consent_id,
-            &[&state.scope, &new.scope],
-        )
-        .await?
+        if ![&state.scope, &new.scope]
+            .iter()
+            .all(|held| within_approval(&state.consent_scope, held))
         {
-            tx.rollback().await?;
-            return Ok(Rotation::Refused(refusal));
+            return Ok(Rotation::Refused(GrantRefusal::ScopeExceedsApproval));
         }
-        let won = sqlx::query(self.dialect().rotate_refresh_sql())
+        let rotate = sqlx::query(self.dialect().rotate_refresh_sql())
             .bind(now)
             .bind(new.refresh_hash.as_str())
             .bind(successor_sealed.to_vec())
@@ -663,16 +661,40 @@ impl Store {
             .bind(&state.resource)
             .bind(new.access_hash.as_str())
             .bind(new.access_expires_at)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected()
-            > 0;
-        if !won {
-            tx.rollback().await?;
-            return Ok(Rotation::Lost);
+            .bind(&state.consent_id)
+            .bind(&state.consent_scope);
+        let won = match self.backend {
+            Backend::Postgres => rotate.execute(self.writer()).await?.rows_affected() > 0,
+            Backend::Sqlite => {
+                let mut tx = self.begin_write().await?;
+                let won = rotate.execute(&mut *tx).await?.rows_affected() > 0;
+                if won {
+                    tx.commit().await?;
+                } else {
+                    tx.rollback().await?;
+                }
+                won
+            }
+        };
+        if won {
+            return Ok(Rotation::Rotated);
         }
-        tx.commit().await?;
-        Ok(Rotation::Rotated)
+        let row: Option<(String, Option<i64>, Option<String>)> =
+            sqlx::query_as(super::consent_read!())
+                .bind(&state.consent_id)
+                .fetch_optional(self.pool())
+                .await?;
+        Ok(match live_consent_scope(row) {
+            Err(refusal) => Rotation::Refused(refusal),
+            Ok(granted)
+                if ![&state.scope, &new.scope]
+                    .iter()
+                    .all(|held| within_approval(&granted, held)) =>
+            {
+                Rotation::Refused(GrantRefusal::ScopeExceedsApproval)
+            }
+            Ok(_) => Rotation::Lost,
+        })
     }
 
     /// Authenticates an access token in one round trip: the token must be unrevoked and

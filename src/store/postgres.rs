@@ -22,13 +22,21 @@ impl Dialect for Postgres {
         concat!(consent_read!(), " FOR SHARE")
     }
 
-    /// One statement: the update in a `WITH`, both inserts fed by its returned row, so they
-    /// insert nothing when it changed nothing. Rows affected: 1 when won, 0 when lost.
+    /// One statement, so its own transaction: the consent read `FOR SHARE` in a `WITH` (a
+    /// concurrent revocation's update of the row waits for this statement, or this statement
+    /// waits for it and then finds the row revoked), the update guarded by it, both inserts fed
+    /// by the update's returned row, so they insert nothing when it changed nothing. Rows
+    /// affected: 1 when won, 0 otherwise.
     fn rotate_refresh_sql(&self) -> &'static str {
-        "WITH won AS ( \
+        "WITH consent AS ( \
+           SELECT c.id FROM consents c JOIN accounts a ON a.id = c.account_id \
+           WHERE c.id = $12 AND c.revoked_at IS NULL AND c.scope = $13 AND a.status = 'active' \
+           FOR SHARE OF c \
+         ), won AS ( \
            UPDATE refresh_tokens SET rotated_at = $1, successor_hash = $2, successor_sealed = $3 \
            WHERE token_hash = $4 AND rotated_at IS NULL \
            AND family_id IN (SELECT id FROM token_families WHERE id = $5 AND revoked_at IS NULL) \
+           AND EXISTS (SELECT 1 FROM consent) \
            RETURNING 1 \
          ), successor AS ( \
            INSERT INTO refresh_tokens (token_hash, family_id, created_at) \

@@ -22,11 +22,14 @@ impl Dialect for Sqlite {
 
     /// Three statements in one string (sqlx runs them in order, binding the numbered
     /// parameters in each); each insert runs only when the statement before it changed one
-    /// row (`changes()`). Rows affected: 3 when won, 0 when lost.
+    /// row (`changes()`). Run inside a `BEGIN IMMEDIATE` transaction, whose write lock keeps
+    /// any revocation out until it ends. Rows affected: 3 when won, 0 otherwise.
     fn rotate_refresh_sql(&self) -> &'static str {
         "UPDATE refresh_tokens SET rotated_at = $1, successor_hash = $2, successor_sealed = $3 \
          WHERE token_hash = $4 AND rotated_at IS NULL \
-         AND family_id IN (SELECT id FROM token_families WHERE id = $5 AND revoked_at IS NULL); \
+         AND family_id IN (SELECT id FROM token_families WHERE id = $5 AND revoked_at IS NULL) \
+         AND EXISTS (SELECT 1 FROM consents c JOIN accounts a ON a.id = c.account_id \
+           WHERE c.id = $12 AND c.revoked_at IS NULL AND c.scope = $13 AND a.status = 'active'); \
          INSERT INTO refresh_tokens (token_hash, family_id, created_at) \
          SELECT $2, $5, $1 WHERE changes() = 1; \
          INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at) \
