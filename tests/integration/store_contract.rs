@@ -145,8 +145,12 @@ async fn audit_contract(store: &Store) {
             .audit_batched(
                 AuditEvent {
                     event: "tool_call",
-                    outcome: if i % 2 == 0 { "success" } else { "error" },
-                    account_id: (i % 3 == 0).then_some("acct"),
+                    outcome: if i.is_multiple_of(2) {
+                        "success"
+                    } else {
+                        "error"
+                    },
+                    account_id: i.is_multiple_of(3).then_some("acct"),
                     subject: Some(subject),
                     detail: Some(&detail),
                     ..Default::default()
@@ -164,8 +168,18 @@ async fn audit_contract(store: &Store) {
             .parse()
             .unwrap();
         assert_eq!(r.at, 1000 + i as i64);
-        assert_eq!(r.outcome, if i % 2 == 0 { "success" } else { "error" });
-        assert_eq!(r.account_id.as_deref(), (i % 3 == 0).then_some("acct"));
+        assert_eq!(
+            r.outcome,
+            if i.is_multiple_of(2) {
+                "success"
+            } else {
+                "error"
+            }
+        );
+        assert_eq!(
+            r.account_id.as_deref(),
+            i.is_multiple_of(3).then_some("acct")
+        );
         assert_eq!(r.detail.as_deref(), Some(format!("n={i}").as_str()));
         assert_eq!(r.client_id, None);
     }
