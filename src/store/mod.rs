@@ -24,6 +24,7 @@ pub mod oauth;
 pub mod postgres;
 pub mod projects;
 pub mod quotas;
+pub mod rotations;
 pub mod services;
 pub mod sessions;
 pub mod sqlite;
@@ -287,6 +288,8 @@ pub struct Store {
     /// One turn: on `SQLite`, the write transactions of this process take it in order
     /// ([`Store::begin_write`]).
     write_turns: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Refresh rotations waiting for a group commit (`SQLite`; [`rotations`]).
+    rotations: std::sync::Arc<rotations::RotationQueue>,
     /// Whether [`Store::start_auth_listener`] ran.
     auth_listener_started: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The database URL (`PostgreSQL`: the invalidation listener connects with it).
@@ -357,6 +360,7 @@ impl Store {
             searches: std::sync::Arc::new(tokio::sync::Semaphore::new(search_permits(max))),
             auth_cache: std::sync::Arc::new(auth_cache::AuthCache::new(backend)),
             write_turns: std::sync::Arc::new(tokio::sync::Semaphore::new(1)),
+            rotations: Default::default(),
             auth_listener_started: Default::default(),
             url: url.as_str().into(),
         })

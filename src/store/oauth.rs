@@ -13,6 +13,7 @@
 //! still covers the scope being issued (RFC 7009 §2.1, RFC 6749 §3.3); a concurrent revocation
 //! either waits for the redemption (and then revokes what it issued) or makes it fail.
 
+use super::rotations::RotationWrite;
 use super::{Backend, Flag, JsonStrings, JsonText, Store, StoreError, StoredHash, WriteTx, new_id};
 use crate::domain::refresh::RefreshFacts;
 use crate::domain::scope::{Scope, ScopeSet};
@@ -629,7 +630,8 @@ impl Store {
     /// exactly that scope (read under a lock: `FOR SHARE` on `PostgreSQL`) and its account
     /// active, and only then inserts the successor refresh and access tokens. `PostgreSQL`
     /// runs that as one statement (its own transaction, one round trip); `SQLite` as three
-    /// statements in one round trip inside a `BEGIN IMMEDIATE` transaction.
+    /// statements in one round trip inside a `BEGIN IMMEDIATE` transaction shared with the
+    /// rotations that wait beside it (group commit, [`super::rotations`]).
     ///
     /// Writes nothing unless it returns [`Rotation::Rotated`]. When nothing was written, the
     /// consent is read again to tell [`Rotation::Refused`] (revoked, account disabled, scope
@@ -649,32 +651,29 @@ impl Store {
         {
             return Ok(Rotation::Refused(GrantRefusal::ScopeExceedsApproval));
         }
-        let rotate = sqlx::query(self.dialect().rotate_refresh_sql())
-            .bind(now)
-            .bind(new.refresh_hash.as_str())
-            .bind(successor_sealed.to_vec())
-            .bind(presented.as_str())
-            .bind(&state.family_id)
-            .bind(&state.account_id)
-            .bind(&state.client_id)
-            .bind(&new.scope)
-            .bind(&state.resource)
-            .bind(new.access_hash.as_str())
-            .bind(new.access_expires_at)
-            .bind(&state.consent_id)
-            .bind(&state.consent_scope);
+        let write = RotationWrite {
+            now,
+            refresh_hash: new.refresh_hash.as_str().to_string(),
+            successor_sealed: successor_sealed.to_vec(),
+            presented: presented.as_str().to_string(),
+            family_id: state.family_id.clone(),
+            account_id: state.account_id.clone(),
+            client_id: state.client_id.clone(),
+            scope: new.scope.clone(),
+            resource: state.resource.clone(),
+            access_hash: new.access_hash.as_str().to_string(),
+            access_expires_at: new.access_expires_at,
+            consent_id: state.consent_id.clone(),
+            consent_scope: state.consent_scope.clone(),
+        };
         let won = match self.backend {
-            Backend::Postgres => rotate.execute(self.writer()).await?.rows_affected() > 0,
-            Backend::Sqlite => {
-                let mut tx = self.begin_write().await?;
-                let won = rotate.execute(&mut *tx).await?.rows_affected() > 0;
-                if won {
-                    tx.commit().await?;
-                } else {
-                    tx.rollback().await?;
-                }
-                won
+            Backend::Postgres => {
+                let mut conn = self.writer().acquire().await?;
+                write
+                    .run(self.dialect().rotate_refresh_sql(), &mut conn)
+                    .await?
             }
+            Backend::Sqlite => self.rotate_in_group(write).await?,
         };
         if won {
             return Ok(Rotation::Rotated);

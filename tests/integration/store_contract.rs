@@ -691,6 +691,91 @@ async fn rotation_racing_withdrawal_contract(store: &Store, raw: &sqlx::AnyPool)
     }
 }
 
+/// Rotations that arrive together (committed in groups on `SQLite`): each distinct token
+/// rotates once with its own successors; of the same token presented many times at once,
+/// exactly one rotation wins and the others write nothing.
+async fn concurrent_rotations_contract(store: &Store, raw: &sqlx::AnyPool) {
+    let owner = store
+        .create_account(&Email::parse("together@example.com").unwrap(), "h", 1)
+        .await
+        .unwrap()
+        .id;
+    let mut chains = Vec::new();
+    for _ in 0..40 {
+        let (_, refresh) = issue(store, &owner, 4000, 9000).await;
+        let state = store.refresh_state(&refresh).await.unwrap().unwrap();
+        chains.push((refresh, state));
+    }
+    let next = |tag: String| NewTokens {
+        refresh_hash: TokenHash::of(&format!("rt-{tag}")),
+        access_hash: TokenHash::of(&format!("at-{tag}")),
+        access_expires_at: 9000,
+        scope: "mcp:read".into(),
+    };
+    let rotations = chains.iter().enumerate().map(|(i, (refresh, state))| {
+        let new = next(format!("together-{i}"));
+        async move {
+            let r = store
+                .rotate_refresh(refresh, state, b"sealed", &new, 4001)
+                .await
+                .unwrap();
+            (r, new)
+        }
+    });
+    for (i, (rotation, new)) in futures::future::join_all(rotations)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(rotation, Rotation::Rotated, "chain {i}");
+        assert!(
+            store
+                .authenticate_access_token(&new.access_hash, 4002)
+                .await
+                .unwrap()
+                .is_some(),
+            "chain {i}: its new access token is live"
+        );
+        let successor = store
+            .refresh_state(&new.refresh_hash)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(successor.family_id, chains[i].1.family_id, "chain {i}");
+    }
+    // One token, twenty rotations at once: one wins.
+    let (refresh, state) = {
+        let (_, refresh) = issue(store, &owner, 4000, 9000).await;
+        let state = store.refresh_state(&refresh).await.unwrap().unwrap();
+        (refresh, state)
+    };
+    let attempts = (0..20).map(|i| {
+        let new = next(format!("same-{i}"));
+        let (refresh, state) = (&refresh, &state);
+        async move {
+            store
+                .rotate_refresh(refresh, state, b"sealed", &new, 4003)
+                .await
+                .unwrap()
+        }
+    });
+    let results = futures::future::join_all(attempts).await;
+    let won = results.iter().filter(|r| **r == Rotation::Rotated).count();
+    assert_eq!(won, 1, "{results:?}");
+    assert!(
+        results
+            .iter()
+            .all(|r| *r == Rotation::Rotated || *r == Rotation::Lost)
+    );
+    let written: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM refresh_tokens WHERE family_id = $1")
+            .bind(&state.family_id)
+            .fetch_one(raw)
+            .await
+            .unwrap();
+    assert_eq!(written, 2, "the presented token and one successor");
+}
+
 async fn housekeeping_contract(store: &Store, raw: &sqlx::AnyPool) {
     let owner = store
         .create_account(&Email::parse("hk@example.com").unwrap(), "h", 1)
@@ -879,6 +964,7 @@ async fn run_contract(db: &TestDb) {
     grants_contract(&store, db.pool().await).await;
     issuance_announces_nothing_contract(&store, db).await;
     rotation_racing_withdrawal_contract(&store, db.pool().await).await;
+    concurrent_rotations_contract(&store, db.pool().await).await;
     keys_contract(&store).await;
     store.close().await;
 }

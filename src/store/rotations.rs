@@ -1,0 +1,208 @@
+//! Group commit of refresh-token rotations on `SQLite`.
+//!
+//! `SQLite` takes one writer at a time, so rotations that arrive together used to commit one
+//! after another, each its own `BEGIN IMMEDIATE` … `COMMIT` with the turns between them. Here a
+//! rotation is queued, and whichever queued rotation gets this process's write turn
+//! ([`Store::begin_write`]'s semaphore) first becomes the leader: it takes every rotation
+//! waiting (at most [`GROUP_MAX`]) and runs them in one transaction, each its own guarded
+//! statements ([`super::Dialect::rotate_refresh_sql`]), then answers each with whether it won.
+//! A rotation is answered only after the transaction holding it committed, so nothing is
+//! acknowledged that a crash could take back.
+//!
+//! - Each rotation's statements are conditional and touch only its own token, so one that
+//!   loses (already rotated, family revoked, consent changed) writes nothing and leaves the
+//!   others alone.
+//! - If the group's transaction fails (a full disk, a statement error), it is rolled back and
+//!   each rotation of the group is run again alone, in its own transaction, so that each gets
+//!   its own answer (a rotation is never answered with another's error).
+//! - The group runs in a task of its own: a leader whose request is cancelled does not cancel
+//!   the others' rotations.
+//! - A rotation that waits longer than [`super::WRITE_TURN_WAIT`] for its turn leaves the queue
+//!   and is answered like a busy database (503), unless a leader has already taken it, in
+//!   which case it waits for that leader's answer.
+
+use std::sync::{Arc, Mutex};
+
+use sqlx::AnyConnection;
+use tokio::sync::{OwnedSemaphorePermit, oneshot};
+
+use super::{Store, StoreError};
+
+/// Most rotations committed in one transaction.
+pub const GROUP_MAX: usize = 64;
+
+/// One rotation's parameters, owned so that it can wait in the queue (the binds of
+/// [`super::Dialect::rotate_refresh_sql`], in order).
+#[derive(Debug, Clone)]
+pub(crate) struct RotationWrite {
+    pub now: i64,
+    pub refresh_hash: String,
+    pub successor_sealed: Vec<u8>,
+    pub presented: String,
+    pub family_id: String,
+    pub account_id: String,
+    pub client_id: String,
+    pub scope: String,
+    pub resource: String,
+    pub access_hash: String,
+    pub access_expires_at: i64,
+    pub consent_id: String,
+    pub consent_scope: String,
+}
+
+impl RotationWrite {
+    /// Runs the rotation's statements on `conn`: whether it won (wrote its successors).
+    pub(crate) async fn run(
+        &self,
+        sql: &'static str,
+        conn: &mut AnyConnection,
+    ) -> Result<bool, sqlx::Error> {
+        Ok(sqlx::query(sql)
+            .bind(self.now)
+            .bind(self.refresh_hash.as_str())
+            .bind(self.successor_sealed.as_slice())
+            .bind(self.presented.as_str())
+            .bind(self.family_id.as_str())
+            .bind(self.account_id.as_str())
+            .bind(self.client_id.as_str())
+            .bind(self.scope.as_str())
+            .bind(self.resource.as_str())
+            .bind(self.access_hash.as_str())
+            .bind(self.access_expires_at)
+            .bind(self.consent_id.as_str())
+            .bind(self.consent_scope.as_str())
+            .execute(conn)
+            .await?
+            .rows_affected()
+            > 0)
+    }
+}
+
+struct Queued {
+    id: u64,
+    write: RotationWrite,
+    reply: oneshot::Sender<Result<bool, StoreError>>,
+}
+
+/// The rotations waiting for a leader. Shared by every clone of a [`Store`].
+#[derive(Default)]
+pub(crate) struct RotationQueue {
+    waiting: Mutex<Vec<Queued>>,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+impl RotationQueue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Queued>> {
+        match self.waiting.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Takes up to [`GROUP_MAX`] waiting rotations, oldest first.
+    fn take_group(&self) -> Vec<Queued> {
+        let mut waiting = self.lock();
+        let n = waiting.len().min(GROUP_MAX);
+        waiting.drain(..n).collect()
+    }
+
+    /// Removes the rotation `id` if no leader has taken it yet; whether it was still waiting.
+    fn withdraw(&self, id: u64) -> bool {
+        let mut waiting = self.lock();
+        match waiting.iter().position(|q| q.id == id) {
+            Some(i) => {
+                waiting.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Store {
+    /// Runs `write` in a group commit with the rotations waiting beside it (module docs):
+    /// whether it won, once the transaction holding it has committed.
+    ///
+    /// Errors: the database's, for this rotation alone; [`sqlx::Error::PoolTimedOut`] when no
+    /// turn came within [`super::WRITE_TURN_WAIT`].
+    pub(crate) async fn rotate_in_group(&self, write: RotationWrite) -> Result<bool, StoreError> {
+        let queue = Arc::clone(&self.rotations);
+        let id = queue
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (reply, mut answer) = oneshot::channel();
+        queue.lock().push(Queued { id, write, reply });
+        let deadline = tokio::time::Instant::now() + super::WRITE_TURN_WAIT;
+        loop {
+            let turn = tokio::select! {
+                biased;
+                answered = &mut answer => {
+                    return answered.unwrap_or(Err(StoreError::Database(sqlx::Error::WorkerCrashed)));
+                }
+                turn = tokio::time::timeout_at(deadline, Arc::clone(&self.write_turns).acquire_owned()) => turn,
+            };
+            match turn {
+                Ok(Ok(turn)) => {
+                    let group = queue.take_group();
+                    if group.is_empty() {
+                        // Ours was answered by the leader before this one; the answer is ready.
+                        drop(turn);
+                        continue;
+                    }
+                    tokio::spawn(commit_group(self.clone(), group, turn));
+                }
+                Ok(Err(_closed)) => {
+                    return Err(StoreError::Database(sqlx::Error::PoolClosed));
+                }
+                Err(_elapsed) => {
+                    if queue.withdraw(id) {
+                        return Err(StoreError::Database(sqlx::Error::PoolTimedOut));
+                    }
+                    // A leader holds it: its answer comes after that leader's commit.
+                    return answer
+                        .await
+                        .unwrap_or(Err(StoreError::Database(sqlx::Error::WorkerCrashed)));
+                }
+            }
+        }
+    }
+}
+
+/// Commits `group` in one transaction holding `turn`, and answers each rotation; when the
+/// transaction fails, runs each alone instead.
+async fn commit_group(store: Store, group: Vec<Queued>, turn: OwnedSemaphorePermit) {
+    let sql = store.dialect().rotate_refresh_sql();
+    let together = async {
+        let mut tx = store.pool().begin_with("BEGIN IMMEDIATE").await?;
+        let mut won = Vec::with_capacity(group.len());
+        for q in &group {
+            won.push(q.write.run(sql, &mut tx).await?);
+        }
+        tx.commit().await?;
+        Ok::<_, sqlx::Error>(won)
+    }
+    .await;
+    match together {
+        Ok(won) => {
+            for (q, won) in group.into_iter().zip(won) {
+                let _ = q.reply.send(Ok(won));
+            }
+        }
+        Err(e) => {
+            if group.len() > 1 {
+                tracing::warn!(error = %e, rotations = group.len(), "a group of refresh rotations failed; running each alone");
+            }
+            for q in group {
+                let alone = async {
+                    let mut tx = store.pool().begin_with("BEGIN IMMEDIATE").await?;
+                    let won = q.write.run(sql, &mut tx).await?;
+                    tx.commit().await?;
+                    Ok::<_, sqlx::Error>(won)
+                }
+                .await;
+                let _ = q.reply.send(alone.map_err(StoreError::from));
+            }
+        }
+    }
+    drop(turn);
+}
