@@ -225,6 +225,20 @@ async fn count(raw: &sqlx::AnyPool, table: &str) -> i64 {
         .unwrap()
 }
 
+/// A new active account with `email`; its id.
+async fn new_account(store: &Store, email: &str) -> String {
+    store
+        .create_account(&Email::parse(email).unwrap(), "h", 1)
+        .await
+        .unwrap()
+        .id
+}
+
+/// The stored state of a refresh token that must exist.
+async fn state_of(store: &Store, hash: &TokenHash) -> gatehouse::store::oauth::RefreshState {
+    store.refresh_state(hash).await.unwrap().unwrap()
+}
+
 const CALLBACK: &str = "https://a.example/cb";
 
 /// A new client, an approval of `scope` by `account` and an unused code of that scope under it,
@@ -394,7 +408,7 @@ async fn grants_contract(store: &Store, raw: &sqlx::AnyPool) {
     );
     // A rotation whose grant was revoked after the token was read writes nothing.
     let (_, refresh) = issue(store, &owner, 1000, 5000).await;
-    let state = store.refresh_state(&refresh).await.unwrap().unwrap();
+    let state = state_of(store, &refresh).await;
     assert!(state.within_approval);
     let access = TokenHash::of("at-after-revocation");
     let next = NewTokens {
@@ -411,7 +425,7 @@ async fn grants_contract(store: &Store, raw: &sqlx::AnyPool) {
             .unwrap(),
         Rotation::Refused(GrantRefusal::Revoked)
     );
-    let after = store.refresh_state(&refresh).await.unwrap().unwrap();
+    let after = state_of(store, &refresh).await;
     assert_eq!(after.rotated_at, None, "nothing written");
     assert!(after.consent_revoked);
     // The bearer lookup never returns a token beyond its live approval.
@@ -518,11 +532,7 @@ impl Announcements {
 /// grant still announces (the control that makes the first checks able to fail), and so does
 /// a change of the account's budget, which the lookups now read.
 async fn issuance_announces_nothing_contract(store: &Store, db: &TestDb) {
-    let owner = store
-        .create_account(&Email::parse("quiet@example.com").unwrap(), "h", 1)
-        .await
-        .unwrap()
-        .id;
+    let owner = new_account(store, "quiet@example.com").await;
     let mut announcements = Announcements::open(db).await;
     let (code, tokens) = pending_code(store, &owner, "mcp:read", 2000, 9000).await;
     let mark = announcements.mark().await;
@@ -534,11 +544,7 @@ async fn issuance_announces_nothing_contract(store: &Store, db: &TestDb) {
         !announcements.since(mark).await,
         "a code redemption announced a change"
     );
-    let state = store
-        .refresh_state(&tokens.refresh_hash)
-        .await
-        .unwrap()
-        .unwrap();
+    let state = state_of(store, &tokens.refresh_hash).await;
     let next = NewTokens {
         refresh_hash: TokenHash::of("rt-quiet"),
         access_hash: TokenHash::of("at-quiet"),
@@ -592,11 +598,7 @@ async fn issuance_announces_nothing_contract(store: &Store, db: &TestDb) {
             .unwrap()
             .is_some()
     );
-    let successor = store
-        .refresh_state(&next.refresh_hash)
-        .await
-        .unwrap()
-        .unwrap();
+    let successor = state_of(store, &next.refresh_hash).await;
     assert_eq!(successor.family_id, family);
     assert_eq!(successor.rotated_at, None);
     let mark = announcements.mark().await;
@@ -631,22 +633,14 @@ async fn issuance_announces_nothing_contract(store: &Store, db: &TestDb) {
 /// `FOR SHARE` on `PostgreSQL`, the write lock on `SQLite`), and the withdrawal reports the
 /// grant it ended.
 async fn rotation_racing_withdrawal_contract(store: &Store, raw: &sqlx::AnyPool) {
-    let owner = store
-        .create_account(&Email::parse("race@example.com").unwrap(), "h", 1)
-        .await
-        .unwrap()
-        .id;
+    let owner = new_account(store, "race@example.com").await;
     for trial in 0..20 {
         let (code, tokens) = pending_code(store, &owner, "mcp:read", 3000, 9000).await;
         assert!(matches!(
             store.redeem_code(&code, &tokens, 3001).await.unwrap(),
             Redeemed::Issued { .. }
         ));
-        let state = store
-            .refresh_state(&tokens.refresh_hash)
-            .await
-            .unwrap()
-            .unwrap();
+        let state = state_of(store, &tokens.refresh_hash).await;
         let next = NewTokens {
             refresh_hash: TokenHash::of(&format!("rt-race-{trial}")),
             access_hash: TokenHash::of(&format!("at-race-{trial}")),
@@ -695,15 +689,11 @@ async fn rotation_racing_withdrawal_contract(store: &Store, raw: &sqlx::AnyPool)
 /// rotates once with its own successors; of the same token presented many times at once,
 /// exactly one rotation wins and the others write nothing.
 async fn concurrent_rotations_contract(store: &Store, raw: &sqlx::AnyPool) {
-    let owner = store
-        .create_account(&Email::parse("together@example.com").unwrap(), "h", 1)
-        .await
-        .unwrap()
-        .id;
+    let owner = new_account(store, "together@example.com").await;
     let mut chains = Vec::new();
     for _ in 0..40 {
         let (_, refresh) = issue(store, &owner, 4000, 9000).await;
-        let state = store.refresh_state(&refresh).await.unwrap().unwrap();
+        let state = state_of(store, &refresh).await;
         chains.push((refresh, state));
     }
     let next = |tag: String| NewTokens {
@@ -736,17 +726,13 @@ async fn concurrent_rotations_contract(store: &Store, raw: &sqlx::AnyPool) {
                 .is_some(),
             "chain {i}: its new access token is live"
         );
-        let successor = store
-            .refresh_state(&new.refresh_hash)
-            .await
-            .unwrap()
-            .unwrap();
+        let successor = state_of(store, &new.refresh_hash).await;
         assert_eq!(successor.family_id, chains[i].1.family_id, "chain {i}");
     }
     // One token, twenty rotations at once: one wins.
     let (refresh, state) = {
         let (_, refresh) = issue(store, &owner, 4000, 9000).await;
-        let state = store.refresh_state(&refresh).await.unwrap().unwrap();
+        let state = state_of(store, &refresh).await;
         (refresh, state)
     };
     let attempts = (0..20).map(|i| {
