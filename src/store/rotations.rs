@@ -19,7 +19,8 @@
 //!   the others' rotations.
 //! - A rotation that waits longer than [`super::WRITE_TURN_WAIT`] for its turn leaves the queue
 //!   and is answered like a busy database (503), unless a leader has already taken it, in
-//!   which case it waits for that leader's answer.
+//!   which case it waits for that leader's answer. A rotation whose request is cancelled while
+//!   it waits leaves the queue too: nothing runs it later, with a time long past.
 
 use std::sync::{Arc, Mutex};
 
@@ -132,6 +133,13 @@ impl Store {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (reply, mut answer) = oneshot::channel();
         queue.lock().push(Queued { id, write, reply });
+        // A request cancelled while its rotation waits takes it out of the queue: run later by
+        // another request's leader, it would mark the token rotated at a time long past, and
+        // the client's next try with the same token would be taken for reuse.
+        let _withdraw_if_dropped = Withdraw {
+            queue: Arc::clone(&queue),
+            id,
+        };
         let deadline = tokio::time::Instant::now() + super::WRITE_TURN_WAIT;
         loop {
             let turn = tokio::select! {
@@ -165,6 +173,18 @@ impl Store {
                 }
             }
         }
+    }
+}
+
+/// Takes rotation `id` out of the queue when dropped, if no leader has taken it yet.
+struct Withdraw {
+    queue: Arc<RotationQueue>,
+    id: u64,
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        self.queue.withdraw(self.id);
     }
 }
 
@@ -205,4 +225,124 @@ async fn commit_group(store: Store, group: Vec<Queued>, turn: OwnedSemaphorePerm
         }
     }
     drop(turn);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::oauth::{ClientRecord, CodeRecord, NewTokens, Redeemed, Rotation};
+    use super::*;
+    use crate::domain::account::Email;
+    use crate::domain::secret::TokenHash;
+
+    /// A fresh migrated `SQLite` store with one redeemed grant: the store, its refresh token's
+    /// hash (the directory must outlive the store).
+    async fn store_with_grant(dir: &tempfile::TempDir) -> (Store, TokenHash) {
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("r.db").display());
+        let store = Store::connect(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        let account = store
+            .create_account(&Email::parse("r@example.com").unwrap(), "h", 1)
+            .await
+            .unwrap()
+            .id;
+        let client = ClientRecord {
+            client_id: "c".into(),
+            client_secret_hash: None,
+            token_endpoint_auth_method: "none".into(),
+            client_name: None,
+            redirect_uris: vec!["https://a.example/cb".into()],
+            grant_types: vec!["authorization_code".into(), "refresh_token".into()],
+            scope: None,
+            metadata: serde_json::json!({}),
+            can_introspect: false,
+            created_at: 1,
+        };
+        store.create_client(&client).await.unwrap();
+        let consent = store
+            .approve_consent(&account, "c", "https://a.example/cb", "mcp:read", 1)
+            .await
+            .unwrap();
+        let code = CodeRecord {
+            code_hash: TokenHash::of("code"),
+            client_id: "c".into(),
+            account_id: account,
+            consent_id: consent,
+            redirect_uri: "https://a.example/cb".into(),
+            code_challenge: "x".repeat(43),
+            resource: "https://mcp.example/mcp".into(),
+            scope: "mcp:read".into(),
+            issuer: None,
+            created_at: 1,
+            expires_at: 600,
+            used_at: None,
+        };
+        store.insert_code(&code).await.unwrap();
+        let tokens = NewTokens {
+            refresh_hash: TokenHash::of("rt-0"),
+            access_hash: TokenHash::of("at-0"),
+            access_expires_at: 9000,
+            scope: "mcp:read".into(),
+        };
+        assert!(matches!(
+            store.redeem_code(&code, &tokens, 2).await.unwrap(),
+            Redeemed::Issued { .. }
+        ));
+        (store, tokens.refresh_hash)
+    }
+
+    // A request cancelled while its rotation waits for the write turn must take the rotation
+    // out of the queue: run later by another request's group, it would mark the token rotated
+    // at a time long past, and the client's next try with that token would look like reuse
+    // once the grace window is over.
+    #[tokio::test]
+    async fn a_cancelled_rotation_leaves_the_queue_and_its_token_unrotated() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, refresh) = store_with_grant(&dir).await;
+        let state = store.refresh_state(&refresh).await.unwrap().unwrap();
+        let next = NewTokens {
+            refresh_hash: TokenHash::of("rt-1"),
+            access_hash: TokenHash::of("at-1"),
+            access_expires_at: 9000,
+            scope: "mcp:read".into(),
+        };
+        // Another writer holds the turn; the rotation queues behind it.
+        let holder = store.begin_write().await.unwrap();
+        let mut rotation = Box::pin(store.rotate_refresh(&refresh, &state, b"s", &next, 3));
+        tokio::select! {
+            biased;
+            r = &mut rotation => panic!("the rotation ran while the turn was held: {r:?}"),
+            () = std::future::ready(()) => {}
+        }
+        assert_eq!(store.rotations.lock().len(), 1, "queued");
+        drop(rotation);
+        assert_eq!(store.rotations.lock().len(), 0, "withdrawn when cancelled");
+        holder.rollback().await.unwrap();
+        // The next rotation of the same token runs alone and wins.
+        let again = NewTokens {
+            refresh_hash: TokenHash::of("rt-2"),
+            access_hash: TokenHash::of("at-2"),
+            ..next.clone()
+        };
+        assert_eq!(
+            store
+                .rotate_refresh(&refresh, &state, b"s", &again, 4)
+                .await
+                .unwrap(),
+            Rotation::Rotated
+        );
+        assert!(
+            store
+                .refresh_state(&next.refresh_hash)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            store
+                .refresh_state(&again.refresh_hash)
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
 }
