@@ -60,15 +60,7 @@ impl StoreError {
     /// extended codes included.
     pub fn is_unavailable(&self) -> bool {
         match self {
-            StoreError::Database(
-                sqlx::Error::PoolTimedOut
-                | sqlx::Error::PoolClosed
-                | sqlx::Error::Io(_)
-                | sqlx::Error::WorkerCrashed,
-            ) => true,
-            StoreError::Database(sqlx::Error::Database(db)) => {
-                sqlite_code(db.as_ref()).is_some_and(|code| SQLITE_UNAVAILABLE.contains(&code))
-            }
+            StoreError::Database(e) => database_unavailable(e),
             _ => false,
         }
     }
@@ -95,6 +87,21 @@ impl From<sqlx::Error> for StoreError {
             note_cannot_write();
         }
         StoreError::Database(e)
+    }
+}
+
+/// Whether a driver error says the database is busy or out of reach, or its `SQLite` file full
+/// or unwritable ([`StoreError::is_unavailable`]).
+pub(crate) fn database_unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => {
+            sqlite_code(db.as_ref()).is_some_and(|code| SQLITE_UNAVAILABLE.contains(&code))
+        }
+        _ => false,
     }
 }
 
@@ -241,7 +248,9 @@ pub const WRITE_TURN_WAIT: Duration = Duration::from_secs(10);
 /// it rolls it back. On `SQLite` it holds this process's write turn until it ends.
 pub(crate) struct WriteTx {
     tx: sqlx::Transaction<'static, sqlx::Any>,
-    /// Released after the transaction has ended (fields drop in order).
+    /// Released when the transaction ends: after [`WriteTx::commit`] or [`WriteTx::rollback`]
+    /// returns, or, when it is dropped, once its rollback has been handed to the connection
+    /// (which runs it before anything else; the next writer may meet the lock for that moment).
     _turn: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 

@@ -636,7 +636,8 @@ impl Store {
     /// Writes nothing unless it returns [`Rotation::Rotated`]. When nothing was written, the
     /// consent is read again to tell [`Rotation::Refused`] (revoked, account disabled, scope
     /// no longer covering) from [`Rotation::Lost`] (rotated by another request first, or the
-    /// family revoked).
+    /// family revoked); a consent whose scope changed in between but still covers (approved
+    /// again) is tried once more with its new scope.
     pub async fn rotate_refresh(
         &self,
         presented: &TokenHash,
@@ -645,55 +646,60 @@ impl Store {
         new: &NewTokens,
         now: i64,
     ) -> Result<Rotation, StoreError> {
-        if ![&state.scope, &new.scope]
-            .iter()
-            .all(|held| within_approval(&state.consent_scope, held))
-        {
-            return Ok(Rotation::Refused(GrantRefusal::ScopeExceedsApproval));
-        }
-        let write = RotationWrite {
-            now,
-            refresh_hash: new.refresh_hash.as_str().to_string(),
-            successor_sealed: successor_sealed.to_vec(),
-            presented: presented.as_str().to_string(),
-            family_id: state.family_id.clone(),
-            account_id: state.account_id.clone(),
-            client_id: state.client_id.clone(),
-            scope: new.scope.clone(),
-            resource: state.resource.clone(),
-            access_hash: new.access_hash.as_str().to_string(),
-            access_expires_at: new.access_expires_at,
-            consent_id: state.consent_id.clone(),
-            consent_scope: state.consent_scope.clone(),
+        let covers = |granted: &str| {
+            [&state.scope, &new.scope]
+                .iter()
+                .all(|held| within_approval(granted, held))
         };
-        let won = match self.backend {
-            Backend::Postgres => {
-                let mut conn = self.writer().acquire().await?;
-                write
-                    .run(self.dialect().rotate_refresh_sql(), &mut conn)
-                    .await?
+        let mut consent_scope = state.consent_scope.clone();
+        // A second try only when the consent's scope changed in between (approved again,
+        // widened) and still covers: the first try's guard saw another scope string.
+        for retry in [false, true] {
+            if !covers(&consent_scope) {
+                return Ok(Rotation::Refused(GrantRefusal::ScopeExceedsApproval));
             }
-            Backend::Sqlite => self.rotate_in_group(write).await?,
-        };
-        if won {
-            return Ok(Rotation::Rotated);
+            let write = RotationWrite {
+                now,
+                refresh_hash: new.refresh_hash.as_str().to_string(),
+                successor_sealed: successor_sealed.to_vec(),
+                presented: presented.as_str().to_string(),
+                family_id: state.family_id.clone(),
+                account_id: state.account_id.clone(),
+                client_id: state.client_id.clone(),
+                scope: new.scope.clone(),
+                resource: state.resource.clone(),
+                access_hash: new.access_hash.as_str().to_string(),
+                access_expires_at: new.access_expires_at,
+                consent_id: state.consent_id.clone(),
+                consent_scope: consent_scope.clone(),
+            };
+            let won = match self.backend {
+                Backend::Postgres => {
+                    let mut conn = self.writer().acquire().await?;
+                    write
+                        .run(self.dialect().rotate_refresh_sql(), &mut conn)
+                        .await?
+                }
+                Backend::Sqlite => self.rotate_in_group(write).await?,
+            };
+            if won {
+                return Ok(Rotation::Rotated);
+            }
+            let row: Option<(String, Option<i64>, Option<String>)> =
+                sqlx::query_as(super::consent_read!())
+                    .bind(&state.consent_id)
+                    .fetch_optional(self.pool())
+                    .await?;
+            match live_consent_scope(row) {
+                Err(refusal) => return Ok(Rotation::Refused(refusal)),
+                Ok(granted) if !covers(&granted) => {
+                    return Ok(Rotation::Refused(GrantRefusal::ScopeExceedsApproval));
+                }
+                Ok(granted) if granted != consent_scope && !retry => consent_scope = granted,
+                Ok(_) => return Ok(Rotation::Lost),
+            }
         }
-        let row: Option<(String, Option<i64>, Option<String>)> =
-            sqlx::query_as(super::consent_read!())
-                .bind(&state.consent_id)
-                .fetch_optional(self.pool())
-                .await?;
-        Ok(match live_consent_scope(row) {
-            Err(refusal) => Rotation::Refused(refusal),
-            Ok(granted)
-                if ![&state.scope, &new.scope]
-                    .iter()
-                    .all(|held| within_approval(&granted, held)) =>
-            {
-                Rotation::Refused(GrantRefusal::ScopeExceedsApproval)
-            }
-            Ok(_) => Rotation::Lost,
-        })
+        Ok(Rotation::Lost)
     }
 
     /// Authenticates an access token in one round trip: the token must be unrevoked and

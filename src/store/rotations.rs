@@ -7,7 +7,9 @@
 //! waiting (at most [`GROUP_MAX`]) and runs them in one transaction, each its own guarded
 //! statements ([`super::Dialect::rotate_refresh_sql`]), then answers each with whether it won.
 //! A rotation is answered only after the transaction holding it committed, so nothing is
-//! acknowledged that a crash could take back.
+//! acknowledged before it is committed (a crash of the process cannot take it back; with the
+//! server's `synchronous = NORMAL` a power loss can still take back the last commits, as for
+//! every write).
 //!
 //! - Each rotation's statements are conditional and touch only its own token, so one that
 //!   loses (already rotated, family revoked, consent changed) writes nothing and leaves the
@@ -166,10 +168,14 @@ impl Store {
                     if queue.withdraw(id) {
                         return Err(StoreError::Database(sqlx::Error::PoolTimedOut));
                     }
-                    // A leader holds it: its answer comes after that leader's commit.
-                    return answer
-                        .await
-                        .unwrap_or(Err(StoreError::Database(sqlx::Error::WorkerCrashed)));
+                    // A leader holds it: its answer comes after that leader's commit, waited
+                    // for once more as long (then answered as busy: what the leader commits
+                    // later is what a lost response would have carried).
+                    return match tokio::time::timeout(super::WRITE_TURN_WAIT, answer).await {
+                        Ok(answered) => answered
+                            .unwrap_or(Err(StoreError::Database(sqlx::Error::WorkerCrashed))),
+                        Err(_) => Err(StoreError::Database(sqlx::Error::PoolTimedOut)),
+                    };
                 }
             }
         }
@@ -188,8 +194,10 @@ impl Drop for Withdraw {
     }
 }
 
-/// Commits `group` in one transaction holding `turn`, and answers each rotation; when the
-/// transaction fails, runs each alone instead.
+/// Commits `group` in one transaction holding `turn`, and answers each rotation. When the
+/// transaction fails because the database is unavailable, every rotation of the group is
+/// answered with that; when it fails otherwise (one statement refused), each is run alone so
+/// that each gets its own answer.
 async fn commit_group(store: Store, group: Vec<Queued>, turn: OwnedSemaphorePermit) {
     let sql = store.dialect().rotate_refresh_sql();
     let together = async {
@@ -206,6 +214,20 @@ async fn commit_group(store: Store, group: Vec<Queued>, turn: OwnedSemaphorePerm
         Ok(won) => {
             for (q, won) in group.into_iter().zip(won) {
                 let _ = q.reply.send(Ok(won));
+            }
+        }
+        Err(e) if super::database_unavailable(&e) => {
+            // Busy, out of reach, full or read-only: the same for every rotation of the group,
+            // so each is answered with it (503) instead of trying each alone into it again.
+            tracing::warn!(error = %e, rotations = group.len(), "a group of refresh rotations could not be written");
+            let shared = e.to_string();
+            let mut group = group.into_iter();
+            if let Some(first) = group.next() {
+                let _ = first.reply.send(Err(StoreError::from(e)));
+            }
+            for q in group {
+                let again = sqlx::Error::Io(std::io::Error::other(shared.clone()));
+                let _ = q.reply.send(Err(StoreError::Database(again)));
             }
         }
         Err(e) => {

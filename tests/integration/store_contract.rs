@@ -762,6 +762,38 @@ async fn concurrent_rotations_contract(store: &Store, raw: &sqlx::AnyPool) {
     assert_eq!(written, 2, "the presented token and one successor");
 }
 
+/// A consent approved again (widened) between the read of a refresh token and its rotation:
+/// the grant still covers the token, so the rotation goes ahead with the new scope string
+/// instead of failing as if it had lost (which a client would take for an invalid grant).
+async fn rotation_after_reapproval_contract(store: &Store) {
+    let owner = new_account(store, "again@example.com").await;
+    let (code, tokens) = pending_code(store, &owner, "mcp:read", 5000, 9000).await;
+    assert!(matches!(
+        store.redeem_code(&code, &tokens, 5001).await.unwrap(),
+        Redeemed::Issued { .. }
+    ));
+    let state = state_of(store, &tokens.refresh_hash).await;
+    assert_eq!(state.consent_scope, "mcp:read");
+    let widened = store
+        .approve_consent(&owner, &code.client_id, CALLBACK, "mcp:write", 5002)
+        .await
+        .unwrap();
+    assert_eq!(widened, code.consent_id, "widened in place");
+    let next = NewTokens {
+        refresh_hash: TokenHash::of("rt-after-reapproval"),
+        access_hash: TokenHash::of("at-after-reapproval"),
+        access_expires_at: 9000,
+        scope: "mcp:read".into(),
+    };
+    assert_eq!(
+        store
+            .rotate_refresh(&tokens.refresh_hash, &state, b"sealed", &next, 5003)
+            .await
+            .unwrap(),
+        Rotation::Rotated
+    );
+}
+
 async fn housekeeping_contract(store: &Store, raw: &sqlx::AnyPool) {
     let owner = store
         .create_account(&Email::parse("hk@example.com").unwrap(), "h", 1)
@@ -951,6 +983,7 @@ async fn run_contract(db: &TestDb) {
     issuance_announces_nothing_contract(&store, db).await;
     rotation_racing_withdrawal_contract(&store, db.pool().await).await;
     concurrent_rotations_contract(&store, db.pool().await).await;
+    rotation_after_reapproval_contract(&store).await;
     keys_contract(&store).await;
     store.close().await;
 }
