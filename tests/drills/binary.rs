@@ -343,6 +343,43 @@ pub(crate) fn token(
     c.post(s.url("/oauth/token")).form(form)
 }
 
+/// `POST /oauth/token` redeeming `code` (RFC 6749 §4.1.3 with the PKCE `code_verifier`) for
+/// the public client `client_id` at [`REDIRECT`].
+pub(crate) fn redeem(
+    s: &Server,
+    c: &reqwest::Client,
+    client_id: &str,
+    code: &str,
+    verifier: &str,
+) -> reqwest::RequestBuilder {
+    token(
+        s,
+        c,
+        &[
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("code_verifier", verifier),
+            ("client_id", client_id),
+            ("redirect_uri", REDIRECT),
+        ],
+    )
+}
+
+/// `tools/call list_projects`, stateless, with `token`.
+pub(crate) fn list_projects(
+    s: &Server,
+    c: &reqwest::Client,
+    token: &str,
+) -> reqwest::RequestBuilder {
+    mcp(
+        s,
+        c,
+        token,
+        "tools/call",
+        json!({"name": "list_projects", "arguments": {}}),
+    )
+}
+
 /// A stateless (2026-07-28) MCP request.
 pub(crate) fn mcp(
     s: &Server,

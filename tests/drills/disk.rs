@@ -154,14 +154,9 @@ async fn fixture(s: &Server, project: &str) -> Fixture {
     let code = binary::authorize(s, &browser, &client_id, &challenge)
         .await
         .unwrap();
-    let form = [
-        ("grant_type", "authorization_code"),
-        ("code", code.as_str()),
-        ("code_verifier", verifier.as_str()),
-        ("client_id", client_id.as_str()),
-        ("redirect_uri", binary::REDIRECT),
-    ];
-    let t = send(binary::token(s, &c, &form)).await.unwrap();
+    let t = send(binary::redeem(s, &c, &client_id, &code, &verifier))
+        .await
+        .unwrap();
     assert_eq!(t.0, StatusCode::OK, "{}", t.2);
     let access = t.2["access_token"].as_str().unwrap().to_string();
     let refresh = t.2["refresh_token"].as_str().unwrap().to_string();
@@ -208,14 +203,7 @@ async fn create_note(s: &Server, access: &str, project: &str) -> (Option<String>
 async fn writes(s: &Server, f: &Fixture, project: &str) -> Vec<Judged> {
     let c = client();
     let mut out = vec![];
-    let form = [
-        ("grant_type", "authorization_code"),
-        ("code", f.code.as_str()),
-        ("code_verifier", f.verifier.as_str()),
-        ("client_id", f.client_id.as_str()),
-        ("redirect_uri", binary::REDIRECT),
-    ];
-    let a = send(binary::token(s, &c, &form)).await;
+    let a = send(binary::redeem(s, &c, &f.client_id, &f.code, &f.verifier)).await;
     out.push(judge("code redemption", &a, oauth_shape));
     let form = [
         ("grant_type", "refresh_token"),

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
-use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
@@ -90,14 +89,7 @@ async fn mcp_load(s: &Arc<Server>, token: &str, project: &str, duration: Duratio
                 let (mut latencies, mut errors) = (vec![], vec![]);
                 while started.elapsed() < duration {
                     let sent = Instant::now();
-                    let a = send(binary::mcp(
-                        &s,
-                        &c,
-                        &token,
-                        "tools/call",
-                        json!({"name": "list_projects", "arguments": {}}),
-                    ))
-                    .await;
+                    let a = send(binary::list_projects(&s, &c, &token)).await;
                     latencies.push(sent.elapsed());
                     match &a {
                         Some((StatusCode::OK, _, b))
@@ -250,14 +242,9 @@ async fn access_token(s: &Server) -> String {
     let code = binary::authorize(s, &client(), &client_id, &challenge)
         .await
         .expect("a code");
-    let form = [
-        ("grant_type", "authorization_code"),
-        ("code", code.as_str()),
-        ("code_verifier", verifier.as_str()),
-        ("client_id", client_id.as_str()),
-        ("redirect_uri", binary::REDIRECT),
-    ];
-    let r = send(binary::token(s, &c, &form)).await.expect("redeem");
+    let r = send(binary::redeem(s, &c, &client_id, &code, &verifier))
+        .await
+        .expect("redeem");
     assert_eq!(r.0, StatusCode::OK, "{}", r.2);
     r.2["access_token"].as_str().unwrap().to_string()
 }
@@ -346,14 +333,7 @@ pub(crate) async fn drill() {
     }
 
     // Still serving after the attack.
-    let after = send(binary::mcp(
-        &s,
-        &client(),
-        &token,
-        "tools/call",
-        json!({"name": "list_projects", "arguments": {}}),
-    ))
-    .await;
+    let after = send(binary::list_projects(&s, &client(), &token)).await;
     assert!(
         matches!(&after, Some((StatusCode::OK, _, b)) if b["result"]["isError"] == false),
         "{after:?}"

@@ -124,14 +124,7 @@ async fn worker(
                 continue;
             }
         };
-        let form = [
-            ("grant_type", "authorization_code"),
-            ("code", code.as_str()),
-            ("code_verifier", verifier.as_str()),
-            ("client_id", client_id.as_str()),
-            ("redirect_uri", binary::REDIRECT),
-        ];
-        let redeemed = send(binary::token(&s, &c, &form)).await;
+        let redeemed = send(binary::redeem(&s, &c, &client_id, &code, &verifier)).await;
         if status(&redeemed) != Some(StatusCode::OK) {
             unexpected("redeem", &redeemed);
             continue;
@@ -225,14 +218,7 @@ async fn worker(
                 unexpected("revoke", &r);
             }
         }
-        let read = send(binary::mcp(
-            &s,
-            &c,
-            &access,
-            "tools/call",
-            json!({"name": "list_projects", "arguments": {}}),
-        ))
-        .await;
+        let read = send(binary::list_projects(&s, &c, &access)).await;
         if choice >= 2 && status(&read) != Some(StatusCode::OK) {
             unexpected("list_projects", &read);
         }
@@ -259,14 +245,7 @@ async fn refresh_once(s: &Server, c: &reqwest::Client, f: &Family, token: &str) 
 }
 
 async fn replay_code(s: &Server, c: &reqwest::Client, f: &Family) -> binary::Answer {
-    let form = [
-        ("grant_type", "authorization_code"),
-        ("code", f.code.as_str()),
-        ("code_verifier", f.verifier.as_str()),
-        ("client_id", f.client_id.as_str()),
-        ("redirect_uri", binary::REDIRECT),
-    ];
-    send(binary::token(s, c, &form)).await
+    send(binary::redeem(s, c, &f.client_id, &f.code, &f.verifier)).await
 }
 
 fn refused(a: &binary::Answer) -> bool {
@@ -419,14 +398,7 @@ async fn check(
             Err(e) if e.contains("429") => continue,
             Err(e) => panic!("a code after restart: {e}"),
         };
-        let form = [
-            ("grant_type", "authorization_code"),
-            ("code", code.as_str()),
-            ("code_verifier", verifier.as_str()),
-            ("client_id", client_id.as_str()),
-            ("redirect_uri", binary::REDIRECT),
-        ];
-        let r = send(binary::token(s, &c, &form))
+        let r = send(binary::redeem(s, &c, &client_id, &code, &verifier))
             .await
             .expect("redeem after restart");
         assert_eq!(r.0, StatusCode::OK, "{}", r.2);
