@@ -326,6 +326,12 @@ fn live_consent_scope(
     }
 }
 
+/// Whether a consent's `granted` scopes cover every scope string of `scopes` (see
+/// [`within_approval`]).
+fn approves_all(granted: &str, scopes: &[&str]) -> bool {
+    scopes.iter().all(|held| within_approval(granted, held))
+}
+
 /// Why the grant behind `consent_id` does not allow issuing `scopes` now, if it does not:
 /// locks the consent row (see [`lock_live_consent`]) and checks every scope string given.
 async fn grant_refusal(
@@ -335,7 +341,7 @@ async fn grant_refusal(
     scopes: &[&str],
 ) -> Result<Option<GrantRefusal>, StoreError> {
     Ok(match lock_live_consent(tx, dialect, consent_id).await? {
-        Ok(granted) if scopes.iter().all(|held| within_approval(&granted, held)) => None,
+        Ok(granted) if approves_all(&granted, scopes) => None,
         Ok(_) => Some(GrantRefusal::ScopeExceedsApproval),
         Err(refusal) => Some(refusal),
     })
@@ -646,11 +652,7 @@ impl Store {
         new: &NewTokens,
         now: i64,
     ) -> Result<Rotation, StoreError> {
-        let covers = |granted: &str| {
-            [&state.scope, &new.scope]
-                .iter()
-                .all(|held| within_approval(granted, held))
-        };
+        let covers = |granted: &str| approves_all(granted, &[&state.scope, &new.scope]);
         let mut consent_scope = state.consent_scope.clone();
         // A second try only when the consent's scope changed in between (approved again,
         // widened) and still covers: the first try's guard saw another scope string.
