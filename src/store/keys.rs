@@ -5,6 +5,7 @@
 use sqlx::FromRow;
 use sqlx::any::AnyRow;
 
+use super::in_place::{self, FromSqliteRow};
 use super::{JsonStrings, Store, StoreError, new_id};
 use crate::domain::api_key::LAST_USED_INTERVAL_SECS;
 use crate::domain::secret::TokenHash;
@@ -82,6 +83,25 @@ struct KeyLookup {
     #[sqlx(flatten)]
     grant: KeyGrant,
     expires_at: Option<i64>,
+}
+
+impl FromSqliteRow for KeyLookup {
+    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        let ips = row.as_ref().column_index("allowed_ips")?;
+        Ok(KeyLookup {
+            grant: KeyGrant {
+                id: row.get("id")?,
+                account_id: row.get("account_id")?,
+                project_id: row.get("project_id")?,
+                scope: row.get("scope")?,
+                allowed_ips: Vec::try_from(JsonStrings(row.get(ips)?))
+                    .map_err(|e| in_place::conversion(ips, e))?,
+                last_used_at: row.get("last_used_at")?,
+                calls_per_hour: row.get("calls_per_hour")?,
+            },
+            expires_at: row.get("expires_at")?,
+        })
+    }
 }
 
 /// What [`Store::record_key_use`] did.
@@ -324,7 +344,7 @@ impl Store {
     ) -> Result<Option<(KeyGrant, Option<i64>)>, StoreError> {
         let (name, hash_column, allowed_ips) =
             (table.name(), table.hash_column(), table.allowed_ips());
-        let row: Option<KeyLookup> = sqlx::query_as(&format!(
+        let sql = format!(
             "SELECT c.id AS id, c.account_id AS account_id, c.project_id AS project_id, \
              c.scope AS scope, {allowed_ips} AS allowed_ips, c.last_used_at AS last_used_at, \
              c.expires_at AS expires_at, a.calls_per_hour AS calls_per_hour \
@@ -335,11 +355,19 @@ impl Store {
              WHERE c.{hash_column} = $1 AND c.revoked_at IS NULL \
              AND (c.expires_at IS NULL OR c.expires_at > $2) AND a.status = 'active' \
              AND (c.project_id IS NULL OR (p.status = 'active' AND m.account_id IS NOT NULL))"
-        ))
-        .bind(hash.as_str())
-        .bind(now)
-        .fetch_optional(self.pool())
-        .await?;
+        );
+        let row: Option<KeyLookup> = match self
+            .read_in_place(|conn| in_place::optional(conn, &sql, &[&hash.as_str(), &now]))
+        {
+            Some(row) => row,
+            None => {
+                sqlx::query_as(&sql)
+                    .bind(hash.as_str())
+                    .bind(now)
+                    .fetch_optional(self.pool())
+                    .await?
+            }
+        };
         Ok(row.map(|r| (r.grant, r.expires_at)))
     }
 

@@ -17,6 +17,7 @@ use crate::domain::secret::TokenHash;
 pub mod accounts;
 pub mod audit;
 pub mod auth_cache;
+pub mod in_place;
 pub mod keys;
 pub mod limits;
 pub mod notes;
@@ -303,6 +304,8 @@ pub struct Store {
     auth_listener_started: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The database URL (`PostgreSQL`: the invalidation listener connects with it).
     url: std::sync::Arc<str>,
+    /// `SQLite` (a file): the connections that run the hot lookups in place ([`in_place`]).
+    in_place: Option<std::sync::Arc<in_place::InPlace>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -371,6 +374,10 @@ impl Store {
             write_turns: std::sync::Arc::new(tokio::sync::Semaphore::new(1)),
             rotations: Default::default(),
             auth_listener_started: Default::default(),
+            in_place: match backend {
+                Backend::Sqlite => in_place::InPlace::for_url(&url).map(std::sync::Arc::new),
+                Backend::Postgres => None,
+            },
             url: url.as_str().into(),
         })
     }
@@ -456,6 +463,29 @@ impl Store {
     /// The permits of full-text searches ([`search_permits`]).
     pub(crate) fn searches(&self) -> &tokio::sync::Semaphore {
         &self.searches
+    }
+
+    /// Runs `read` in place on `SQLite` ([`in_place`]): `Some` with its answer, `None` on
+    /// `PostgreSQL`, for an in-memory database, or when it could not be answered in place, in
+    /// which case the caller asks the pool.
+    pub(crate) fn read_in_place<T>(
+        &self,
+        read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
+    ) -> Option<T> {
+        self.in_place.as_ref()?.read(read)
+    }
+
+    /// How many lookups ran in place and how many were asked of the pool after failing there
+    /// (`None`: this store reads only through the pool).
+    pub fn in_place_stats(&self) -> Option<in_place::InPlaceStats> {
+        self.in_place.as_ref().map(|reads| reads.stats())
+    }
+
+    /// This store with every read through the pool (a comparison of the two ways of reading).
+    #[must_use]
+    pub fn without_in_place_reads(mut self) -> Store {
+        self.in_place = None;
+        self
     }
 
     /// Which engine this store talks to.

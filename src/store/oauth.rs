@@ -13,6 +13,7 @@
 //! still covers the scope being issued (RFC 7009 §2.1, RFC 6749 §3.3); a concurrent revocation
 //! either waits for the redemption (and then revokes what it issued) or makes it fail.
 
+use super::in_place::{self, FromSqliteRow};
 use super::rotations::RotationWrite;
 use super::{Backend, Flag, JsonStrings, JsonText, Store, StoreError, StoredHash, WriteTx, new_id};
 use crate::domain::refresh::RefreshFacts;
@@ -48,6 +49,36 @@ pub struct ClientRecord {
     pub can_introspect: bool,
     /// Unix seconds.
     pub created_at: i64,
+}
+
+/// The registered client whose `client_id` is `$1`: a [`ClientRecord`].
+const CLIENT_LOOKUP: &str = "SELECT client_id, client_secret_hash, auth_method, client_name, redirect_uris, grant_types, scope, \
+     metadata, can_introspect, created_at FROM oauth_clients WHERE client_id = $1";
+
+impl FromSqliteRow for ClientRecord {
+    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        let json_strings = |column: &str| -> rusqlite::Result<Vec<String>> {
+            let index = row.as_ref().column_index(column)?;
+            Vec::try_from(JsonStrings(row.get::<_, Option<String>>(index)?))
+                .map_err(|e| in_place::conversion(index, e))
+        };
+        let metadata_index = row.as_ref().column_index("metadata")?;
+        Ok(ClientRecord {
+            client_id: row.get("client_id")?,
+            client_secret_hash: row
+                .get::<_, Option<String>>("client_secret_hash")?
+                .map(TokenHash::from_hex),
+            token_endpoint_auth_method: row.get("auth_method")?,
+            client_name: row.get("client_name")?,
+            redirect_uris: json_strings("redirect_uris")?,
+            grant_types: json_strings("grant_types")?,
+            scope: row.get("scope")?,
+            metadata: serde_json::from_str(&row.get::<_, String>(metadata_index)?)
+                .map_err(|e| in_place::conversion(metadata_index, e))?,
+            can_introspect: row.get::<_, i64>("can_introspect")? != 0,
+            created_at: row.get("created_at")?,
+        })
+    }
 }
 
 /// Whether `held` (space-delimited scopes of a code, family or token) stays within `granted`
@@ -190,6 +221,43 @@ pub struct RefreshState {
     pub successor_used: bool,
 }
 
+/// The refresh token whose hash is `$1` with its family, consent and account: a
+/// [`RefreshState`] (its `within_approval` still to be worked out).
+const REFRESH_LOOKUP: &str = "SELECT f.id AS family_id, f.consent_id AS consent_id, f.client_id AS client_id, \
+     f.account_id AS account_id, f.scope AS scope, f.resource AS resource, f.issuer AS issuer, \
+     c.scope AS consent_scope, f.revoked_at IS NOT NULL AS family_revoked, \
+     a.status = 'active' AS account_active, c.revoked_at IS NOT NULL AS consent_revoked, \
+     r.rotated_at AS rotated_at, r.successor_sealed AS successor_sealed, \
+     s.rotated_at IS NOT NULL AS successor_used \
+     FROM refresh_tokens r \
+     JOIN token_families f ON f.id = r.family_id \
+     JOIN accounts a ON a.id = f.account_id \
+     JOIN consents c ON c.id = f.consent_id \
+     LEFT JOIN refresh_tokens s ON s.token_hash = r.successor_hash \
+     WHERE r.token_hash = $1";
+
+impl FromSqliteRow for RefreshState {
+    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(RefreshState {
+            family_id: row.get("family_id")?,
+            consent_id: row.get("consent_id")?,
+            client_id: row.get("client_id")?,
+            account_id: row.get("account_id")?,
+            scope: row.get("scope")?,
+            resource: row.get("resource")?,
+            consent_scope: row.get("consent_scope")?,
+            issuer: row.get("issuer")?,
+            within_approval: false,
+            family_revoked: row.get::<_, i64>("family_revoked")? != 0,
+            account_active: row.get::<_, i64>("account_active")? != 0,
+            consent_revoked: row.get::<_, i64>("consent_revoked")? != 0,
+            rotated_at: row.get("rotated_at")?,
+            successor_sealed: row.get("successor_sealed")?,
+            successor_used: row.get::<_, i64>("successor_used")? != 0,
+        })
+    }
+}
+
 impl RefreshState {
     /// What the refresh rule ([`crate::domain::refresh::decide`]) needs of this state.
     pub fn facts(&self) -> RefreshFacts {
@@ -239,6 +307,45 @@ struct AccessRow {
     grant: AccessGrant,
     family_scope: String,
     consent_scope: String,
+}
+
+/// The live access token whose hash is `$1` at `$2` (Unix seconds), with its family's and
+/// consent's scopes: an [`AccessRow`].
+const ACCESS_LOOKUP: &str = "SELECT t.account_id AS account_id, t.client_id AS client_id, t.scope AS scope, t.audience AS resource, \
+     t.created_at AS issued_at, t.expires_at AS expires_at, t.family_id AS family_id, \
+     f.scope AS family_scope, c.scope AS consent_scope, \
+     s.client_id IS NOT NULL AS service, s.project_id AS project_id, \
+     a.calls_per_hour AS calls_per_hour \
+     FROM access_tokens t \
+     JOIN token_families f ON f.id = t.family_id \
+     JOIN consents c ON c.id = f.consent_id \
+     JOIN accounts a ON a.id = t.account_id \
+     LEFT JOIN service_clients s ON s.family_id = t.family_id \
+     LEFT JOIN projects p ON p.id = s.project_id \
+     LEFT JOIN memberships m ON m.project_id = s.project_id AND m.account_id = t.account_id \
+     WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > $2 \
+     AND f.revoked_at IS NULL AND c.revoked_at IS NULL AND a.status = 'active' \
+     AND (s.project_id IS NULL OR (p.status = 'active' AND m.account_id IS NOT NULL))";
+
+impl FromSqliteRow for AccessRow {
+    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(AccessRow {
+            grant: AccessGrant {
+                account_id: row.get("account_id")?,
+                client_id: row.get("client_id")?,
+                scope: row.get("scope")?,
+                resource: row.get("resource")?,
+                issued_at: row.get("issued_at")?,
+                expires_at: row.get("expires_at")?,
+                family_id: row.get("family_id")?,
+                service: row.get::<_, i64>("service")? != 0,
+                project_id: row.get("project_id")?,
+                calls_per_hour: row.get("calls_per_hour")?,
+            },
+            family_scope: row.get("family_scope")?,
+            consent_scope: row.get("consent_scope")?,
+        })
+    }
 }
 
 /// A client the account has granted, for the connected-apps page.
@@ -372,13 +479,15 @@ impl Store {
 
     /// The client with this `client_id`, if registered.
     pub async fn client(&self, client_id: &str) -> Result<Option<ClientRecord>, StoreError> {
-        Ok(sqlx::query_as(
-            "SELECT client_id, client_secret_hash, auth_method, client_name, redirect_uris, grant_types, scope, \
-             metadata, can_introspect, created_at FROM oauth_clients WHERE client_id = $1",
-        )
-        .bind(client_id)
-        .fetch_optional(self.pool())
-        .await?)
+        if let Some(found) =
+            self.read_in_place(|conn| in_place::optional(conn, CLIENT_LOOKUP, &[&client_id]))
+        {
+            return Ok(found);
+        }
+        Ok(sqlx::query_as(CLIENT_LOOKUP)
+            .bind(client_id)
+            .fetch_optional(self.pool())
+            .await?)
     }
 
     /// The live consent of `account_id` for `client_id` at `redirect_uri`, if any.
@@ -606,23 +715,17 @@ impl Store {
         &self,
         hash: &TokenHash,
     ) -> Result<Option<RefreshState>, StoreError> {
-        let row: Option<RefreshState> = sqlx::query_as(
-            "SELECT f.id AS family_id, f.consent_id AS consent_id, f.client_id AS client_id, \
-             f.account_id AS account_id, f.scope AS scope, f.resource AS resource, f.issuer AS issuer, \
-             c.scope AS consent_scope, f.revoked_at IS NOT NULL AS family_revoked, \
-             a.status = 'active' AS account_active, c.revoked_at IS NOT NULL AS consent_revoked, \
-             r.rotated_at AS rotated_at, r.successor_sealed AS successor_sealed, \
-             s.rotated_at IS NOT NULL AS successor_used \
-             FROM refresh_tokens r \
-             JOIN token_families f ON f.id = r.family_id \
-             JOIN accounts a ON a.id = f.account_id \
-             JOIN consents c ON c.id = f.consent_id \
-             LEFT JOIN refresh_tokens s ON s.token_hash = r.successor_hash \
-             WHERE r.token_hash = $1",
-        )
-        .bind(hash.as_str())
-        .fetch_optional(self.pool())
-        .await?;
+        let row: Option<RefreshState> = match self
+            .read_in_place(|conn| in_place::optional(conn, REFRESH_LOOKUP, &[&hash.as_str()]))
+        {
+            Some(row) => row,
+            None => {
+                sqlx::query_as(REFRESH_LOOKUP)
+                    .bind(hash.as_str())
+                    .fetch_optional(self.pool())
+                    .await?
+            }
+        };
         Ok(row.map(|mut state| {
             state.within_approval = within_approval(&state.consent_scope, &state.scope);
             state
@@ -714,27 +817,18 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<Option<AccessGrant>, StoreError> {
-        let row: Option<AccessRow> = sqlx::query_as(
-            "SELECT t.account_id AS account_id, t.client_id AS client_id, t.scope AS scope, t.audience AS resource, \
-             t.created_at AS issued_at, t.expires_at AS expires_at, t.family_id AS family_id, \
-             f.scope AS family_scope, c.scope AS consent_scope, \
-             s.client_id IS NOT NULL AS service, s.project_id AS project_id, \
-             a.calls_per_hour AS calls_per_hour \
-             FROM access_tokens t \
-             JOIN token_families f ON f.id = t.family_id \
-             JOIN consents c ON c.id = f.consent_id \
-             JOIN accounts a ON a.id = t.account_id \
-             LEFT JOIN service_clients s ON s.family_id = t.family_id \
-             LEFT JOIN projects p ON p.id = s.project_id \
-             LEFT JOIN memberships m ON m.project_id = s.project_id AND m.account_id = t.account_id \
-             WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > $2 \
-             AND f.revoked_at IS NULL AND c.revoked_at IS NULL AND a.status = 'active' \
-             AND (s.project_id IS NULL OR (p.status = 'active' AND m.account_id IS NOT NULL))",
-        )
-        .bind(hash.as_str())
-        .bind(now)
-        .fetch_optional(self.pool())
-        .await?;
+        let row: Option<AccessRow> = match self
+            .read_in_place(|conn| in_place::optional(conn, ACCESS_LOOKUP, &[&hash.as_str(), &now]))
+        {
+            Some(row) => row,
+            None => {
+                sqlx::query_as(ACCESS_LOOKUP)
+                    .bind(hash.as_str())
+                    .bind(now)
+                    .fetch_optional(self.pool())
+                    .await?
+            }
+        };
         let Some(row) = row else {
             return Ok(None);
         };

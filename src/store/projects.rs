@@ -1,5 +1,6 @@
 //! Projects and memberships.
 
+use super::in_place::{self, FromSqliteRow};
 use super::{Flag, Store, StoreError, new_id};
 use crate::domain::account::Role;
 use crate::domain::principal::Principal;
@@ -17,6 +18,30 @@ pub struct ProjectMembership {
     pub role: Role,
     /// Unix seconds.
     pub created_at: i64,
+}
+
+/// The active projects of account `$1` with its role in each, oldest first: rows of
+/// [`ProjectMembership`].
+const PROJECTS_OF_ACCOUNT: &str = "SELECT p.id AS id, p.name AS name, m.role AS role, p.created_at AS created_at \
+     FROM memberships m JOIN projects p ON p.id = m.project_id \
+     WHERE m.account_id = $1 AND p.status = 'active' ORDER BY p.created_at, p.id";
+
+/// Account `$1`'s membership in the active project `$2`: a [`ProjectMembership`].
+const MEMBERSHIP: &str = "SELECT p.id AS id, p.name AS name, m.role AS role, p.created_at AS created_at \
+     FROM memberships m JOIN projects p ON p.id = m.project_id \
+     WHERE m.account_id = $1 AND m.project_id = $2 AND p.status = 'active'";
+
+impl FromSqliteRow for ProjectMembership {
+    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        let role = row.as_ref().column_index("role")?;
+        Ok(ProjectMembership {
+            project_id: row.get("id")?,
+            name: row.get("name")?,
+            role: Role::try_from(row.get::<_, String>(role)?)
+                .map_err(|e| in_place::conversion(role, e))?,
+            created_at: row.get("created_at")?,
+        })
+    }
 }
 
 /// A project on the console's home page.
@@ -116,14 +141,15 @@ impl Store {
         &self,
         account_id: &str,
     ) -> Result<Vec<ProjectMembership>, StoreError> {
-        Ok(sqlx::query_as(
-            "SELECT p.id AS id, p.name AS name, m.role AS role, p.created_at AS created_at \
-             FROM memberships m JOIN projects p ON p.id = m.project_id \
-             WHERE m.account_id = $1 AND p.status = 'active' ORDER BY p.created_at, p.id",
-        )
-        .bind(account_id)
-        .fetch_all(self.pool())
-        .await?)
+        if let Some(found) =
+            self.read_in_place(|conn| in_place::all(conn, PROJECTS_OF_ACCOUNT, &[&account_id]))
+        {
+            return Ok(found);
+        }
+        Ok(sqlx::query_as(PROJECTS_OF_ACCOUNT)
+            .bind(account_id)
+            .fetch_all(self.pool())
+            .await?)
     }
 
     /// The account's membership in one active project; `None` both for a project that does not
@@ -133,15 +159,16 @@ impl Store {
         account_id: &str,
         project_id: &str,
     ) -> Result<Option<ProjectMembership>, StoreError> {
-        Ok(sqlx::query_as(
-            "SELECT p.id AS id, p.name AS name, m.role AS role, p.created_at AS created_at \
-             FROM memberships m JOIN projects p ON p.id = m.project_id \
-             WHERE m.account_id = $1 AND m.project_id = $2 AND p.status = 'active'",
-        )
-        .bind(account_id)
-        .bind(project_id)
-        .fetch_optional(self.pool())
-        .await?)
+        if let Some(found) = self
+            .read_in_place(|conn| in_place::optional(conn, MEMBERSHIP, &[&account_id, &project_id]))
+        {
+            return Ok(found);
+        }
+        Ok(sqlx::query_as(MEMBERSHIP)
+            .bind(account_id)
+            .bind(project_id)
+            .fetch_optional(self.pool())
+            .await?)
     }
 
     /// The active projects `principal` reaches, with its account's role in each, oldest first:

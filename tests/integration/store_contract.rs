@@ -10,7 +10,9 @@ use gatehouse::store::keys::{KeyUse, NewApiKey};
 use gatehouse::store::oauth::{
     ClientRecord, CodeRecord, GrantRefusal, NewTokens, Redeemed, Rotation,
 };
-use gatehouse::store::{Store, StoreError};
+use gatehouse::store::services::NewService;
+use gatehouse::store::urls::NewPersonalUrl;
+use gatehouse::store::{Backend, Store, StoreError};
 
 async fn accounts_contract(store: &Store) {
     let alice = Email::parse("Alice@Example.com").unwrap();
@@ -968,6 +970,273 @@ async fn keys_contract(store: &Store) {
     );
 }
 
+/// The same answer from `a` and `b` (compared through `Debug`, which shows every field).
+fn same<T: std::fmt::Debug>(a: &T, b: &T) {
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+}
+
+/// On `SQLite` the lookups of every authenticated request run in place (`store::in_place`):
+/// each answers exactly what the pool answers, for every column the records hold; a change
+/// committed by another connection is seen by the very next lookup, and a change not yet
+/// committed neither blocks the lookup nor shows; and none of them had to be asked of the
+/// pool instead. On `PostgreSQL` there is nothing in place to compare.
+async fn in_place_lookups_contract(store: &Store, raw: &sqlx::AnyPool) {
+    let Some(before) = store.in_place_stats() else {
+        assert_eq!(
+            store.backend(),
+            Backend::Postgres,
+            "a SQLite file reads in place"
+        );
+        return;
+    };
+    let pooled = store.clone().without_in_place_reads();
+    assert!(pooled.in_place_stats().is_none());
+    let now = 1_000;
+    let owner = new_account(store, "in-place@example.com").await;
+    store
+        .set_account_calls_per_hour(&owner, Some(77))
+        .await
+        .unwrap();
+    let project = store.create_project("In place", &owner, now).await.unwrap();
+
+    // A client with every column filled, and one with the nullable ones empty.
+    let full = ClientRecord {
+        client_id: "in-place-client".into(),
+        client_secret_hash: Some(TokenHash::of("secret")),
+        token_endpoint_auth_method: "client_secret_basic".into(),
+        client_name: Some("Ünïcödé “app”".into()),
+        redirect_uris: vec![CALLBACK.into(), "http://127.0.0.1/cb".into()],
+        grant_types: vec!["authorization_code".into(), "refresh_token".into()],
+        scope: Some("mcp:read mcp:write".into()),
+        metadata: serde_json::json!({"client_name": "x", "nested": {"list": [1, "two", null]}}),
+        can_introspect: true,
+        created_at: now,
+    };
+    store.create_client(&full).await.unwrap();
+    for id in ["in-place-client", "no-such-client"] {
+        let (a, b) = (
+            store.client(id).await.unwrap(),
+            pooled.client(id).await.unwrap(),
+        );
+        same(&a, &b);
+    }
+    let found = store.client("in-place-client").await.unwrap().unwrap();
+    assert_eq!(found.metadata, full.metadata);
+    assert!(found.can_introspect);
+
+    // An access token and its refresh token, fresh and after the refresh token rotated.
+    let (code, tokens) = pending_code(store, &owner, "mcp:read", now, now + 3600).await;
+    assert!(matches!(
+        store.redeem_code(&code, &tokens, now).await.unwrap(),
+        Redeemed::Issued { .. }
+    ));
+    let access = store
+        .authenticate_access_token(&tokens.access_hash, now)
+        .await
+        .unwrap()
+        .expect("a live access token");
+    assert_eq!((access.calls_per_hour, access.service), (Some(77), false));
+    for at in [now, now + 3600] {
+        same(
+            &store
+                .authenticate_access_token(&tokens.access_hash, at)
+                .await
+                .unwrap(),
+            &pooled
+                .authenticate_access_token(&tokens.access_hash, at)
+                .await
+                .unwrap(),
+        );
+    }
+    same(
+        &store.refresh_state(&tokens.refresh_hash).await.unwrap(),
+        &pooled.refresh_state(&tokens.refresh_hash).await.unwrap(),
+    );
+    sqlx::query(
+        "UPDATE refresh_tokens SET rotated_at = $1, successor_sealed = $2 WHERE token_hash = $3",
+    )
+    .bind(now + 1)
+    .bind(vec![0u8, 1, 2, 255])
+    .bind(tokens.refresh_hash.as_str())
+    .execute(raw)
+    .await
+    .unwrap();
+    let rotated = state_of(store, &tokens.refresh_hash).await;
+    assert_eq!(
+        (rotated.rotated_at, rotated.successor_sealed.as_deref()),
+        (Some(now + 1), Some(&[0u8, 1, 2, 255][..]))
+    );
+    same(
+        &Some(rotated),
+        &pooled.refresh_state(&tokens.refresh_hash).await.unwrap(),
+    );
+
+    // A service client's token limited to one project.
+    let service = ClientRecord {
+        client_id: "in-place-service".into(),
+        grant_types: vec!["client_credentials".into()],
+        ..full.clone()
+    };
+    store
+        .create_service_client(
+            &service,
+            &NewService {
+                account_id: &owner,
+                project_id: Some(&project),
+                scope: "mcp:read",
+                resource: "https://mcp.example/mcp",
+                issuer: "https://mcp.example",
+            },
+            now,
+        )
+        .await
+        .unwrap();
+    let service = store
+        .service_client("in-place-service")
+        .await
+        .unwrap()
+        .unwrap();
+    let service_token = TokenHash::of("in-place-service-token");
+    store
+        .insert_service_token(
+            &service,
+            &service_token,
+            "mcp:read",
+            "https://mcp.example/mcp",
+            now,
+            now + 60,
+        )
+        .await
+        .unwrap();
+    let grant = store
+        .authenticate_access_token(&service_token, now)
+        .await
+        .unwrap()
+        .expect("a live service token");
+    assert_eq!(
+        (grant.service, grant.project_id.as_deref()),
+        (true, Some(project.as_str()))
+    );
+    same(
+        &Some(grant),
+        &pooled
+            .authenticate_access_token(&service_token, now)
+            .await
+            .unwrap(),
+    );
+
+    // Projects and memberships, found and not.
+    same(
+        &store.projects_of_account(&owner).await.unwrap(),
+        &pooled.projects_of_account(&owner).await.unwrap(),
+    );
+    assert_eq!(store.projects_of_account(&owner).await.unwrap().len(), 1);
+    for id in [project.as_str(), "no-such-project"] {
+        same(
+            &store.membership(&owner, id).await.unwrap(),
+            &pooled.membership(&owner, id).await.unwrap(),
+        );
+    }
+
+    // API keys (account-wide with an expiry, project-bound with addresses) and a personal URL.
+    let ips = vec!["10.0.0.0/8".to_string(), "2001:db8::/32".to_string()];
+    let (account_key, project_key, url) = (
+        TokenHash::of("in-place-ak"),
+        TokenHash::of("in-place-pk"),
+        TokenHash::of("in-place-url"),
+    );
+    let key = |project_id, allowed_ips, expires_at| NewApiKey {
+        account_id: &owner,
+        project_id,
+        name: "k",
+        scope: "mcp:read mcp:write",
+        allowed_ips,
+        expires_at,
+    };
+    store
+        .create_api_key(&key(None, &[], Some(now + 60)), &account_key, now)
+        .await
+        .unwrap();
+    store
+        .create_api_key(&key(Some(&project), &ips, None), &project_key, now)
+        .await
+        .unwrap();
+    store
+        .create_personal_url(
+            &NewPersonalUrl {
+                account_id: &owner,
+                project_id: Some(&project),
+                name: "u",
+                scope: "mcp:read",
+                expires_at: None,
+            },
+            &url,
+            now,
+        )
+        .await
+        .unwrap();
+    for hash in [&account_key, &project_key, &TokenHash::of("unknown")] {
+        for at in [now, now + 60] {
+            same(
+                &store.authenticate_api_key(hash, at).await.unwrap(),
+                &pooled.authenticate_api_key(hash, at).await.unwrap(),
+            );
+        }
+    }
+    let live = store
+        .authenticate_api_key(&project_key, now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((live.allowed_ips, live.calls_per_hour), (ips, Some(77)));
+    same(
+        &store.authenticate_personal_url(&url, now).await.unwrap(),
+        &pooled.authenticate_personal_url(&url, now).await.unwrap(),
+    );
+    assert!(
+        store
+            .authenticate_personal_url(&url, now)
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // A revocation another connection has begun but not committed neither blocks a lookup nor
+    // shows in it; once committed, the very next lookup refuses the token.
+    let mut revoking = raw.begin().await.unwrap();
+    sqlx::query("UPDATE access_tokens SET revoked_at = $1 WHERE token_hash = $2")
+        .bind(now)
+        .bind(tokens.access_hash.as_str())
+        .execute(&mut *revoking)
+        .await
+        .unwrap();
+    let asked = std::time::Instant::now();
+    assert!(
+        store
+            .authenticate_access_token(&tokens.access_hash, now)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(asked.elapsed() < std::time::Duration::from_secs(1));
+    revoking.commit().await.unwrap();
+    assert!(
+        store
+            .authenticate_access_token(&tokens.access_hash, now)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    let after = store.in_place_stats().unwrap();
+    assert_eq!(
+        after.fallbacks, before.fallbacks,
+        "no lookup fell back to the pool"
+    );
+    // Each of the 24 lookups above ran in place (the pooled store's ran on the pool).
+    assert_eq!(after.reads - before.reads, 24, "{before:?} → {after:?}");
+}
+
 async fn run_contract(db: &TestDb) {
     let store = open_store(&db.url).await.unwrap();
     // Migrating twice is harmless.
@@ -985,6 +1254,13 @@ async fn run_contract(db: &TestDb) {
     concurrent_rotations_contract(&store, db.pool().await).await;
     rotation_after_reapproval_contract(&store).await;
     keys_contract(&store).await;
+    in_place_lookups_contract(&store, db.pool().await).await;
+    if let Some(stats) = store.in_place_stats() {
+        assert_eq!(
+            stats.fallbacks, 0,
+            "no lookup of the contract fell back to the pool"
+        );
+    }
     store.close().await;
 }
 

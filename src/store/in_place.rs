@@ -1,0 +1,324 @@
+//! `SQLite` reads in place: the lookups every authenticated request makes (an access token, an
+//! API key or personal URL, a client, a refresh token, the caller's projects) are asked of
+//! `SQLite` on the calling thread, through read connections of this module (rusqlite over the
+//! same `libsqlite3` that sqlx links), instead of through the pool.
+//!
+//! Why: sqlx runs each `SQLite` statement on its connection's worker thread and hands the
+//! rows back, so every statement costs at least two thread wake-ups, and on a loaded server
+//! those wake-ups (futex, scheduler) took more CPU than `SQLite` itself (docs/benchmarks.md).
+//! A lookup by primary or unique key takes microseconds of CPU; run where it is asked, it
+//! costs no hand-off.
+//!
+//! What keeps it bounded and as correct as the pool:
+//! - Only single-statement reads by key (at most one row, or one account's projects) run
+//!   here; writes and everything else stay on the pool.
+//! - The connections are opened with `PRAGMA query_only = ON`, and `busy_timeout = 0`: in WAL
+//!   mode a reader never waits for writers, and in the rare cases `SQLite` would make it wait
+//!   (a lock held during WAL recovery), the read fails at once with `SQLITE_BUSY` instead of
+//!   sleeping on the runtime.
+//! - Each statement is its own read transaction (autocommit; a statement is reset when its
+//!   read ends), so it sees every transaction committed before it began, by this process or
+//!   any other: a revocation is seen by the very next lookup, as through the pool.
+//! - Any failure (no connection free, the file cannot be opened, `SQLITE_BUSY`, an I/O error,
+//!   a row that does not decode) makes the caller ask the pool instead, which answers as it
+//!   always did (waiting for a busy database, or an error in the protocol's shape). A failed
+//!   connection other than a busy one is closed. [`InPlace::stats`] counts both outcomes.
+//! - At most [`MAX_CONNECTIONS`] connections exist; each is used by one thread at a time and
+//!   never across an `.await`.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use rusqlite::{Connection, OpenFlags, ToSql};
+
+/// Most read connections open at once (a caller finding none free and this many open asks the
+/// pool instead).
+pub const MAX_CONNECTIONS: usize = 8;
+
+/// Prepared statements kept per connection.
+const STATEMENT_CACHE: usize = 32;
+
+/// The placeholder names of the statements (`$1`…), bound by name so that the binding does
+/// not depend on the order in which they first appear in the text.
+const PARAMETERS: [&str; 8] = ["$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8"];
+
+/// How many reads ran in place and how many were handed to the pool after failing here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InPlaceStats {
+    /// Reads answered here.
+    pub reads: u64,
+    /// Reads that failed here and were asked of the pool.
+    pub fallbacks: u64,
+}
+
+/// The read connections of one `SQLite` file (shared by a store's clones).
+#[derive(Debug)]
+pub(crate) struct InPlace {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+    open: AtomicUsize,
+    reads: AtomicU64,
+    fallbacks: AtomicU64,
+}
+
+/// A record read from a row of an in-place statement (the columns named as in the pool's
+/// `sqlx::FromRow` spelling of the same record).
+pub(crate) trait FromSqliteRow: Sized {
+    /// Reads one record; an error makes the caller ask the pool.
+    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self>;
+}
+
+impl InPlace {
+    /// Reads for the `SQLite` database `url` names; `None` for an in-memory database (no other
+    /// connection could see it) or a URL that does not parse.
+    pub(crate) fn for_url(url: &str) -> Option<InPlace> {
+        use std::str::FromStr;
+        if url.contains("mode=memory") || url.contains(":memory:") {
+            return None;
+        }
+        let options = sqlx::sqlite::SqliteConnectOptions::from_str(url).ok()?;
+        let path = options.get_filename().to_path_buf();
+        if path.as_os_str().is_empty() || path.as_os_str() == ":memory:" {
+            return None;
+        }
+        Some(InPlace {
+            path,
+            idle: Mutex::new(Vec::new()),
+            open: AtomicUsize::new(0),
+            reads: AtomicU64::new(0),
+            fallbacks: AtomicU64::new(0),
+        })
+    }
+
+    /// How many reads ran here and how many went to the pool after failing here.
+    pub(crate) fn stats(&self) -> InPlaceStats {
+        InPlaceStats {
+            reads: self.reads.load(Ordering::Relaxed),
+            fallbacks: self.fallbacks.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Runs `read` on a free connection of this file: `Some` with its answer, `None` when it
+    /// could not be answered here (the caller asks the pool).
+    pub(crate) fn read<T>(
+        &self,
+        read: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Option<T> {
+        let Some(conn) = self.take() else {
+            self.fallbacks.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
+        match read(&conn) {
+            Ok(answer) => {
+                self.reads.fetch_add(1, Ordering::Relaxed);
+                self.put_back(conn);
+                Some(answer)
+            }
+            Err(e) => {
+                self.fallbacks.fetch_add(1, Ordering::Relaxed);
+                if is_busy(&e) {
+                    self.put_back(conn);
+                } else {
+                    tracing::debug!(error = %e, "in-place read failed; asking the pool");
+                    self.close(conn);
+                }
+                None
+            }
+        }
+    }
+
+    fn take(&self) -> Option<Connection> {
+        if let Some(conn) = self.idle.lock().ok()?.pop() {
+            return Some(conn);
+        }
+        if self.open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+            self.open.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        match self.connect() {
+            Ok(conn) => Some(conn),
+            Err(e) => {
+                self.open.fetch_sub(1, Ordering::AcqRel);
+                tracing::debug!(error = %e, "in-place read connection not opened");
+                None
+            }
+        }
+    }
+
+    fn connect(&self) -> rusqlite::Result<Connection> {
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(std::time::Duration::ZERO)?;
+        conn.pragma_update(None, "query_only", true)?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        Ok(conn)
+    }
+
+    fn put_back(&self, conn: Connection) {
+        match self.idle.lock() {
+            Ok(mut idle) => idle.push(conn),
+            Err(_) => self.close(conn),
+        }
+    }
+
+    fn close(&self, conn: Connection) {
+        drop(conn);
+        self.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Whether `e` says the database was locked for a moment (`SQLITE_BUSY`, `SQLITE_LOCKED`).
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Prepares `sql` (cached per connection) and binds `params` to `$1`, `$2`, … by name.
+fn bound<'c>(
+    conn: &'c Connection,
+    sql: &str,
+    params: &[&dyn ToSql],
+) -> rusqlite::Result<rusqlite::CachedStatement<'c>> {
+    let mut statement = conn.prepare_cached(sql)?;
+    if params.len() != statement.parameter_count() || params.len() > PARAMETERS.len() {
+        return Err(rusqlite::Error::InvalidParameterCount(
+            params.len(),
+            statement.parameter_count(),
+        ));
+    }
+    for (name, value) in PARAMETERS.iter().zip(params) {
+        let index = statement
+            .parameter_index(name)?
+            .ok_or_else(|| rusqlite::Error::InvalidParameterName((*name).to_string()))?;
+        statement.raw_bind_parameter(index, value)?;
+    }
+    Ok(statement)
+}
+
+/// The first row of `sql` with `params` as a `T`, if any.
+pub(crate) fn optional<T: FromSqliteRow>(
+    conn: &Connection,
+    sql: &str,
+    params: &[&dyn ToSql],
+) -> rusqlite::Result<Option<T>> {
+    let mut statement = bound(conn, sql, params)?;
+    let mut rows = statement.raw_query();
+    match rows.next()? {
+        Some(row) => T::from_sqlite(row).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Every row of `sql` with `params` as `T`s.
+pub(crate) fn all<T: FromSqliteRow>(
+    conn: &Connection,
+    sql: &str,
+    params: &[&dyn ToSql],
+) -> rusqlite::Result<Vec<T>> {
+    let mut statement = bound(conn, sql, params)?;
+    let mut rows = statement.raw_query();
+    let mut found = Vec::new();
+    while let Some(row) = rows.next()? {
+        found.push(T::from_sqlite(row)?);
+    }
+    Ok(found)
+}
+
+/// A column conversion that failed (a stored value the record cannot hold).
+pub(crate) fn conversion(
+    column: usize,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, Box::new(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database whose file another connection holds locked: the read does not wait (the
+    /// connections have no busy timeout; rusqlite's default would sleep 5 s on the runtime),
+    /// it is counted as handed to the pool, and its connection is kept for the next read.
+    #[test]
+    fn a_locked_database_hands_the_read_to_the_pool_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let writer = Connection::open(&path).unwrap();
+        // A rollback journal: there, unlike WAL, a writer's exclusive lock shuts readers out.
+        writer
+            .execute_batch("CREATE TABLE t (id TEXT PRIMARY KEY); INSERT INTO t VALUES ('a');")
+            .unwrap();
+        let reads = InPlace::for_url(&format!("sqlite://{}", path.display())).unwrap();
+        let read = |reads: &InPlace| {
+            reads.read(|conn| {
+                let found: Vec<String> = {
+                    let mut statement = bound(conn, "SELECT id FROM t WHERE id = $1", &[&"a"])?;
+                    let mut rows = statement.raw_query();
+                    let mut found = Vec::new();
+                    while let Some(row) = rows.next()? {
+                        found.push(row.get(0)?);
+                    }
+                    found
+                };
+                Ok(found)
+            })
+        };
+        assert_eq!(read(&reads), Some(vec!["a".to_string()]));
+
+        writer
+            .execute_batch("BEGIN EXCLUSIVE; DELETE FROM t;")
+            .unwrap();
+        let asked = std::time::Instant::now();
+        assert_eq!(read(&reads), None);
+        assert!(asked.elapsed() < std::time::Duration::from_millis(500));
+        assert_eq!(
+            reads.stats(),
+            InPlaceStats {
+                reads: 1,
+                fallbacks: 1
+            }
+        );
+        assert_eq!(
+            reads.open.load(Ordering::Relaxed),
+            1,
+            "the busy connection was kept"
+        );
+
+        writer.execute_batch("COMMIT").unwrap();
+        assert_eq!(
+            read(&reads),
+            Some(Vec::new()),
+            "the committed delete is seen at once"
+        );
+        assert_eq!(reads.open.load(Ordering::Relaxed), 1);
+    }
+
+    /// Parameters are bound by their names, whatever order they first appear in, and a
+    /// statement given the wrong number of them fails instead of reading with one unbound.
+    #[test]
+    fn parameters_bind_by_name() {
+        let conn = Connection::open_in_memory().unwrap();
+        let mut statement = bound(&conn, "SELECT $2 || '-' || $1", &[&"one", &"two"]).unwrap();
+        let mut rows = statement.raw_query();
+        let joined: String = rows.next().unwrap().unwrap().get(0).unwrap();
+        assert_eq!(joined, "two-one");
+        drop(rows);
+        assert!(matches!(
+            bound(&conn, "SELECT $1, $2", &[&"one"]),
+            Err(rusqlite::Error::InvalidParameterCount(1, 2))
+        ));
+    }
+
+    /// No in-place reads for a database only the pool's connections could see.
+    #[test]
+    fn an_in_memory_database_reads_through_the_pool() {
+        assert!(InPlace::for_url("sqlite::memory:").is_none());
+        assert!(InPlace::for_url("sqlite://x.db?mode=memory").is_none());
+        assert!(InPlace::for_url("sqlite://gatehouse.db?mode=rwc").is_some());
+    }
+}
