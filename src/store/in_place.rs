@@ -29,12 +29,21 @@
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
 
 use rusqlite::{Connection, OpenFlags, ToSql};
 
 /// Most read connections open at once (a caller finding none free and this many open asks the
 /// pool instead).
 pub const MAX_CONNECTIONS: usize = 8;
+
+/// How long after its file was last found read-only or unopenable (`SQLITE_READONLY`,
+/// `SQLITE_IOERR`, `SQLITE_CANTOPEN`) every read goes through the pool, with no connection of
+/// this module left open. `SQLite` shares one shared-memory index per file among a process's
+/// connections, read-only if the first of them opened it on a read-only file system, for as
+/// long as any of them stays open; the pool recovers by replacing its connections one by one
+/// (`store::note_cannot_write`), which works only if no connection here holds that index.
+pub const UNWRITABLE_PAUSE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Prepared statements kept per connection.
 const STATEMENT_CACHE: usize = 32;
@@ -56,10 +65,15 @@ pub struct InPlaceStats {
 #[derive(Debug)]
 pub(crate) struct InPlace {
     path: PathBuf,
-    idle: Mutex<Vec<Connection>>,
+    /// Free connections, each with when it was opened.
+    idle: Mutex<Vec<(Connection, Instant)>>,
     open: AtomicUsize,
     reads: AtomicU64,
     fallbacks: AtomicU64,
+    /// Whether this process found its `SQLite` file read-only or unopenable less than the
+    /// given time ago (`store::cannot_write_within`; its own in unit tests, since that record
+    /// is one per process).
+    unwritable_within: fn(std::time::Duration) -> bool,
 }
 
 /// A record read from a row of an in-place statement (the columns named as in the pool's
@@ -88,6 +102,7 @@ impl InPlace {
             open: AtomicUsize::new(0),
             reads: AtomicU64::new(0),
             fallbacks: AtomicU64::new(0),
+            unwritable_within: super::cannot_write_within,
         })
     }
 
@@ -105,20 +120,28 @@ impl InPlace {
         &self,
         read: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Option<T> {
-        let Some(conn) = self.take() else {
+        if (self.unwritable_within)(UNWRITABLE_PAUSE) {
+            // Every connection a process opens on one file shares `SQLite`'s view of its
+            // shared-memory index, read-only when it was first opened read-only; none of ours
+            // may keep that alive while the pool replaces its own (see `UNWRITABLE_PAUSE`).
+            self.close_idle();
+            self.fallbacks.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        let Some((conn, opened)) = self.take() else {
             self.fallbacks.fetch_add(1, Ordering::Relaxed);
             return None;
         };
         match read(&conn) {
             Ok(answer) => {
                 self.reads.fetch_add(1, Ordering::Relaxed);
-                self.put_back(conn);
+                self.put_back(conn, opened);
                 Some(answer)
             }
             Err(e) => {
                 self.fallbacks.fetch_add(1, Ordering::Relaxed);
                 if is_busy(&e) {
-                    self.put_back(conn);
+                    self.put_back(conn, opened);
                 } else {
                     tracing::debug!(error = %e, "in-place read failed; asking the pool");
                     self.close(conn);
@@ -128,16 +151,23 @@ impl InPlace {
         }
     }
 
-    fn take(&self) -> Option<Connection> {
-        if let Some(conn) = self.idle.lock().ok()?.pop() {
-            return Some(conn);
+    fn take(&self) -> Option<(Connection, Instant)> {
+        loop {
+            let Some((conn, opened)) = self.idle.lock().ok()?.pop() else {
+                break;
+            };
+            if super::opened_before_cannot_write(opened.elapsed()) {
+                self.close(conn);
+            } else {
+                return Some((conn, opened));
+            }
         }
         if self.open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
             self.open.fetch_sub(1, Ordering::AcqRel);
             return None;
         }
         match self.connect() {
-            Ok(conn) => Some(conn),
+            Ok(conn) => Some((conn, Instant::now())),
             Err(e) => {
                 self.open.fetch_sub(1, Ordering::AcqRel);
                 tracing::debug!(error = %e, "in-place read connection not opened");
@@ -157,10 +187,28 @@ impl InPlace {
         Ok(conn)
     }
 
-    fn put_back(&self, conn: Connection) {
+    /// Keeps `conn` for the next read, unless it was opened before its file was last found
+    /// read-only or unopenable: such a connection is closed, as the pool closes its own
+    /// ([`super::opened_before_cannot_write`]), so that nothing opened while the file system
+    /// was read-only outlives it.
+    fn put_back(&self, conn: Connection, opened: Instant) {
+        if super::opened_before_cannot_write(opened.elapsed()) {
+            self.close(conn);
+            return;
+        }
         match self.idle.lock() {
-            Ok(mut idle) => idle.push(conn),
+            Ok(mut idle) => idle.push((conn, opened)),
             Err(_) => self.close(conn),
+        }
+    }
+
+    fn close_idle(&self) {
+        let idle = match self.idle.lock() {
+            Ok(mut idle) => std::mem::take(&mut *idle),
+            Err(_) => return,
+        };
+        for (conn, _) in idle {
+            self.close(conn);
         }
     }
 
@@ -253,7 +301,10 @@ mod tests {
         writer
             .execute_batch("CREATE TABLE t (id TEXT PRIMARY KEY); INSERT INTO t VALUES ('a');")
             .unwrap();
-        let reads = InPlace::for_url(&format!("sqlite://{}", path.display())).unwrap();
+        let reads = InPlace {
+            unwritable_within: |_| false,
+            ..InPlace::for_url(&format!("sqlite://{}", path.display())).unwrap()
+        };
         let read = |reads: &InPlace| {
             reads.read(|conn| {
                 let found: Vec<String> = {
@@ -273,7 +324,7 @@ mod tests {
         writer
             .execute_batch("BEGIN EXCLUSIVE; DELETE FROM t;")
             .unwrap();
-        let asked = std::time::Instant::now();
+        let asked = Instant::now();
         assert_eq!(read(&reads), None);
         assert!(asked.elapsed() < std::time::Duration::from_millis(500));
         assert_eq!(
@@ -312,6 +363,39 @@ mod tests {
             bound(&conn, "SELECT $1, $2", &[&"one"]),
             Err(rusqlite::Error::InvalidParameterCount(1, 2))
         ));
+    }
+
+    /// For a while after the file was found unwritable, every read goes to the pool and no
+    /// connection of ours stays open (`UNWRITABLE_PAUSE`).
+    #[test]
+    fn a_file_found_unwritable_closes_every_connection_and_reads_through_the_pool() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        Connection::open(&path).unwrap();
+        let url = format!("sqlite://{}", path.display());
+        let mut reads = InPlace {
+            unwritable_within: |_| false,
+            ..InPlace::for_url(&url).unwrap()
+        };
+        let one = |reads: &InPlace| {
+            reads.read(|conn| conn.query_row("SELECT 1", [], |r| r.get::<_, i64>(0)))
+        };
+        assert_eq!(one(&reads), Some(1));
+        assert_eq!(reads.open.load(Ordering::Relaxed), 1);
+        reads.unwritable_within = |within| within == UNWRITABLE_PAUSE;
+        assert_eq!(one(&reads), None);
+        assert_eq!(
+            reads.open.load(Ordering::Relaxed),
+            0,
+            "the idle connection was closed"
+        );
+        assert_eq!(
+            reads.stats(),
+            InPlaceStats {
+                reads: 1,
+                fallbacks: 1
+            }
+        );
     }
 
     /// No in-place reads for a database only the pool's connections could see.

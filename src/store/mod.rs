@@ -134,6 +134,15 @@ fn note_cannot_write() {
     }
 }
 
+/// Whether the last [`note_cannot_write`] was less than `within` ago.
+pub(super) fn cannot_write_within(within: Duration) -> bool {
+    CANNOT_WRITE_SEEN
+        .lock()
+        .ok()
+        .and_then(|seen| *seen)
+        .is_some_and(|at| at.elapsed() < within)
+}
+
 /// Whether a connection of age `age` was opened before the last [`note_cannot_write`].
 pub(super) fn opened_before_cannot_write(age: Duration) -> bool {
     CANNOT_WRITE_SEEN
