@@ -145,8 +145,10 @@ pub struct Config {
     pub openai_apps_challenge: Option<String>,
     /// `GATEHOUSE_OAUTH`: `false` when set to `off` (API keys only; no OAuth routes).
     pub oauth_enabled: bool,
-    /// `GATEHOUSE_AUTH_CACHE`: `true` when set to `on` (default off): the validation cache of
-    /// credential lookups (docs/architecture.md "Validation cache").
+    /// `GATEHOUSE_AUTH_CACHE`: whether the validation cache of credential lookups is used
+    /// (docs/architecture.md "Validation cache"); `on` or `off`, by default on with
+    /// `PostgreSQL` (a hit saves the lookup's round trip) and off with `SQLite` (its lookups
+    /// read in place, which costs what checking the cache's generation row would).
     pub auth_cache: bool,
     /// `GATEHOUSE_ALLOWED_ORIGINS`: origins allowed to call the MCP route.
     pub allowed_origins: AllowedOrigins,
@@ -275,7 +277,7 @@ impl Config {
         let database_url = get("DATABASE_URL")
             .unwrap_or(DEFAULT_DATABASE_URL)
             .to_string();
-        crate::store::Backend::from_url(&database_url)
+        let backend = crate::store::Backend::from_url(&database_url)
             .map_err(|m| ConfigError::new("DATABASE_URL", m))?;
 
         let bind_raw = get("GATEHOUSE_BIND").unwrap_or("127.0.0.1:8080");
@@ -309,7 +311,7 @@ impl Config {
         };
 
         let auth_cache = match get("GATEHOUSE_AUTH_CACHE").map(str::to_ascii_lowercase) {
-            None => false,
+            None => backend == crate::store::Backend::Postgres,
             Some(v) if v == "on" || v == "true" || v == "1" => true,
             Some(v) if v == "off" || v == "false" || v == "0" => false,
             Some(v) => {
@@ -662,6 +664,25 @@ mod tests {
             c.protected_resource_metadata_url(),
             "http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp"
         );
+    }
+
+    /// The validation cache is on by default with `PostgreSQL` only, and either way when set.
+    #[test]
+    fn the_validation_cache_defaults_to_on_with_postgresql_only() {
+        let pg = "postgres://u@db.example/gatehouse";
+        let cache = |pairs: &[(&str, &str)]| Config::from_vars(&vars(pairs)).unwrap().auth_cache;
+        assert!(!cache(&[]));
+        assert!(!cache(&[("DATABASE_URL", "sqlite://g.db")]));
+        assert!(cache(&[("DATABASE_URL", pg)]));
+        assert!(!cache(&[
+            ("DATABASE_URL", pg),
+            ("GATEHOUSE_AUTH_CACHE", "off")
+        ]));
+        assert!(cache(&[
+            ("DATABASE_URL", "sqlite://g.db"),
+            ("GATEHOUSE_AUTH_CACHE", "on")
+        ]));
+        assert!(Config::from_vars(&vars(&[("GATEHOUSE_AUTH_CACHE", "maybe")])).is_err());
     }
 
     #[test]

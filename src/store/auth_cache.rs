@@ -1,8 +1,8 @@
 //! The validation cache: live credential lookups (access token, API key, personal URL → grant)
 //! kept in this process for a few seconds, so that a request with a credential seen a moment
-//! ago does not run the lookup's join again. Off unless `GATEHOUSE_AUTH_CACHE=on`
-//! ([`Store::set_auth_cache`]; why: docs/architecture.md "Validation cache"); while off every
-//! lookup goes to the database. Revocation can never outrun it:
+//! ago does not run the lookup's join again. Used when `GATEHOUSE_AUTH_CACHE` says so (by
+//! default with `PostgreSQL` only; [`Store::set_auth_cache`]; why: docs/architecture.md
+//! "Validation cache"); while off every lookup goes to the database. Revocation can never outrun it:
 //!
 //! - Only live answers are kept, each at most [`CACHE_TTL`] and never past the credential's own
 //!   expiry; at most [`CACHE_CAPACITY`] of them (a full cache keeps what it has and stores
@@ -98,7 +98,7 @@ enum Mode {
 pub(crate) struct AuthCache {
     inner: Mutex<Inner>,
     mode: Mode,
-    /// Whether the cache is used at all (`GATEHOUSE_AUTH_CACHE`; off by default).
+    /// Whether the cache is used at all (`GATEHOUSE_AUTH_CACHE`).
     enabled: AtomicBool,
     /// `PostgreSQL`: the listener is connected and listening.
     listening: AtomicBool,
@@ -245,8 +245,9 @@ impl Store {
         self.auth_cache.invalidate();
     }
 
-    /// Turns the validation cache on or off for this store and its clones (`GATEHOUSE_AUTH_CACHE`;
-    /// off by default: every lookup goes to the database). Turning it off empties it.
+    /// Turns the validation cache on or off for this store and its clones
+    /// (`GATEHOUSE_AUTH_CACHE`; while off every lookup goes to the database). Turning it off
+    /// empties it.
     pub fn set_auth_cache(&self, on: bool) {
         self.auth_cache.invalidate();
         self.auth_cache.enabled.store(on, Ordering::SeqCst);
