@@ -17,7 +17,7 @@ use crate::domain::account::{Email, validate_password};
 use crate::domain::secret::{Secret, TokenKind};
 use crate::oauth::clients::{ClientResolver, HttpsFetcher, MetadataFetcher};
 use crate::password::PasswordPool;
-use crate::state::AppState;
+use crate::state::{AppParts, AppState};
 use crate::store::Store;
 
 /// Content-Security-Policy of every response: nothing may frame our pages, no scripts run.
@@ -143,12 +143,12 @@ impl Application {
         // The database first, the port last: once the port accepts connections, the server is
         // ready (migrated, first account created).
         let store = open_store(&config.database_url).await?;
-        let state = AppState {
+        let state = AppState::new(AppParts {
             passwords: PasswordPool::new(config.password_workers, config.password_queue),
             config: Arc::new(config),
             store,
             clients: Arc::new(ClientResolver::new(Arc::new(HttpsFetcher))),
-        };
+        });
         first_run(&state).await?;
         let listener = TcpListener::bind(state.config.bind).await.map_err(|e| {
             StartupError(format!(
@@ -176,12 +176,12 @@ impl Application {
         fetcher: Arc<dyn MetadataFetcher>,
     ) -> Result<Application, StartupError> {
         let store = open_store(&config.database_url).await?;
-        let state = AppState {
+        let state = AppState::new(AppParts {
             passwords: PasswordPool::new(config.password_workers, config.password_queue),
             config: Arc::new(config),
             store,
             clients: Arc::new(ClientResolver::new(fetcher)),
-        };
+        });
         first_run(&state).await?;
         Self::assemble(state, listener).await
     }
@@ -196,12 +196,12 @@ impl Application {
     pub async fn run_stdio(config: Config, key: Option<String>) -> Result<(), StartupError> {
         let key = crate::mcp::stdio::parse_key(key).map_err(|e| StartupError(e.to_string()))?;
         let store = open_store(&config.database_url).await?;
-        let state = AppState {
+        let state = AppState::new(AppParts {
             passwords: PasswordPool::new(1, 1),
             config: Arc::new(config),
             store,
             clients: Arc::new(ClientResolver::new(Arc::new(HttpsFetcher))),
-        };
+        });
         let audit_writer = state.store.start_audit_writer();
         let served = crate::mcp::stdio::serve(crate::mcp::mcp_state(state), key).await;
         if let Some(writer) = audit_writer {

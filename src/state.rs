@@ -8,9 +8,28 @@ use crate::oauth::clients::ClientResolver;
 use crate::password::PasswordPool;
 use crate::store::Store;
 
-/// Shared state of every handler. Cheap to clone.
+/// Shared state of every handler. Cheap to clone: one shared reference to its [`AppParts`].
 #[derive(Clone, Debug)]
-pub struct AppState {
+pub struct AppState(Arc<AppParts>);
+
+impl AppState {
+    /// The state of `parts`.
+    pub fn new(parts: AppParts) -> AppState {
+        AppState(Arc::new(parts))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = AppParts;
+
+    fn deref(&self) -> &AppParts {
+        &self.0
+    }
+}
+
+/// What an [`AppState`] holds.
+#[derive(Debug)]
+pub struct AppParts {
     /// The configuration read at start.
     pub config: Arc<Config>,
     /// The database.

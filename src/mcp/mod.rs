@@ -64,7 +64,19 @@ pub mod views;
 
 /// What the MCP layers share. Cheap to clone.
 #[derive(Clone)]
-pub struct McpState {
+pub struct McpState(Arc<McpParts>);
+
+impl std::ops::Deref for McpState {
+    type Target = McpParts;
+
+    fn deref(&self) -> &McpParts {
+        &self.0
+    }
+}
+
+/// What an [`McpState`] holds; every layer of the route clones the state per request, so it
+/// is one shared reference rather than one per part.
+pub struct McpParts {
     /// Configuration and storage.
     pub app: AppState,
     /// The tools.
@@ -112,14 +124,14 @@ pub fn mcp_state(state: AppState) -> McpState {
         Err(e) => panic!("refusing to start: {e}"),
     };
     let config = state.config.clone();
-    McpState {
+    McpState(Arc::new(McpParts {
         app: state,
         catalog,
         hosts: Arc::new(guard::HostPolicy::new(&config)),
         origins: Arc::new(guard::OriginPolicy::new(&config)),
         key_use: Arc::new(auth::KeyUseTracker::default()),
         quotas: Arc::new(quota::QuotaTracker::default()),
-    }
+    }))
 }
 
 /// The MCP routes: the endpoint, and the protected-resource metadata while OAuth is on.

@@ -292,9 +292,23 @@ impl std::ops::DerefMut for WriteTx {
     }
 }
 
-/// The storage handle shared by every part of the server. Cheap to clone.
+/// The storage handle shared by every part of the server. Cheap to clone: one shared
+/// reference to its [`StoreParts`] (every request clones it several times, so one counter
+/// rather than one per part).
 #[derive(Clone)]
-pub struct Store {
+pub struct Store(std::sync::Arc<StoreParts>);
+
+impl std::ops::Deref for Store {
+    type Target = StoreParts;
+
+    fn deref(&self) -> &StoreParts {
+        &self.0
+    }
+}
+
+/// What a [`Store`] holds (its fields are the storage layer's own).
+#[derive(Clone)]
+pub struct StoreParts {
     pool: AnyPool,
     backend: Backend,
     sessions: SessionBackend,
@@ -373,7 +387,7 @@ impl Store {
         // One pool for reads and writes on both engines: a separate one-connection writer pool
         // on SQLite failed the read-only drill (docs/benchmarks.md).
         let sessions = SessionBackend::connect(backend, &url).await?;
-        Ok(Store {
+        Ok(Store(std::sync::Arc::new(StoreParts {
             pool,
             backend,
             sessions,
@@ -388,7 +402,7 @@ impl Store {
                 Backend::Postgres => None,
             },
             url: url.as_str().into(),
-        })
+        })))
     }
 
     /// Applies the migrations of this backend's folder and the session table's schema.
@@ -492,9 +506,10 @@ impl Store {
 
     /// This store with every read through the pool (a comparison of the two ways of reading).
     #[must_use]
-    pub fn without_in_place_reads(mut self) -> Store {
-        self.in_place = None;
-        self
+    pub fn without_in_place_reads(self) -> Store {
+        let mut parts = StoreParts::clone(&self.0);
+        parts.in_place = None;
+        Store(std::sync::Arc::new(parts))
     }
 
     /// Which engine this store talks to.
