@@ -52,13 +52,17 @@ const STATEMENT_CACHE: usize = 32;
 /// not depend on the order in which they first appear in the text.
 const PARAMETERS: [&str; 8] = ["$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8"];
 
-/// How many reads ran in place and how many were handed to the pool after failing here.
+/// How many reads ran in place, how many were handed to the pool after failing here, and how
+/// many went to the pool because the file had just been found unwritable.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InPlaceStats {
     /// Reads answered here.
     pub reads: u64,
-    /// Reads that failed here and were asked of the pool.
+    /// Reads that failed here (or found no connection) and were asked of the pool.
     pub fallbacks: u64,
+    /// Reads asked of the pool without trying here, within [`UNWRITABLE_PAUSE`] of the file
+    /// being found unwritable (in this process, whichever store found it).
+    pub paused: u64,
 }
 
 /// The read connections of one `SQLite` file (shared by a store's clones).
@@ -70,6 +74,7 @@ pub(crate) struct InPlace {
     open: AtomicUsize,
     reads: AtomicU64,
     fallbacks: AtomicU64,
+    paused: AtomicU64,
     /// Whether this process found its `SQLite` file read-only or unopenable less than the
     /// given time ago (`store::cannot_write_within`; its own in unit tests, since that record
     /// is one per process).
@@ -102,6 +107,7 @@ impl InPlace {
             open: AtomicUsize::new(0),
             reads: AtomicU64::new(0),
             fallbacks: AtomicU64::new(0),
+            paused: AtomicU64::new(0),
             unwritable_within: super::cannot_write_within,
         })
     }
@@ -111,6 +117,7 @@ impl InPlace {
         InPlaceStats {
             reads: self.reads.load(Ordering::Relaxed),
             fallbacks: self.fallbacks.load(Ordering::Relaxed),
+            paused: self.paused.load(Ordering::Relaxed),
         }
     }
 
@@ -125,7 +132,7 @@ impl InPlace {
             // shared-memory index, read-only when it was first opened read-only; none of ours
             // may keep that alive while the pool replaces its own (see `UNWRITABLE_PAUSE`).
             self.close_idle();
-            self.fallbacks.fetch_add(1, Ordering::Relaxed);
+            self.paused.fetch_add(1, Ordering::Relaxed);
             return None;
         }
         let Some((conn, opened)) = self.take() else {
@@ -331,7 +338,8 @@ mod tests {
             reads.stats(),
             InPlaceStats {
                 reads: 1,
-                fallbacks: 1
+                fallbacks: 1,
+                paused: 0
             }
         );
         assert_eq!(
@@ -393,7 +401,8 @@ mod tests {
             reads.stats(),
             InPlaceStats {
                 reads: 1,
-                fallbacks: 1
+                fallbacks: 0,
+                paused: 1
             }
         );
     }

@@ -1231,10 +1231,17 @@ async fn in_place_lookups_contract(store: &Store, raw: &sqlx::AnyPool) {
     let after = store.in_place_stats().unwrap();
     assert_eq!(
         after.fallbacks, before.fallbacks,
-        "no lookup fell back to the pool"
+        "no lookup failed in place"
     );
-    // Each of the 24 lookups above ran in place (the pooled store's ran on the pool).
-    assert_eq!(after.reads - before.reads, 24, "{before:?} → {after:?}");
+    // Each of the 24 lookups above ran in place (the pooled store's ran on the pool), except
+    // those that came within a few seconds of another test's server, in this same process,
+    // finding its file unwritable (its temporary folder removed while it still ran), which
+    // pauses in-place reads for the whole process.
+    assert_eq!(
+        (after.reads + after.paused) - (before.reads + before.paused),
+        24,
+        "{before:?} → {after:?}"
+    );
 }
 
 async fn run_contract(db: &TestDb) {
@@ -1258,7 +1265,7 @@ async fn run_contract(db: &TestDb) {
     if let Some(stats) = store.in_place_stats() {
         assert_eq!(
             stats.fallbacks, 0,
-            "no lookup of the contract fell back to the pool"
+            "no lookup of the contract failed in place"
         );
     }
     store.close().await;
