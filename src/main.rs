@@ -17,7 +17,7 @@ const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// jemalloc instead of glibc's allocator: under load glibc's `malloc`/`free` and the locks of
 /// its per-thread arenas took about a fifth of the server's CPU (memory freed on another thread
-/// than the one that allocated it); with jemalloc, `tools/call` on SQLite costs about a fifth
+/// than the one that allocated it); with jemalloc, `tools/call` on `SQLite` costs about a fifth
 /// less CPU per call (docs/benchmarks.md "Allocator").
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
