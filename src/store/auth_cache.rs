@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::keys::KeyGrant;
-use super::oauth::AccessGrant;
+use super::oauth::{AccessGrant, ClientRecord};
 use super::{Backend, Store, StoreError};
 use crate::domain::secret::TokenHash;
 
@@ -52,12 +52,14 @@ pub const HEARTBEAT: Duration = Duration::from_millis(500);
 /// How long without hearing anything (heartbeat or invalidation) before the cache is bypassed.
 pub const HEARTBEAT_STALE: Duration = Duration::from_millis(2_000);
 
-/// Which kind of credential a cached answer belongs to (the key of the cache is kind + hash).
+/// Which kind of lookup a cached answer belongs to (the key of the cache is kind + the
+/// credential's hash, or the `client_id` of a client).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Kind {
     AccessToken,
     ApiKey,
     PersonalUrl,
+    Client,
 }
 
 /// A cached live answer.
@@ -65,6 +67,7 @@ enum Kind {
 enum Grant {
     Access(AccessGrant),
     Key(KeyGrant),
+    Client(Box<ClientRecord>),
 }
 
 #[derive(Debug)]
@@ -190,13 +193,13 @@ impl AuthCache {
         }
     }
 
-    fn get(&self, kind: Kind, hash: &TokenHash, now: i64) -> Option<Grant> {
+    fn get(&self, kind: Kind, key: &str, now: i64) -> Option<Grant> {
         let inner = self.lock();
-        let entry = inner.entries.get(&(kind, hash.as_str().to_string()))?;
+        let entry = inner.entries.get(&(kind, key.to_string()))?;
         (now < entry.until).then(|| entry.grant.clone())
     }
 
-    fn put(&self, ticket: Ticket, kind: Kind, hash: &TokenHash, grant: Grant, until: i64) {
+    fn put(&self, ticket: Ticket, kind: Kind, key: &str, grant: Grant, until: i64) {
         let mut inner = self.lock();
         if inner.epoch != ticket.epoch {
             return;
@@ -210,7 +213,7 @@ impl AuthCache {
         }
         inner
             .entries
-            .insert((kind, hash.as_str().to_string()), Entry { grant, until });
+            .insert((kind, key.to_string()), Entry { grant, until });
     }
 
     /// How many answers are cached (for tests and diagnostics).
@@ -230,10 +233,17 @@ impl Store {
         match cache.mode {
             Mode::Notify => Ok(cache.hearing().then(|| cache.ticket())),
             Mode::Generation => {
-                let generation: i64 =
-                    sqlx::query_scalar("SELECT generation FROM auth_generation WHERE id = 1")
-                        .fetch_one(self.pool())
-                        .await?;
+                const GENERATION: &str = "SELECT generation FROM auth_generation WHERE id = 1";
+                let generation: i64 = match self
+                    .read_in_place(|conn| conn.query_row(GENERATION, [], |row| row.get(0)))
+                {
+                    Some(generation) => generation,
+                    None => {
+                        sqlx::query_scalar(GENERATION)
+                            .fetch_one(self.pool())
+                            .await?
+                    }
+                };
                 Ok(cache.at_generation(generation).then(|| cache.ticket()))
             }
         }
@@ -253,6 +263,21 @@ impl Store {
         self.auth_cache.enabled.store(on, Ordering::SeqCst);
     }
 
+    /// How many times this process's validation cache was emptied (by an announcement or
+    /// by the store's own revoking methods); tests wait on it for another process's change
+    /// to be heard.
+    pub fn auth_cache_epoch(&self) -> u64 {
+        self.auth_cache.lock().epoch
+    }
+
+    /// Whether cached answers are being used on the strength of `PostgreSQL` notifications
+    /// (the cache is on, and the listener connected and hearing): a change written by another
+    /// process is then seen once its notification arrives, not before.
+    pub fn auth_cache_waits_for_notifications(&self) -> bool {
+        let cache = &self.auth_cache;
+        cache.enabled.load(Ordering::SeqCst) && cache.mode == Mode::Notify && cache.hearing()
+    }
+
     /// How many live credential lookups this process has cached (diagnostics and tests).
     pub fn cached_credentials(&self) -> usize {
         self.auth_cache.len()
@@ -270,7 +295,8 @@ impl Store {
     ) -> Result<Option<AccessGrant>, StoreError> {
         let ticket = self.auth_ticket().await?;
         if ticket.is_some()
-            && let Some(Grant::Access(grant)) = self.auth_cache.get(Kind::AccessToken, hash, now)
+            && let Some(Grant::Access(grant)) =
+                self.auth_cache.get(Kind::AccessToken, hash.as_str(), now)
             && grant.expires_at > now
         {
             return Ok(Some(grant));
@@ -281,7 +307,7 @@ impl Store {
             self.auth_cache.put(
                 ticket,
                 Kind::AccessToken,
-                hash,
+                hash.as_str(),
                 Grant::Access(grant.clone()),
                 until,
             );
@@ -313,6 +339,33 @@ impl Store {
         self.live_key(Kind::PersonalUrl, hash, now).await
     }
 
+    /// The registered client `client_id` ([`Store::client_lookup`]) through the validation
+    /// cache: a client seen less than [`CACHE_TTL`] seconds ago, with nothing announced since
+    /// (clients are announced when updated or deleted, migration `0014_client_announcements`),
+    /// comes from memory. Unknown clients are never cached.
+    ///
+    /// Errors: [`StoreError::Database`] when the database cannot be asked.
+    pub async fn client(&self, client_id: &str) -> Result<Option<ClientRecord>, StoreError> {
+        let now = super::now();
+        let ticket = self.auth_ticket().await?;
+        if ticket.is_some()
+            && let Some(Grant::Client(client)) = self.auth_cache.get(Kind::Client, client_id, now)
+        {
+            return Ok(Some(*client));
+        }
+        let found = self.client_lookup(client_id).await?;
+        if let (Some(ticket), Some(client)) = (ticket, &found) {
+            self.auth_cache.put(
+                ticket,
+                Kind::Client,
+                client_id,
+                Grant::Client(Box::new(client.clone())),
+                now + CACHE_TTL,
+            );
+        }
+        Ok(found)
+    }
+
     async fn live_key(
         &self,
         kind: Kind,
@@ -321,7 +374,7 @@ impl Store {
     ) -> Result<Option<KeyGrant>, StoreError> {
         let ticket = self.auth_ticket().await?;
         if ticket.is_some()
-            && let Some(Grant::Key(grant)) = self.auth_cache.get(kind, hash, now)
+            && let Some(Grant::Key(grant)) = self.auth_cache.get(kind, hash.as_str(), now)
         {
             return Ok(Some(grant));
         }
@@ -334,8 +387,13 @@ impl Store {
         };
         if let Some(ticket) = ticket {
             let until = expires_at.map_or(now + CACHE_TTL, |at| at.min(now + CACHE_TTL));
-            self.auth_cache
-                .put(ticket, kind, hash, Grant::Key(grant.clone()), until);
+            self.auth_cache.put(
+                ticket,
+                kind,
+                hash.as_str(),
+                Grant::Key(grant.clone()),
+                until,
+            );
         }
         Ok(Some(grant))
     }
@@ -449,8 +507,9 @@ async fn heartbeat_loop(store: Store, channel: String) {
 mod tests {
     use super::*;
 
-    fn hash(s: &str) -> TokenHash {
-        TokenHash::of(s)
+    /// The cache key of the credential whose secret is `s`.
+    fn hash(s: &str) -> String {
+        TokenHash::of(s).as_str().to_string()
     }
 
     fn key() -> Grant {

@@ -145,7 +145,7 @@ impl Store {
         // A waiting request names its client inside its JSON; there are few (they live
         // minutes), so matching the text is cheap. `_` in an id matches any character, which
         // can only keep a client longer.
-        Ok(sqlx::query(
+        let deleted = sqlx::query(
             "DELETE FROM oauth_clients WHERE created_at < $1 \
              AND substr(client_id, 1, 3) = 'gc_' AND redirect_uris <> '[]' \
              AND NOT EXISTS (SELECT 1 FROM consents c WHERE c.client_id = oauth_clients.client_id) \
@@ -159,7 +159,12 @@ impl Store {
         .bind(now)
         .execute(self.writer())
         .await?
-        .rows_affected())
+        .rows_affected();
+        if deleted > 0 {
+            // The validation cache may hold them (other processes hear the trigger).
+            self.auth_changed();
+        }
+        Ok(deleted)
     }
 
     async fn counters(

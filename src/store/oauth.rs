@@ -477,8 +477,12 @@ impl Store {
         Ok(())
     }
 
-    /// The client with this `client_id`, if registered.
-    pub async fn client(&self, client_id: &str) -> Result<Option<ClientRecord>, StoreError> {
+    /// The client with this `client_id`, if registered, read from the database (in place on
+    /// `SQLite`); [`Store::client`] is the same through the validation cache.
+    pub(crate) async fn client_lookup(
+        &self,
+        client_id: &str,
+    ) -> Result<Option<ClientRecord>, StoreError> {
         if let Some(found) =
             self.read_in_place(|conn| in_place::optional(conn, CLIENT_LOOKUP, &[&client_id]))
         {

@@ -262,3 +262,62 @@ async fn a_revocation_on_one_instance_is_refused_by_another_within_a_second() {
     let key = field(&out, "key");
     warm(&b, || status_with(&b, &key), "on B after the reconnection").await;
 }
+
+/// Registered clients are cached too (introspection, the token endpoint and the authorization
+/// endpoint look the client up on every request): one deleted behind the server's back — by
+/// another process, as the sweeper of unused registrations in another instance or an operator
+/// would — is not found by the next lookup on `SQLite` (the generation row) and within a second
+/// on `PostgreSQL` (the notification).
+#[tokio::test]
+async fn a_client_deleted_by_another_process_is_forgotten_within_a_second() {
+    let app = spawn_app_with(cache_on).await;
+    let id = "gc_cached_client";
+    let client = gatehouse::store::oauth::ClientRecord {
+        client_id: id.into(),
+        client_secret_hash: None,
+        token_endpoint_auth_method: "none".into(),
+        client_name: Some("Cached".into()),
+        redirect_uris: vec!["https://a.example/cb".into()],
+        grant_types: vec!["authorization_code".into(), "refresh_token".into()],
+        scope: None,
+        metadata: json!({}),
+        can_introspect: false,
+        created_at: gatehouse::store::now(),
+    };
+    app.store.create_client(&client).await.unwrap();
+    // Looked up until it is cached (on PostgreSQL the cache is bypassed until the listener
+    // hears).
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let before = app.store.cached_credentials();
+        let found = app.store.client(id).await.unwrap().expect("registered");
+        assert_eq!(found.client_name.as_deref(), Some("Cached"));
+        if app.store.cached_credentials() > before {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the client was never cached");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(app.store.client(id).await.unwrap().is_some());
+
+    sqlx::any::install_default_drivers();
+    let other = sqlx::AnyPool::connect(&app.db.url).await.unwrap();
+    sqlx::query("DELETE FROM oauth_clients WHERE client_id = $1")
+        .bind(id)
+        .execute(&other)
+        .await
+        .unwrap();
+    let start = Instant::now();
+    while app.store.client(id).await.unwrap().is_some() {
+        assert!(
+            on_postgres(),
+            "SQLite: the next lookup after the delete must not find it"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "still found after {:?}",
+            start.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -5,7 +5,7 @@
 //! (RFC 8707 §2.2). Each test runs on `SQLite`, or on `PostgreSQL` with
 //! `GATEHOUSE_TEST_BACKEND=postgres`.
 
-use crate::helpers::{TestApp, spawn_app, spawn_instance};
+use crate::helpers::{TestApp, behind_the_back, spawn_app, spawn_instance};
 use crate::mcp::{account_id, modern, ok, send};
 use crate::oauth_helpers::*;
 use gatehouse::domain::account::{AccountStatus, Email};
@@ -189,10 +189,12 @@ async fn no_token_carries_more_scope_than_the_live_approval() {
     ok(&r);
     let (kept, kept_verifier) = code_in(&app, &browser, &client_id, &[]).await;
     // The live approval becomes narrower than what was minted under it.
-    sqlx::query("UPDATE consents SET scope = 'mcp:read'")
-        .execute(app.db.pool().await)
-        .await
-        .unwrap();
+    behind_the_back(
+        &app,
+        sqlx::query("UPDATE consents SET scope = 'mcp:read'").execute(app.db.pool().await),
+    )
+    .await
+    .unwrap();
     // On every MCP request…
     let (s, _) = create_note(&app, access, &project).await;
     assert_eq!(

@@ -339,3 +339,24 @@ pub(crate) fn html_unescape(s: &str) -> String {
     out.push_str(rest);
     out
 }
+
+/// Runs `change` — a write to rows the credential or client lookups read, made through a
+/// connection of its own as another process (an operator, another instance) would — and
+/// returns once `app` has heard of it. With the validation cache on `PostgreSQL` (the default
+/// there) another process's change reaches the cache by notification (docs/architecture.md
+/// "Validation cache"), which must come within a second; otherwise every lookup reads the
+/// database and there is nothing to wait for.
+pub(crate) async fn behind_the_back<F: Future>(app: &TestApp, change: F) -> F::Output {
+    let waits = app.store.auth_cache_waits_for_notifications();
+    let before = app.store.auth_cache_epoch();
+    let out = change.await;
+    let start = std::time::Instant::now();
+    while waits && app.store.auth_cache_epoch() == before {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(1),
+            "a change made behind the server's back was not announced within a second"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    out
+}

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::helpers::{TestApp, spawn_app, spawn_app_with, spawn_instance};
+use crate::helpers::{TestApp, behind_the_back, spawn_app, spawn_app_with, spawn_instance};
 use crate::mcp::{account_id, error_text, modern, ok, send};
 use gatehouse::domain::account::Role;
 use reqwest::StatusCode;
@@ -325,11 +325,14 @@ async fn a_project_key_reaches_its_project_only() {
     assert_eq!(read["error"]["code"], -32602, "{read}");
 
     // Out of range once the project is archived: 401, like a revoked key.
-    sqlx::query("UPDATE projects SET status = 'archived' WHERE id = $1")
-        .bind(&research)
-        .execute(app.db.pool().await)
-        .await
-        .unwrap();
+    behind_the_back(
+        &app,
+        sqlx::query("UPDATE projects SET status = 'archived' WHERE id = $1")
+            .bind(&research)
+            .execute(app.db.pool().await),
+    )
+    .await
+    .unwrap();
     let (status, headers, _) =
         send(modern(&app, None, "tools/list", json!({})).header("x-api-key", &key)).await;
     assert_invalid_token(status, &headers, "archived project");
@@ -353,12 +356,15 @@ async fn revoked_expired_and_unknown_keys_get_invalid_token() {
     let (success, out, err) = gatehouse(&app, &["key", "revoke", &revoked_id]);
     assert!(success, "{err}");
     assert!(out.contains(&revoked_id), "{out}");
-    sqlx::query("UPDATE api_keys SET expires_at = $1 WHERE id = $2")
-        .bind(gatehouse::store::now() - 1)
-        .bind(&expiring_id)
-        .execute(app.db.pool().await)
-        .await
-        .unwrap();
+    behind_the_back(
+        &app,
+        sqlx::query("UPDATE api_keys SET expires_at = $1 WHERE id = $2")
+            .bind(gatehouse::store::now() - 1)
+            .bind(&expiring_id)
+            .execute(app.db.pool().await),
+    )
+    .await
+    .unwrap();
     let unknown = format!("gate_key_{}", "A".repeat(43));
     for (what, key) in [
         ("revoked", revoked.as_str()),
@@ -558,7 +564,7 @@ async fn last_use_is_written_at_most_once_a_minute() {
             .execute(raw)
     };
     let recent = gatehouse::store::now() - 30;
-    set(recent).await.unwrap();
+    behind_the_back(&second, set(recent)).await.unwrap();
     for _ in 0..3 {
         ok(&call(&second, &key, "list_projects", json!({})).await);
     }
@@ -573,13 +579,13 @@ async fn last_use_is_written_at_most_once_a_minute() {
         Some(recent)
     );
     let old = gatehouse::store::now() - 120;
-    set(old).await.unwrap();
+    behind_the_back(&second, set(old)).await.unwrap();
     ok(&call(&second, &key, "list_projects", json!({})).await);
     let record = wait_for_key(&app, &key_id, |k| k.last_used_at != Some(old)).await;
     assert!(record.last_used_at.unwrap() >= old + 120);
     // This instance wrote it less than a minute ago: it does not write again, whatever the
     // database says.
-    set(old).await.unwrap();
+    behind_the_back(&app, set(old)).await.unwrap();
     for _ in 0..3 {
         ok(&call(&app, &key, "list_projects", json!({})).await);
     }

@@ -10,7 +10,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::config_startup::{start_server, wait_ready};
-use crate::helpers::{TestApp, TestDb, spawn_app, spawn_app_with};
+use crate::helpers::{TestApp, TestDb, behind_the_back, spawn_app, spawn_app_with};
 use crate::keys::{ALICE, alice, gatehouse};
 use crate::mcp::{error_text, modern, ok, send};
 
@@ -158,12 +158,15 @@ async fn revoked_expired_unknown_and_out_of_project_urls_are_refused() {
     }
     let (success, out, err) = gatehouse(&app, &["url", "revoke", &revoked_id]);
     assert!(success && out.contains(&revoked_id), "{err}");
-    sqlx::query("UPDATE personal_urls SET expires_at = $1 WHERE id = $2")
-        .bind(gatehouse::store::now() - 1)
-        .bind(&expired_id)
-        .execute(app.db.pool().await)
-        .await
-        .unwrap();
+    behind_the_back(
+        &app,
+        sqlx::query("UPDATE personal_urls SET expires_at = $1 WHERE id = $2")
+            .bind(gatehouse::store::now() - 1)
+            .bind(&expired_id)
+            .execute(app.db.pool().await),
+    )
+    .await
+    .unwrap();
     let unknown = format!("gate_pu_{}", "A".repeat(43));
     for (what, secret) in [
         ("revoked", revoked.as_str()),

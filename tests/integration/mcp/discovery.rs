@@ -1,6 +1,7 @@
 //! Discovery and challenges: protected-resource metadata, 401/403 challenges, revocation reaching a live token.
 
 use super::*;
+use crate::helpers::behind_the_back;
 
 #[tokio::test]
 async fn protected_resource_metadata_at_both_urls_with_cors() {
@@ -116,11 +117,14 @@ async fn missing_and_bad_credentials_get_the_bearer_challenge() {
     assert_eq!(s, StatusCode::OK);
     let hash = gatehouse::domain::secret::Secret::from_presented(a.token.clone()).hash();
     // …not when bound to another resource…
-    sqlx::query(
-        "UPDATE access_tokens SET audience = 'http://127.0.0.1:1/mcp' WHERE token_hash = $1",
+    behind_the_back(
+        &app,
+        sqlx::query(
+            "UPDATE access_tokens SET audience = 'http://127.0.0.1:1/mcp' WHERE token_hash = $1",
+        )
+        .bind(hash.as_str())
+        .execute(app.db.pool().await),
     )
-    .bind(hash.as_str())
-    .execute(app.db.pool().await)
     .await
     .unwrap();
     let (s, h, _) = send(modern(&app, Some(&a.token), "tools/list", json!({}))).await;
@@ -129,12 +133,15 @@ async fn missing_and_bad_credentials_get_the_bearer_challenge() {
         (StatusCode::UNAUTHORIZED, invalid.as_str())
     );
     // …nor once expired…
-    sqlx::query("UPDATE access_tokens SET audience = $1, expires_at = 1 WHERE token_hash = $2")
-        .bind(&app.config.mcp_server_url)
-        .bind(hash.as_str())
-        .execute(app.db.pool().await)
-        .await
-        .unwrap();
+    behind_the_back(
+        &app,
+        sqlx::query("UPDATE access_tokens SET audience = $1, expires_at = 1 WHERE token_hash = $2")
+            .bind(&app.config.mcp_server_url)
+            .bind(hash.as_str())
+            .execute(app.db.pool().await),
+    )
+    .await
+    .unwrap();
     let (s, h, _) = send(modern(&app, Some(&a.token), "tools/list", json!({}))).await;
     assert_eq!(
         (s, h["www-authenticate"].to_str().unwrap()),

@@ -1,6 +1,7 @@
 //! Resources, background jobs and result bounds.
 
 use super::*;
+use crate::helpers::behind_the_back;
 
 #[tokio::test]
 async fn resources_are_listed_in_pages_templated_and_readable() {
@@ -275,11 +276,14 @@ async fn resources_need_the_read_scope_and_cursors_are_bounded() {
     // A token without scopes (the token endpoint never issues one; written in the store here).
     let bare = token_for(&app, &a.browser, "mcp:read").await;
     let hash = gatehouse::domain::secret::Secret::from_presented(bare.clone()).hash();
-    sqlx::query("UPDATE access_tokens SET scope = '' WHERE token_hash = $1")
-        .bind(hash.as_str().to_string())
-        .execute(app.db.pool().await)
-        .await
-        .unwrap();
+    behind_the_back(
+        &app,
+        sqlx::query("UPDATE access_tokens SET scope = '' WHERE token_hash = $1")
+            .bind(hash.as_str().to_string())
+            .execute(app.db.pool().await),
+    )
+    .await
+    .unwrap();
     let project_uri = format!("gatehouse://projects/{}", a.project);
     for (method, params) in [
         ("resources/list", json!({})),
