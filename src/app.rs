@@ -270,14 +270,13 @@ impl Application {
         } else {
             None
         };
-        let metrics = match (self.metrics_listener, crate::metrics::recorder()) {
-            (Some(listener), Some(handle)) => Some(tokio::spawn(crate::metrics::serve(
-                listener,
-                self.state.clone(),
-                handle,
-            ))),
-            _ => None,
-        };
+        // The recorder is installed only when metrics are served: installed, it keeps what
+        // every request records.
+        let metrics = self.metrics_listener.and_then(|listener| {
+            crate::metrics::recorder().map(|handle| {
+                tokio::spawn(crate::metrics::serve(listener, self.state.clone(), handle))
+            })
+        });
         let served = serve(self.listener, service, &self.state.config, stop).await;
         sweeper.abort();
         if let Some(listener) = auth_listener {

@@ -39,8 +39,17 @@ const DURATION_BUCKETS: &[f64] = &[
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
+/// How often the recorder's histograms are drained into their buckets (seconds).
+pub const UPKEEP: Duration = Duration::from_secs(5);
+
 /// The process-wide Prometheus recorder, installed on first use (metrics are global to the
-/// process, so every server in it shares it). `None` if it could not be installed.
+/// process, so every server in it shares it), only when metrics are served
+/// (`GATEHOUSE_METRICS_BIND`): without a recorder the metric macros record nothing. `None` if
+/// it could not be installed.
+///
+/// Once installed, a thread of its own drains the histograms every [`UPKEEP`] for as long as
+/// the process lives: the recorder keeps every latency sample until a drain folds it into the
+/// buckets, so without one its memory grew by every request served (about 20 bytes each).
 pub fn recorder() -> Option<PrometheusHandle> {
     HANDLE
         .get_or_init(|| {
@@ -48,7 +57,21 @@ pub fn recorder() -> Option<PrometheusHandle> {
                 .set_buckets_for_metric(Matcher::Full(HTTP_DURATION.into()), DURATION_BUCKETS)
                 .and_then(PrometheusBuilder::install_recorder);
             match built {
-                Ok(handle) => Some(handle),
+                Ok(handle) => {
+                    let upkeep = handle.clone();
+                    let started = std::thread::Builder::new()
+                        .name("metrics-upkeep".into())
+                        .spawn(move || {
+                            loop {
+                                std::thread::sleep(UPKEEP);
+                                upkeep.run_upkeep();
+                            }
+                        });
+                    if let Err(e) = started {
+                        tracing::error!(error = %e, "could not start the metrics upkeep");
+                    }
+                    Some(handle)
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "could not install the metrics recorder");
                     None
@@ -119,17 +142,8 @@ async fn render(State((state, handle)): State<(AppState, PrometheusHandle)>) -> 
         .into_response()
 }
 
-/// Serves `GET /metrics` on `listener` until the task is aborted, keeping the recorder's
-/// histograms drained.
+/// Serves `GET /metrics` on `listener` until the task is aborted.
 pub async fn serve(listener: TcpListener, state: AppState, handle: PrometheusHandle) {
-    let upkeep = handle.clone();
-    let keeper = tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(5));
-        loop {
-            tick.tick().await;
-            upkeep.run_upkeep();
-        }
-    });
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "metrics listening");
     }
@@ -139,5 +153,23 @@ pub async fn serve(listener: TcpListener, state: AppState, handle: PrometheusHan
     if let Err(e) = axum::serve(listener, app).await {
         tracing::error!(error = %e, "metrics listener stopped");
     }
-    keeper.abort();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Once installed, the recorder's histograms are drained by a thread of its own, whether
+    /// or not a metrics listener runs: the recorder keeps every latency sample until drained,
+    /// so a process that recorded without draining grew by every request it served.
+    #[test]
+    fn the_installed_recorder_drains_its_histograms_by_itself() {
+        assert!(recorder().is_some());
+        let upkeep = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
+            .any(|name| name.trim() == "metrics-upkeep");
+        assert!(upkeep, "no thread drains the recorder's histograms");
+    }
 }
