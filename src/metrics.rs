@@ -165,11 +165,18 @@ mod tests {
     #[test]
     fn the_installed_recorder_drains_its_histograms_by_itself() {
         assert!(recorder().is_some());
-        let upkeep = std::fs::read_dir("/proc/self/task")
-            .unwrap()
-            .filter_map(Result::ok)
-            .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
-            .any(|name| name.trim() == "metrics-upkeep");
-        assert!(upkeep, "no thread drains the recorder's histograms");
+        // A new thread takes its name once it runs: look for up to a second.
+        let upkeep = || {
+            std::fs::read_dir("/proc/self/task")
+                .unwrap()
+                .filter_map(Result::ok)
+                .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
+                .any(|name| name.trim() == "metrics-upkeep")
+        };
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while !upkeep() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(upkeep(), "no thread drains the recorder's histograms");
     }
 }
