@@ -276,7 +276,40 @@ impl Store {
 
     /// Inserts `rows` in one write transaction; on an error the transaction is dropped, which
     /// rolls it back ([`Store::begin_write`]).
-    async fn insert_audit_rows(&self, rows: &[QueuedEvent]) -> Result<(), StoreError> {
+    async fn insert_audit_rows(&self, rows: &mut Vec<QueuedEvent>) -> Result<(), StoreError> {
+        if self.backend == super::Backend::Sqlite {
+            // In place first ([`super::in_place`]): the whole batch in one hand-off to a
+            // blocking thread, holding the write turn; through the pool when not committed.
+            let turn = self.write_turn().await?;
+            let taken = std::mem::take(rows);
+            let in_place = self
+                .write_in_place(taken, |conn, rows| {
+                    for row in rows {
+                        super::in_place::execute(
+                            conn,
+                            INSERT_AUDIT,
+                            &[
+                                &row.at,
+                                &row.event,
+                                &row.outcome,
+                                &row.account_id,
+                                &row.client_id,
+                                &row.subject,
+                                &row.source_ip,
+                                &row.detail,
+                            ],
+                        )?;
+                    }
+                    Ok(())
+                })
+                .await;
+            drop(turn);
+            match in_place {
+                Some((_, Some(()))) => return Ok(()),
+                Some((taken, None)) => *rows = taken,
+                None => return Err(StoreError::Database(sqlx::Error::WorkerCrashed)),
+            }
+        }
         let mut tx = self.begin_write().await?;
         for row in rows {
             sqlx::query(INSERT_AUDIT)

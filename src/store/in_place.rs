@@ -25,6 +25,17 @@
 //!   connection other than a busy one is closed. [`InPlace::stats`] counts both outcomes.
 //! - At most [`MAX_CONNECTIONS`] connections exist; each is used by one thread at a time and
 //!   never across an `.await`.
+//!
+//! Writes in place: the two writes that run in batches on `SQLite` (the group commit of refresh
+//! rotations, [`super::rotations`], and the routine audit rows, [`super::audit`]) run on one
+//! write connection of this module ([`InPlace::write`]), on a blocking thread, while the writer
+//! holds this process's write turn ([`super::Store::begin_write`]): `BEGIN IMMEDIATE`, the
+//! statements, `COMMIT`, with no hand-off per statement. Any failure rolls the transaction
+//! back (nothing of it is committed) and the caller writes the same rows through the pool,
+//! which waits for a busy database and answers errors as it always did; the connection is
+//! closed unless the database was only busy. The write connection has no busy timeout either
+//! (the write turn keeps this process's batches apart; another writer holding the lock sends
+//! the batch to the pool), `foreign_keys = ON` and `synchronous = NORMAL`, as the pool's.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -53,16 +64,21 @@ const STATEMENT_CACHE: usize = 32;
 const PARAMETERS: [&str; 8] = ["$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8"];
 
 /// How many reads ran in place, how many were handed to the pool after failing here, and how
-/// many went to the pool because the file had just been found unwritable.
+/// many went to the pool because the file had just been found unwritable; the same for the
+/// write transactions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InPlaceStats {
     /// Reads answered here.
     pub reads: u64,
     /// Reads that failed here (or found no connection) and were asked of the pool.
     pub fallbacks: u64,
-    /// Reads asked of the pool without trying here, within [`UNWRITABLE_PAUSE`] of the file
-    /// being found unwritable (in this process, whichever store found it).
+    /// Reads and writes sent to the pool without trying here, within [`UNWRITABLE_PAUSE`] of
+    /// the file being found unwritable (in this process, whichever store found it).
     pub paused: u64,
+    /// Write transactions committed here.
+    pub writes: u64,
+    /// Write transactions that failed here (rolled back) and were handed to the pool.
+    pub write_fallbacks: u64,
 }
 
 /// The read connections of one `SQLite` file (shared by a store's clones).
@@ -72,9 +88,13 @@ pub(crate) struct InPlace {
     /// Free connections, each with when it was opened.
     idle: Mutex<Vec<(Connection, Instant)>>,
     open: AtomicUsize,
+    /// The write connection, with when it was opened (opened at its first write).
+    writer: Mutex<Option<(Connection, Instant)>>,
     reads: AtomicU64,
     fallbacks: AtomicU64,
     paused: AtomicU64,
+    writes: AtomicU64,
+    write_fallbacks: AtomicU64,
     /// Whether this process found its `SQLite` file read-only or unopenable less than the
     /// given time ago (`store::cannot_write_within`; its own in unit tests, since that record
     /// is one per process).
@@ -105,9 +125,12 @@ impl InPlace {
             path,
             idle: Mutex::new(Vec::new()),
             open: AtomicUsize::new(0),
+            writer: Mutex::new(None),
             reads: AtomicU64::new(0),
             fallbacks: AtomicU64::new(0),
             paused: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            write_fallbacks: AtomicU64::new(0),
             unwritable_within: super::cannot_write_within,
         })
     }
@@ -118,6 +141,8 @@ impl InPlace {
             reads: self.reads.load(Ordering::Relaxed),
             fallbacks: self.fallbacks.load(Ordering::Relaxed),
             paused: self.paused.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            write_fallbacks: self.write_fallbacks.load(Ordering::Relaxed),
         }
     }
 
@@ -132,6 +157,7 @@ impl InPlace {
             // shared-memory index, read-only when it was first opened read-only; none of ours
             // may keep that alive while the pool replaces its own (see `UNWRITABLE_PAUSE`).
             self.close_idle();
+            self.close_writer();
             self.paused.fetch_add(1, Ordering::Relaxed);
             return None;
         }
@@ -155,6 +181,82 @@ impl InPlace {
                 }
                 None
             }
+        }
+    }
+
+    /// Runs `write` in one `BEGIN IMMEDIATE` transaction on the write connection and commits
+    /// it: `Some` with its answer once committed, `None` when it was not committed here (the
+    /// transaction rolled back; the caller writes through the pool). Blocks the calling
+    /// thread for the transaction: call it from a blocking thread, holding the write turn.
+    pub(crate) fn write<T>(
+        &self,
+        write: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Option<T> {
+        if (self.unwritable_within)(UNWRITABLE_PAUSE) {
+            self.close_idle();
+            self.close_writer();
+            self.paused.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        let Ok(mut slot) = self.writer.lock() else {
+            self.write_fallbacks.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
+        if slot
+            .as_ref()
+            .is_some_and(|(_, opened)| super::opened_before_cannot_write(opened.elapsed()))
+        {
+            *slot = None;
+        }
+        if slot.is_none() {
+            match self.connect_writer() {
+                Ok(conn) => *slot = Some((conn, Instant::now())),
+                Err(e) => {
+                    tracing::debug!(error = %e, "in-place write connection not opened");
+                    self.write_fallbacks.fetch_add(1, Ordering::Relaxed);
+                    return None;
+                }
+            }
+        }
+        let (conn, _) = slot.as_ref()?;
+        let outcome = conn.execute_batch("BEGIN IMMEDIATE").and_then(|()| {
+            let answer = write(conn)?;
+            conn.execute_batch("COMMIT")?;
+            Ok(answer)
+        });
+        match outcome {
+            Ok(answer) => {
+                self.writes.fetch_add(1, Ordering::Relaxed);
+                Some(answer)
+            }
+            Err(e) => {
+                self.write_fallbacks.fetch_add(1, Ordering::Relaxed);
+                let rolled_back = conn.is_autocommit() || conn.execute_batch("ROLLBACK").is_ok();
+                if !rolled_back || !is_busy(&e) {
+                    tracing::debug!(error = %e, "in-place write failed; writing through the pool");
+                    // Closing a connection inside a transaction rolls it back.
+                    *slot = None;
+                }
+                None
+            }
+        }
+    }
+
+    fn connect_writer(&self) -> rusqlite::Result<Connection> {
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(std::time::Duration::ZERO)?;
+        conn.pragma_update(None, "foreign_keys", true)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        Ok(conn)
+    }
+
+    fn close_writer(&self) {
+        if let Ok(mut slot) = self.writer.lock() {
+            *slot = None;
         }
     }
 
@@ -284,6 +386,29 @@ pub(crate) fn all<T: FromSqliteRow>(
     Ok(found)
 }
 
+/// Runs the write statement `sql` with those of `params` it names (`$1` is `params[0]`, …;
+/// a statement may use any of them, in any order): how many rows it changed.
+pub(crate) fn execute(
+    conn: &Connection,
+    sql: &str,
+    params: &[&dyn ToSql],
+) -> rusqlite::Result<usize> {
+    let mut statement = conn.prepare_cached(sql)?;
+    for index in 1..=statement.parameter_count() {
+        let value = statement
+            .parameter_name(index)
+            .and_then(|name| name.strip_prefix('$'))
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| params.get(n.checked_sub(1)?))
+            .ok_or(rusqlite::Error::InvalidParameterCount(
+                params.len(),
+                statement.parameter_count(),
+            ))?;
+        statement.raw_bind_parameter(index, value)?;
+    }
+    statement.raw_execute()
+}
+
 /// A column conversion that failed (a stored value the record cannot hold).
 pub(crate) fn conversion(
     column: usize,
@@ -339,7 +464,7 @@ mod tests {
             InPlaceStats {
                 reads: 1,
                 fallbacks: 1,
-                paused: 0
+                ..InPlaceStats::default()
             }
         );
         assert_eq!(
@@ -401,9 +526,116 @@ mod tests {
             reads.stats(),
             InPlaceStats {
                 reads: 1,
-                fallbacks: 0,
-                paused: 1
+                paused: 1,
+                ..InPlaceStats::default()
             }
+        );
+    }
+
+    /// A write transaction commits everything it ran, or, when a statement fails, nothing:
+    /// the rows written before the failure are rolled back, the caller is told to use the
+    /// pool, and the next write runs here again.
+    #[test]
+    fn a_write_commits_all_or_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let setup = Connection::open(&path).unwrap();
+        setup
+            .execute_batch(
+                "PRAGMA journal_mode = WAL; CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER);",
+            )
+            .unwrap();
+        let store = InPlace {
+            unwritable_within: |_| false,
+            ..InPlace::for_url(&format!("sqlite://{}", path.display())).unwrap()
+        };
+        let insert = "INSERT INTO t (n, id) VALUES ($2, $1)";
+        let written = store.write(|conn| {
+            Ok(execute(conn, insert, &[&"a", &1])? + execute(conn, insert, &[&"b", &2])?)
+        });
+        assert_eq!(written, Some(2));
+        let count = |conn: &Connection| {
+            conn.query_row("SELECT count(*), sum(n) FROM t", [], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+            })
+            .unwrap()
+        };
+        assert_eq!(count(&setup), (2, 3), "committed, parameters bound by name");
+
+        // "c" is new, "a" collides: the whole transaction is rolled back.
+        let refused = store.write(|conn| {
+            execute(conn, insert, &[&"c", &3])?;
+            execute(conn, insert, &[&"a", &4])
+        });
+        assert_eq!(refused, None);
+        assert_eq!(
+            count(&setup),
+            (2, 3),
+            "nothing of the failed write is committed"
+        );
+
+        assert_eq!(
+            store.write(|conn| execute(conn, insert, &[&"c", &3])),
+            Some(1)
+        );
+        assert_eq!(count(&setup), (3, 6));
+        assert_eq!(
+            store.stats(),
+            InPlaceStats {
+                writes: 2,
+                write_fallbacks: 1,
+                ..InPlaceStats::default()
+            }
+        );
+    }
+
+    /// Another connection holding the write lock sends the write to the pool at once (no busy
+    /// handler sleeping on the thread), and the write runs here again once the lock is free.
+    #[test]
+    fn a_write_meeting_the_lock_goes_to_the_pool_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let other = Connection::open(&path).unwrap();
+        other
+            .execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (id TEXT PRIMARY KEY);")
+            .unwrap();
+        let store = InPlace {
+            unwritable_within: |_| false,
+            ..InPlace::for_url(&format!("sqlite://{}", path.display())).unwrap()
+        };
+        let insert = |id: &'static str| {
+            move |conn: &Connection| execute(conn, "INSERT INTO t (id) VALUES ($1)", &[&id])
+        };
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let asked = Instant::now();
+        assert_eq!(store.write(insert("a")), None);
+        assert!(asked.elapsed() < std::time::Duration::from_millis(500));
+        other.execute_batch("COMMIT").unwrap();
+        assert_eq!(store.write(insert("b")), Some(1));
+        let ids: Vec<String> = other
+            .prepare("SELECT id FROM t")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(ids, vec!["b".to_string()]);
+    }
+
+    /// A statement naming a parameter beyond those given fails instead of running with it
+    /// unbound (NULL).
+    #[test]
+    fn a_write_with_a_missing_parameter_fails() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (a TEXT, b TEXT)")
+            .unwrap();
+        assert!(matches!(
+            execute(&conn, "INSERT INTO t VALUES ($1, $3)", &[&"x", &"y"]),
+            Err(rusqlite::Error::InvalidParameterCount(2, 2))
+        ));
+        assert_eq!(
+            execute(&conn, "INSERT INTO t VALUES ($2, $1)", &[&"x", &"y"]).unwrap(),
+            1
         );
     }
 

@@ -498,6 +498,51 @@ impl Store {
         self.in_place.as_ref()?.read(read)
     }
 
+    /// Runs `write` over `carried` in one transaction on the `SQLite` write connection
+    /// ([`in_place::InPlace::write`]), on a blocking thread: `carried` back, with `Some` of the
+    /// answer once committed, or `None` when nothing was committed there (on `PostgreSQL`, for
+    /// an in-memory database, or after a failure rolled it back), in which case the caller
+    /// writes through the pool. The caller holds the write turn ([`Store::begin_write`]'s)
+    /// for the whole call. `None` without `carried` only when the runtime shuts down before
+    /// the blocking thread starts.
+    pub(crate) async fn write_in_place<C, T>(
+        &self,
+        carried: C,
+        write: impl FnOnce(&rusqlite::Connection, &C) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Option<(C, Option<T>)>
+    where
+        C: Send + 'static,
+        T: Send + 'static,
+    {
+        let Some(in_place) = self.in_place.clone() else {
+            return Some((carried, None));
+        };
+        let blocking = tokio::task::spawn_blocking(move || {
+            let answer = in_place.write(|conn| write(conn, &carried));
+            (carried, answer)
+        });
+        match blocking.await {
+            Ok(done) => Some(done),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => None,
+        }
+    }
+
+    /// This process's write turn on `SQLite` (the one [`Store::begin_write`] takes).
+    ///
+    /// Errors: [`sqlx::Error::PoolTimedOut`] when no turn came within [`WRITE_TURN_WAIT`].
+    pub(crate) async fn write_turn(
+        &self,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, sqlx::Error> {
+        tokio::time::timeout(
+            WRITE_TURN_WAIT,
+            std::sync::Arc::clone(&self.write_turns).acquire_owned(),
+        )
+        .await
+        .map_err(|_| sqlx::Error::PoolTimedOut)?
+        .map_err(|_| sqlx::Error::PoolClosed)
+    }
+
     /// How many lookups ran in place and how many were asked of the pool after failing there
     /// (`None`: this store reads only through the pool).
     pub fn in_place_stats(&self) -> Option<in_place::InPlaceStats> {

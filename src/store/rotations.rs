@@ -17,6 +17,9 @@
 //! - If the group's transaction fails (a full disk, a statement error), it is rolled back and
 //!   each rotation of the group is run again alone, in its own transaction, so that each gets
 //!   its own answer (a rotation is never answered with another's error).
+//! - The group's transaction runs on the in-place write connection ([`super::in_place`]), in
+//!   one hand-off to a blocking thread; when it is not committed there (any failure rolls it
+//!   back), it runs again through the pool as below.
 //! - The group runs in a task of its own: a leader whose request is cancelled does not cancel
 //!   the others' rotations.
 //! - A rotation that waits longer than [`super::WRITE_TURN_WAIT`] for its turn leaves the queue
@@ -78,6 +81,31 @@ impl RotationWrite {
             .await?
             .rows_affected()
             > 0)
+    }
+
+    /// Runs the rotation's statements ([`super::sqlite::ROTATE_REFRESH`]) on the in-place
+    /// write connection, inside its transaction: whether it won.
+    fn run_in_place(&self, conn: &rusqlite::Connection) -> rusqlite::Result<bool> {
+        let params: [&dyn rusqlite::ToSql; 13] = [
+            &self.now,
+            &self.refresh_hash,
+            &self.successor_sealed,
+            &self.presented,
+            &self.family_id,
+            &self.account_id,
+            &self.client_id,
+            &self.scope,
+            &self.resource,
+            &self.access_hash,
+            &self.access_expires_at,
+            &self.consent_id,
+            &self.consent_scope,
+        ];
+        let mut changed = 0;
+        for sql in super::sqlite::ROTATE_REFRESH {
+            changed += super::in_place::execute(conn, sql, &params)?;
+        }
+        Ok(changed > 0)
     }
 }
 
@@ -199,6 +227,28 @@ impl Drop for Withdraw {
 /// answered with that; when it fails otherwise (one statement refused), each is run alone so
 /// that each gets its own answer.
 async fn commit_group(store: Store, group: Vec<Queued>, turn: OwnedSemaphorePermit) {
+    // In place first ([`super::in_place`]): one hand-off to a blocking thread for the whole
+    // group; through the pool below when it was not committed there.
+    let in_place = store
+        .write_in_place(group, |conn, group| {
+            group
+                .iter()
+                .map(|q| q.write.run_in_place(conn))
+                .collect::<rusqlite::Result<Vec<bool>>>()
+        })
+        .await;
+    let group = match in_place {
+        Some((group, Some(won))) => {
+            for (q, won) in group.into_iter().zip(won) {
+                let _ = q.reply.send(Ok(won));
+            }
+            drop(turn);
+            return;
+        }
+        Some((group, None)) => group,
+        // The runtime is shutting down: the group's requests are gone with it.
+        None => return,
+    };
     let sql = store.dialect().rotate_refresh_sql();
     let together = async {
         let mut tx = store.pool().begin_with("BEGIN IMMEDIATE").await?;

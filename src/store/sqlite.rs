@@ -3,6 +3,41 @@
 
 use super::{Dialect, consent_read};
 
+macro_rules! rotate_mark {
+    () => {
+        "UPDATE refresh_tokens SET rotated_at = $1, successor_hash = $2, successor_sealed = $3 \
+         WHERE token_hash = $4 AND rotated_at IS NULL \
+         AND family_id IN (SELECT id FROM token_families WHERE id = $5 AND revoked_at IS NULL) \
+         AND EXISTS (SELECT 1 FROM consents c JOIN accounts a ON a.id = c.account_id \
+           WHERE c.id = $12 AND c.revoked_at IS NULL AND c.scope = $13 AND a.status = 'active')"
+    };
+}
+macro_rules! rotate_insert_refresh {
+    () => {
+        "INSERT INTO refresh_tokens (token_hash, family_id, created_at) \
+         SELECT $2, $5, $1 WHERE changes() = 1"
+    };
+}
+macro_rules! rotate_insert_access {
+    () => {
+        "INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at) \
+         SELECT $10, $5, $6, $7, $8, $9, $1, $11 WHERE changes() = 1"
+    };
+}
+
+/// A refresh rotation on `SQLite`, in order, with the binds of
+/// [`super::Dialect::rotate_refresh_sql`]: mark the presented token rotated (storing the sealed
+/// successor) while it is unrotated, its family unrevoked, its consent unrevoked with exactly
+/// the scope read and its account active; then insert the successor refresh token and the new
+/// access token, each only when the statement before it changed one row (`changes()`). Run
+/// inside a `BEGIN IMMEDIATE` transaction, whose write lock keeps any revocation out until it
+/// ends. Rows changed in all: 3 when won, 0 otherwise.
+pub(super) const ROTATE_REFRESH: [&str; 3] = [
+    rotate_mark!(),
+    rotate_insert_refresh!(),
+    rotate_insert_access!(),
+];
+
 /// The `SQLite` dialect.
 pub struct Sqlite;
 
@@ -20,19 +55,15 @@ impl Dialect for Sqlite {
         consent_read!()
     }
 
-    /// Three statements in one string (sqlx runs them in order, binding the numbered
-    /// parameters in each); each insert runs only when the statement before it changed one
-    /// row (`changes()`). Run inside a `BEGIN IMMEDIATE` transaction, whose write lock keeps
-    /// any revocation out until it ends. Rows affected: 3 when won, 0 otherwise.
+    /// The three statements of [`ROTATE_REFRESH`] in one string (sqlx runs them in order,
+    /// binding the numbered parameters in each). Rows affected: 3 when won, 0 otherwise.
     fn rotate_refresh_sql(&self) -> &'static str {
-        "UPDATE refresh_tokens SET rotated_at = $1, successor_hash = $2, successor_sealed = $3 \
-         WHERE token_hash = $4 AND rotated_at IS NULL \
-         AND family_id IN (SELECT id FROM token_families WHERE id = $5 AND revoked_at IS NULL) \
-         AND EXISTS (SELECT 1 FROM consents c JOIN accounts a ON a.id = c.account_id \
-           WHERE c.id = $12 AND c.revoked_at IS NULL AND c.scope = $13 AND a.status = 'active'); \
-         INSERT INTO refresh_tokens (token_hash, family_id, created_at) \
-         SELECT $2, $5, $1 WHERE changes() = 1; \
-         INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at) \
-         SELECT $10, $5, $6, $7, $8, $9, $1, $11 WHERE changes() = 1"
+        concat!(
+            rotate_mark!(),
+            "; ",
+            rotate_insert_refresh!(),
+            "; ",
+            rotate_insert_access!()
+        )
     }
 }
