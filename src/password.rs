@@ -12,7 +12,8 @@
 //! refused at once ([`PoolBusy`]) instead of waiting or allocating.
 //!
 //! The workers run at the lowest scheduling priority the system gives without privileges (on
-//! Linux, a nice value of [`WORKER_NICE`] for each worker thread): a flood of sign-ins uses the
+//! Linux, the `SCHED_IDLE` policy and a nice value of [`WORKER_NICE`] for each worker thread):
+//! a flood of sign-ins uses the
 //! CPU that MCP, token and introspection requests leave over, never theirs. Under full load a
 //! sign-in waits longer, and the bounded queue turns the excess away with 503.
 
@@ -195,12 +196,23 @@ impl PasswordSlot<'_> {
     }
 }
 
-/// Lowers the calling thread's scheduling priority to [`WORKER_NICE`] (Linux: `setpriority`
-/// on the thread id, which needs no privilege). Elsewhere, or when the system refuses, the
+/// Lowers the calling thread's scheduling priority as far as the system allows without
+/// privileges. On Linux: the `SCHED_IDLE` policy (`sched_setscheduler(2)`; the thread runs
+/// only on CPU time no other thread wants, and any thread that wakes up takes the core from it
+/// at once), and a nice value of [`WORKER_NICE`] (`setpriority(2)` on the thread's id), which
+/// is what remains if the policy is refused. Elsewhere, or when the system refuses both, the
 /// thread keeps the process's priority and a warning says so.
 fn lower_priority() {
     #[cfg(target_os = "linux")]
     {
+        use thread_priority::{NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy};
+        if let Err(e) = thread_priority::set_thread_priority_and_policy(
+            thread_priority::thread_native_id(),
+            ThreadPriority::Min,
+            ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
+        ) {
+            tracing::warn!(error = ?e, "password worker keeps the normal scheduling policy");
+        }
         let tid = rustix::thread::gettid();
         if let Err(e) = rustix::process::setpriority_process(Some(tid), WORKER_NICE) {
             tracing::warn!(error = %e, "password worker keeps the normal priority");
@@ -394,28 +406,38 @@ mod tests {
         assert_eq!(parsed.algorithm, argon2::ARGON2ID_IDENT);
     }
 
-    /// The nice values of this process's password worker threads (Linux `/proc`; the thread
-    /// name is cut to 15 bytes there).
+    /// The nice value and scheduling policy of each of this process's password worker threads
+    /// (Linux `/proc`; the thread name is cut to 15 bytes there).
     #[cfg(target_os = "linux")]
-    fn worker_nice_values() -> Vec<i32> {
-        let mut nice = Vec::new();
+    fn worker_priorities() -> Vec<(i32, u32)> {
+        let mut seen = Vec::new();
         for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
             let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
             if !comm.starts_with("gatehouse-passw") {
                 continue;
             }
             let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-            // After the command's closing parenthesis: field 3 (state) … field 19 (nice).
-            let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-            if let Some(n) = after.split_whitespace().nth(16) {
-                nice.push(n.parse().unwrap());
+            // After the command's closing parenthesis: field 3 (state) … field 19 (nice) …
+            // field 41 (policy).
+            let fields: Vec<&str> = stat
+                .rsplit_once(')')
+                .map_or("", |(_, rest)| rest)
+                .split_whitespace()
+                .collect();
+            if let (Some(nice), Some(policy)) = (fields.get(16), fields.get(38)) {
+                seen.push((nice.parse().unwrap(), policy.parse().unwrap()));
             }
         }
-        nice
+        seen
     }
 
+    /// `SCHED_IDLE` in `sched(7)`.
+    #[cfg(target_os = "linux")]
+    const SCHED_IDLE: u32 = 5;
+
     // A sign-in flood must only use the CPU that MCP and token work leave over: every password
-    // worker runs at nice 19 (issue 9: a flood "never touching MCP or token work").
+    // worker runs under SCHED_IDLE at nice 19 (issue 9: a flood "never touching MCP or token
+    // work").
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn workers_run_at_the_lowest_priority() {
@@ -424,13 +446,15 @@ mod tests {
         assert!(h.is_ok());
         let mut seen = Vec::new();
         for _ in 0..100 {
-            seen = worker_nice_values();
-            if seen.len() >= 2 && seen.iter().all(|&n| n == WORKER_NICE) {
+            seen = worker_priorities();
+            if seen.len() >= 2 && seen.iter().all(|&p| p == (WORKER_NICE, SCHED_IDLE)) {
                 return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        panic!("password worker threads' nice values: {seen:?}, want all {WORKER_NICE}");
+        panic!(
+            "password worker threads' (nice, policy): {seen:?}, want all ({WORKER_NICE}, {SCHED_IDLE})"
+        );
     }
 
     // Idle RSS (issue 9: under 30 MB): a worker gives its 19 MiB block back once it finds the
