@@ -5,11 +5,12 @@
 //! written by [`Store::audit`] before the response is sent. Tool-call rows, the one kind written
 //! on every MCP request, go through [`Store::audit_batched`]: while the server runs, a bounded
 //! queue ([`AUDIT_QUEUE_CAPACITY`] rows) feeds one writer task ([`Store::start_audit_writer`])
-//! that commits up to [`AUDIT_BATCH_MAX`] rows per transaction. A full queue makes the caller
+//! that commits up to [`AUDIT_BATCH_MAX`] rows per transaction, each batch gathered for
+//! [`AUDIT_GATHER`] after its first row. A full queue makes the caller
 //! wait (back-pressure, never a dropped row); a graceful stop drains the queue
 //! ([`AuditWriter::drain`]); a row offered after the writer stopped is written directly. A
-//! `kill -9` can lose only the rows still queued or in the transaction being committed (see
-//! docs/architecture.md).
+//! `kill -9` can lose only the rows still queued, gathering or in the transaction being
+//! committed (see docs/architecture.md).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -27,6 +28,11 @@ pub const AUDIT_BATCH_MAX: usize = 256;
 /// further try. A batch that fails every try is not dropped: its rows are kept
 /// ([`AUDIT_KEPT_MAX`]) and tried again after [`AUDIT_RETRY_PAUSE`] or with the next batch.
 const AUDIT_BATCH_TRIES: u32 = 5;
+/// How long the writer lets a batch gather after its first row, unless it is full sooner:
+/// under load, rows keep coming, and one transaction of many rows costs far less than many of
+/// few (fewer commits, fewer pages written, fewer hand-offs to the thread that writes). It
+/// bounds what a `kill -9` can lose beyond the queue (docs/architecture.md, crash window).
+pub const AUDIT_GATHER: Duration = Duration::from_millis(2);
 /// How long the writer waits before it tries kept rows again when no new row comes.
 const AUDIT_RETRY_PAUSE: Duration = Duration::from_secs(1);
 /// Most rows the writer keeps for a later try while the database refuses them; beyond that
@@ -165,6 +171,15 @@ async fn write_batches(
             n = rx.recv_many(&mut batch, AUDIT_BATCH_MAX) => {
                 if n == 0 {
                     break;
+                }
+                if batch.len() < AUDIT_BATCH_MAX {
+                    tokio::time::sleep(AUDIT_GATHER).await;
+                    while batch.len() < AUDIT_BATCH_MAX {
+                        match rx.try_recv() {
+                            Ok(queued) => batch.push(queued),
+                            Err(_) => break,
+                        }
+                    }
                 }
                 store.commit_batch(&mut batch, &mut kept).await;
             }

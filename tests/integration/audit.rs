@@ -285,3 +285,50 @@ async fn rows_the_database_refused_are_kept_and_written_later() {
     assert_eq!(committed_tool_calls(raw, "after").await, i64::from(2 * max));
     writer.drain().await;
 }
+
+// Under a steady stream of calls the writer lets each batch gather for `AUDIT_GATHER` after its
+// first row instead of committing each row as it wakes: 60 rows arriving one every 0.5 ms
+// (30 ms in all) take about 30 / 2 transactions, not one each. Counted on SQLite, where every
+// batch the writer commits is one transaction of the in-place write connection (committed
+// there, failed there, or sent to the pool while paused: one of the three counters).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_of_rows_is_committed_in_gathered_batches() {
+    let db = TestDb::sqlite();
+    let store = Store::connect(&db.url).await.unwrap();
+    store.migrate().await.unwrap();
+    let tried = |store: &Store| {
+        let s = store.in_place_stats().expect("a SQLite file");
+        s.writes + s.write_fallbacks + s.paused
+    };
+    let before = tried(&store);
+    let writer = store.start_audit_writer().expect("a writer starts");
+    const ROWS: usize = 60;
+    for i in 0..ROWS {
+        let detail = format!("n={i}");
+        store
+            .audit_batched(
+                AuditEvent {
+                    event: "tool_call",
+                    outcome: "success",
+                    subject: Some("gathered"),
+                    detail: Some(&detail),
+                    ..Default::default()
+                },
+                gatehouse::store::now(),
+            )
+            .await;
+        // The test's own thread sleeps: the writer runs on the other worker meanwhile.
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    store.flush_audit().await;
+    let batches = tried(&store) - before;
+    writer.drain().await;
+    assert_eq!(
+        committed_tool_calls(db.pool().await, "gathered").await,
+        i64::try_from(ROWS).unwrap()
+    );
+    assert!(
+        (1..=20).contains(&batches),
+        "{ROWS} rows over about 30 ms took {batches} transactions"
+    );
+}
