@@ -121,10 +121,16 @@ async fn a_graceful_stop_commits_every_queued_tool_call_row() {
             );
         });
     }
-    while let Some(done) = calls.join_next().await {
-        done.unwrap();
-    }
-    // Every call was answered while no audit row could be committed.
+    // Every call is answered while no audit row can be committed: none waits for the writer,
+    // whose first try waits out the 10 s busy timeout (the quota's first count of the account
+    // flushes the queue, which must not wait for rows still gathering).
+    tokio::time::timeout(Duration::from_secs(8), async {
+        while let Some(done) = calls.join_next().await {
+            done.unwrap();
+        }
+    })
+    .await
+    .expect("every call answered while the audit table is locked");
     assert_eq!(
         committed_tool_calls(app.db.pool().await, "list_projects").await,
         0
