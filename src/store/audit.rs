@@ -28,8 +28,9 @@ pub const AUDIT_BATCH_MAX: usize = 256;
 /// further try. A batch that fails every try is not dropped: its rows are kept
 /// ([`AUDIT_KEPT_MAX`]) and tried again after [`AUDIT_RETRY_PAUSE`] or with the next batch.
 const AUDIT_BATCH_TRIES: u32 = 5;
-/// How long the writer lets a batch gather after its first row, unless it is full sooner or
-/// holds a flush request ([`Store::flush_audit`], whose caller waits):
+/// How long the writer lets a batch gather after its first row, unless it is full sooner,
+/// holds a flush request ([`Store::flush_audit`], whose caller waits) or rows refused by the
+/// database are waiting for another try:
 /// under load, rows keep coming, and one transaction of many rows costs far less than many of
 /// few (fewer commits, fewer pages written, fewer hand-offs to the thread that writes). It
 /// bounds what a `kill -9` can lose beyond the queue (docs/architecture.md, crash window).
@@ -173,9 +174,13 @@ async fn write_batches(
                 if n == 0 {
                     break;
                 }
-                // A flush request means a caller is waiting: no gathering then.
+                // No gathering when a caller waits (a flush request), nor while rows are kept
+                // because the database refused them: then each batch is tried at once, as
+                // before gathering existed (the retries' back-off spaces the transactions
+                // already; with gathering there, the read-only drill's first writes after the
+                // file system became writable again were answered 503).
                 let awaited = batch.iter().any(|q| matches!(q, Queued::Flush(_)));
-                if !awaited && batch.len() < AUDIT_BATCH_MAX {
+                if !awaited && kept.is_empty() && batch.len() < AUDIT_BATCH_MAX {
                     tokio::time::sleep(AUDIT_GATHER).await;
                     while batch.len() < AUDIT_BATCH_MAX {
                         match rx.try_recv() {

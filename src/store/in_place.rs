@@ -33,7 +33,7 @@
 //! statements, `COMMIT`, with no hand-off per statement. Any failure rolls the transaction
 //! back (nothing of it is committed) and the caller writes the same rows through the pool,
 //! which waits for a busy database and answers errors as it always did; the connection is
-//! closed unless the database was only busy. The write connection has no busy timeout either
+//! closed after any failure. The write connection has no busy timeout either
 //! (the write turn keeps this process's batches apart; another writer holding the lock sends
 //! the batch to the pool), `foreign_keys = ON` and `synchronous = NORMAL`, as the pool's.
 
@@ -231,12 +231,15 @@ impl InPlace {
             }
             Err(e) => {
                 self.write_fallbacks.fetch_add(1, Ordering::Relaxed);
-                let rolled_back = conn.is_autocommit() || conn.execute_batch("ROLLBACK").is_ok();
-                if !rolled_back || !is_busy(&e) {
-                    tracing::debug!(error = %e, "in-place write failed; writing through the pool");
-                    // Closing a connection inside a transaction rolls it back.
-                    *slot = None;
+                tracing::debug!(error = %e, "in-place write failed; writing through the pool");
+                // Closed whatever the error (closing a connection inside a transaction rolls
+                // it back): one opened while the file system was read-only keeps `SQLite`'s
+                // shared-memory index read-only for the whole process as long as it is open,
+                // and a busy error is what some of those writes get.
+                if !conn.is_autocommit() {
+                    let _ = conn.execute_batch("ROLLBACK");
                 }
+                *slot = None;
                 None
             }
         }
