@@ -197,9 +197,9 @@ impl PasswordSlot<'_> {
 }
 
 /// Lowers the calling thread's scheduling priority as far as the system allows without
-/// privileges. On Linux: the `SCHED_IDLE` policy (`sched_setscheduler(2)`; the thread runs
-/// only on CPU time no other thread wants, and any thread that wakes up takes the core from it
-/// at once), and a nice value of [`WORKER_NICE`] (`setpriority(2)` on the thread's id), which
+/// privileges. On Linux: the `SCHED_IDLE` policy (`sched_setscheduler(2)`; under contention the
+/// thread gets a small share of the CPU, about a fifth of a nice-19 thread's, and any thread
+/// that wakes up takes the core from it at once), and a nice value of [`WORKER_NICE`] (`setpriority(2)` on the thread's id), which
 /// is what remains if the policy is refused. Elsewhere, or when the system refuses both, the
 /// thread keeps the process's priority and a warning says so.
 fn lower_priority() {

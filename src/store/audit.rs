@@ -305,6 +305,7 @@ impl Store {
             // blocking thread, holding the write turn; through the pool when not committed.
             let turn = self.write_turn().await?;
             let taken = std::mem::take(rows);
+            let count = taken.len();
             let in_place = self
                 .write_in_place(taken, |conn, rows| {
                     for row in rows {
@@ -330,7 +331,15 @@ impl Store {
             match in_place {
                 Some((_, Some(()))) => return Ok(()),
                 Some((taken, None)) => *rows = taken,
-                None => return Err(StoreError::Database(sqlx::Error::WorkerCrashed)),
+                None => {
+                    // The rows went to a blocking task that never ran: the runtime is shutting
+                    // down without a graceful stop (which drains the writer first).
+                    tracing::error!(
+                        rows = count,
+                        "tool-call audit records lost: the runtime stopped before they were written"
+                    );
+                    return Ok(());
+                }
             }
         }
         let mut tx = self.begin_write().await?;

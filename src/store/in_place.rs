@@ -198,9 +198,15 @@ impl InPlace {
             self.paused.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        let Ok(mut slot) = self.writer.lock() else {
-            self.write_fallbacks.fetch_add(1, Ordering::Relaxed);
-            return None;
+        let mut slot = match self.writer.lock() {
+            Ok(slot) => slot,
+            Err(poisoned) => {
+                // A write panicked while it held the connection, perhaps inside its
+                // transaction: closing the connection rolls that back.
+                let mut slot = poisoned.into_inner();
+                *slot = None;
+                slot
+            }
         };
         if slot
             .as_ref()
@@ -257,9 +263,14 @@ impl InPlace {
         Ok(conn)
     }
 
+    /// Closes the write connection unless a write is using it right now (that write checks
+    /// the file's state itself when it starts and closes its connection if it fails; this is
+    /// called from reads on the async runtime, which must not wait for a write).
     fn close_writer(&self) {
-        if let Ok(mut slot) = self.writer.lock() {
-            *slot = None;
+        match self.writer.try_lock() {
+            Ok(mut slot) => *slot = None,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => *poisoned.into_inner() = None,
+            Err(std::sync::TryLockError::WouldBlock) => {}
         }
     }
 
