@@ -546,23 +546,27 @@ mod tests {
         );
     }
 
-    /// A write transaction commits everything it ran, or, when a statement fails, nothing:
-    /// the rows written before the failure are rolled back, the caller is told to use the
-    /// pool, and the next write runs here again.
-    #[test]
-    fn a_write_commits_all_or_nothing() {
+    /// A WAL-mode database file made with `schema`: its folder (to keep), a connection of the
+    /// test's own, and this module's connections to it (never paused).
+    fn wal_file(schema: &str) -> (tempfile::TempDir, Connection, InPlace) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
-        let setup = Connection::open(&path).unwrap();
-        setup
-            .execute_batch(
-                "PRAGMA journal_mode = WAL; CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER);",
-            )
+        let own = Connection::open(&path).unwrap();
+        own.execute_batch(&format!("PRAGMA journal_mode = WAL; {schema};"))
             .unwrap();
         let store = InPlace {
             unwritable_within: |_| false,
             ..InPlace::for_url(&format!("sqlite://{}", path.display())).unwrap()
         };
+        (dir, own, store)
+    }
+
+    /// A write transaction commits everything it ran, or, when a statement fails, nothing:
+    /// the rows written before the failure are rolled back, the caller is told to use the
+    /// pool, and the next write runs here again.
+    #[test]
+    fn a_write_commits_all_or_nothing() {
+        let (_dir, setup, store) = wal_file("CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER)");
         let insert = "INSERT INTO t (n, id) VALUES ($2, $1)";
         let written = store.write(|conn| {
             Ok(execute(conn, insert, &[&"a", &1])? + execute(conn, insert, &[&"b", &2])?)
@@ -607,16 +611,7 @@ mod tests {
     /// handler sleeping on the thread), and the write runs here again once the lock is free.
     #[test]
     fn a_write_meeting_the_lock_goes_to_the_pool_at_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
-        let other = Connection::open(&path).unwrap();
-        other
-            .execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (id TEXT PRIMARY KEY);")
-            .unwrap();
-        let store = InPlace {
-            unwritable_within: |_| false,
-            ..InPlace::for_url(&format!("sqlite://{}", path.display())).unwrap()
-        };
+        let (_dir, other, store) = wal_file("CREATE TABLE t (id TEXT PRIMARY KEY)");
         let insert = |id: &'static str| {
             move |conn: &Connection| execute(conn, "INSERT INTO t (id) VALUES ($1)", &[&id])
         };

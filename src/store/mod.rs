@@ -253,6 +253,18 @@ pub(crate) use consent_read;
 /// than it did in `SQLite`'s busy handler.
 pub const WRITE_TURN_WAIT: Duration = Duration::from_secs(10);
 
+/// Takes one of `turns` (this process's write turn on `SQLite`), waiting at most
+/// [`WRITE_TURN_WAIT`]: [`sqlx::Error::PoolTimedOut`] beyond that, [`sqlx::Error::PoolClosed`]
+/// once the turns are closed.
+async fn take_turn(
+    turns: std::sync::Arc<tokio::sync::Semaphore>,
+) -> Result<tokio::sync::OwnedSemaphorePermit, sqlx::Error> {
+    tokio::time::timeout(WRITE_TURN_WAIT, turns.acquire_owned())
+        .await
+        .map_err(|_| sqlx::Error::PoolTimedOut)?
+        .map_err(|_| sqlx::Error::PoolClosed)
+}
+
 /// A write transaction begun by [`Store::begin_write`]. Statements run on it as on its
 /// connection (`&mut *tx`); [`WriteTx::commit`] or [`WriteTx::rollback`] end it, and dropping
 /// it rolls it back. On `SQLite` it holds this process's write turn until it ends.
@@ -448,10 +460,7 @@ impl Store {
         let begin = tokio::spawn(async move {
             match backend {
                 Backend::Sqlite => {
-                    let turn = tokio::time::timeout(WRITE_TURN_WAIT, turns.acquire_owned())
-                        .await
-                        .map_err(|_| sqlx::Error::PoolTimedOut)?
-                        .map_err(|_| sqlx::Error::PoolClosed)?;
+                    let turn = take_turn(turns).await?;
                     let tx = pool.begin_with("BEGIN IMMEDIATE").await?;
                     Ok(WriteTx {
                         tx,
@@ -534,13 +543,7 @@ impl Store {
     pub(crate) async fn write_turn(
         &self,
     ) -> Result<tokio::sync::OwnedSemaphorePermit, sqlx::Error> {
-        tokio::time::timeout(
-            WRITE_TURN_WAIT,
-            std::sync::Arc::clone(&self.write_turns).acquire_owned(),
-        )
-        .await
-        .map_err(|_| sqlx::Error::PoolTimedOut)?
-        .map_err(|_| sqlx::Error::PoolClosed)
+        take_turn(std::sync::Arc::clone(&self.write_turns)).await
     }
 
     /// How many lookups ran in place and how many were asked of the pool after failing there

@@ -43,6 +43,23 @@ async fn lock_audit_table(
     tx
 }
 
+/// Queues the `i`th successful `tool_call` row about `subject` (detail `n=i`) for the writer.
+async fn queue_tool_call(store: &Store, subject: &str, i: usize) {
+    let detail = format!("n={i}");
+    store
+        .audit_batched(
+            AuditEvent {
+                event: "tool_call",
+                outcome: "success",
+                subject: Some(subject),
+                detail: Some(&detail),
+                ..Default::default()
+            },
+            gatehouse::store::now(),
+        )
+        .await;
+}
+
 /// Committed `tool_call` rows for `subject` (a plain query: it does not wait for the writer).
 async fn committed_tool_calls(raw: &sqlx::AnyPool, subject: &str) -> i64 {
     sqlx::query("SELECT COUNT(*) AS n FROM audit_events WHERE event = 'tool_call' AND subject = $1")
@@ -169,19 +186,7 @@ async fn a_full_queue_makes_callers_wait_and_drops_nothing() {
         let store = store.clone();
         let accepted = accepted.clone();
         callers.spawn(async move {
-            let detail = format!("n={i}");
-            store
-                .audit_batched(
-                    AuditEvent {
-                        event: "tool_call",
-                        outcome: "success",
-                        subject: Some("backpressure"),
-                        detail: Some(&detail),
-                        ..Default::default()
-                    },
-                    gatehouse::store::now(),
-                )
-                .await;
+            queue_tool_call(&store, "backpressure", i).await;
             accepted.fetch_add(1, Ordering::SeqCst);
         });
     }
@@ -310,19 +315,7 @@ async fn a_stream_of_rows_is_committed_in_gathered_batches() {
     let writer = store.start_audit_writer().expect("a writer starts");
     const ROWS: usize = 60;
     for i in 0..ROWS {
-        let detail = format!("n={i}");
-        store
-            .audit_batched(
-                AuditEvent {
-                    event: "tool_call",
-                    outcome: "success",
-                    subject: Some("gathered"),
-                    detail: Some(&detail),
-                    ..Default::default()
-                },
-                gatehouse::store::now(),
-            )
-            .await;
+        queue_tool_call(&store, "gathered", i).await;
         // The test's own thread sleeps: the writer runs on the other worker meanwhile.
         std::thread::sleep(Duration::from_micros(500));
     }
