@@ -41,6 +41,15 @@ impl IntoResponse for AppError {
             tracing::warn!(error = %e, "database unavailable (busy, unreachable, full or read-only)");
             return unavailable_page();
         }
+        if let AppError::Password(
+            e
+            @ (crate::password::PasswordError::TimedOut | crate::password::PasswordError::Busy(_)),
+        ) = &self
+        {
+            // Every password worker busy: the same 503 with Retry-After.
+            tracing::warn!(error = %e, "password work not done in time");
+            return unavailable_page();
+        }
         tracing::error!(error = %self, "internal error");
         internal_error_page()
     }
@@ -84,4 +93,24 @@ pub fn internal_error_page() -> Response {
         "Internal server error",
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::password::{PasswordError, PoolBusy};
+
+    // Password work that could not be done for now (every worker busy: a full queue, or no
+    // answer within the longest wait) is the server being busy, not broken: 503 with
+    // `Retry-After` on every page that hashes or verifies, never 500.
+    #[test]
+    fn busy_password_workers_answer_503_with_retry_after() {
+        for e in [PasswordError::TimedOut, PasswordError::Busy(PoolBusy)] {
+            let r = AppError::Password(e).into_response();
+            assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert!(r.headers().contains_key(header::RETRY_AFTER));
+        }
+        let broken = AppError::Password(PasswordError::Join).into_response();
+        assert_eq!(broken.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
 }

@@ -16,9 +16,16 @@
 //! a flood of sign-ins uses the
 //! CPU that MCP, token and introspection requests leave over, never theirs. Under full load a
 //! sign-in waits longer, and the bounded queue turns the excess away with 503.
+//!
+//! A job's requester waits at most [`MAX_WAIT`] for its answer (a saturated CPU can starve
+//! `SCHED_IDLE` threads for as long as it stays saturated) and is then answered
+//! [`PasswordError::TimedOut`], which the pages turn into 503 with `Retry-After`. A worker skips a
+//! job whose requester is gone (timed out, or its request cancelled by a closed connection)
+//! instead of hashing for nobody: a flood whose clients give up costs no argon2 work.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use argon2::password_hash::{PasswordHash, SaltString};
 use argon2::{Algorithm, Argon2, Block, Params, Version};
@@ -37,6 +44,9 @@ pub const PARALLELISM: u32 = 1;
 pub const OUTPUT_LEN: usize = 32;
 /// Default length of the queue in front of the workers (`GATEHOUSE_PASSWORD_QUEUE`).
 pub const DEFAULT_QUEUE: usize = 32;
+/// How long a requester waits for a password job's answer (queue wait and hashing) before
+/// it is answered [`PasswordError::TimedOut`].
+pub const MAX_WAIT: Duration = Duration::from_secs(20);
 /// The nice value of every password worker thread on Linux (19: the lowest priority,
 /// `setpriority(2)` on the thread's id).
 pub const WORKER_NICE: i32 = 19;
@@ -79,6 +89,10 @@ pub enum PasswordError {
     /// The queue is full; try again later.
     #[error(transparent)]
     Busy(#[from] PoolBusy),
+    /// No answer within the pool's longest wait ([`MAX_WAIT`] by default); nothing was decided
+    /// (the job is skipped if no worker has taken it yet).
+    #[error("the password check did not finish in time")]
+    TimedOut,
 }
 
 /// Every worker is busy and the queue is full: the caller should answer 503 with `Retry-After`.
@@ -106,6 +120,10 @@ pub struct PasswordPool {
     workers: usize,
     /// Bytes of argon2 memory the workers hold now.
     held: Arc<AtomicUsize>,
+    /// Jobs skipped because their requester was gone before a worker took them.
+    abandoned: Arc<AtomicU64>,
+    /// How long a requester waits for its answer.
+    max_wait: Duration,
 }
 
 impl std::fmt::Debug for PasswordPool {
@@ -120,6 +138,7 @@ impl std::fmt::Debug for PasswordPool {
 /// A reserved place in the queue: the job sent through it is never refused.
 pub struct PasswordSlot<'a> {
     permit: mpsc::Permit<'a, Job>,
+    max_wait: Duration,
 }
 
 impl PasswordPool {
@@ -131,18 +150,40 @@ impl PasswordPool {
         let (tx, rx) = mpsc::channel(queue.max(1));
         let rx = Arc::new(Mutex::new(rx));
         let held = Arc::new(AtomicUsize::new(0));
+        let abandoned = Arc::new(AtomicU64::new(0));
         for n in 0..workers {
             let rx = Arc::clone(&rx);
             let held = Arc::clone(&held);
+            let abandoned = Arc::clone(&abandoned);
             std::thread::Builder::new()
                 .name(format!("gatehouse-password-{n}"))
                 .spawn(move || {
                     lower_priority();
-                    worker(&rx, &held);
+                    worker(&rx, &held, &abandoned);
                 })
                 .expect("cannot start a password worker thread");
         }
-        PasswordPool { tx, workers, held }
+        PasswordPool {
+            tx,
+            workers,
+            held,
+            abandoned,
+            max_wait: MAX_WAIT,
+        }
+    }
+
+    /// This pool with requesters waiting at most `max_wait` for an answer instead of
+    /// [`MAX_WAIT`].
+    #[must_use]
+    pub fn with_max_wait(mut self, max_wait: Duration) -> PasswordPool {
+        self.max_wait = max_wait;
+        self
+    }
+
+    /// Jobs the workers skipped because their requester was gone (timed out or cancelled)
+    /// before a worker took them, since the pool started.
+    pub fn abandoned(&self) -> u64 {
+        self.abandoned.load(Ordering::SeqCst)
     }
 
     /// Bytes of argon2 memory the workers hold now: `19 MiB` per worker busy with a job or
@@ -157,7 +198,10 @@ impl PasswordPool {
     pub fn try_reserve(&self) -> Result<PasswordSlot<'_>, PoolBusy> {
         self.tx
             .try_reserve()
-            .map(|permit| PasswordSlot { permit })
+            .map(|permit| PasswordSlot {
+                permit,
+                max_wait: self.max_wait,
+            })
             .map_err(|_| PoolBusy)
     }
 
@@ -170,29 +214,51 @@ impl PasswordPool {
     /// command line and start-up, where nobody else is waiting).
     pub async fn hash_waiting(&self, password: String) -> Result<String, PasswordError> {
         let permit = self.tx.reserve().await.map_err(|_| PasswordError::Join)?;
-        PasswordSlot { permit }.hash(password).await
+        PasswordSlot {
+            permit,
+            max_wait: self.max_wait,
+        }
+        .hash(password)
+        .await
     }
 }
 
 impl PasswordSlot<'_> {
     /// Hashes `password` into an argon2id PHC string with our parameters (RFC 9106, 16-byte
     /// random salt, 32-byte output).
+    ///
+    /// Errors: [`PasswordError::TimedOut`] after the pool's longest wait, [`PasswordError::Join`]
+    /// when the worker was lost, [`PasswordError::Hash`] from argon2.
     pub async fn hash(self, password: String) -> Result<String, PasswordError> {
         let (reply, rx) = oneshot::channel();
         self.permit.send(Job::Hash { password, reply });
-        rx.await.map_err(|_| PasswordError::Join)?
+        match tokio::time::timeout(self.max_wait, rx).await {
+            Ok(answer) => answer.map_err(|_| PasswordError::Join)?,
+            Err(_) => Err(PasswordError::TimedOut),
+        }
     }
 
-    /// Verifies `password` against `stored` (a PHC string). With `stored = None` (unknown
-    /// account) it verifies against a dummy hash and returns `false`, so both cost the same.
-    pub async fn verify(self, password: String, stored: Option<String>) -> bool {
+    /// Verifies `password` against `stored` (a PHC string): whether it matches. With `stored =
+    /// None` (unknown account) it verifies against a dummy hash and answers `false`, so both
+    /// cost the same; a stored hash that cannot be checked answers `false` (logged).
+    ///
+    /// Errors: [`PasswordError::TimedOut`] after the pool's longest wait (nothing was decided),
+    /// [`PasswordError::Join`] when the worker was lost.
+    pub async fn verify(
+        self,
+        password: String,
+        stored: Option<String>,
+    ) -> Result<bool, PasswordError> {
         let (reply, rx) = oneshot::channel();
         self.permit.send(Job::Verify {
             password,
             stored,
             reply,
         });
-        rx.await.unwrap_or(false)
+        match tokio::time::timeout(self.max_wait, rx).await {
+            Ok(answer) => answer.map_err(|_| PasswordError::Join),
+            Err(_) => Err(PasswordError::TimedOut),
+        }
     }
 }
 
@@ -223,7 +289,7 @@ fn lower_priority() {
 /// One worker: takes jobs until every sender is gone. Its memory block is allocated for a job,
 /// reused while jobs are waiting, and freed when the queue is found empty after a job (or
 /// another worker is already waiting on it, which means the same).
-fn worker(rx: &Mutex<mpsc::Receiver<Job>>, held: &AtomicUsize) {
+fn worker(rx: &Mutex<mpsc::Receiver<Job>>, held: &AtomicUsize, abandoned: &AtomicU64) {
     let mut memory: Vec<Block> = Vec::new();
     loop {
         let queue_empty = match rx.try_lock() {
@@ -240,6 +306,15 @@ fn worker(rx: &Mutex<mpsc::Receiver<Job>>, held: &AtomicUsize) {
             Err(_) => None,
         };
         let Some(job) = job else { return };
+        let gone = match &job {
+            Job::Hash { reply, .. } => reply.is_closed(),
+            Job::Verify { reply, .. } => reply.is_closed(),
+        };
+        if gone {
+            // Nobody waits for this answer any more: no argon2 work for it.
+            abandoned.fetch_add(1, Ordering::SeqCst);
+            continue;
+        }
         match job {
             Job::Hash { password, reply } => {
                 let _ = reply.send(hash_with(&mut memory, &password, held));
@@ -374,7 +449,7 @@ mod tests {
         let verify = |p: &str, s: Option<String>| {
             let pool = pool.clone();
             let p = p.to_string();
-            async move { pool.try_reserve().unwrap().verify(p, s).await }
+            async move { pool.try_reserve().unwrap().verify(p, s).await.unwrap() }
         };
         assert!(verify("a-long-password", Some(h.clone())).await);
         assert!(!verify("wrong-password", Some(h.clone())).await);
@@ -450,7 +525,7 @@ mod tests {
             if seen.len() >= 2 && seen.iter().all(|&p| p == (WORKER_NICE, SCHED_IDLE)) {
                 return;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         panic!(
             "password worker threads' (nice, policy): {seen:?}, want all ({WORKER_NICE}, {SCHED_IDLE})"
@@ -469,7 +544,8 @@ mod tests {
                 .try_reserve()
                 .unwrap()
                 .verify(password.into(), Some(hash.unwrap()))
-                .await;
+                .await
+                .unwrap();
             assert!(
                 verified,
                 "the block given back and taken again still hashes right"
@@ -479,7 +555,7 @@ mod tests {
                 if held == 0 {
                     break;
                 }
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                tokio::time::sleep(Duration::from_millis(10)).await;
                 held = pool.memory_held();
             }
             assert_eq!(held, 0, "an idle worker still holds {held} bytes");
@@ -494,5 +570,47 @@ mod tests {
         assert!(pool.try_reserve().is_err(), "queue of one is full");
         drop(first);
         assert!(pool.try_reserve().is_ok(), "a released place is free again");
+    }
+
+    // A requester waits at most the pool's longest wait and is answered `TimedOut` (the pages
+    // answer 503), and the worker skips the jobs of requesters that are gone instead of
+    // hashing for nobody.
+    #[tokio::test]
+    async fn a_requester_waits_at_most_the_longest_wait_and_its_job_is_then_skipped() {
+        // One worker; a verification takes tens of milliseconds, far more than the 1 ms wait.
+        let pool = PasswordPool::new(1, 8).with_max_wait(Duration::from_millis(1));
+        let jobs = (0..6).map(|i| {
+            let pool = pool.clone();
+            async move {
+                pool.try_reserve()
+                    .unwrap()
+                    .verify(format!("password {i}"), None)
+                    .await
+            }
+        });
+        for answer in futures::future::join_all(jobs).await {
+            assert!(matches!(answer, Err(PasswordError::TimedOut)), "{answer:?}");
+        }
+        // Every requester gave up within about a millisecond, while the one worker was busy
+        // with the first job at most: the other five (or all six) are skipped unhashed.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while pool.abandoned() < 5 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let abandoned = pool.abandoned();
+        assert!(
+            (5..=6).contains(&abandoned),
+            "{abandoned} of 6 abandoned jobs skipped"
+        );
+        // The pool still answers those who wait long enough.
+        let pool = pool.with_max_wait(MAX_WAIT);
+        let hash = pool.try_reserve().unwrap().hash("still works".into()).await;
+        assert!(
+            pool.try_reserve()
+                .unwrap()
+                .verify("still works".into(), Some(hash.unwrap()))
+                .await
+                .unwrap()
+        );
     }
 }

@@ -116,6 +116,11 @@ pub enum Attempt {
     Failed,
     /// The password is right and the account active; the session is not yet signed in.
     Verified(Box<Verified>),
+    /// The password could not be checked in time ([`crate::password::MAX_WAIT`]: every
+    /// password worker busy for that long): nothing was decided, nothing audited; the attempt
+    /// stays counted against the limits (overloading the server gives no extra tries). Answered
+    /// like a full password queue: 503 with `Retry-After`.
+    Busy,
 }
 
 /// A verified sign-in, to be finished with [`Verified::finish`] once the session is signed in.
@@ -176,9 +181,17 @@ pub async fn attempt(
         Ok(email) => state.store.account_by_email(&email).await?,
         Err(_) => None,
     };
-    let verified = slot
+    let verified = match slot
         .verify(password, account.as_ref().map(|a| a.password_hash.clone()))
-        .await;
+        .await
+    {
+        Ok(verified) => verified,
+        Err(e) => {
+            tracing::warn!(error = %e, "a sign-in's password was not checked");
+            count("busy");
+            return Ok(Attempt::Busy);
+        }
+    };
     let reason = match (account, verified) {
         (Some(account), true) if account.status == AccountStatus::Active => {
             count("success");

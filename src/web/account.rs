@@ -161,10 +161,14 @@ pub async fn change_password(
             return Ok(super::retry_after(r, retry_after));
         }
     };
-    if !slot
+    let Ok(verified) = slot
         .verify(form.current_password, Some(account.password_hash.clone()))
         .await
-    {
+    else {
+        let (status, error) = busy();
+        return refuse(status, error).await;
+    };
+    if !verified {
         state.store.audit(audit("failure"), now).await;
         return refuse(
             StatusCode::UNPROCESSABLE_ENTITY,

@@ -106,11 +106,7 @@ pub async fn submit(
     // away before it touches the database.
     let Ok(slot) = state.passwords.try_reserve() else {
         signin::count("busy");
-        let r = page(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "The server is busy checking other sign-ins. Try again in a moment.".to_string(),
-        )
-        .await?;
+        let r = page(StatusCode::SERVICE_UNAVAILABLE, BUSY.to_string()).await?;
         return Ok(retry_after(r, signin::BUSY_RETRY_AFTER_SECS));
     };
     let password = form.password.clone();
@@ -135,11 +131,18 @@ pub async fn submit(
         Attempt::Failed => {
             return page(StatusCode::UNAUTHORIZED, BAD_CREDENTIALS.to_string()).await;
         }
+        Attempt::Busy => {
+            let r = page(StatusCode::SERVICE_UNAVAILABLE, BUSY.to_string()).await?;
+            return Ok(retry_after(r, signin::BUSY_RETRY_AFTER_SECS));
+        }
     };
     super::session::sign_in(&session, &verified.account).await?;
     verified.finish(&state, client.0, now).await?;
     Ok(see_other(&next))
 }
+
+/// The sign-in page's message when every password worker is busy (503, `Retry-After`).
+const BUSY: &str = "The server is busy checking other sign-ins. Try again in a moment.";
 
 /// `POST /signout`: ends the session server-side.
 pub async fn sign_out(
