@@ -417,4 +417,71 @@ mod tests {
                 .is_some()
         );
     }
+
+    // Another writer (another process, the command line) holding SQLite's write lock makes the
+    // in-place write connection, which never waits, fail at once: the group is rolled back
+    // there and written through the pool, which waits for the lock. The rotation is neither
+    // lost nor answered as busy, and is written exactly once.
+    #[tokio::test]
+    async fn a_group_refused_in_place_is_written_through_the_pool() {
+        use sqlx::Connection;
+        let dir = tempfile::tempdir().unwrap();
+        let (store, refresh) = store_with_grant(&dir).await;
+        let state = store.refresh_state(&refresh).await.unwrap().unwrap();
+        let before = store.in_place_stats().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("r.db").display());
+        let mut other = AnyConnection::connect(&url).await.unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        let next = NewTokens {
+            refresh_hash: TokenHash::of("rt-pool"),
+            access_hash: TokenHash::of("at-pool"),
+            access_expires_at: 9000,
+            scope: "mcp:read".into(),
+        };
+        let rotation = {
+            let (store, refresh, state, next) =
+                (store.clone(), refresh.clone(), state.clone(), next.clone());
+            tokio::spawn(
+                async move { store.rotate_refresh(&refresh, &state, b"s", &next, 3).await },
+            )
+        };
+        // The in-place try fails while the lock is held; the pool's try waits for it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while store.in_place_stats().unwrap().write_fallbacks == before.write_fallbacks {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the in-place write was never tried"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert!(!rotation.is_finished(), "answered while the lock was held");
+        sqlx::query("COMMIT").execute(&mut other).await.unwrap();
+        let rotated = tokio::time::timeout(std::time::Duration::from_secs(10), rotation)
+            .await
+            .expect("the pool's write followed the lock's release")
+            .unwrap()
+            .unwrap();
+        assert_eq!(rotated, Rotation::Rotated);
+        let after = store.in_place_stats().unwrap();
+        assert_eq!(after.writes, before.writes, "nothing committed in place");
+        assert!(
+            store
+                .refresh_state(&next.refresh_hash)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        let rows: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM access_tokens WHERE token_hash = $1")
+                .bind(next.access_hash.as_str())
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(rows, 1, "the new access token written once");
+        let state = store.refresh_state(&refresh).await.unwrap().unwrap();
+        assert_eq!(state.rotated_at, Some(3));
+    }
 }
