@@ -17,6 +17,9 @@
 //! CPU that MCP, token and introspection requests leave over, never theirs. Under full load a
 //! sign-in waits longer, and the bounded queue turns the excess away with 503.
 //!
+//! After each job a worker rests as long as the job took ([`MAX_REST`] at most), so that it is
+//! busy at most half of the time.
+//!
 //! A job's requester waits at most [`MAX_WAIT`] for its answer (a saturated CPU can starve
 //! `SCHED_IDLE` threads for as long as it stays saturated) and is then answered
 //! [`PasswordError::TimedOut`], which the pages turn into 503 with `Retry-After`. A worker skips a
@@ -44,6 +47,12 @@ pub const PARALLELISM: u32 = 1;
 pub const OUTPUT_LEN: usize = 32;
 /// Default length of the queue in front of the workers (`GATEHOUSE_PASSWORD_QUEUE`).
 pub const DEFAULT_QUEUE: usize = 32;
+/// A worker rests after each job as long as the job took it, at most this long: a password
+/// worker is busy at most half of the time. On a machine whose cores MCP and token requests keep
+/// busy, argon2 (19 MiB streamed through the caches per check) slows them even at the lowest
+/// priority; resting halves that for a sign-in flood's whole length, at the price of at most
+/// half the sign-in checks per second per worker (docs/benchmarks.md).
+pub const MAX_REST: Duration = Duration::from_secs(1);
 /// How long a requester waits for a password job's answer (queue wait and hashing) before
 /// it is answered [`PasswordError::TimedOut`].
 pub const MAX_WAIT: Duration = Duration::from_secs(20);
@@ -315,6 +324,7 @@ fn worker(rx: &Mutex<mpsc::Receiver<Job>>, held: &AtomicUsize, abandoned: &Atomi
             abandoned.fetch_add(1, Ordering::SeqCst);
             continue;
         }
+        let started = std::time::Instant::now();
         match job {
             Job::Hash { password, reply } => {
                 let _ = reply.send(hash_with(&mut memory, &password, held));
@@ -336,6 +346,8 @@ fn worker(rx: &Mutex<mpsc::Receiver<Job>>, held: &AtomicUsize, abandoned: &Atomi
                 let _ = reply.send(ok && known);
             }
         }
+        // The answer is sent: its requester does not wait for this rest, only the next job.
+        std::thread::sleep(started.elapsed().min(MAX_REST));
     }
 }
 
@@ -611,6 +623,46 @@ mod tests {
                 .verify("still works".into(), Some(hash.unwrap()))
                 .await
                 .unwrap()
+        );
+    }
+
+    // After a job a worker rests as long as the job took, before it takes the next one; the
+    // requester of the first job does not wait for that rest.
+    #[tokio::test]
+    async fn a_worker_rests_as_long_as_each_job_took() {
+        let pool = PasswordPool::new(1, 4);
+        let hash = pool
+            .try_reserve()
+            .unwrap()
+            .hash("warm".into())
+            .await
+            .unwrap();
+        // Let the worker's rest after that first hash pass.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let start = std::time::Instant::now();
+        let verify = |password: &'static str| {
+            let (pool, hash) = (pool.clone(), hash.clone());
+            async move {
+                let answer = pool
+                    .try_reserve()
+                    .unwrap()
+                    .verify(password.into(), Some(hash))
+                    .await
+                    .unwrap();
+                (answer, start.elapsed())
+            }
+        };
+        let first = tokio::spawn(verify("warm"));
+        let second = tokio::spawn(verify("cold"));
+        let (first, second) = (first.await.unwrap(), second.await.unwrap());
+        assert!(first.0 && !second.0);
+        // Without the rest the second answer comes after about two jobs; with it, after
+        // about three (job, rest as long, job).
+        assert!(
+            second.1 > first.1.mul_f64(2.5),
+            "first answered after {:?}, second after {:?}",
+            first.1,
+            second.1
         );
     }
 }
