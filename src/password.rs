@@ -121,6 +121,25 @@ enum Job {
     },
 }
 
+impl Job {
+    /// Whether nobody waits for this job's answer any more (timed out or cancelled).
+    fn requester_gone(&self) -> bool {
+        match self {
+            Job::Hash { reply, .. } => reply.is_closed(),
+            Job::Verify { reply, .. } => reply.is_closed(),
+        }
+    }
+}
+
+/// A job's answer, waited for at most `max_wait`. Errors: [`PasswordError::TimedOut`] after
+/// `max_wait`, [`PasswordError::Join`] when the worker was lost.
+async fn answer<T>(rx: oneshot::Receiver<T>, max_wait: Duration) -> Result<T, PasswordError> {
+    match tokio::time::timeout(max_wait, rx).await {
+        Ok(answer) => answer.map_err(|_| PasswordError::Join),
+        Err(_) => Err(PasswordError::TimedOut),
+    }
+}
+
 /// A fixed pool of password workers behind a bounded queue. Cheap to clone; the workers stop
 /// when the last clone is dropped.
 #[derive(Clone)]
@@ -241,10 +260,7 @@ impl PasswordSlot<'_> {
     pub async fn hash(self, password: String) -> Result<String, PasswordError> {
         let (reply, rx) = oneshot::channel();
         self.permit.send(Job::Hash { password, reply });
-        match tokio::time::timeout(self.max_wait, rx).await {
-            Ok(answer) => answer.map_err(|_| PasswordError::Join)?,
-            Err(_) => Err(PasswordError::TimedOut),
-        }
+        answer(rx, self.max_wait).await?
     }
 
     /// Verifies `password` against `stored` (a PHC string): whether it matches. With `stored =
@@ -264,10 +280,7 @@ impl PasswordSlot<'_> {
             stored,
             reply,
         });
-        match tokio::time::timeout(self.max_wait, rx).await {
-            Ok(answer) => answer.map_err(|_| PasswordError::Join),
-            Err(_) => Err(PasswordError::TimedOut),
-        }
+        answer(rx, self.max_wait).await
     }
 }
 
@@ -315,11 +328,7 @@ fn worker(rx: &Mutex<mpsc::Receiver<Job>>, held: &AtomicUsize, abandoned: &Atomi
             Err(_) => None,
         };
         let Some(job) = job else { return };
-        let gone = match &job {
-            Job::Hash { reply, .. } => reply.is_closed(),
-            Job::Verify { reply, .. } => reply.is_closed(),
-        };
-        if gone {
+        if job.requester_gone() {
             // Nobody waits for this answer any more: no argon2 work for it.
             abandoned.fetch_add(1, Ordering::SeqCst);
             continue;
