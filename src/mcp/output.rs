@@ -222,6 +222,63 @@ fn cut_to_fit<T: serde::Serialize>(
     }
 }
 
+/// Results whose JSON is at most this many bytes (by [`is_small`]) are prepared on the async
+/// worker that produced them: preparing one takes a few microseconds, less than handing it to
+/// another thread and back.
+pub const INLINE_RESULT_BYTES: usize = 16 * 1024;
+
+/// Whether the outcome is small enough to prepare where it is ([`INLINE_RESULT_BYTES`]): an
+/// error, or a value and links whose JSON is at most that many bytes. Walks at most about
+/// that many bytes of the value, however large it is.
+pub fn is_small(result: &Result<Produced, ToolError>) -> bool {
+    let Ok(produced) = result else {
+        return true;
+    };
+    let mut budget = INLINE_RESULT_BYTES;
+    for link in &produced.links {
+        let used = link.uri.len() + link.name.len() + 64;
+        let Some(left) = budget.checked_sub(used) else {
+            return false;
+        };
+        budget = left;
+    }
+    json_fits(&produced.value, &mut budget)
+}
+
+/// Whether the JSON of `v` is at most `budget` bytes (an estimate from below: string escapes
+/// are not counted), taking what it uses from `budget`; stops at the first part that does not
+/// fit, so it visits at most about `budget` bytes' worth of `v`.
+fn json_fits(v: &Value, budget: &mut usize) -> bool {
+    match v {
+        Value::Null | Value::Bool(_) => take(budget, 5),
+        Value::Number(_) => take(budget, 20),
+        Value::String(s) => take(budget, s.len() + 2),
+        Value::Array(items) => {
+            take(budget, 2)
+                && items
+                    .iter()
+                    .all(|item| take(budget, 1) && json_fits(item, budget))
+        }
+        Value::Object(map) => {
+            take(budget, 2)
+                && map
+                    .iter()
+                    .all(|(k, item)| take(budget, k.len() + 4) && json_fits(item, budget))
+        }
+    }
+}
+
+/// Takes `n` from `budget`; `false` (and `budget` unchanged) when it has less.
+fn take(budget: &mut usize, n: usize) -> bool {
+    match budget.checked_sub(n) {
+        Some(left) => {
+            *budget = left;
+            true
+        }
+        None => false,
+    }
+}
+
 /// Runs CPU-bound work — cutting and serializing a result, which takes time proportional to
 /// its size — on tokio's blocking pool, at most one job per CPU at once, so the async workers
 /// stay free to serve other requests, timers and the stop signal (a stop abandons what is

@@ -249,9 +249,15 @@ impl ServerHandler for GatehouseMcp {
             return Err(super::errors::unavailable());
         }
         let max_bytes = config.max_result_bytes;
-        let rendered = output::off_runtime(move || output::render(outcome.result, max_bytes))
-            .await
-            .ok_or_else(|| ErrorData::internal_error("the result could not be prepared", None))?;
+        let rendered = if output::is_small(&outcome.result) {
+            output::render(outcome.result, max_bytes)
+        } else {
+            output::off_runtime(move || output::render(outcome.result, max_bytes))
+                .await
+                .ok_or_else(|| {
+                    ErrorData::internal_error("the result could not be prepared", None)
+                })?
+        };
         Ok(rendered.into())
     }
 
