@@ -277,7 +277,14 @@ impl Application {
                 tokio::spawn(crate::metrics::serve(listener, self.state.clone(), handle))
             })
         });
-        let served = serve(self.listener, service, &self.state.config, stop).await;
+        let served = serve(
+            self.listener,
+            service,
+            &self.state.config,
+            &self.state.store,
+            stop,
+        )
+        .await;
         sweeper.abort();
         if let Some(listener) = auth_listener {
             listener.stop();
@@ -304,6 +311,9 @@ pub const MAX_HEADERS: usize = 64;
 /// TLS and HTTP/2 end at the reverse proxy) until `stop` completes; then stops accepting, lets
 /// in-flight requests finish for at most [`SHUTDOWN_GRACE`] and returns.
 ///
+/// Each connection is served on one of the serving lanes ([`crate::lanes`], one per core),
+/// the lanes taken in turn; the accepting loop runs where this is called.
+///
 /// The limits against hostile clients are hyper's and tower-http's settings:
 /// `header_read_timeout` (slow or idle connections, including a new one that sends nothing:
 /// closed once a request head has not arrived within `GATEHOUSE_HEADER_READ_TIMEOUT`; the
@@ -317,6 +327,7 @@ async fn serve(
     listener: TcpListener,
     router: Router,
     config: &Config,
+    store: &Store,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use hyper_util::rt::{TokioIo, TokioTimer};
@@ -332,6 +343,12 @@ async fn serve(
         .max_headers(MAX_HEADERS);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let permits = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
+    let count = crate::lanes::default_count();
+    let mut lanes = crate::lanes::Lanes::start(
+        count,
+        store,
+        crate::store::lane_pool_size(store.max_connections(), count),
+    )?;
     let mut stop = std::pin::pin!(stop);
     loop {
         let permit = tokio::select! {
@@ -372,12 +389,35 @@ async fn serve(
                 request
             },
         ));
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(socket), service));
-        tokio::spawn(async move {
-            // A client that goes away mid-request is its own business, not an error here.
-            let _ = connection.await;
-            drop(permit);
-        });
+        // Registered again with the lane's runtime, which drives it from then on.
+        let socket = match socket.into_std() {
+            Ok(socket) => socket,
+            Err(e) => {
+                tracing::debug!(error = %e, "an accepted connection could not be handed on");
+                continue;
+            }
+        };
+        let builder = builder.clone();
+        let watcher = graceful.watcher();
+        let handed = lanes.run(Box::new(move || {
+            let socket = match tokio::net::TcpStream::from_std(socket) {
+                Ok(socket) => socket,
+                Err(e) => {
+                    tracing::debug!(error = %e, "an accepted connection could not be served");
+                    return;
+                }
+            };
+            let connection = watcher.watch(builder.serve_connection(TokioIo::new(socket), service));
+            tokio::spawn(async move {
+                // A client that goes away mid-request is its own business, not an error here.
+                let _ = connection.await;
+                drop(permit);
+            });
+        }));
+        if !handed {
+            tracing::error!("every serving lane has ended; no longer accepting connections");
+            break;
+        }
     }
     drop(listener);
     if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())

@@ -63,7 +63,7 @@ impl Store {
         password_hash: &str,
         now: i64,
     ) -> Result<Account, StoreError> {
-        insert_account(self.pool(), email, password_hash, now).await
+        insert_account(&self.pool(), email, password_hash, now).await
     }
 
     /// The account with this (lowercased) email, if any.
@@ -86,7 +86,7 @@ impl Store {
             "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE {column} = $1"
         ))
         .bind(value)
-        .fetch_optional(self.pool())
+        .fetch_optional(&self.pool())
         .await?)
     }
 
@@ -99,7 +99,7 @@ impl Store {
         let done = sqlx::query("UPDATE accounts SET status = $1 WHERE email = $2")
             .bind(status.as_str())
             .bind(email.as_str())
-            .execute(self.writer())
+            .execute(&self.writer())
             .await?;
         self.auth_changed();
         if done.rows_affected() == 0 {
@@ -111,7 +111,7 @@ impl Store {
     /// How many accounts exist.
     pub async fn count_accounts(&self) -> Result<i64, StoreError> {
         Ok(sqlx::query_scalar("SELECT COUNT(*) AS n FROM accounts")
-            .fetch_one(self.pool())
+            .fetch_one(&self.pool())
             .await?)
     }
 
@@ -128,7 +128,7 @@ impl Store {
         .bind(hash.as_str())
         .bind(now)
         .bind(expires_at)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await?;
         Ok(())
     }
@@ -140,7 +140,7 @@ impl Store {
         )
         .bind(hash.as_str())
         .bind(now)
-        .fetch_optional(self.pool())
+        .fetch_optional(&self.pool())
         .await?
         .is_some())
     }
@@ -187,7 +187,7 @@ impl Store {
         .bind(password_hash)
         .bind(end_sessions)
         .bind(account_id)
-        .fetch_optional(self.writer())
+        .fetch_optional(&self.writer())
         .await?)
     }
 
@@ -198,7 +198,7 @@ impl Store {
             "UPDATE accounts SET session_epoch = session_epoch + 1 WHERE id = $1 RETURNING session_epoch",
         )
         .bind(account_id)
-        .fetch_optional(self.writer())
+        .fetch_optional(&self.writer())
         .await?)
     }
 }

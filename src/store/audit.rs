@@ -371,7 +371,7 @@ impl Store {
             .bind(e.subject)
             .bind(e.source_ip)
             .bind(e.detail)
-            .execute(self.writer())
+            .execute(&self.writer())
             .await?;
         Ok(())
     }
@@ -392,7 +392,7 @@ impl Store {
              FROM audit_events ORDER BY id DESC LIMIT $1",
         )
         .bind(limit)
-        .fetch_all(self.pool())
+        .fetch_all(&self.pool())
         .await?)
     }
 
@@ -408,7 +408,7 @@ impl Store {
              AND client_id IS NOT NULL GROUP BY client_id",
         )
         .bind(account_id)
-        .fetch_all(self.pool())
+        .fetch_all(&self.pool())
         .await?)
     }
 
@@ -429,7 +429,7 @@ impl Store {
         .bind(account_id)
         .bind(client_id)
         .bind(limit)
-        .fetch_all(self.pool())
+        .fetch_all(&self.pool())
         .await?)
     }
 }

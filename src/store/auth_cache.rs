@@ -240,7 +240,7 @@ impl Store {
                     Some(generation) => generation,
                     None => {
                         sqlx::query_scalar(GENERATION)
-                            .fetch_one(self.pool())
+                            .fetch_one(&self.pool())
                             .await?
                     }
                 };
@@ -495,7 +495,7 @@ async fn heartbeat_loop(store: Store, channel: String) {
         tick.tick().await;
         if let Err(e) = sqlx::query("SELECT pg_notify($1, '')")
             .bind(&channel)
-            .execute(store.pool())
+            .execute(&store.pool())
             .await
         {
             tracing::debug!(error = %e, "validation cache: heartbeat not sent");

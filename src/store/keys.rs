@@ -215,7 +215,7 @@ impl Store {
             Credentials::PersonalUrls => query,
         };
         query
-            .execute(self.writer())
+            .execute(&self.writer())
             .await
             .map_err(|e| StoreError::from_insert(e, table.what()))?;
         Ok(id)
@@ -274,7 +274,7 @@ impl Store {
              WHERE {filter} ORDER BY c.created_at, c.id"
         ))
         .bind(bound)
-        .fetch_all(self.pool())
+        .fetch_all(&self.pool())
         .await?)
     }
 
@@ -293,7 +293,7 @@ impl Store {
         ))
         .bind(id)
         .bind(now)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await?
         .rows_affected();
         self.auth_changed();
@@ -302,7 +302,7 @@ impl Store {
         }
         let exists = sqlx::query(&format!("SELECT id FROM {name} WHERE id = $1"))
             .bind(id)
-            .fetch_optional(self.pool())
+            .fetch_optional(&self.pool())
             .await?;
         match exists {
             Some(_) => Ok(false),
@@ -364,7 +364,7 @@ impl Store {
                 sqlx::query_as(&sql)
                     .bind(hash.as_str())
                     .bind(now)
-                    .fetch_optional(self.pool())
+                    .fetch_optional(&self.pool())
                     .await?
             }
         };
@@ -399,7 +399,7 @@ impl Store {
             ))
             .bind(id)
             .bind(now)
-            .execute(self.writer())
+            .execute(&self.writer())
             .await?
             .rows_affected();
             if won == 1 {
@@ -412,7 +412,7 @@ impl Store {
         .bind(id)
         .bind(now)
         .bind(now - LAST_USED_INTERVAL_SECS)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await?
         .rows_affected();
         Ok(if moved == 1 {

@@ -103,7 +103,7 @@ impl Store {
     pub async fn clear_counter(&self, limit: &Limit) -> Result<(), StoreError> {
         sqlx::query("DELETE FROM rate_limits WHERE key = $1")
             .bind(&limit.key)
-            .execute(self.writer())
+            .execute(&self.writer())
             .await?;
         Ok(())
     }
@@ -118,7 +118,7 @@ impl Store {
         )
         .bind(&limit.key)
         .bind(since)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await?;
         Ok(())
     }
@@ -127,7 +127,7 @@ impl Store {
     pub async fn delete_expired_counters(&self, now: i64) -> Result<u64, StoreError> {
         Ok(sqlx::query("DELETE FROM rate_limits WHERE expires_at < $1")
             .bind(now)
-            .execute(self.writer())
+            .execute(&self.writer())
             .await?
             .rows_affected())
     }
@@ -157,7 +157,7 @@ impl Store {
         )
         .bind(created_before)
         .bind(now)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await?
         .rows_affected();
         if deleted > 0 {
@@ -183,7 +183,7 @@ impl Store {
         for l in limits {
             q = q.bind(&l.key);
         }
-        let rows = q.fetch_all(self.pool()).await?;
+        let rows = q.fetch_all(&self.pool()).await?;
         Ok(rows
             .into_iter()
             .map(|(key, hits, amount, since, blocked_until, expires_at)| {

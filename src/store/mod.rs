@@ -341,6 +341,8 @@ pub struct StoreParts {
     url: std::sync::Arc<str>,
     /// `SQLite` (a file): the connections that run the hot lookups in place ([`in_place`]).
     in_place: Option<std::sync::Arc<in_place::InPlace>>,
+    /// The pool's settings, for the pools of serving lanes ([`Store::enter_lane`]).
+    lane_options: AnyPoolOptions,
 }
 
 impl std::fmt::Debug for Store {
@@ -395,7 +397,8 @@ impl Store {
         } else {
             options
         };
-        let pool = options.clone().connect(&url).await?;
+        let lane_options = options.clone();
+        let pool = options.connect(&url).await?;
         // One pool for reads and writes on both engines: a separate one-connection writer pool
         // on SQLite failed the read-only drill (docs/benchmarks.md).
         let sessions = SessionBackend::connect(backend, &url).await?;
@@ -414,6 +417,7 @@ impl Store {
                 Backend::Postgres => None,
             },
             url: url.as_str().into(),
+            lane_options,
         })))
     }
 
@@ -454,7 +458,7 @@ impl Store {
     /// Errors: [`sqlx::Error::PoolTimedOut`] when no turn came within [`WRITE_TURN_WAIT`]
     /// (answered 503, like a busy database); otherwise what `BEGIN` returned.
     pub(crate) async fn begin_write(&self) -> Result<WriteTx, sqlx::Error> {
-        let pool = self.pool.clone();
+        let pool = self.pool();
         let backend = self.backend;
         let turns = std::sync::Arc::clone(&self.write_turns);
         let begin = tokio::spawn(async move {
@@ -481,15 +485,57 @@ impl Store {
         }
     }
 
-    /// The connection pool (both engines, `$n` placeholders), for reads.
-    pub(crate) fn pool(&self) -> &AnyPool {
-        &self.pool
+    /// The connection pool (both engines, `$n` placeholders), for reads: on a serving lane of
+    /// this store ([`Store::enter_lane`]) the lane's own, otherwise the shared one.
+    pub(crate) fn pool(&self) -> AnyPool {
+        if self.backend == Backend::Postgres
+            && let Some(pool) = LANE_POOL.with(|lane| lane.pool_of(self.key()))
+        {
+            return pool;
+        }
+        self.pool.clone()
     }
 
-    /// Where a write outside a transaction runs (today the shared pool). Not called while the
-    /// same task holds a [`Store::begin_write`] transaction.
-    pub(crate) fn writer(&self) -> &AnyPool {
-        &self.pool
+    /// Where a write outside a transaction runs (the pool of [`Store::pool`]). Not called
+    /// while the same task holds a [`Store::begin_write`] transaction.
+    pub(crate) fn writer(&self) -> AnyPool {
+        self.pool()
+    }
+
+    /// Whether statements of this store run from the calling thread use a serving lane's own
+    /// pool ([`Store::enter_lane`]; only on `PostgreSQL`) rather than the shared one.
+    pub fn uses_lane_pool_here(&self) -> bool {
+        self.backend == Backend::Postgres
+            && LANE_POOL.with(|lane| lane.pool_of(self.key()).is_some())
+    }
+
+    /// What tells this store apart from every other in the process (the address of its shared
+    /// parts), for [`LANE_POOL`].
+    fn key(&self) -> usize {
+        std::sync::Arc::as_ptr(&self.0) as usize
+    }
+
+    /// Makes the calling thread a serving lane of this store ([`crate::lanes`]) until the
+    /// guard is dropped: on `PostgreSQL` the thread's statements then run on a pool of its own,
+    /// of `per_lane` connections at most, opened as they are needed (none kept when idle past
+    /// [`IDLE_TIMEOUT`]), so that each connection's socket is driven by the runtime of the
+    /// thread that uses it. Call it on the lane's thread, inside its runtime. On `SQLite` it
+    /// changes nothing (its connections run on threads of their own).
+    pub fn enter_lane(&self, per_lane: u32) -> LaneGuard {
+        if self.backend == Backend::Postgres {
+            let options = self
+                .lane_options
+                .clone()
+                .min_connections(0)
+                .max_connections(per_lane.max(1));
+            match options.connect_lazy(&self.url) {
+                Ok(pool) => LANE_POOL.with(|lane| lane.set(Some((self.key(), pool)))),
+                Err(e) => tracing::warn!(error = %e, "no pool of its own for a serving lane"),
+            }
+        }
+        LaneGuard {
+            _not_send: std::marker::PhantomData,
+        }
     }
 
     /// The permits of full-text searches ([`search_permits`]).
@@ -580,7 +626,7 @@ impl Store {
 
     /// Whether the database answers a trivial query (`/readyz`).
     pub async fn ping(&self) -> bool {
-        sqlx::query("SELECT 1").execute(&self.pool).await.is_ok()
+        sqlx::query("SELECT 1").execute(&self.pool()).await.is_ok()
     }
 
     /// Closes every connection.
@@ -592,6 +638,41 @@ impl Store {
 /// How long an idle pooled connection is kept before it is closed (above the pool's minimum).
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// The pool of the serving lane the current thread is, with the key of the store it belongs
+/// to ([`Store::enter_lane`]).
+#[derive(Default)]
+struct LanePool(std::cell::RefCell<Option<(usize, AnyPool)>>);
+
+impl LanePool {
+    fn pool_of(&self, store: usize) -> Option<AnyPool> {
+        match &*self.0.borrow() {
+            Some((key, pool)) if *key == store => Some(pool.clone()),
+            _ => None,
+        }
+    }
+
+    fn set(&self, lane: Option<(usize, AnyPool)>) {
+        *self.0.borrow_mut() = lane;
+    }
+}
+
+thread_local! {
+    static LANE_POOL: LanePool = LanePool::default();
+}
+
+/// While it lives, the thread that made it is a serving lane of its store
+/// ([`Store::enter_lane`]); dropped, the thread uses the shared pool again and the lane's
+/// pool is closed as its connections come back.
+pub struct LaneGuard {
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Drop for LaneGuard {
+    fn drop(&mut self) {
+        LANE_POOL.with(|lane| lane.set(None));
+    }
+}
+
 /// The pool's `(min, max)` connections for `cpus` cores. `SQLite` runs one statement at a time per
 /// connection on a worker thread each and one writer at a time: twice the cores (4 to 16) keep
 /// reads parallel without a crowd of threads waiting on the write lock. `PostgreSQL` does its
@@ -600,6 +681,22 @@ pub fn pool_size(backend: Backend, cpus: u32) -> (u32, u32) {
     match backend {
         Backend::Sqlite => (2, cpus.saturating_mul(2).clamp(4, 16)),
         Backend::Postgres => (2, cpus.saturating_mul(4).clamp(8, 32)),
+    }
+}
+
+/// The most connections of each serving lane's pool on `PostgreSQL` ([`Store::enter_lane`])
+/// when a server of `max` pooled connections ([`pool_size`]) runs `lanes` lanes: an equal
+/// share of `max`, rounded up, and at least 4 (a lane's requests wait on the database, not on
+/// each other).
+pub fn lane_pool_size(max: u32, lanes: usize) -> u32 {
+    let lanes = u32::try_from(lanes.max(1)).unwrap_or(u32::MAX);
+    max.div_ceil(lanes).max(4)
+}
+
+impl Store {
+    /// The most connections of this store's shared pool ([`pool_size`]).
+    pub fn max_connections(&self) -> u32 {
+        self.pool.options().get_max_connections()
     }
 }
 
@@ -780,11 +877,11 @@ mod tests {
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
         let store = Store::connect(&url).await.unwrap();
         sqlx::query("CREATE TABLE counter (n INTEGER NOT NULL)")
-            .execute(store.pool())
+            .execute(&store.pool())
             .await
             .unwrap();
         sqlx::query("INSERT INTO counter (n) VALUES (0)")
-            .execute(store.pool())
+            .execute(&store.pool())
             .await
             .unwrap();
         let mut tx = store.begin_write().await.unwrap();
@@ -797,7 +894,7 @@ mod tests {
             let store = store.clone();
             tokio::spawn(async move {
                 sqlx::query("UPDATE counter SET n = n + 1")
-                    .execute(store.pool())
+                    .execute(&store.pool())
                     .await
             })
         };
@@ -812,7 +909,7 @@ mod tests {
             .unwrap()
             .expect("the other writer waited, then wrote");
         let n: i64 = sqlx::query_scalar("SELECT n FROM counter")
-            .fetch_one(store.pool())
+            .fetch_one(&store.pool())
             .await
             .unwrap();
         assert_eq!(n, 11);
@@ -876,7 +973,7 @@ mod tests {
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
         let store = Store::connect(&url).await.unwrap();
         sqlx::query("CREATE TABLE t (n INTEGER NOT NULL)")
-            .execute(store.pool())
+            .execute(&store.pool())
             .await
             .unwrap();
         let mut tx = store.begin_write().await.unwrap();
@@ -910,7 +1007,7 @@ mod tests {
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
         let store = Store::connect(&url).await.unwrap();
         sqlx::query("CREATE TABLE counter (n INTEGER NOT NULL)")
-            .execute(store.pool())
+            .execute(&store.pool())
             .await
             .unwrap();
         // Twenty times: poll a beginning until SQLite shows the write lock taken, then once
@@ -952,7 +1049,7 @@ mod tests {
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
         let store = Store::connect(&url).await.unwrap();
         sqlx::query("CREATE TABLE counter (n INTEGER NOT NULL)")
-            .execute(store.pool())
+            .execute(&store.pool())
             .await
             .unwrap();
         let mut tasks = tokio::task::JoinSet::new();
@@ -987,7 +1084,7 @@ mod tests {
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
         let store = Store::connect(&url).await.unwrap();
         sqlx::query("CREATE TABLE t (n INTEGER NOT NULL)")
-            .execute(store.writer())
+            .execute(&store.writer())
             .await
             .unwrap();
         let holder = store.begin_write().await.unwrap();
@@ -1036,6 +1133,15 @@ mod tests {
             assert!((1..max).contains(&permits), "{max}");
         }
         assert_eq!(search_permits(1), 1);
+    }
+
+    #[test]
+    fn a_lane_pool_takes_its_share_and_at_least_four() {
+        assert_eq!(lane_pool_size(8, 2), 4);
+        assert_eq!(lane_pool_size(8, 1), 8);
+        assert_eq!(lane_pool_size(32, 16), 4);
+        assert_eq!(lane_pool_size(32, 3), 11);
+        assert_eq!(lane_pool_size(8, 0), 8);
     }
 
     #[test]

@@ -148,7 +148,7 @@ impl Store {
         .bind(new.body)
         .bind(tags_to_json(new.tags))
         .bind(now)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await?;
         Ok(Note {
             id,
@@ -164,7 +164,7 @@ impl Store {
     /// The note `note_id` of `project_id`; `None` if there is none (a note id of another project
     /// is not found either).
     pub async fn note(&self, project_id: &str, note_id: &str) -> Result<Option<Note>, StoreError> {
-        select_note(self.pool(), project_id, note_id).await
+        select_note(&self.pool(), project_id, note_id).await
     }
 
     /// Applies `patch` to a note and returns the result; `None` if there is no such note.
@@ -242,7 +242,7 @@ impl Store {
             .bind(fts)
             .bind(limit)
             .bind(offset)
-            .fetch_all(self.pool())
+            .fetch_all(&self.pool())
             .await?)
     }
 
@@ -258,7 +258,7 @@ impl Store {
         )
         .bind(project_id)
         .bind(limit)
-        .fetch_all(self.pool())
+        .fetch_all(&self.pool())
         .await?)
     }
 
@@ -267,7 +267,7 @@ impl Store {
         Ok(
             sqlx::query_scalar("SELECT COUNT(*) AS n FROM notes WHERE project_id = $1")
                 .bind(project_id)
-                .fetch_one(self.pool())
+                .fetch_one(&self.pool())
                 .await?,
         )
     }
@@ -278,7 +278,7 @@ impl Store {
             "SELECT {NOTE_COLUMNS} FROM notes WHERE project_id = $1 ORDER BY created_at, id"
         ))
         .bind(project_id)
-        .fetch_all(self.pool())
+        .fetch_all(&self.pool())
         .await?)
     }
 
@@ -333,7 +333,7 @@ impl Store {
         .bind(limit)
         .bind(offset)
         .bind(principal.reach.only_project())
-        .fetch_all(self.pool())
+        .fetch_all(&self.pool())
         .await?)
     }
 
@@ -357,7 +357,7 @@ impl Store {
         .bind(account_id)
         .bind(client_id)
         .bind(now)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await?;
         Ok(Job {
             id,
@@ -378,7 +378,7 @@ impl Store {
         Ok(
             sqlx::query_as(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1"))
                 .bind(job_id)
-                .fetch_optional(self.pool())
+                .fetch_optional(&self.pool())
                 .await?,
         )
     }
@@ -409,7 +409,7 @@ impl Store {
         )
         .bind(now)
         .bind(job_id)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -434,7 +434,7 @@ impl Store {
         .bind(error)
         .bind(now)
         .bind(job_id)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await?;
         Ok(())
     }
@@ -453,7 +453,7 @@ impl Store {
         )
         .bind(stale_before)
         .bind(now)
-        .fetch_all(self.writer())
+        .fetch_all(&self.writer())
         .await?;
         for id in &ids {
             tracing::warn!(job_id = %id, "resuming a background job left unfinished");

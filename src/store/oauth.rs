@@ -471,7 +471,7 @@ impl Store {
         .bind(c.metadata.to_string())
         .bind(i64::from(c.can_introspect))
         .bind(c.created_at)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await
         .map_err(|e| StoreError::from_insert(e, &format!("client {}", c.client_id)))?;
         Ok(())
@@ -490,7 +490,7 @@ impl Store {
         }
         Ok(sqlx::query_as(CLIENT_LOOKUP)
             .bind(client_id)
-            .fetch_optional(self.pool())
+            .fetch_optional(&self.pool())
             .await?)
     }
 
@@ -508,7 +508,7 @@ impl Store {
         .bind(account_id)
         .bind(client_id)
         .bind(redirect_uri)
-        .fetch_optional(self.pool())
+        .fetch_optional(&self.pool())
         .await?)
     }
 
@@ -541,7 +541,7 @@ impl Store {
             .bind(&union)
             .bind(now)
             .bind(&live.id)
-            .fetch_optional(self.writer())
+            .fetch_optional(&self.writer())
             .await?;
             self.auth_changed();
             if let Some(id) = widened {
@@ -561,7 +561,7 @@ impl Store {
         .bind(redirect_uri)
         .bind(requested)
         .bind(now)
-        .fetch_one(self.writer())
+        .fetch_one(&self.writer())
         .await?;
         self.auth_changed();
         Ok(id)
@@ -585,7 +585,7 @@ impl Store {
         .bind(&c.issuer)
         .bind(c.created_at)
         .bind(c.expires_at)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await?;
         Ok(())
     }
@@ -597,7 +597,7 @@ impl Store {
              issuer, created_at, expires_at, used_at FROM authorization_codes WHERE code_hash = $1",
         )
         .bind(hash.as_str())
-        .fetch_optional(self.pool())
+        .fetch_optional(&self.pool())
         .await?)
     }
 
@@ -667,7 +667,7 @@ impl Store {
             "SELECT used_at, family_id FROM authorization_codes WHERE code_hash = $1",
         )
         .bind(code.code_hash.as_str())
-        .fetch_optional(self.pool())
+        .fetch_optional(&self.pool())
         .await?;
         let Some((used_at, family)) = row else {
             return Ok(Redeemed::Invalid);
@@ -726,7 +726,7 @@ impl Store {
             None => {
                 sqlx::query_as(REFRESH_LOOKUP)
                     .bind(hash.as_str())
-                    .fetch_optional(self.pool())
+                    .fetch_optional(&self.pool())
                     .await?
             }
         };
@@ -797,7 +797,7 @@ impl Store {
             let row: Option<(String, Option<i64>, Option<String>)> =
                 sqlx::query_as(super::consent_read!())
                     .bind(&state.consent_id)
-                    .fetch_optional(self.pool())
+                    .fetch_optional(&self.pool())
                     .await?;
             match live_consent_scope(row) {
                 Err(refusal) => return Ok(Rotation::Refused(refusal)),
@@ -829,7 +829,7 @@ impl Store {
                 sqlx::query_as(ACCESS_LOOKUP)
                     .bind(hash.as_str())
                     .bind(now)
-                    .fetch_optional(self.pool())
+                    .fetch_optional(&self.pool())
                     .await?
             }
         };
@@ -859,7 +859,7 @@ impl Store {
         )
         .bind(hash.as_str())
         .bind(client_id)
-        .fetch_optional(self.pool())
+        .fetch_optional(&self.pool())
         .await?;
         if let Some(f) = &family {
             self.revoke_family(f, "revoked by the client", now).await?;
@@ -871,7 +871,7 @@ impl Store {
         .bind(now)
         .bind(hash.as_str())
         .bind(client_id)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await?;
         self.auth_changed();
         Ok(None)
@@ -885,7 +885,7 @@ impl Store {
              WHERE c.account_id = $1 AND c.revoked_at IS NULL ORDER BY c.updated_at DESC, c.id",
         )
         .bind(account_id)
-        .fetch_all(self.pool())
+        .fetch_all(&self.pool())
         .await?)
     }
 
@@ -956,7 +956,7 @@ impl Store {
         )
         .bind(now)
         .bind(account_id)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await?
         .rows_affected())
     }
@@ -977,7 +977,7 @@ impl Store {
         .bind(serde_json::to_string(&c.grant_types).unwrap_or_default())
         .bind(c.metadata.to_string())
         .bind(c.created_at)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await?;
         Ok(())
     }
@@ -1003,7 +1003,7 @@ impl Store {
         .bind(request_json)
         .bind(now)
         .bind(expires_at)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await?;
         Ok(())
     }
@@ -1023,7 +1023,7 @@ impl Store {
         .bind(id)
         .bind(account_id)
         .bind(now)
-        .fetch_optional(self.writer())
+        .fetch_optional(&self.writer())
         .await?)
     }
 }

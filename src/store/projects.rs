@@ -117,7 +117,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let exists = sqlx::query("SELECT 1 AS ok FROM projects WHERE id = $1")
             .bind(project_id)
-            .fetch_optional(self.pool())
+            .fetch_optional(&self.pool())
             .await?;
         if exists.is_none() {
             return Err(StoreError::NotFound(format!("project {project_id}")));
@@ -130,7 +130,7 @@ impl Store {
         .bind(account_id)
         .bind(role.as_str())
         .bind(now)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await?;
         self.auth_changed();
         Ok(())
@@ -148,7 +148,7 @@ impl Store {
         }
         Ok(sqlx::query_as(PROJECTS_OF_ACCOUNT)
             .bind(account_id)
-            .fetch_all(self.pool())
+            .fetch_all(&self.pool())
             .await?)
     }
 
@@ -167,7 +167,7 @@ impl Store {
         Ok(sqlx::query_as(MEMBERSHIP)
             .bind(account_id)
             .bind(project_id)
-            .fetch_optional(self.pool())
+            .fetch_optional(&self.pool())
             .await?)
     }
 
@@ -209,7 +209,7 @@ impl Store {
              WHERE m.account_id = $1 AND p.status = 'active' ORDER BY p.created_at, p.id",
         )
         .bind(account_id)
-        .fetch_all(self.pool())
+        .fetch_all(&self.pool())
         .await?)
     }
 
@@ -224,7 +224,7 @@ impl Store {
              WHERE m.project_id = $1 ORDER BY a.email",
         )
         .bind(project_id)
-        .fetch_all(self.pool())
+        .fetch_all(&self.pool())
         .await?;
         members.sort_by_key(|m| !m.is_owner);
         Ok(members)
@@ -235,7 +235,7 @@ impl Store {
         Ok(
             sqlx::query_scalar("SELECT owner_account_id FROM projects WHERE id = $1")
                 .bind(project_id)
-                .fetch_optional(self.pool())
+                .fetch_optional(&self.pool())
                 .await?,
         )
     }
@@ -252,7 +252,7 @@ impl Store {
         )
         .bind(project_id)
         .bind(account_id)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await?;
         self.auth_changed();
         Ok(done.rows_affected() == 1)

@@ -18,7 +18,7 @@ impl Store {
         let n: Option<i64> =
             sqlx::query_scalar("SELECT calls_per_hour FROM accounts WHERE id = $1")
                 .bind(account_id)
-                .fetch_optional(self.pool())
+                .fetch_optional(&self.pool())
                 .await?
                 .ok_or_else(|| StoreError::NotFound(format!("account {account_id}")))?;
         Ok(n.map(|n| u64::try_from(n).unwrap_or(0)))
@@ -35,7 +35,7 @@ impl Store {
         let done = sqlx::query("UPDATE accounts SET calls_per_hour = $1 WHERE id = $2")
             .bind(value)
             .bind(account_id)
-            .execute(self.writer())
+            .execute(&self.writer())
             .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound(format!("account {account_id}")));
@@ -61,7 +61,7 @@ impl Store {
         .bind(since)
         .bind(NOT_ADMITTED[0])
         .bind(NOT_ADMITTED[1])
-        .fetch_all(self.pool())
+        .fetch_all(&self.pool())
         .await?;
         Ok(rows
             .into_iter()

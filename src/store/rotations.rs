@@ -477,7 +477,7 @@ mod tests {
         let rows: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM access_tokens WHERE token_hash = $1")
                 .bind(next.access_hash.as_str())
-                .fetch_one(store.pool())
+                .fetch_one(&store.pool())
                 .await
                 .unwrap();
         assert_eq!(rows, 1, "the new access token written once");

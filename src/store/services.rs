@@ -132,7 +132,7 @@ impl Store {
              AND a.status = 'active'",
         )
         .bind(client_id)
-        .fetch_optional(self.pool())
+        .fetch_optional(&self.pool())
         .await?)
     }
 
@@ -141,7 +141,7 @@ impl Store {
         Ok(
             sqlx::query("SELECT 1 AS one FROM service_clients WHERE client_id = $1")
                 .bind(client_id)
-                .fetch_optional(self.pool())
+                .fetch_optional(&self.pool())
                 .await?
                 .is_some(),
         )
@@ -170,7 +170,7 @@ impl Store {
         .bind(resource)
         .bind(now)
         .bind(expires_at)
-        .execute(self.writer())
+        .execute(&self.writer())
         .await?;
         Ok(())
     }

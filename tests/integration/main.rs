@@ -18,6 +18,7 @@ mod grants;
 mod hostile;
 mod keys;
 mod keys_page;
+mod lanes;
 mod limits;
 mod listing;
 mod malformed;

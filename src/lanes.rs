@@ -1,0 +1,189 @@
+//! Serving lanes: the HTTP connections are served on one single-threaded Tokio runtime per
+//! core (a lane), each connection on one lane for its whole life, handed out in turn by the
+//! accepting loop ([`crate::app`]).
+//!
+//! Why: on one multi-threaded runtime every task a request spawns (rmcp's stateless service
+//! spawns its serve loop and a handler task per request) and every wake-up woke the other
+//! worker thread to look for work, and the requests' tasks moved between the cores; those
+//! futex wake-ups and thread switches took about a third of the server's CPU per MCP call
+//! (docs/benchmarks.md). On a lane a request's tasks, timers and I/O stay on its thread.
+//!
+//! What stays as it was: CPU-heavy work never runs on a lane (password hashing has its own
+//! workers, [`crate::password`]; large results and blocking `SQLite` writes go to the lane's
+//! blocking pool), so a lane only ever runs short steps; the background work of a server (the
+//! audit writer, the validation cache's listener, upkeep) runs on the runtime that started it.
+//! On `PostgreSQL` each lane has its own connection pool ([`crate::store::Store::enter_lane`]),
+//! so the sockets a lane reads are driven by its own runtime.
+//!
+//! A lane ends when its [`Lanes`] is dropped and it has served what it was given; what its
+//! runtime still runs then (a background export, a request past its grace) is abandoned, as a
+//! stopping process abandons it.
+
+use std::sync::mpsc;
+
+use crate::store::Store;
+
+/// Work handed to a lane: run on the lane's thread, inside its runtime (so that what it
+/// spawns runs on that lane).
+pub type Job = Box<dyn FnOnce() + Send>;
+
+/// How long a lane's runtime waits, once its lane has ended, for work it still runs.
+const LANE_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The serving lanes of one server.
+pub struct Lanes {
+    lanes: Vec<tokio::sync::mpsc::UnboundedSender<Job>>,
+    next: usize,
+}
+
+impl Lanes {
+    /// Starts `count` lanes (at least one), threads named `gatehouse-lane-N`, serving
+    /// `store`'s work ([`Store::enter_lane`], with `per_lane` connections on `PostgreSQL`).
+    ///
+    /// Errors: a thread or runtime that could not be started.
+    pub fn start(count: usize, store: &Store, per_lane: u32) -> std::io::Result<Lanes> {
+        let mut lanes = Vec::with_capacity(count.max(1));
+        for n in 0..count.max(1) {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Job>();
+            let (ready_tx, ready_rx) = mpsc::sync_channel::<std::io::Result<()>>(1);
+            let store = store.clone();
+            std::thread::Builder::new()
+                .name(format!("gatehouse-lane-{n}"))
+                .spawn(move || run_lane(rx, store, per_lane, ready_tx))?;
+            ready_rx
+                .recv()
+                .unwrap_or_else(|_| Err(std::io::Error::other("a serving lane did not start")))?;
+            lanes.push(tx);
+        }
+        Ok(Lanes { lanes, next: 0 })
+    }
+
+    /// How many lanes there are.
+    pub fn len(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// Always `false`: there is at least one lane.
+    pub fn is_empty(&self) -> bool {
+        self.lanes.is_empty()
+    }
+
+    /// Hands `job` to the next lane in turn. A lane that has ended (its thread panicked)
+    /// is skipped; `false` when every lane has ended.
+    pub fn run(&mut self, job: Job) -> bool {
+        let mut job = job;
+        for _ in 0..self.lanes.len() {
+            let lane = &self.lanes[self.next % self.lanes.len()];
+            self.next = self.next.wrapping_add(1);
+            match lane.send(job) {
+                Ok(()) => return true,
+                Err(tokio::sync::mpsc::error::SendError(back)) => job = back,
+            }
+        }
+        false
+    }
+}
+
+/// The body of one lane's thread: its runtime, serving jobs until its [`Lanes`] is dropped.
+fn run_lane(
+    mut jobs: tokio::sync::mpsc::UnboundedReceiver<Job>,
+    store: Store,
+    per_lane: u32,
+    ready: mpsc::SyncSender<std::io::Result<()>>,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .thread_name("gatehouse-lane-blocking")
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        let _lane = store.enter_lane(per_lane);
+        let _ = ready.send(Ok(()));
+        while let Some(job) = jobs.recv().await {
+            job();
+        }
+    });
+    runtime.shutdown_timeout(LANE_SHUTDOWN);
+}
+
+/// How many lanes a server runs: one per core this process may use (at least one).
+pub fn default_count() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn sqlite_store() -> Store {
+        Store::connect("sqlite::memory:").await.unwrap()
+    }
+
+    /// Each job runs on a lane's thread, in a runtime of its own (what it spawns runs there),
+    /// the lanes taken in turn.
+    #[tokio::test]
+    async fn jobs_run_on_the_lanes_in_turn() {
+        let store = sqlite_store().await;
+        let mut lanes = Lanes::start(2, &store, 1).unwrap();
+        assert_eq!(lanes.len(), 2);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        for i in 0..4 {
+            let tx = tx.clone();
+            assert!(lanes.run(Box::new(move || {
+                let name = std::thread::current().name().unwrap_or("").to_string();
+                // Spawned on the lane's own runtime: would panic without one.
+                tokio::spawn(async move {
+                    let _ = tx.send((i, name));
+                });
+            })));
+        }
+        drop(tx);
+        let mut seen = Vec::new();
+        while let Some(item) = rx.recv().await {
+            seen.push(item);
+        }
+        seen.sort();
+        let names: Vec<&str> = seen.iter().map(|(_, n)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "gatehouse-lane-0",
+                "gatehouse-lane-1",
+                "gatehouse-lane-0",
+                "gatehouse-lane-1"
+            ]
+        );
+    }
+
+    /// A lane whose thread has ended is skipped; when none is left, the job is refused.
+    #[tokio::test]
+    async fn an_ended_lane_is_skipped() {
+        let store = sqlite_store().await;
+        let mut lanes = Lanes::start(2, &store, 1).unwrap();
+        let (tx, rx) = mpsc::channel();
+        // Ends lane 0: a panicking job ends its thread.
+        assert!(lanes.run(Box::new(|| panic!("a job that panics"))));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        for _ in 0..3 {
+            let tx = tx.clone();
+            assert!(lanes.run(Box::new(move || {
+                let _ = tx.send(std::thread::current().name().unwrap_or("").to_string());
+            })));
+        }
+        for _ in 0..3 {
+            assert_eq!(
+                rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap(),
+                "gatehouse-lane-1"
+            );
+        }
+        assert!(lanes.run(Box::new(|| panic!("ends lane 1"))));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!lanes.run(Box::new(|| {})));
+    }
+}

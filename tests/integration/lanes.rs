@@ -1,0 +1,109 @@
+//! Serving lanes (`gatehouse::lanes`): each connection is served on one lane's runtime; on
+//! `PostgreSQL` a lane's statements run on a pool of its own.
+
+use std::time::Duration;
+
+use gatehouse::lanes::Lanes;
+use gatehouse::store::Store;
+
+use crate::helpers::{TestDb, spawn_app};
+
+/// Runs `probe` on a task of the only lane of `lanes` and returns its answer.
+async fn on_lane<T: Send + 'static>(
+    lanes: &mut Lanes,
+    probe: impl FnOnce() -> futures::future::BoxFuture<'static, T> + Send + 'static,
+) -> T {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    assert!(lanes.run(Box::new(move || {
+        tokio::spawn(async move {
+            let _ = tx.send(probe().await);
+        });
+    })));
+    tokio::time::timeout(Duration::from_secs(10), rx)
+        .await
+        .expect("the lane answered in time")
+        .expect("the lane answered")
+}
+
+/// On `PostgreSQL`: a lane's statements run on the lane's pool, and they work (the store's
+/// queries answer); another store used from the same lane, and the test's own thread, use
+/// their shared pools.
+#[tokio::test]
+async fn a_lane_on_postgresql_runs_statements_on_a_pool_of_its_own() {
+    let Some(db) = TestDb::postgres().await else {
+        eprintln!("GATEHOUSE_TEST_POSTGRES is not set: not run here");
+        return;
+    };
+    let store = Store::connect(&db.url).await.unwrap();
+    store.migrate().await.unwrap();
+    let other = Store::connect(&db.url).await.unwrap();
+    let mut lanes = Lanes::start(1, &store, 2).unwrap();
+    let (s, o) = (store.clone(), other.clone());
+    let (own, other_own, answered) = on_lane(&mut lanes, move || {
+        Box::pin(async move {
+            (
+                s.uses_lane_pool_here(),
+                o.uses_lane_pool_here(),
+                s.ping().await,
+            )
+        })
+    })
+    .await;
+    assert!(own, "the lane's store runs on the lane's pool");
+    assert!(!other_own, "another store keeps its shared pool");
+    assert!(answered, "a statement on the lane's pool is answered");
+    assert!(
+        !store.uses_lane_pool_here(),
+        "off the lane: the shared pool"
+    );
+    // Ended lanes leave the store usable from everywhere else.
+    drop(lanes);
+    assert!(store.ping().await);
+    store.close().await;
+    other.close().await;
+}
+
+/// On `SQLite` a lane changes nothing: every statement runs on the shared pool.
+#[tokio::test]
+async fn a_lane_on_sqlite_keeps_the_shared_pool() {
+    let db = TestDb::sqlite();
+    let store = Store::connect(&db.url).await.unwrap();
+    store.migrate().await.unwrap();
+    let mut lanes = Lanes::start(1, &store, 2).unwrap();
+    let s = store.clone();
+    let (own, answered) = on_lane(&mut lanes, move || {
+        Box::pin(async move { (s.uses_lane_pool_here(), s.ping().await) })
+    })
+    .await;
+    assert!(!own);
+    assert!(answered);
+    store.close().await;
+}
+
+/// A running server has one lane thread per core, and serves many connections at once, as
+/// many as it is given, across them (each request answered).
+#[tokio::test]
+async fn a_server_serves_its_connections_on_one_lane_per_core() {
+    let app = spawn_app().await;
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let lanes: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_string())
+        .filter(|name| name.starts_with("gatehouse-lane-") && !name.contains("blocking"))
+        .collect();
+    // Other servers of this test process have lanes of their own: at least this one's.
+    assert!(lanes.len() >= cores, "{lanes:?}");
+    let mut calls = Vec::new();
+    for _ in 0..(4 * cores) {
+        // A client of its own each: a connection of its own each.
+        let client = reqwest::Client::new();
+        let url = format!("{}/healthz", app.address);
+        calls.push(tokio::spawn(async move {
+            client.get(url).send().await.map(|r| r.status().as_u16())
+        }));
+    }
+    for call in calls {
+        assert_eq!(call.await.unwrap().unwrap(), 200);
+    }
+}
