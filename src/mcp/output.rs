@@ -245,8 +245,8 @@ pub fn is_small(result: &Result<Produced, ToolError>) -> bool {
     json_fits(&produced.value, &mut budget)
 }
 
-/// Whether the JSON of `v` is at most `budget` bytes (an estimate from below: string escapes
-/// are not counted), taking what it uses from `budget`; stops at the first part that does not
+/// Whether the JSON of `v` is at most `budget` bytes (an estimate: string escapes are not
+/// counted, a number counts 20 bytes), taking what it uses from `budget`; stops at the first part that does not
 /// fit, so it visits at most about `budget` bytes' worth of `v`.
 fn json_fits(v: &Value, budget: &mut usize) -> bool {
     match v {
@@ -645,6 +645,22 @@ mod tests {
                 name: "p1".into(),
             }],
         }
+    }
+
+    /// Small results are prepared in place; one whose JSON is over the limit — one long
+    /// text, or many small items — is not; a JSON size just under the limit is small.
+    #[test]
+    fn a_result_is_small_up_to_the_inline_limit() {
+        assert!(is_small(&Ok(produced(json!({"projects": [{"id": "p1"}]})))));
+        assert!(is_small(&Err(ToolError::InvalidArguments("bad".into()))));
+        let long = "x".repeat(INLINE_RESULT_BYTES + 1);
+        assert!(!is_small(&Ok(produced(json!({"body": long})))));
+        let many: Vec<Value> = (0..INLINE_RESULT_BYTES / 4).map(|i| json!(i)).collect();
+        assert!(!is_small(&Ok(produced(json!({"ids": many})))));
+        // Half the limit in one text: small.
+        let under = json!({"body": "y".repeat(INLINE_RESULT_BYTES / 2)});
+        assert!(size(&under) < INLINE_RESULT_BYTES);
+        assert!(is_small(&Ok(produced(under))));
     }
 
     fn paged(value: Value) -> Produced {
