@@ -79,6 +79,8 @@ pub struct InPlaceStats {
     pub writes: u64,
     /// Write transactions that failed here (rolled back) and were handed to the pool.
     pub write_fallbacks: u64,
+    /// WAL checkpoints run by the checkpoint thread ([`super::checkpoints`]).
+    pub checkpoints: u64,
 }
 
 /// The read connections of one `SQLite` file (shared by a store's clones).
@@ -95,6 +97,8 @@ pub(crate) struct InPlace {
     paused: AtomicU64,
     writes: AtomicU64,
     write_fallbacks: AtomicU64,
+    /// The WAL checkpoints of the file, off the write connection ([`super::checkpoints`]).
+    checkpoints: super::checkpoints::Checkpointer,
     /// Whether this process found its `SQLite` file read-only or unopenable less than the
     /// given time ago (`store::cannot_write_within`; its own in unit tests, since that record
     /// is one per process).
@@ -122,7 +126,7 @@ impl InPlace {
             return None;
         }
         Some(InPlace {
-            path,
+            path: path.clone(),
             idle: Mutex::new(Vec::new()),
             open: AtomicUsize::new(0),
             writer: Mutex::new(None),
@@ -131,6 +135,10 @@ impl InPlace {
             paused: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             write_fallbacks: AtomicU64::new(0),
+            checkpoints: super::checkpoints::Checkpointer::new(
+                path.clone(),
+                super::cannot_write_within,
+            ),
             unwritable_within: super::cannot_write_within,
         })
     }
@@ -143,6 +151,7 @@ impl InPlace {
             paused: self.paused.load(Ordering::Relaxed),
             writes: self.writes.load(Ordering::Relaxed),
             write_fallbacks: self.write_fallbacks.load(Ordering::Relaxed),
+            checkpoints: self.checkpoints.done(),
         }
     }
 
@@ -233,6 +242,7 @@ impl InPlace {
         match outcome {
             Ok(answer) => {
                 self.writes.fetch_add(1, Ordering::Relaxed);
+                self.checkpoints.committed();
                 Some(answer)
             }
             Err(e) => {
@@ -259,6 +269,13 @@ impl InPlace {
         conn.busy_timeout(std::time::Duration::ZERO)?;
         conn.pragma_update(None, "foreign_keys", true)?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // Checkpoints run on their own thread ([`super::checkpoints`]); this one only past
+        // the backstop.
+        conn.pragma_update(
+            None,
+            "wal_autocheckpoint",
+            super::checkpoints::WRITER_BACKSTOP_FRAMES,
+        )?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         Ok(conn)
     }

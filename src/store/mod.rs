@@ -17,6 +17,7 @@ use crate::domain::secret::TokenHash;
 pub mod accounts;
 pub mod audit;
 pub mod auth_cache;
+pub mod checkpoints;
 pub mod in_place;
 pub mod keys;
 pub mod limits;
