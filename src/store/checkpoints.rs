@@ -8,9 +8,8 @@
 //! behind it, a quarter of the writer's time under rotation load (docs/benchmarks.md).
 //!
 //! Here a thread of its own ([`Checkpointer`]) runs `PRAGMA wal_checkpoint(PASSIVE)` on a
-//! connection of its own after every so many in-place commits, chosen so that a checkpoint
-//! copies about [`TARGET_FRAMES`] pages (the same amount as `SQLite`'s default): it learns the
-//! pages per commit from what each checkpoint reports. A passive checkpoint waits for no one:
+//! connection of its own after every [`COMMITS_PER_CHECKPOINT`] in-place commits (a rotation
+//! group writes about 30 pages, an audit batch a few). A passive checkpoint waits for no one:
 //! writers keep appending to the log meanwhile, and what readers still use is copied next
 //! time. The in-place write connection keeps an automatic checkpoint of its own at
 //! [`WRITER_BACKSTOP_FRAMES`] pages, should this thread fall behind (a stalled disk). The
@@ -29,18 +28,15 @@ use std::time::Instant;
 
 use rusqlite::{Connection, OpenFlags};
 
-/// Pages a checkpoint should copy, roughly (`SQLite`'s default automatic checkpoint).
-pub const TARGET_FRAMES: u64 = 1_000;
-
 /// The in-place write connection's own automatic checkpoint, in pages of log: only reached
 /// when the checkpoint thread falls behind.
 pub const WRITER_BACKSTOP_FRAMES: u32 = 10_000;
 
-/// Most commits between two checkpoints, however few pages they write.
-const MOST_COMMITS: u64 = 1_000;
-
-/// Commits before the first checkpoint, before anything is learnt.
-const FIRST_COMMITS: u64 = 20;
+/// In-place commits between two checkpoints. Measured (docs/benchmarks.md): a checkpoint
+/// learnt from the pages each commit wrote let hundreds of commits pass after a quiet spell,
+/// and the checkpoint that followed (9,000 pages, 36 ms) put refresh rotation's p99 at 35–40 ms;
+/// every 20 commits kept it at 14–16 ms.
+pub const COMMITS_PER_CHECKPOINT: u64 = 20;
 
 /// The checkpoint thread of one `SQLite` file, started at the first commit it is told of;
 /// it ends when this is dropped.
@@ -51,8 +47,6 @@ pub(crate) struct Checkpointer {
     wake: Mutex<Option<SyncSender<()>>>,
     /// Commits since the thread was last woken.
     commits: AtomicU64,
-    /// Commits between two wake-ups (set by the thread).
-    every: Arc<AtomicU64>,
     /// Checkpoints the thread ran.
     done: Arc<AtomicU64>,
 }
@@ -69,7 +63,6 @@ impl Checkpointer {
             unwritable_within,
             wake: Mutex::new(None),
             commits: AtomicU64::new(0),
-            every: Arc::new(AtomicU64::new(FIRST_COMMITS)),
             done: Arc::new(AtomicU64::new(0)),
         }
     }
@@ -82,8 +75,7 @@ impl Checkpointer {
     /// Tells of one commit on the in-place write connection; every so many, wakes the thread
     /// (never waits: a checkpoint already asked for covers this one too).
     pub(crate) fn committed(&self) {
-        let every = self.every.load(Ordering::Relaxed);
-        if self.commits.fetch_add(1, Ordering::Relaxed) + 1 < every {
+        if self.commits.fetch_add(1, Ordering::Relaxed) + 1 < COMMITS_PER_CHECKPOINT {
             return;
         }
         self.commits.store(0, Ordering::Relaxed);
@@ -106,10 +98,8 @@ impl Checkpointer {
         let thread = Thread {
             path: self.path.clone(),
             unwritable_within: self.unwritable_within,
-            every: Arc::clone(&self.every),
             done: Arc::clone(&self.done),
             conn: None,
-            last_log: 0,
         };
         match std::thread::Builder::new()
             .name("gatehouse-checkpoint".into())
@@ -127,12 +117,9 @@ impl Checkpointer {
 struct Thread {
     path: PathBuf,
     unwritable_within: fn(std::time::Duration) -> bool,
-    every: Arc<AtomicU64>,
     done: Arc<AtomicU64>,
     /// The connection, with when it was opened.
     conn: Option<(Connection, Instant)>,
-    /// Pages in the log at the last checkpoint.
-    last_log: u64,
 }
 
 impl Thread {
@@ -167,25 +154,9 @@ impl Thread {
         let Some((conn, _)) = &self.conn else {
             return;
         };
-        // (busy, pages in the log, pages of it now in the database file)
-        let outcome = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-            Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
-        });
-        match outcome {
-            Ok((log, _copied)) => {
+        match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            Ok(()) => {
                 self.done.fetch_add(1, Ordering::Relaxed);
-                let log = u64::try_from(log).unwrap_or(0);
-                // The log starts again from its beginning once wholly copied; otherwise it
-                // grew by the difference.
-                let written = if log >= self.last_log {
-                    log - self.last_log
-                } else {
-                    log
-                };
-                self.last_log = log;
-                let commits = self.every.load(Ordering::Relaxed).max(1);
-                self.every
-                    .store(next_every(written, commits), Ordering::Relaxed);
             }
             Err(e) => {
                 tracing::debug!(error = %e, "checkpoint failed");
@@ -193,13 +164,6 @@ impl Thread {
             }
         }
     }
-}
-
-/// Commits until the next checkpoint, when the last `commits` commits wrote `written` pages:
-/// as many as write about [`TARGET_FRAMES`] pages, from 1 to [`MOST_COMMITS`].
-fn next_every(written: u64, commits: u64) -> u64 {
-    let per_commit = written.div_ceil(commits.max(1)).max(1);
-    (TARGET_FRAMES / per_commit).clamp(1, MOST_COMMITS)
 }
 
 fn open(path: &std::path::Path) -> rusqlite::Result<Connection> {
@@ -214,18 +178,6 @@ fn open(path: &std::path::Path) -> rusqlite::Result<Connection> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_interval_follows_the_pages_per_commit() {
-        // 40 pages a commit: 25 commits make 1,000 pages.
-        assert_eq!(next_every(800, 20), 25);
-        // 2 pages a commit (audit rows): 500 commits.
-        assert_eq!(next_every(40, 20), 500);
-        // Nothing written (an idle log): as many as allowed.
-        assert_eq!(next_every(0, 20), MOST_COMMITS);
-        // Huge commits: one each.
-        assert_eq!(next_every(50_000, 5), 1);
-    }
 
     /// Commits told of reach the database file through the thread's checkpoints, while the
     /// committing connection checkpoints only past its backstop: without the thread the file
@@ -263,9 +215,6 @@ mod tests {
         }
         assert!(schema_only < 64 * 1024);
         assert!(checkpoints.done() >= 1);
-        // What it learnt: about 5 pages a commit.
-        let every = checkpoints.every.load(Ordering::Relaxed);
-        assert!((100..=400).contains(&every), "{every}");
     }
 
     /// While the file was just found unwritable no checkpoint runs and no connection is kept.
@@ -280,10 +229,8 @@ mod tests {
         let mut thread = Thread {
             path,
             unwritable_within: |_| true,
-            every: Arc::new(AtomicU64::new(1)),
             done: Arc::new(AtomicU64::new(0)),
             conn: None,
-            last_log: 0,
         };
         thread.checkpoint();
         assert!(thread.conn.is_none());
