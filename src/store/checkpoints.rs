@@ -28,9 +28,13 @@ use std::time::Instant;
 
 use rusqlite::{Connection, OpenFlags};
 
-/// The in-place write connection's own automatic checkpoint, in pages of log: only reached
-/// when the checkpoint thread falls behind.
-pub const WRITER_BACKSTOP_FRAMES: u32 = 10_000;
+/// The in-place write connection's own automatic checkpoint, in pages of log. Reached when
+/// the checkpoint thread falls behind, and under steady writes: `SQLite` starts the log again
+/// from its beginning only when a write begins with every page of it copied, which a
+/// checkpoint on another connection, with commits in between, seldom leaves; the writer's
+/// own checkpoint (of what the thread has not copied yet) does, so the log stays below about
+/// this many pages (16 MiB). Measured against 10,000 and 2,000 (docs/benchmarks.md).
+pub const WRITER_BACKSTOP_FRAMES: u32 = 4_000;
 
 /// In-place commits between two checkpoints. Measured (docs/benchmarks.md): a checkpoint
 /// learnt from the pages each commit wrote let hundreds of commits pass after a quiet spell,
