@@ -6,6 +6,16 @@
 //! ≥128-bit guessing resistance of RFC 6749 §10.10 and OAuth 2.1 draft-13
 //! §7.1. Only the SHA-256 of a secret is stored (RFC 6819 §5.1.4.1.3), so a
 //! database leak does not reveal usable tokens.
+//!
+//! Access and refresh tokens, which the server mints at every rotation, also carry the time
+//! they were issued in the clear, between the prefix and the random part (`prefix + 12
+//! lowercase hex digits of Unix milliseconds + 43 base64url characters`), and their storage
+//! key ([`TokenHash`]) starts with that time. The time is no secret (the row stores it as
+//! `created_at` anyway) and adds nothing to guess; what it buys is where new keys go in the
+//! database's index: next to each other, in issue order, instead of at random places — a
+//! rotation then dirties two index pages fewer, which halved refresh rotation's p99 on
+//! `SQLite` and made it about a third faster (docs/benchmarks.md). Tokens issued before, without
+//! the time, keep their plain-hash keys and still work.
 
 use std::fmt::{self, Write as _};
 
@@ -16,6 +26,13 @@ use subtle::ConstantTimeEq as _;
 
 /// Number of random bytes in every generated secret (256 bits).
 const SECRET_BYTES: usize = 32;
+
+/// Hex digits of the issue time (Unix milliseconds) in a time-ordered secret
+/// ([`TokenKind::is_time_ordered`]): 48 bits, enough until the year 10889.
+const TIME_DIGITS: usize = 12;
+
+/// Base64url characters of [`SECRET_BYTES`] random bytes.
+const RANDOM_CHARS: usize = 43;
 
 /// The kind of credential a [`Secret`] is, recognisable from its prefix
 /// (helps secret scanners and makes a token pasted in the wrong place fail
@@ -49,6 +66,12 @@ impl TokenKind {
         TokenKind::PersonalUrl,
     ];
 
+    /// Whether secrets of this kind carry their issue time and have time-ordered storage
+    /// keys (module docs): access and refresh tokens, which the server mints in bulk.
+    pub fn is_time_ordered(self) -> bool {
+        matches!(self, TokenKind::AccessToken | TokenKind::RefreshToken)
+    }
+
     /// The ASCII prefix of secrets of this kind, e.g. `"gate_at_"` for
     /// [`TokenKind::AccessToken`]. No prefix is a prefix of another.
     pub fn prefix(self) -> &'static str {
@@ -74,9 +97,27 @@ pub struct Secret(String);
 impl Secret {
     /// Generates a new secret of `kind`: `kind.prefix()` followed by 43
     /// base64url characters (no padding) encoding 32 bytes from the OS RNG
-    /// (RFC 6749 §10.10: ≥256 bits of entropy).
+    /// (RFC 6749 §10.10: ≥256 bits of entropy); for a time-ordered kind
+    /// ([`TokenKind::is_time_ordered`]) the current time goes between the two
+    /// ([`Secret::generate_issued_at`]).
     pub fn generate(kind: TokenKind) -> Secret {
-        Secret(format!("{}{}", kind.prefix(), random_urlsafe(SECRET_BYTES)))
+        let unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        Secret::generate_issued_at(kind, unix_ms)
+    }
+
+    /// [`Secret::generate`] with the issue time `unix_ms` (Unix milliseconds, kept modulo
+    /// 2^48) for a time-ordered kind: `prefix`, 12 lowercase hex digits of the time, then the
+    /// 43 random characters. Other kinds ignore the time.
+    pub fn generate_issued_at(kind: TokenKind, unix_ms: u64) -> Secret {
+        let random = random_urlsafe(SECRET_BYTES);
+        if kind.is_time_ordered() {
+            let time = unix_ms & ((1 << (4 * TIME_DIGITS)) - 1);
+            Secret(format!("{}{time:012x}{random}", kind.prefix()))
+        } else {
+            Secret(format!("{}{random}", kind.prefix()))
+        }
     }
 
     /// Wraps a value presented by a client (e.g. from an `Authorization:
@@ -91,7 +132,7 @@ impl Secret {
     }
 
     /// The storage form of this secret: SHA-256 of the full string, prefix
-    /// included (see [`TokenHash::of`]).
+    /// included, after the issue time of a time-ordered secret (see [`TokenHash::of`]).
     pub fn hash(&self) -> TokenHash {
         TokenHash::of(&self.0)
     }
@@ -111,17 +152,37 @@ impl fmt::Debug for Secret {
     }
 }
 
-/// Lowercase hexadecimal SHA-256 (FIPS 180-4) of a secret string: always 64
-/// characters `[0-9a-f]`. This is what the database stores and looks up
-/// (RFC 6819 §5.1.4.1.3); it is not secret, so `Debug` shows it.
+/// The storage key of a secret string: its lowercase hexadecimal SHA-256 (FIPS 180-4), 64
+/// characters `[0-9a-f]`, preceded for a time-ordered secret (module docs) by the 12 hex
+/// digits of its issue time, 76 characters in all. This is what the database stores and looks
+/// up (RFC 6819 §5.1.4.1.3); it is not secret, so `Debug` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TokenHash(String);
 
+/// The issue-time digits of `s` when it has the shape of a time-ordered secret: a
+/// time-ordered kind's prefix, [`TIME_DIGITS`] lowercase hex digits, then exactly
+/// [`RANDOM_CHARS`] more characters.
+fn issue_time_of(s: &str) -> Option<&str> {
+    let rest = TokenKind::ALL
+        .into_iter()
+        .filter(|kind| kind.is_time_ordered())
+        .find_map(|kind| s.strip_prefix(kind.prefix()))?;
+    let time = rest.get(..TIME_DIGITS)?;
+    (rest.len() == TIME_DIGITS + RANDOM_CHARS
+        && time.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+    .then_some(time)
+}
+
 impl TokenHash {
-    /// SHA-256 of the UTF-8 bytes of `s`, as 64 lowercase hex characters.
+    /// The storage key of `s`: the SHA-256 of its UTF-8 bytes as 64 lowercase hex
+    /// characters, after its issue-time digits when `s` has the shape of a time-ordered
+    /// secret (whether or not it is a real one: an unknown key matches no row).
     pub fn of(s: &str) -> TokenHash {
         let digest = Sha256::digest(s.as_bytes());
-        let mut hex = String::with_capacity(64);
+        let mut hex = String::with_capacity(TIME_DIGITS + 64);
+        if let Some(time) = issue_time_of(s) {
+            hex.push_str(time);
+        }
         for byte in digest {
             // Writing to a String cannot fail.
             let _ = write!(hex, "{byte:02x}");
@@ -129,7 +190,7 @@ impl TokenHash {
         TokenHash(hex)
     }
 
-    /// The 64-character lowercase hex form.
+    /// The stored form: 64 lowercase hex characters, or 76 for a time-ordered secret.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -176,6 +237,11 @@ mod tests {
         for kind in TokenKind::ALL {
             let secret = Secret::generate(kind);
             let body = secret.expose().strip_prefix(kind.prefix()).unwrap();
+            let body = if kind.is_time_ordered() {
+                &body[TIME_DIGITS..]
+            } else {
+                body
+            };
             assert_eq!(body.len(), 43, "32 bytes are 43 base64url chars");
             assert_eq!(URL_SAFE_NO_PAD.decode(body).unwrap().len(), 32);
             assert_eq!(secret.kind(), Some(kind));
@@ -225,6 +291,45 @@ mod tests {
             TokenHash::from_hex(secret.hash().as_str().to_owned()),
             secret.hash()
         );
+    }
+
+    /// Access and refresh tokens carry their issue time after the prefix, and their keys
+    /// start with it, so keys sort in issue order; other kinds, tokens issued before (no
+    /// time) and look-alikes that do not have the exact shape are keyed by the hash alone.
+    #[test]
+    fn time_ordered_tokens_carry_their_issue_time_into_their_key() {
+        let at = Secret::generate_issued_at(TokenKind::AccessToken, 0x0193_5f2a_1b2c);
+        assert!(at.expose().starts_with("gate_at_01935f2a1b2c"));
+        assert_eq!(at.expose().len(), "gate_at_".len() + 12 + 43);
+        let plain = |s: &str| format!("{:x}", Sha256::digest(s.as_bytes()));
+        assert_eq!(at.hash().as_str().len(), 76);
+        assert_eq!(&at.hash().as_str()[..12], "01935f2a1b2c");
+        assert_eq!(&at.hash().as_str()[12..], plain(at.expose()));
+        let rt = Secret::generate_issued_at(TokenKind::RefreshToken, 1);
+        assert_eq!(&rt.hash().as_str()[..12], "000000000001");
+        // Later tokens sort after earlier ones, whatever their random parts.
+        let earlier = Secret::generate_issued_at(TokenKind::RefreshToken, 1_700_000_000_000);
+        let later = Secret::generate_issued_at(TokenKind::RefreshToken, 1_700_000_000_001);
+        assert!(earlier.hash().as_str() < later.hash().as_str());
+        // Kept modulo 2^48.
+        let wrapped = Secret::generate_issued_at(TokenKind::AccessToken, (1 << 48) + 5);
+        assert!(wrapped.expose().starts_with("gate_at_000000000005"));
+        // Not time-ordered: the hash alone, even given a time.
+        let key = Secret::generate_issued_at(TokenKind::ApiKey, 0x0193_5f2a_1b2c);
+        assert_eq!(key.expose().len(), "gate_key_".len() + 43);
+        assert_eq!(key.hash().as_str().len(), 64);
+        // An access token of the earlier shape (no time).
+        let old = format!("gate_at_{}", random_urlsafe(32));
+        assert_eq!(TokenHash::of(&old).as_str(), plain(&old));
+        // Look-alikes: upper-case digits, one character short, another kind's prefix.
+        let body = random_urlsafe(32);
+        for s in [
+            format!("gate_at_01935F2A1B2C{body}"),
+            format!("gate_at_01935f2a1b2{body}"),
+            format!("gate_ac_01935f2a1b2c{body}"),
+        ] {
+            assert_eq!(TokenHash::of(&s).as_str(), plain(&s), "{s}");
+        }
     }
 
     #[test]

@@ -807,3 +807,67 @@ async fn every_advertised_client_authentication_method_is_accepted() {
         }
     }
 }
+
+/// Access and refresh tokens carry their issue time after their prefix (12 hex digits of
+/// Unix milliseconds, then the 43 random characters); tokens of the earlier shape, without the
+/// time and stored under their plain SHA-256, still authenticate and rotate.
+#[tokio::test]
+async fn tokens_carry_their_issue_time_and_earlier_tokens_still_work() {
+    use sha2::Digest as _;
+    let app = spawn_app().await;
+    let (client_id, body) = full_grant(&app).await;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    for (field, prefix) in [("access_token", "gate_at_"), ("refresh_token", "gate_rt_")] {
+        let token = body[field].as_str().unwrap();
+        assert_eq!(token.len(), prefix.len() + 12 + 43, "{token}");
+        let issued = u64::from_str_radix(&token[prefix.len()..prefix.len() + 12], 16).unwrap();
+        assert!(
+            now_ms.abs_diff(issued) < 60_000,
+            "{issued} against {now_ms}"
+        );
+    }
+    let sha = |s: &str| format!("{:x}", sha2::Sha256::digest(s.as_bytes()));
+    let key = |s: &str| {
+        gatehouse::domain::secret::Secret::from_presented(s.to_string())
+            .hash()
+            .as_str()
+            .to_string()
+    };
+    // The rows of this grant, keyed as tokens of the earlier shape would have been.
+    let earlier_at = format!("gate_at_{}", gatehouse::domain::secret::random_urlsafe(32));
+    let earlier_rt = format!("gate_rt_{}", gatehouse::domain::secret::random_urlsafe(32));
+    assert_eq!(key(&earlier_at), sha(&earlier_at));
+    let pool = app.db.pool().await;
+    for (table, new, old) in [
+        (
+            "access_tokens",
+            body["access_token"].as_str().unwrap(),
+            &earlier_at,
+        ),
+        (
+            "refresh_tokens",
+            body["refresh_token"].as_str().unwrap(),
+            &earlier_rt,
+        ),
+    ] {
+        let changed = sqlx::query(&format!(
+            "UPDATE {table} SET token_hash = $1 WHERE token_hash = $2"
+        ))
+        .bind(sha(old))
+        .bind(key(new))
+        .execute(pool)
+        .await
+        .unwrap()
+        .rows_affected();
+        assert_eq!(changed, 1, "{table}");
+    }
+    assert!(access_token_live(&app, &earlier_at).await);
+    let (status, rotated) = refresh(&app, &client_id, &earlier_rt, &[]).await;
+    assert_eq!(status, StatusCode::OK, "{rotated}");
+    let next = rotated["refresh_token"].as_str().unwrap();
+    assert_eq!(next.len(), "gate_rt_".len() + 12 + 43);
+    assert!(access_token_live(&app, rotated["access_token"].as_str().unwrap()).await);
+}
