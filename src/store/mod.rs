@@ -334,6 +334,9 @@ pub struct StoreParts {
     /// One turn: on `SQLite`, the write transactions of this process take it in order
     /// ([`Store::begin_write`]).
     write_turns: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The turns of refresh-rotation group commits ([`rotations`]): on `SQLite` the write
+    /// turn itself, on `PostgreSQL` [`rotations::POSTGRES_GROUPS`] of their own.
+    rotation_turns: std::sync::Arc<tokio::sync::Semaphore>,
     /// Refresh rotations waiting for a group commit (`SQLite`; [`rotations`]).
     rotations: std::sync::Arc<rotations::RotationQueue>,
     /// Whether [`Store::start_auth_listener`] ran.
@@ -403,6 +406,7 @@ impl Store {
         // One pool for reads and writes on both engines: a separate one-connection writer pool
         // on SQLite failed the read-only drill (docs/benchmarks.md).
         let sessions = SessionBackend::connect(backend, &url).await?;
+        let write_turns = std::sync::Arc::new(tokio::sync::Semaphore::new(1));
         Ok(Store(std::sync::Arc::new(StoreParts {
             pool,
             backend,
@@ -410,7 +414,13 @@ impl Store {
             audit_queue: Default::default(),
             searches: std::sync::Arc::new(tokio::sync::Semaphore::new(search_permits(max))),
             auth_cache: std::sync::Arc::new(auth_cache::AuthCache::new(backend)),
-            write_turns: std::sync::Arc::new(tokio::sync::Semaphore::new(1)),
+            write_turns: std::sync::Arc::clone(&write_turns),
+            rotation_turns: match backend {
+                Backend::Sqlite => write_turns,
+                Backend::Postgres => {
+                    std::sync::Arc::new(tokio::sync::Semaphore::new(rotations::POSTGRES_GROUPS))
+                }
+            },
             rotations: Default::default(),
             auth_listener_started: Default::default(),
             in_place: match backend {

@@ -15,7 +15,7 @@
 
 use super::in_place::{self, FromSqliteRow};
 use super::rotations::RotationWrite;
-use super::{Backend, Flag, JsonStrings, JsonText, Store, StoreError, StoredHash, WriteTx, new_id};
+use super::{Flag, JsonStrings, JsonText, Store, StoreError, StoredHash, WriteTx, new_id};
 use crate::domain::refresh::RefreshFacts;
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::TokenHash;
@@ -782,15 +782,7 @@ impl Store {
                 consent_id: state.consent_id.clone(),
                 consent_scope: consent_scope.clone(),
             };
-            let won = match self.backend {
-                Backend::Postgres => {
-                    let mut conn = self.writer().acquire().await?;
-                    write
-                        .run(self.dialect().rotate_refresh_sql(), &mut conn)
-                        .await?
-                }
-                Backend::Sqlite => self.rotate_in_group(write).await?,
-            };
+            let won = self.rotate_in_group(write).await?;
             if won {
                 return Ok(Rotation::Rotated);
             }

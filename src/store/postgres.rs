@@ -46,3 +46,41 @@ impl Dialect for Postgres {
          SELECT $10, $5, $6, $7, $8, $9, $1, $11 FROM won"
     }
 }
+
+/// The refresh rotations of one group commit ([`super::rotations`]) in one statement, so in
+/// one transaction, with one round trip and one commit for the whole group: each rotation the
+/// same guarded writes as [`Dialect::rotate_refresh_sql`] (consents read `FOR SHARE`, the
+/// presented token marked rotated only while it is unrotated, its family unrevoked, its
+/// consent unrevoked with exactly the scope read and its account active; the successor refresh
+/// token and the new access token inserted only for a rotation that marked its token).
+///
+/// Binds `$1`: a JSON array with one object per rotation, members `i` (its place in the
+/// group), `now`, `refresh_hash`, `sealed` (the sealed successor, lowercase hex), `presented`,
+/// `family_id`, `account_id`, `client_id`, `scope`, `resource`, `access_hash`,
+/// `access_expires_at`, `consent_id`, `consent_scope`. Returns one row, `i`, per rotation that
+/// won. Two rotations of one token in one group: the token is marked once, for one of them.
+pub(super) const ROTATE_REFRESH_GROUP: &str = "WITH input AS ( \
+       SELECT * FROM json_to_recordset($1::text::json) AS x( \
+         i bigint, now bigint, refresh_hash text, sealed text, presented text, family_id text, \
+         account_id text, client_id text, scope text, resource text, access_hash text, \
+         access_expires_at bigint, consent_id text, consent_scope text) \
+     ), consent AS ( \
+       SELECT c.id, c.scope FROM consents c JOIN accounts a ON a.id = c.account_id \
+       WHERE c.id IN (SELECT consent_id FROM input) AND c.revoked_at IS NULL AND a.status = 'active' \
+       FOR SHARE OF c \
+     ), won AS ( \
+       UPDATE refresh_tokens r \
+       SET rotated_at = x.now, successor_hash = x.refresh_hash, successor_sealed = decode(x.sealed, 'hex') \
+       FROM input x \
+       WHERE r.token_hash = x.presented AND r.rotated_at IS NULL \
+       AND r.family_id IN (SELECT id FROM token_families WHERE id = x.family_id AND revoked_at IS NULL) \
+       AND EXISTS (SELECT 1 FROM consent c WHERE c.id = x.consent_id AND c.scope = x.consent_scope) \
+       RETURNING x.* \
+     ), successor AS ( \
+       INSERT INTO refresh_tokens (token_hash, family_id, created_at) \
+       SELECT refresh_hash, family_id, now FROM won \
+     ), access AS ( \
+       INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at) \
+       SELECT access_hash, family_id, account_id, client_id, scope, resource, now, access_expires_at FROM won \
+     ) \
+     SELECT i FROM won";

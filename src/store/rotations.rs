@@ -1,11 +1,17 @@
-//! Group commit of refresh-token rotations on `SQLite`.
+//! Group commit of refresh-token rotations.
 //!
 //! `SQLite` takes one writer at a time, so rotations that arrive together used to commit one
-//! after another, each its own `BEGIN IMMEDIATE` … `COMMIT` with the turns between them. Here a
-//! rotation is queued, and whichever queued rotation gets this process's write turn
-//! ([`Store::begin_write`]'s semaphore) first becomes the leader: it takes every rotation
-//! waiting (at most [`GROUP_MAX`]) and runs them in one transaction, each its own guarded
-//! statements ([`super::Dialect::rotate_refresh_sql`]), then answers each with whether it won.
+//! after another, each its own `BEGIN IMMEDIATE` … `COMMIT` with the turns between them; on
+//! `PostgreSQL` each rotation was a statement and a commit (a WAL flush) of its own. Here a
+//! rotation is queued, and whichever queued rotation gets a turn first becomes the leader: it
+//! takes every rotation waiting (at most [`GROUP_MAX`]) and commits them together, then
+//! answers each with whether it won. On `SQLite` the turn is this process's write turn
+//! ([`Store::begin_write`]'s semaphore) and the group one transaction, each rotation its own
+//! guarded statements ([`super::Dialect::rotate_refresh_sql`]); on `PostgreSQL` up to
+//! [`POSTGRES_GROUPS`] groups run at once, each one statement
+//! ([`super::postgres::ROTATE_REFRESH_GROUP`]; a group of one runs the single rotation's
+//! statement), and when it fails otherwise than by the database being unavailable (a deadlock
+//! with another instance's group over the same tokens), each rotation runs alone.
 //! A rotation is answered only after the transaction holding it committed, so nothing is
 //! acknowledged before it is committed (a crash of the process cannot take it back; with the
 //! server's `synchronous = NORMAL` a power loss can still take back the last commits, as for
@@ -17,7 +23,7 @@
 //! - If the group's transaction fails (a full disk, a statement error), it is rolled back and
 //!   each rotation of the group is run again alone, in its own transaction, so that each gets
 //!   its own answer (a rotation is never answered with another's error).
-//! - The group's transaction runs on the in-place write connection ([`super::in_place`]), in
+//! - On `SQLite` the group's transaction runs on the in-place write connection ([`super::in_place`]), in
 //!   one hand-off to a blocking thread; when it is not committed there (any failure rolls it
 //!   back), it runs again through the pool as below.
 //! - The group runs in a task of its own: a leader whose request is cancelled does not cancel
@@ -36,6 +42,10 @@ use super::{Store, StoreError};
 
 /// Most rotations committed in one transaction.
 pub const GROUP_MAX: usize = 64;
+
+/// Group commits of one `PostgreSQL` store running at once (one at a time on `SQLite`, which
+/// has one writer): while one group's statement runs, the next gathers and can start.
+pub const POSTGRES_GROUPS: usize = 2;
 
 /// One rotation's parameters, owned so that it can wait in the queue (the binds of
 /// [`super::Dialect::rotate_refresh_sql`], in order).
@@ -83,6 +93,32 @@ impl RotationWrite {
             > 0)
     }
 
+    /// The rotation as one object of [`super::postgres::ROTATE_REFRESH_GROUP`]'s input, at
+    /// place `i` of its group.
+    fn as_json(&self, i: usize) -> serde_json::Value {
+        use std::fmt::Write as _;
+        let mut sealed = String::with_capacity(self.successor_sealed.len() * 2);
+        for byte in &self.successor_sealed {
+            let _ = write!(sealed, "{byte:02x}");
+        }
+        serde_json::json!({
+            "i": i,
+            "now": self.now,
+            "refresh_hash": self.refresh_hash,
+            "sealed": sealed,
+            "presented": self.presented,
+            "family_id": self.family_id,
+            "account_id": self.account_id,
+            "client_id": self.client_id,
+            "scope": self.scope,
+            "resource": self.resource,
+            "access_hash": self.access_hash,
+            "access_expires_at": self.access_expires_at,
+            "consent_id": self.consent_id,
+            "consent_scope": self.consent_scope,
+        })
+    }
+
     /// Runs the rotation's statements ([`super::sqlite::ROTATE_REFRESH`]) on the in-place
     /// write connection, inside its transaction: whether it won.
     fn run_in_place(&self, conn: &rusqlite::Connection) -> rusqlite::Result<bool> {
@@ -120,6 +156,8 @@ struct Queued {
 pub(crate) struct RotationQueue {
     waiting: Mutex<Vec<Queued>>,
     next_id: std::sync::atomic::AtomicU64,
+    /// `PostgreSQL`: groups of more than one rotation committed in one statement.
+    statements: std::sync::atomic::AtomicU64,
 }
 
 impl RotationQueue {
@@ -151,6 +189,14 @@ impl RotationQueue {
 }
 
 impl Store {
+    /// On `PostgreSQL`, how many groups of refresh rotations (more than one each) were
+    /// committed in one statement ([`super::postgres::ROTATE_REFRESH_GROUP`]); 0 on `SQLite`.
+    pub fn rotation_group_statements(&self) -> u64 {
+        self.rotations
+            .statements
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Runs `write` in a group commit with the rotations waiting beside it (module docs):
     /// whether it won, once the transaction holding it has committed.
     ///
@@ -177,15 +223,17 @@ impl Store {
                 answered = &mut answer => {
                     return answered.unwrap_or(Err(StoreError::Database(sqlx::Error::WorkerCrashed)));
                 }
-                turn = tokio::time::timeout_at(deadline, Arc::clone(&self.write_turns).acquire_owned()) => turn,
+                turn = tokio::time::timeout_at(deadline, Arc::clone(&self.rotation_turns).acquire_owned()) => turn,
             };
             match turn {
                 Ok(Ok(turn)) => {
                     let group = queue.take_group();
                     if group.is_empty() {
-                        // Ours was answered by the leader before this one; the answer is ready.
+                        // Ours was taken by a leader (this request or another): its answer
+                        // comes after that leader's commit. Taking turns again meanwhile would
+                        // find nothing to do, again and again, while another turn is free.
                         drop(turn);
-                        continue;
+                        return wait_for(answer).await;
                     }
                     tokio::spawn(commit_group(self.clone(), group, turn));
                 }
@@ -196,17 +244,21 @@ impl Store {
                     if queue.withdraw(id) {
                         return Err(StoreError::Database(sqlx::Error::PoolTimedOut));
                     }
-                    // A leader holds it: its answer comes after that leader's commit, waited
-                    // for once more as long (then answered as busy: what the leader commits
-                    // later is what a lost response would have carried).
-                    return match tokio::time::timeout(super::WRITE_TURN_WAIT, answer).await {
-                        Ok(answered) => answered
-                            .unwrap_or(Err(StoreError::Database(sqlx::Error::WorkerCrashed))),
-                        Err(_) => Err(StoreError::Database(sqlx::Error::PoolTimedOut)),
-                    };
+                    // A leader holds it.
+                    return wait_for(answer).await;
                 }
             }
         }
+    }
+}
+
+/// The answer of a rotation a leader has taken: it comes after that leader's commit, waited
+/// for at most [`super::WRITE_TURN_WAIT`] (then answered as busy: what the leader commits
+/// later is what a lost response would have carried).
+async fn wait_for(answer: oneshot::Receiver<Result<bool, StoreError>>) -> Result<bool, StoreError> {
+    match tokio::time::timeout(super::WRITE_TURN_WAIT, answer).await {
+        Ok(answered) => answered.unwrap_or(Err(StoreError::Database(sqlx::Error::WorkerCrashed))),
+        Err(_) => Err(StoreError::Database(sqlx::Error::PoolTimedOut)),
     }
 }
 
@@ -227,6 +279,11 @@ impl Drop for Withdraw {
 /// answered with that; when it fails otherwise (one statement refused), each is run alone so
 /// that each gets its own answer.
 async fn commit_group(store: Store, group: Vec<Queued>, turn: OwnedSemaphorePermit) {
+    if store.backend() == super::Backend::Postgres {
+        commit_group_postgres(&store, group).await;
+        drop(turn);
+        return;
+    }
     // In place first ([`super::in_place`]): one hand-off to a blocking thread for the whole
     // group; through the pool below when it was not committed there.
     let in_place = store
@@ -266,20 +323,9 @@ async fn commit_group(store: Store, group: Vec<Queued>, turn: OwnedSemaphorePerm
                 let _ = q.reply.send(Ok(won));
             }
         }
-        Err(e) if super::database_unavailable(&e) => {
-            // Busy, out of reach, full or read-only: the same for every rotation of the group,
-            // so each is answered with it (503) instead of trying each alone into it again.
-            tracing::warn!(error = %e, rotations = group.len(), "a group of refresh rotations could not be written");
-            let shared = e.to_string();
-            let mut group = group.into_iter();
-            if let Some(first) = group.next() {
-                let _ = first.reply.send(Err(StoreError::from(e)));
-            }
-            for q in group {
-                let again = sqlx::Error::Io(std::io::Error::other(shared.clone()));
-                let _ = q.reply.send(Err(StoreError::Database(again)));
-            }
-        }
+        // Busy, out of reach, full or read-only: the same for every rotation of the group, so
+        // each is answered with it (503) instead of trying each alone into it again.
+        Err(e) if super::database_unavailable(&e) => answer_unavailable(group, e),
         Err(e) => {
             if group.len() > 1 {
                 tracing::warn!(error = %e, rotations = group.len(), "a group of refresh rotations failed; running each alone");
@@ -297,6 +343,81 @@ async fn commit_group(store: Store, group: Vec<Queued>, turn: OwnedSemaphorePerm
         }
     }
     drop(turn);
+}
+
+/// `PostgreSQL`: commits `group` in one statement ([`super::postgres::ROTATE_REFRESH_GROUP`])
+/// and answers each rotation; when the database is unavailable every rotation is answered
+/// with that, and when the statement fails otherwise (a deadlock with another instance's
+/// group, one row refused) each rotation runs alone, in its own statement, so that each gets
+/// its own answer.
+async fn commit_group_postgres(store: &Store, group: Vec<Queued>) {
+    if group.len() == 1 {
+        // One rotation: its own statement costs less than the group's.
+        let sql = store.dialect().rotate_refresh_sql();
+        for q in group {
+            let alone = async {
+                let mut conn = store.pool().acquire().await?;
+                q.write.run(sql, &mut conn).await
+            }
+            .await;
+            let _ = q.reply.send(alone.map_err(StoreError::from));
+        }
+        return;
+    }
+    let input = serde_json::Value::Array(
+        group
+            .iter()
+            .enumerate()
+            .map(|(i, q)| q.write.as_json(i))
+            .collect(),
+    );
+    let together: Result<Vec<i64>, sqlx::Error> =
+        sqlx::query_scalar(super::postgres::ROTATE_REFRESH_GROUP)
+            .bind(input.to_string())
+            .fetch_all(&store.pool())
+            .await;
+    match together {
+        Ok(won) => {
+            store
+                .rotations
+                .statements
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            for (i, q) in group.into_iter().enumerate() {
+                let won = won.iter().any(|&w| usize::try_from(w) == Ok(i));
+                let _ = q.reply.send(Ok(won));
+            }
+        }
+        Err(e) if super::database_unavailable(&e) => answer_unavailable(group, e),
+        Err(e) => {
+            if group.len() > 1 {
+                tracing::warn!(error = %e, rotations = group.len(), "a group of refresh rotations failed; running each alone");
+            }
+            let sql = store.dialect().rotate_refresh_sql();
+            for q in group {
+                let alone = async {
+                    let mut conn = store.pool().acquire().await?;
+                    q.write.run(sql, &mut conn).await
+                }
+                .await;
+                let _ = q.reply.send(alone.map_err(StoreError::from));
+            }
+        }
+    }
+}
+
+/// Answers every rotation of `group` with the database being unavailable (503), the first
+/// with `e` itself.
+fn answer_unavailable(group: Vec<Queued>, e: sqlx::Error) {
+    tracing::warn!(error = %e, rotations = group.len(), "a group of refresh rotations could not be written");
+    let shared = e.to_string();
+    let mut group = group.into_iter();
+    if let Some(first) = group.next() {
+        let _ = first.reply.send(Err(StoreError::from(e)));
+    }
+    for q in group {
+        let again = sqlx::Error::Io(std::io::Error::other(shared.clone()));
+        let _ = q.reply.send(Err(StoreError::Database(again)));
+    }
 }
 
 #[cfg(test)]

@@ -1262,6 +1262,11 @@ async fn run_contract(db: &TestDb) {
     rotation_after_reapproval_contract(&store).await;
     keys_contract(&store).await;
     in_place_lookups_contract(&store, db.pool().await).await;
+    if store.backend() == Backend::Postgres {
+        // The concurrent rotations were committed in groups, one statement each, not each
+        // alone after a group's statement failed.
+        assert!(store.rotation_group_statements() > 0);
+    }
     if let Some(stats) = store.in_place_stats() {
         assert_eq!(
             stats.fallbacks, 0,
