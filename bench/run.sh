@@ -312,21 +312,25 @@ done
 declare -A RSS_LOADED
 for t in $STARTED; do RSS_LOADED[$t]="$(rss_kb "${PID[$t]}")"; done
 
-# --- sign-in flood: tools/call c16 alone, then with the flood beside it -------------------------
+# --- sign-in flood: tools/call c16 alone, then with the flood beside it, ROUNDS times ----------
 FLOOD="$WORK/flood.jsonl"
 : >"$FLOOD"
 for target in gh-sqlite gh-postgres; do
   { [ "$FLOOD_SECONDS" -gt 0 ] && wanted "$target"; } || continue
-  say "sign-in flood on $target ..."
-  measure flood-off tools_call "$target" 16 "$FLOOD_SECONDS"
-  "$NODE" signin-flood.mjs "${URL[$target]}" "$EMAIL" 4 $(( FLOOD_SECONDS + 2 )) >"$WORK/flood-$target.out" 2>>"$WORK/$target.log" &
-  flood_pid=$!
-  sleep 1
-  measure flood-on tools_call "$target" 16 "$FLOOD_SECONDS"
-  wait "$flood_pid" || die "the sign-in flood failed on $target"
-  sleep 1
-  printf '{"target":"%s","flood":%s,"rss_after_kb":%s,"rss_peak_kb":%s}\n' "$target" \
-    "$(sed -n 's/^FLOOD_RESULT //p' "$WORK/flood-$target.out")" "$(rss_kb "${PID[$target]}")" "$(hwm_kb "${PID[$target]}")" >>"$FLOOD"
+  say "sign-in flood on $target ($ROUNDS round(s), each without then with the flood) ..."
+  floods=""
+  for round in $(seq 1 "$ROUNDS"); do
+    measure "flood-off-$round" tools_call "$target" 16 "$FLOOD_SECONDS"
+    "$NODE" signin-flood.mjs "${URL[$target]}" "$EMAIL" 4 $(( FLOOD_SECONDS + 2 )) >"$WORK/flood-$target.out" 2>>"$WORK/$target.log" &
+    flood_pid=$!
+    sleep 1
+    measure "flood-on-$round" tools_call "$target" 16 "$FLOOD_SECONDS"
+    wait "$flood_pid" || die "the sign-in flood failed on $target"
+    sleep 1
+    floods="${floods:+$floods,}$(sed -n 's/^FLOOD_RESULT //p' "$WORK/flood-$target.out")"
+  done
+  printf '{"target":"%s","floods":[%s],"rss_after_kb":%s,"rss_peak_kb":%s}\n' "$target" \
+    "$floods" "$(rss_kb "${PID[$target]}")" "$(hwm_kb "${PID[$target]}")" >>"$FLOOD"
 done
 
 # --- report -------------------------------------------------------------------------------------
