@@ -17,8 +17,8 @@
 //! CPU that MCP, token and introspection requests leave over, never theirs. Under full load a
 //! sign-in waits longer, and the bounded queue turns the excess away with 503.
 //!
-//! After each job a worker rests as long as the job took ([`MAX_REST`] at most), so that it is
-//! busy at most half of the time.
+//! After each job a worker rests [`REST_FACTOR`] times as long as the job took ([`MAX_REST`]
+//! at most), so that it is busy at most a quarter of the time.
 //!
 //! A job's requester waits at most [`MAX_WAIT`] for its answer (a saturated CPU can starve
 //! `SCHED_IDLE` threads for as long as it stays saturated) and is then answered
@@ -47,12 +47,17 @@ pub const PARALLELISM: u32 = 1;
 pub const OUTPUT_LEN: usize = 32;
 /// Default length of the queue in front of the workers (`GATEHOUSE_PASSWORD_QUEUE`).
 pub const DEFAULT_QUEUE: usize = 32;
-/// A worker rests after each job as long as the job took it, at most this long: a password
-/// worker is busy at most half of the time. On a machine whose cores MCP and token requests keep
-/// busy, argon2 (19 MiB streamed through the caches per check) slows them even at the lowest
-/// priority; resting halves that for a sign-in flood's whole length, at the price of at most
-/// half the sign-in checks per second per worker (docs/benchmarks.md).
+/// A worker rests after each job [`REST_FACTOR`] times as long as the job took it, at most
+/// this long: a password worker is busy at most a quarter of the time. On a machine whose
+/// cores MCP and token requests keep busy, argon2 (19 MiB streamed through the caches per
+/// check) slows them even at the lowest priority; resting cuts that for a sign-in flood's whole
+/// length, at the price of at most a quarter of the sign-in checks per second per worker
+/// (docs/benchmarks.md).
 pub const MAX_REST: Duration = Duration::from_secs(1);
+/// How many times as long as a job took a worker rests after it ([`MAX_REST`]): resting as
+/// long as the job left `tools/call`'s p99 16–30 % higher during a flood, three times as long
+/// 8–17 % (medians of five pairs, docs/benchmarks.md).
+pub const REST_FACTOR: u32 = 3;
 /// How long a requester waits for a password job's answer (queue wait and hashing) before
 /// it is answered [`PasswordError::TimedOut`].
 pub const MAX_WAIT: Duration = Duration::from_secs(20);
@@ -356,7 +361,7 @@ fn worker(rx: &Mutex<mpsc::Receiver<Job>>, held: &AtomicUsize, abandoned: &Atomi
             }
         }
         // The answer is sent: its requester does not wait for this rest, only the next job.
-        std::thread::sleep(started.elapsed().min(MAX_REST));
+        std::thread::sleep((started.elapsed() * REST_FACTOR).min(MAX_REST));
     }
 }
 
@@ -635,10 +640,10 @@ mod tests {
         );
     }
 
-    // After a job a worker rests as long as the job took, before it takes the next one; the
-    // requester of the first job does not wait for that rest.
+    // After a job a worker rests three times as long as the job took, before it takes the
+    // next one; the requester of the first job does not wait for that rest.
     #[tokio::test]
-    async fn a_worker_rests_as_long_as_each_job_took() {
+    async fn a_worker_rests_three_times_as_long_as_each_job_took() {
         let pool = PasswordPool::new(1, 4);
         let hash = pool
             .try_reserve()
@@ -666,9 +671,9 @@ mod tests {
         let (first, second) = (first.await.unwrap(), second.await.unwrap());
         assert!(first.0 && !second.0);
         // Without the rest the second answer comes after about two jobs; with it, after
-        // about three (job, rest as long, job).
+        // about five (job, a rest three times as long, job).
         assert!(
-            second.1 > first.1.mul_f64(2.5),
+            second.1 > first.1.mul_f64(3.5),
             "first answered after {:?}, second after {:?}",
             first.1,
             second.1
