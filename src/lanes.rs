@@ -37,8 +37,9 @@ pub struct Lanes {
 }
 
 impl Lanes {
-    /// Starts `count` lanes (at least one), threads named `gatehouse-lane-N`, serving
-    /// `store`'s work ([`Store::enter_lane`], with `per_lane` connections on `PostgreSQL`).
+    /// Starts `count` lanes (at least one), threads named `gh-lane-N` (their blocking pools'
+    /// threads `gh-lane-pool`), serving `store`'s work ([`Store::enter_lane`], with
+    /// `per_lane` connections on `PostgreSQL`).
     ///
     /// Errors: a thread or runtime that could not be started.
     pub fn start(count: usize, store: &Store, per_lane: u32) -> std::io::Result<Lanes> {
@@ -48,7 +49,7 @@ impl Lanes {
             let (ready_tx, ready_rx) = mpsc::sync_channel::<std::io::Result<()>>(1);
             let store = store.clone();
             std::thread::Builder::new()
-                .name(format!("gatehouse-lane-{n}"))
+                .name(format!("gh-lane-{n}"))
                 .spawn(move || run_lane(rx, store, per_lane, ready_tx))?;
             ready_rx
                 .recv()
@@ -93,7 +94,7 @@ fn run_lane(
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .thread_name("gatehouse-lane-blocking")
+        .thread_name("gh-lane-pool")
         .build()
     {
         Ok(runtime) => runtime,
@@ -103,11 +104,12 @@ fn run_lane(
         }
     };
     runtime.block_on(async move {
-        let _lane = store.enter_lane(per_lane);
+        let lane = store.enter_lane(per_lane);
         let _ = ready.send(Ok(()));
         while let Some(job) = jobs.recv().await {
             job();
         }
+        lane.close(LANE_SHUTDOWN).await;
     });
     runtime.shutdown_timeout(LANE_SHUTDOWN);
 }
@@ -150,15 +152,7 @@ mod tests {
         }
         seen.sort();
         let names: Vec<&str> = seen.iter().map(|(_, n)| n.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "gatehouse-lane-0",
-                "gatehouse-lane-1",
-                "gatehouse-lane-0",
-                "gatehouse-lane-1"
-            ]
-        );
+        assert_eq!(names, ["gh-lane-0", "gh-lane-1", "gh-lane-0", "gh-lane-1"]);
     }
 
     /// A lane whose thread has ended is skipped; when none is left, the job is refused.
@@ -179,7 +173,7 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(
                 rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap(),
-                "gatehouse-lane-1"
+                "gh-lane-1"
             );
         }
         assert!(lanes.run(Box::new(|| panic!("ends lane 1"))));

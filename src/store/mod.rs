@@ -540,7 +540,18 @@ impl Store {
                 .min_connections(0)
                 .max_connections(per_lane.max(1));
             match options.connect_lazy(&self.url) {
-                Ok(pool) => LANE_POOL.with(|lane| lane.set(Some((self.key(), pool)))),
+                Ok(pool) => {
+                    let searches = std::sync::Arc::new(tokio::sync::Semaphore::new(
+                        search_permits(per_lane.max(1)),
+                    ));
+                    LANE_POOL.with(|lane| {
+                        lane.set(Some(Lane {
+                            store: self.key(),
+                            pool,
+                            searches,
+                        }))
+                    });
+                }
                 Err(e) => tracing::warn!(error = %e, "no pool of its own for a serving lane"),
             }
         }
@@ -549,9 +560,15 @@ impl Store {
         }
     }
 
-    /// The permits of full-text searches ([`search_permits`]).
-    pub(crate) fn searches(&self) -> &tokio::sync::Semaphore {
-        &self.searches
+    /// The permits of full-text searches ([`search_permits`]) of the pool [`Store::pool`]
+    /// gives: a serving lane's own on `PostgreSQL`, otherwise the shared pool's.
+    pub(crate) fn searches(&self) -> std::sync::Arc<tokio::sync::Semaphore> {
+        if self.backend == Backend::Postgres
+            && let Some(searches) = LANE_POOL.with(|lane| lane.searches_of(self.key()))
+        {
+            return searches;
+        }
+        std::sync::Arc::clone(&self.searches)
     }
 
     /// Runs `read` in place on `SQLite` ([`in_place`]): `Some` with its answer, `None` on
@@ -649,21 +666,36 @@ impl Store {
 /// How long an idle pooled connection is kept before it is closed (above the pool's minimum).
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// The pool of the serving lane the current thread is, with the key of the store it belongs
-/// to ([`Store::enter_lane`]).
+/// What a serving lane of one store has of its own ([`Store::enter_lane`]).
+struct Lane {
+    /// The key of the store it belongs to ([`Store::key`]).
+    store: usize,
+    pool: AnyPool,
+    /// The permits of full-text searches on this lane's pool ([`search_permits`]).
+    searches: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+/// The lane the current thread is, if any.
 #[derive(Default)]
-struct LanePool(std::cell::RefCell<Option<(usize, AnyPool)>>);
+struct LanePool(std::cell::RefCell<Option<Lane>>);
 
 impl LanePool {
     fn pool_of(&self, store: usize) -> Option<AnyPool> {
         match &*self.0.borrow() {
-            Some((key, pool)) if *key == store => Some(pool.clone()),
+            Some(lane) if lane.store == store => Some(lane.pool.clone()),
             _ => None,
         }
     }
 
-    fn set(&self, lane: Option<(usize, AnyPool)>) {
-        *self.0.borrow_mut() = lane;
+    fn searches_of(&self, store: usize) -> Option<std::sync::Arc<tokio::sync::Semaphore>> {
+        match &*self.0.borrow() {
+            Some(lane) if lane.store == store => Some(std::sync::Arc::clone(&lane.searches)),
+            _ => None,
+        }
+    }
+
+    fn set(&self, lane: Option<Lane>) -> Option<Lane> {
+        std::mem::replace(&mut *self.0.borrow_mut(), lane)
     }
 }
 
@@ -676,6 +708,17 @@ thread_local! {
 /// pool is closed as its connections come back.
 pub struct LaneGuard {
     _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl LaneGuard {
+    /// Ends the lane: the thread uses the shared pool again, and the lane's pool is closed,
+    /// waiting at most `within` for its connections in use to come back (a connection still
+    /// out after that is closed when it is dropped).
+    pub async fn close(self, within: Duration) {
+        if let Some(lane) = LANE_POOL.with(|lane| lane.set(None)) {
+            let _ = tokio::time::timeout(within, lane.pool.close()).await;
+        }
+    }
 }
 
 impl Drop for LaneGuard {

@@ -234,7 +234,7 @@ impl Store {
         // Bounded concurrency: ranking and snippets can be slow over large notes.
         let _permit = self
             .searches()
-            .acquire()
+            .acquire_owned()
             .await
             .map_err(|_| StoreError::Database(sqlx::Error::PoolClosed))?;
         Ok(sqlx::query_as(self.dialect().search_notes_sql())

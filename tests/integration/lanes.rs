@@ -39,12 +39,14 @@ async fn a_lane_on_postgresql_runs_statements_on_a_pool_of_its_own() {
     let other = Store::connect(&db.url).await.unwrap();
     let mut lanes = Lanes::start(1, &store, 2).unwrap();
     let (s, o) = (store.clone(), other.clone());
-    let (own, other_own, answered) = on_lane(&mut lanes, move || {
+    let (own, other_own, answered, searched) = on_lane(&mut lanes, move || {
         Box::pin(async move {
             (
                 s.uses_lane_pool_here(),
                 o.uses_lane_pool_here(),
                 s.ping().await,
+                // A search takes the lane's own search permits.
+                s.search_notes("no-such-project", "words", 5).await.is_ok(),
             )
         })
     })
@@ -52,6 +54,7 @@ async fn a_lane_on_postgresql_runs_statements_on_a_pool_of_its_own() {
     assert!(own, "the lane's store runs on the lane's pool");
     assert!(!other_own, "another store keeps its shared pool");
     assert!(answered, "a statement on the lane's pool is answered");
+    assert!(searched, "a search on the lane is answered");
     assert!(
         !store.uses_lane_pool_here(),
         "off the lane: the shared pool"
@@ -80,20 +83,12 @@ async fn a_lane_on_sqlite_keeps_the_shared_pool() {
     store.close().await;
 }
 
-/// A running server has one lane thread per core, and serves many connections at once, as
-/// many as it is given, across them (each request answered).
+/// A running server serves many connections at once, as many as it is given (each request
+/// answered), on lane threads: one per core.
 #[tokio::test]
 async fn a_server_serves_its_connections_on_one_lane_per_core() {
     let app = spawn_app().await;
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    let lanes: Vec<String> = std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .map(|name| name.trim().to_string())
-        .filter(|name| name.starts_with("gatehouse-lane-") && !name.contains("blocking"))
-        .collect();
-    // Other servers of this test process have lanes of their own: at least this one's.
-    assert!(lanes.len() >= cores, "{lanes:?}");
     let mut calls = Vec::new();
     for _ in 0..(4 * cores) {
         // A client of its own each: a connection of its own each.
@@ -106,4 +101,16 @@ async fn a_server_serves_its_connections_on_one_lane_per_core() {
     for call in calls {
         assert_eq!(call.await.unwrap().unwrap(), 200);
     }
+    // Serving has begun, so the lanes run (this test process runs other servers too, each
+    // with lanes of its own: at least this one's).
+    let lanes = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| {
+            name.trim()
+                .strip_prefix("gh-lane-")
+                .is_some_and(|n| n.parse::<usize>().is_ok())
+        })
+        .count();
+    assert!(lanes >= cores, "{lanes} lane threads for {cores} cores");
 }
