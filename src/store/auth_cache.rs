@@ -220,6 +220,11 @@ impl AuthCache {
     pub(crate) fn len(&self) -> usize {
         self.lock().entries.len()
     }
+
+    /// Whether an answer is cached under `key`, of any kind (for tests and diagnostics).
+    fn holds(&self, key: &str) -> bool {
+        self.lock().entries.keys().any(|(_, k)| k == key)
+    }
 }
 
 impl Store {
@@ -281,6 +286,14 @@ impl Store {
     /// How many live credential lookups this process has cached (diagnostics and tests).
     pub fn cached_credentials(&self) -> usize {
         self.auth_cache.len()
+    }
+
+    /// Whether this process has a live answer cached for `key`: a credential's stored hash
+    /// ([`TokenHash::as_str`] of an access token, API key or personal URL secret) or a
+    /// registered client's `client_id` (diagnostics and tests: unlike a count, it cannot be
+    /// fooled by an invalidation that empties other entries meanwhile).
+    pub fn is_cached(&self, key: &str) -> bool {
+        self.auth_cache.holds(key)
     }
 
     /// [`Store::authenticate_access_token`] through the validation cache (module
