@@ -216,12 +216,13 @@ impl AuthCache {
             .insert((kind, key.to_string()), Entry { grant, until });
     }
 
-    /// How many answers are cached (for tests and diagnostics).
-    pub(crate) fn len(&self) -> usize {
+    /// How many answers are cached (for the unit tests).
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.lock().entries.len()
     }
 
-    /// Whether an answer is cached under `key`, of any kind (for tests and diagnostics).
+    /// Whether an answer is cached under `key`, of any kind ([`Store::is_cached`]).
     fn holds(&self, key: &str) -> bool {
         self.lock().entries.keys().any(|(_, k)| k == key)
     }
@@ -281,11 +282,6 @@ impl Store {
     pub fn auth_cache_waits_for_notifications(&self) -> bool {
         let cache = &self.auth_cache;
         cache.enabled.load(Ordering::SeqCst) && cache.mode == Mode::Notify && cache.hearing()
-    }
-
-    /// How many live credential lookups this process has cached (diagnostics and tests).
-    pub fn cached_credentials(&self) -> usize {
-        self.auth_cache.len()
     }
 
     /// Whether this process has a live answer cached for `key`: a credential's stored hash
