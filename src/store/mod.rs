@@ -26,6 +26,7 @@ pub mod oauth;
 pub mod postgres;
 pub mod projects;
 pub mod quotas;
+pub mod read_batches;
 pub mod rotations;
 pub mod services;
 pub mod sessions;
@@ -339,6 +340,10 @@ pub struct StoreParts {
     rotation_turns: std::sync::Arc<tokio::sync::Semaphore>,
     /// Refresh rotations waiting for a group commit (`SQLite`; [`rotations`]).
     rotations: std::sync::Arc<rotations::RotationQueue>,
+    /// `PostgreSQL`: refresh-token lookups batched ([`read_batches`], [`Store::refresh_state`]).
+    refresh_reads: std::sync::Arc<read_batches::ReadBatches<oauth::RefreshState>>,
+    /// `PostgreSQL`: project listings batched ([`read_batches`], [`Store::projects_of_account`]).
+    project_reads: std::sync::Arc<read_batches::ReadBatches<projects::ProjectMembership>>,
     /// Whether [`Store::start_auth_listener`] ran.
     auth_listener_started: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The database URL (`PostgreSQL`: the invalidation listener connects with it).
@@ -422,6 +427,12 @@ impl Store {
                 }
             },
             rotations: Default::default(),
+            refresh_reads: std::sync::Arc::new(read_batches::ReadBatches::new(
+                oauth::REFRESH_LOOKUP_BATCH,
+            )),
+            project_reads: std::sync::Arc::new(read_batches::ReadBatches::new(
+                projects::PROJECTS_OF_ACCOUNTS_BATCH,
+            )),
             auth_listener_started: Default::default(),
             in_place: match backend {
                 Backend::Sqlite => in_place::InPlace::for_url(&url).map(std::sync::Arc::new),

@@ -221,20 +221,44 @@ pub struct RefreshState {
     pub successor_used: bool,
 }
 
+/// The columns of [`RefreshState`] for the refresh token(s) chosen by `$where`, each row
+/// led by `$key` (a literal, so that both statements are `&'static str`).
+macro_rules! refresh_lookup {
+    ($key:literal, $where:literal) => {
+        concat!(
+            "SELECT ",
+            $key,
+            "f.id AS family_id, f.consent_id AS consent_id, f.client_id AS client_id, \
+             f.account_id AS account_id, f.scope AS scope, f.resource AS resource, f.issuer AS issuer, \
+             c.scope AS consent_scope, f.revoked_at IS NOT NULL AS family_revoked, \
+             a.status = 'active' AS account_active, c.revoked_at IS NOT NULL AS consent_revoked, \
+             r.rotated_at AS rotated_at, r.successor_sealed AS successor_sealed, \
+             s.rotated_at IS NOT NULL AS successor_used \
+             FROM refresh_tokens r \
+             JOIN token_families f ON f.id = r.family_id \
+             JOIN accounts a ON a.id = f.account_id \
+             JOIN consents c ON c.id = f.consent_id \
+             LEFT JOIN refresh_tokens s ON s.token_hash = r.successor_hash \
+             WHERE ",
+            $where
+        )
+    };
+}
+
 /// The refresh token whose hash is `$1` with its family, consent and account: a
 /// [`RefreshState`] (its `within_approval` still to be worked out).
-const REFRESH_LOOKUP: &str = "SELECT f.id AS family_id, f.consent_id AS consent_id, f.client_id AS client_id, \
-     f.account_id AS account_id, f.scope AS scope, f.resource AS resource, f.issuer AS issuer, \
-     c.scope AS consent_scope, f.revoked_at IS NOT NULL AS family_revoked, \
-     a.status = 'active' AS account_active, c.revoked_at IS NOT NULL AS consent_revoked, \
-     r.rotated_at AS rotated_at, r.successor_sealed AS successor_sealed, \
-     s.rotated_at IS NOT NULL AS successor_used \
-     FROM refresh_tokens r \
-     JOIN token_families f ON f.id = r.family_id \
-     JOIN accounts a ON a.id = f.account_id \
-     JOIN consents c ON c.id = f.consent_id \
-     LEFT JOIN refresh_tokens s ON s.token_hash = r.successor_hash \
-     WHERE r.token_hash = $1";
+const REFRESH_LOOKUP: &str = refresh_lookup!("", "r.token_hash = $1");
+
+/// `PostgreSQL`: [`REFRESH_LOOKUP`] for each token of the JSON array `$1`, each row led by its
+/// token's hash as `batch_key` ([`super::read_batches`]). Each key is looked up on its own
+/// (a `LATERAL` subquery that `LIMIT 1` keeps from being merged into one join), so the plan
+/// is the single lookup's primary-key probe whatever the statistics say.
+pub(super) const REFRESH_LOOKUP_BATCH: &str = concat!(
+    "SELECT k.batch_key AS batch_key, t.* FROM json_array_elements_text($1::text::json) AS k(batch_key) \
+     CROSS JOIN LATERAL (",
+    refresh_lookup!("", "r.token_hash = k.batch_key LIMIT 1"),
+    ") t"
+);
 
 impl FromSqliteRow for RefreshState {
     fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
@@ -723,6 +747,11 @@ impl Store {
             .read_in_place(|conn| in_place::optional(conn, REFRESH_LOOKUP, &[&hash.as_str()]))
         {
             Some(row) => row,
+            None if self.backend() == super::Backend::Postgres => self
+                .refresh_reads
+                .read(self, hash.as_str().to_string())
+                .await?
+                .pop(),
             None => {
                 sqlx::query_as(REFRESH_LOOKUP)
                     .bind(hash.as_str())

@@ -26,6 +26,19 @@ const PROJECTS_OF_ACCOUNT: &str = "SELECT p.id AS id, p.name AS name, m.role AS 
      FROM memberships m JOIN projects p ON p.id = m.project_id \
      WHERE m.account_id = $1 AND p.status = 'active' ORDER BY p.created_at, p.id";
 
+/// `PostgreSQL`: [`PROJECTS_OF_ACCOUNT`] for each account of the JSON array `$1`, each row
+/// led by its account's id as `batch_key`, each account's rows oldest first
+/// ([`super::read_batches`]). Each account is looked up on its own (a `LATERAL` subquery that
+/// `OFFSET 0` keeps from being merged into one join), so the plan is the single listing's
+/// index probe whatever the statistics say.
+pub(super) const PROJECTS_OF_ACCOUNTS_BATCH: &str = "SELECT k.batch_key AS batch_key, \
+     t.id AS id, t.name AS name, t.role AS role, t.created_at AS created_at \
+     FROM json_array_elements_text($1::text::json) AS k(batch_key) \
+     CROSS JOIN LATERAL (SELECT p.id, p.name, m.role, p.created_at \
+       FROM memberships m JOIN projects p ON p.id = m.project_id \
+       WHERE m.account_id = k.batch_key AND p.status = 'active' OFFSET 0) t \
+     ORDER BY k.batch_key, t.created_at, t.id";
+
 /// Account `$1`'s membership in the active project `$2`: a [`ProjectMembership`].
 const MEMBERSHIP: &str = "SELECT p.id AS id, p.name AS name, m.role AS role, p.created_at AS created_at \
      FROM memberships m JOIN projects p ON p.id = m.project_id \
@@ -145,6 +158,9 @@ impl Store {
             self.read_in_place(|conn| in_place::all(conn, PROJECTS_OF_ACCOUNT, &[&account_id]))
         {
             return Ok(found);
+        }
+        if self.backend() == super::Backend::Postgres {
+            return self.project_reads.read(self, account_id.to_string()).await;
         }
         Ok(sqlx::query_as(PROJECTS_OF_ACCOUNT)
             .bind(account_id)

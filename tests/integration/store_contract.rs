@@ -690,6 +690,98 @@ async fn rotation_racing_withdrawal_contract(store: &Store, raw: &sqlx::AnyPool)
 /// Rotations that arrive together (committed in groups on `SQLite`): each distinct token
 /// rotates once with its own successors; of the same token presented many times at once,
 /// exactly one rotation wins and the others write nothing.
+/// Lookups that run together (batched into one statement on `PostgreSQL`) each get their own
+/// rows, a key asked twice gets its rows twice, an unknown key gets none, and a lookup that
+/// starts after a write committed sees it even while lookups of the same key keep running.
+async fn concurrent_lookups_contract(store: &Store) {
+    let before = store.lookup_batch_statements();
+    let mut accounts = Vec::new();
+    for i in 0..12 {
+        let account = new_account(store, &format!("lookups-{i}@example.com")).await;
+        let mut names = Vec::new();
+        for p in 0..(i % 4) {
+            let name = format!("lookups-{i}-{p}");
+            store
+                .create_project(&name, &account, 500 + p)
+                .await
+                .unwrap();
+            names.push(name);
+        }
+        accounts.push((account, names));
+    }
+    let asked: Vec<(&str, &[String])> = accounts
+        .iter()
+        .chain(accounts.iter())
+        .map(|(account, names)| (account.as_str(), names.as_slice()))
+        .chain([("no-such-account", &[][..])])
+        .collect();
+    let listings = asked
+        .iter()
+        .map(|(account, _)| store.projects_of_account(account));
+    for ((account, names), listing) in asked.iter().zip(futures::future::join_all(listings).await) {
+        let listed: Vec<String> = listing.unwrap().into_iter().map(|m| m.name).collect();
+        assert_eq!(
+            &listed, names,
+            "account {account}: its own projects, oldest first"
+        );
+    }
+
+    let mut tokens = Vec::new();
+    for _ in 0..12 {
+        let owner = &accounts[0].0;
+        let (family_id, refresh) = issue(store, owner, 4000, 9000).await;
+        tokens.push((refresh, Some(family_id)));
+    }
+    tokens.push((TokenHash::of("lookups-unknown"), None));
+    let lookups = tokens.iter().map(|(hash, _)| store.refresh_state(hash));
+    for ((hash, family), state) in tokens.iter().zip(futures::future::join_all(lookups).await) {
+        let found = state.unwrap().map(|s| s.family_id);
+        assert_eq!(&found, family, "token {}", hash.as_str());
+    }
+    let together = store.lookup_batch_statements() - before;
+
+    // Freshness: lookups of one account keep running while its projects are created; each
+    // lookup made after a creation returned lists that project.
+    let (account, _) = &accounts[1];
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let background = async {
+        let mut n = 0u32;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            store.projects_of_account(account).await.unwrap();
+            n += 1;
+            tokio::task::yield_now().await;
+        }
+        n
+    };
+    let foreground = async {
+        for round in 0..10 {
+            let name = format!("lookups-fresh-{round}");
+            store
+                .create_project(&name, account, 900 + round)
+                .await
+                .unwrap();
+            let listed = store.projects_of_account(account).await.unwrap();
+            assert!(
+                listed.iter().any(|m| m.name == name),
+                "round {round}: the project created before the lookup is listed"
+            );
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    };
+    let (ran, ()) = tokio::join!(background, foreground);
+    assert!(ran > 0);
+
+    if store.backend() == Backend::Postgres {
+        let lookups = (asked.len() + tokens.len()) as u64;
+        assert!(
+            together < lookups,
+            "lookups made together shared statements: {together} statements for {lookups} lookups"
+        );
+    } else {
+        assert_eq!(together, 0, "SQLite reads in place");
+    }
+}
+
 async fn concurrent_rotations_contract(store: &Store, raw: &sqlx::AnyPool) {
     let owner = new_account(store, "together@example.com").await;
     let mut chains = Vec::new();
@@ -1259,6 +1351,7 @@ async fn run_contract(db: &TestDb) {
     issuance_announces_nothing_contract(&store, db).await;
     rotation_racing_withdrawal_contract(&store, db.pool().await).await;
     concurrent_rotations_contract(&store, db.pool().await).await;
+    concurrent_lookups_contract(&store).await;
     rotation_after_reapproval_contract(&store).await;
     keys_contract(&store).await;
     in_place_lookups_contract(&store, db.pool().await).await;
