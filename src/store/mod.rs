@@ -108,6 +108,30 @@ pub(crate) fn database_unavailable(e: &sqlx::Error) -> bool {
     }
 }
 
+/// A copy of `e` for the other requests a shared statement answered (a group commit, a batch
+/// of lookups): of the same class, the database unavailable (`503`) or not (`500`), with the
+/// same message.
+pub(crate) fn same_class_error(e: &sqlx::Error) -> sqlx::Error {
+    if database_unavailable(e) {
+        sqlx::Error::Io(std::io::Error::other(e.to_string()))
+    } else {
+        sqlx::Error::Protocol(e.to_string())
+    }
+}
+
+/// The answer of a request that a leader took into its shared statement (a group commit, a
+/// batch of lookups), waited for at most [`WRITE_TURN_WAIT`]; then answered like a busy
+/// database (for a write, what the leader commits later is what a lost response would have
+/// carried).
+pub(crate) async fn leader_answer<A>(
+    answer: tokio::sync::oneshot::Receiver<Result<A, StoreError>>,
+) -> Result<A, StoreError> {
+    match tokio::time::timeout(WRITE_TURN_WAIT, answer).await {
+        Ok(answered) => answered.unwrap_or(Err(StoreError::Database(sqlx::Error::WorkerCrashed))),
+        Err(_) => Err(StoreError::Database(sqlx::Error::PoolTimedOut)),
+    }
+}
+
 /// The primary result code (the low byte of the extended code) of a `SQLite` error.
 fn sqlite_code(db: &dyn sqlx::error::DatabaseError) -> Option<i32> {
     db.try_downcast_ref::<sqlx::sqlite::SqliteError>()

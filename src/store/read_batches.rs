@@ -123,7 +123,9 @@ where
         loop {
             let turn = tokio::select! {
                 biased;
-                answered = &mut answer => return answered.unwrap_or(Err(crashed())),
+                answered = &mut answer => {
+                    return answered.unwrap_or(Err(StoreError::Database(sqlx::Error::WorkerCrashed)));
+                }
                 turn = tokio::time::timeout_at(deadline, Arc::clone(&self.turns).acquire_owned()) => turn,
             };
             match turn {
@@ -133,7 +135,7 @@ where
                         // Ours was taken by a batch already running: its answer comes when
                         // that statement is done.
                         drop(turn);
-                        return wait_for(answer).await;
+                        return super::leader_answer(answer).await;
                     }
                     tokio::spawn(Arc::clone(self).run(store.clone(), batch, turn));
                 }
@@ -182,23 +184,8 @@ fn answer_rows<T: Clone>(batch: Vec<Waiting<T>>, rows: Vec<Keyed<T>>) {
     for Keyed { key, row } in rows {
         by_key.entry(key).or_default().push(row);
     }
-    let mut left: HashMap<String, usize> = HashMap::with_capacity(batch.len());
-    for w in &batch {
-        *left.entry(w.key.clone()).or_default() += 1;
-    }
     for w in batch {
-        let last = match left.get_mut(&w.key) {
-            Some(n) => {
-                *n -= 1;
-                *n == 0
-            }
-            None => true,
-        };
-        let rows = if last {
-            by_key.remove(&w.key).unwrap_or_default()
-        } else {
-            by_key.get(&w.key).cloned().unwrap_or_default()
-        };
+        let rows = by_key.get(&w.key).cloned().unwrap_or_default();
         let _ = w.reply.send(Ok(rows));
     }
 }
@@ -207,32 +194,14 @@ fn answer_rows<T: Clone>(batch: Vec<Waiting<T>>, rows: Vec<Keyed<T>>) {
 /// error of the same class (the database unavailable, or not).
 fn answer_error<T>(batch: Vec<Waiting<T>>, e: sqlx::Error) {
     tracing::warn!(error = %e, lookups = batch.len(), "a batch of lookups failed");
-    let unavailable = super::database_unavailable(&e);
-    let shared = e.to_string();
     let mut batch = batch.into_iter();
-    if let Some(first) = batch.next() {
-        let _ = first.reply.send(Err(StoreError::from(e)));
-    }
+    let first = batch.next();
     for w in batch {
-        let again = if unavailable {
-            sqlx::Error::Io(std::io::Error::other(shared.clone()))
-        } else {
-            sqlx::Error::Protocol(shared.clone())
-        };
+        let again = super::same_class_error(&e);
         let _ = w.reply.send(Err(StoreError::Database(again)));
     }
-}
-
-fn crashed() -> StoreError {
-    StoreError::Database(sqlx::Error::WorkerCrashed)
-}
-
-/// The answer of a lookup a running batch has taken, waited for at most
-/// [`super::WRITE_TURN_WAIT`].
-async fn wait_for<T>(answer: oneshot::Receiver<Answer<T>>) -> Answer<T> {
-    match tokio::time::timeout(super::WRITE_TURN_WAIT, answer).await {
-        Ok(answered) => answered.unwrap_or(Err(crashed())),
-        Err(_) => Err(StoreError::Database(sqlx::Error::PoolTimedOut)),
+    if let Some(first) = first {
+        let _ = first.reply.send(Err(StoreError::from(e)));
     }
 }
 

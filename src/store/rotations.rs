@@ -233,7 +233,7 @@ impl Store {
                         // comes after that leader's commit. Taking turns again meanwhile would
                         // find nothing to do, again and again, while another turn is free.
                         drop(turn);
-                        return wait_for(answer).await;
+                        return super::leader_answer(answer).await;
                     }
                     tokio::spawn(commit_group(self.clone(), group, turn));
                 }
@@ -245,20 +245,10 @@ impl Store {
                         return Err(StoreError::Database(sqlx::Error::PoolTimedOut));
                     }
                     // A leader holds it.
-                    return wait_for(answer).await;
+                    return super::leader_answer(answer).await;
                 }
             }
         }
-    }
-}
-
-/// The answer of a rotation a leader has taken: it comes after that leader's commit, waited
-/// for at most [`super::WRITE_TURN_WAIT`] (then answered as busy: what the leader commits
-/// later is what a lost response would have carried).
-async fn wait_for(answer: oneshot::Receiver<Result<bool, StoreError>>) -> Result<bool, StoreError> {
-    match tokio::time::timeout(super::WRITE_TURN_WAIT, answer).await {
-        Ok(answered) => answered.unwrap_or(Err(StoreError::Database(sqlx::Error::WorkerCrashed))),
-        Err(_) => Err(StoreError::Database(sqlx::Error::PoolTimedOut)),
     }
 }
 
@@ -409,14 +399,14 @@ async fn commit_group_postgres(store: &Store, group: Vec<Queued>) {
 /// with `e` itself.
 fn answer_unavailable(group: Vec<Queued>, e: sqlx::Error) {
     tracing::warn!(error = %e, rotations = group.len(), "a group of refresh rotations could not be written");
-    let shared = e.to_string();
     let mut group = group.into_iter();
-    if let Some(first) = group.next() {
-        let _ = first.reply.send(Err(StoreError::from(e)));
-    }
+    let first = group.next();
     for q in group {
-        let again = sqlx::Error::Io(std::io::Error::other(shared.clone()));
+        let again = super::same_class_error(&e);
         let _ = q.reply.send(Err(StoreError::Database(again)));
+    }
+    if let Some(first) = first {
+        let _ = first.reply.send(Err(StoreError::from(e)));
     }
 }
 

@@ -687,9 +687,6 @@ async fn rotation_racing_withdrawal_contract(store: &Store, raw: &sqlx::AnyPool)
     }
 }
 
-/// Rotations that arrive together (committed in groups on `SQLite`): each distinct token
-/// rotates once with its own successors; of the same token presented many times at once,
-/// exactly one rotation wins and the others write nothing.
 /// Lookups that run together (batched into one statement on `PostgreSQL`) each get their own
 /// rows, a key asked twice gets its rows twice, an unknown key gets none, and a lookup that
 /// starts after a write committed sees it even while lookups of the same key keep running.
@@ -782,6 +779,9 @@ async fn concurrent_lookups_contract(store: &Store) {
     }
 }
 
+/// Rotations that arrive together (committed in groups on `SQLite`): each distinct token
+/// rotates once with its own successors; of the same token presented many times at once,
+/// exactly one rotation wins and the others write nothing.
 async fn concurrent_rotations_contract(store: &Store, raw: &sqlx::AnyPool) {
     let owner = new_account(store, "together@example.com").await;
     let mut chains = Vec::new();
