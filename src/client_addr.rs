@@ -6,11 +6,9 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
+use axum::extract::{ConnectInfo, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderName, StatusCode};
-use axum::middleware::Next;
-use axum::response::Response;
 
 use crate::domain::forwarded::client_address;
 use crate::state::AppState;
@@ -51,8 +49,9 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
     }
 }
 
-/// Middleware: stores the request's [`ClientAddr`] in its extensions.
-pub async fn resolve(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+/// Stores the request's [`ClientAddr`] in its extensions (behind trusted proxies, the
+/// forwarded one; [`client_address`]); done for every route by [`crate::app::router`].
+pub fn attach(state: &AppState, request: &mut Request) {
     let peer = request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
@@ -66,5 +65,4 @@ pub async fn resolve(State(state): State<AppState>, mut request: Request, next: 
         let addr = client_address(peer, forwarded, &state.config.trusted_proxies);
         request.extensions_mut().insert(ClientAddr(addr));
     }
-    next.run(request).await
 }

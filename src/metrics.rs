@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{Method, header};
-use axum::middleware::Next;
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -100,29 +99,43 @@ fn method_label(m: &Method) -> &'static str {
     }
 }
 
-/// Middleware: counts every request by method, route template and status class, and records
-/// its latency. A request that matched no route is labelled `unmatched`.
-pub async fn track(req: Request, next: Next) -> Response {
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| "unmatched".to_owned());
-    let method = method_label(req.method());
-    let started = Instant::now();
-    let response = next.run(req).await;
-    let status = match response.status().as_u16() / 100 {
-        1 => "1xx",
-        2 => "2xx",
-        3 => "3xx",
-        4 => "4xx",
-        _ => "5xx",
-    };
-    metrics::counter!(HTTP_REQUESTS, "method" => method, "route" => route.clone(), "status" => status)
-        .increment(1);
-    metrics::histogram!(HTTP_DURATION, "method" => method, "route" => route)
-        .record(started.elapsed().as_secs_f64());
-    response
+/// One request being counted: by method, route template and status class, with its latency
+/// ([`RequestMetrics::start`], then [`RequestMetrics::finish`] with the answer's status); done
+/// for every route by [`crate::app::router`]. A request that matched no route is labelled
+/// `unmatched`.
+pub struct RequestMetrics {
+    method: &'static str,
+    route: String,
+    started: Instant,
+}
+
+impl RequestMetrics {
+    /// Starts counting `req`.
+    pub fn start(req: &Request) -> RequestMetrics {
+        RequestMetrics {
+            method: method_label(req.method()),
+            route: req
+                .extensions()
+                .get::<MatchedPath>()
+                .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned()),
+            started: Instant::now(),
+        }
+    }
+
+    /// Counts the request as answered with `status`, and records how long it took.
+    pub fn finish(self, status: StatusCode) {
+        let class = match status.as_u16() / 100 {
+            1 => "1xx",
+            2 => "2xx",
+            3 => "3xx",
+            4 => "4xx",
+            _ => "5xx",
+        };
+        metrics::counter!(HTTP_REQUESTS, "method" => self.method, "route" => self.route.clone(), "status" => class)
+            .increment(1);
+        metrics::histogram!(HTTP_DURATION, "method" => self.method, "route" => self.route)
+            .record(self.started.elapsed().as_secs_f64());
+    }
 }
 
 /// `GET /metrics`: the gauges read now (password queue, database pool), then everything.

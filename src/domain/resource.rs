@@ -37,9 +37,12 @@ impl ResourceIndicator {
         Ok(Self(url))
     }
 
-    /// The one comparison: whether `other` (as sent or as stored) names this resource.
+    /// The one comparison: whether `other` (as sent or as stored) names this resource. A value
+    /// spelled exactly as this resource's normalised URL matches without being parsed again
+    /// (the WHATWG serialization of a URL parses back to the same URL), which is how a stored
+    /// grant's resource is usually spelled.
     pub fn matches(&self, other: &str) -> bool {
-        Self::parse(other).is_ok_and(|o| o == *self)
+        other == self.0.as_str() || Self::parse(other).is_ok_and(|o| o == *self)
     }
 
     /// The normalised URL.
@@ -58,6 +61,29 @@ impl fmt::Display for ResourceIndicator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_normalised_spelling_matches_as_its_parse_does() {
+        for value in [
+            "https://gate.example/mcp",
+            "HTTPS://Gate.Example:443/mcp",
+            "http://127.0.0.1:8080/mcp/",
+            "https://gate.example/a%7eb?x=1",
+            "https://gate.example",
+        ] {
+            let resource = ResourceIndicator::parse(value).unwrap();
+            let normalised = resource.to_string();
+            assert_eq!(
+                ResourceIndicator::parse(&normalised).unwrap(),
+                resource,
+                "{value}"
+            );
+            assert!(resource.matches(&normalised), "{value}");
+            assert!(resource.matches(value), "{value}");
+        }
+        let mcp = ResourceIndicator::parse("https://gate.example/mcp").unwrap();
+        assert!(!mcp.matches("https://gate.example/mcp#x"));
+    }
 
     #[test]
     fn one_rule_for_every_comparison() {

@@ -20,7 +20,6 @@
 use axum::body::{Body, to_bytes};
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -236,17 +235,29 @@ async fn event_stream_to_json(response: Response) -> Response {
     Response::from_parts(parts, Body::from(answer.to_string()))
 }
 
-/// Middleware on `POST <mcp path>`: negotiates the representation (module documentation).
-pub async fn negotiate(mut request: Request, next: Next) -> Response {
+/// The negotiation of one request (module documentation), before the layers after it:
+/// `Err` with the `406` answer when the client accepts neither representation; otherwise the
+/// representation to answer in, with the request's `Accept` set to what rmcp wants.
+#[allow(
+    clippy::result_large_err,
+    reason = "a step of the MCP layers answers a refused request with the response itself, moved once on that rare path"
+)]
+pub fn negotiate(request: &mut Request) -> Result<Representation, Response> {
     let wanted = Representation::of(request.headers());
     if wanted == Representation::NotAcceptable {
-        return not_acceptable();
+        return Err(not_acceptable());
     }
     request.headers_mut().insert(
         header::ACCEPT,
         HeaderValue::from_static("application/json, text/event-stream"),
     );
-    let response = next.run(request).await;
+    Ok(wanted)
+}
+
+/// The answer of the layers after [`negotiate`] in the representation it chose: a `200` JSON
+/// body as one SSE event for an SSE-only client, a `200` event stream as its response's JSON
+/// for a JSON-only client; anything else unchanged.
+pub async fn reshape(wanted: Representation, response: Response) -> Response {
     match wanted {
         Representation::EventStream
             if response.status() == StatusCode::OK && content_type_is(&response, JSON) =>

@@ -25,18 +25,17 @@
 //! - No credentials: `401` with `WWW-Authenticate: Bearer resource_metadata="…", scope="…"`
 //!   (RFC 9728 §5.1, RFC 6750 §3; `Bearer realm="gatehouse"` while OAuth is off); a bad
 //!   credential: the same plus `error="invalid_token"`.
-//! - The [`Principal`] is put into the request extensions. The next layers read the body once
+//! - The [`Principal`] is put into the request extensions. The next steps read the body once
 //!   ([`super::body::read`]), refuse an operation outside the credential's scopes
 //!   ([`super::stepup`], `403 insufficient_scope`) and a body that is not a well-formed
-//!   JSON-RPC message ([`super::body::check_layer`]).
+//!   JSON-RPC message ([`super::body::check_request`]).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::McpState;
@@ -505,34 +504,36 @@ pub async fn local_key_principal(
     }
 }
 
-/// Middleware on `POST <mcp path>`: authenticates the credential and puts the [`Principal`]
-/// into the request extensions (rmcp hands the request's `http::request::Parts`, extensions
-/// included, to the handlers).
-pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: Next) -> Response {
+/// Authentication of `POST <mcp path>` ([`super::layers`]): the request with the
+/// [`Principal`] in its extensions (rmcp hands the request's `http::request::Parts`,
+/// extensions included, to the handlers), or `Err` with the refusal — `401` with a challenge,
+/// `400` for two credentials, `403` for a key used from an address it does not allow, `503`
+/// when the database cannot be asked.
+pub async fn authenticate(mcp: &McpState, request: Request) -> Result<Request, Response> {
     let config = &mcp.app.config;
     let now = crate::store::now();
     let presented = match presented_credential(request.headers()) {
         Ok(Some(presented)) => presented,
-        Ok(None) => return missing_credentials(config),
+        Ok(None) => return Err(missing_credentials(config)),
         Err(Rejection::TwoCredentials) => {
             tracing::info!(why = ?Rejection::TwoCredentials, "MCP credential refused");
-            return two_credentials(config);
+            return Err(two_credentials(config));
         }
         Err(why) => {
             tracing::info!(?why, "MCP credential refused");
-            return invalid_token(config);
+            return Err(invalid_token(config));
         }
     };
     let peer = ClientAddr::of(request.extensions()).map(|c| c.0);
     let resolved = match presented.secret.kind() {
         Some(TokenKind::ApiKey) => {
-            key_principal(&mcp, &presented.secret, KeyLike::ApiKey, peer, now).await
+            key_principal(mcp, &presented.secret, KeyLike::ApiKey, peer, now).await
         }
         Some(TokenKind::AccessToken) if presented.api_key_header => {
             Err(Refusal::Invalid(Rejection::NotAKey))
         }
         Some(TokenKind::AccessToken) if config.oauth_enabled => {
-            oauth_principal(&mcp, &presented.secret, now).await
+            oauth_principal(mcp, &presented.secret, now).await
         }
         _ => Err(Refusal::Invalid(Rejection::NotLive)),
     };
@@ -540,18 +541,18 @@ pub async fn authenticate(State(mcp): State<McpState>, request: Request, next: N
         Ok(principal) => principal,
         Err(Refusal::Invalid(why)) => {
             tracing::info!(?why, "MCP credential refused");
-            return invalid_token(config);
+            return Err(invalid_token(config));
         }
         Err(Refusal::Address) => {
             tracing::info!("MCP API key refused: address not allowed");
-            return address_not_allowed();
+            return Err(address_not_allowed());
         }
         Err(Refusal::Unavailable(e)) => {
             tracing::error!(error = %e, "MCP credential lookup failed");
-            return unavailable();
+            return Err(unavailable());
         }
     };
-    admit(principal, request, next).await
+    Ok(admit(principal, request))
 }
 
 /// The `WWW-Authenticate` value of a refused personal URL: no OAuth metadata, since signing in
@@ -575,42 +576,38 @@ fn url_secret(mcp_path: &str, path: &str) -> Option<Secret> {
         .then(|| Secret::from_presented(secret))
 }
 
-/// Middleware on `POST <mcp path>/<secret>` (personal MCP URLs): the secret in the path is the
-/// credential, resolved like an API key without an address allow-list; a header credential
+/// Authentication of `POST <mcp path>/<secret>` (personal MCP URLs; [`super::layers`]): the
+/// secret in the path is the credential, resolved like an API key without an address allow-list; a header credential
 /// besides it is `400 invalid_request` (one method per request, RFC 6750 §3.1); an unknown,
 /// expired or revoked URL gets `401 invalid_token`. Then the same checks as
 /// [`authenticate`]. The secret is never logged.
-pub async fn authenticate_personal(
-    State(mcp): State<McpState>,
-    request: Request,
-    next: Next,
-) -> Response {
+pub async fn authenticate_personal(mcp: &McpState, request: Request) -> Result<Request, Response> {
     let config = &mcp.app.config;
     let now = crate::store::now();
     if request.headers().contains_key(header::AUTHORIZATION)
         || request.headers().contains_key(API_KEY_HEADER)
     {
         tracing::info!(why = ?Rejection::TwoCredentials, "MCP credential refused");
-        return two_credentials(config);
+        return Err(two_credentials(config));
     }
     let Some(secret) = url_secret(&config.mcp_path, request.uri().path()) else {
         tracing::info!(why = ?Rejection::NotLive, "MCP personal URL refused");
-        return invalid_personal_url();
+        return Err(invalid_personal_url());
     };
     let peer = ClientAddr::of(request.extensions()).map(|c| c.0);
-    let principal = match key_principal(&mcp, &secret, KeyLike::PersonalUrl, peer, now).await {
+    let principal = match key_principal(mcp, &secret, KeyLike::PersonalUrl, peer, now).await {
         Ok(principal) => principal,
         Err(Refusal::Invalid(why)) => {
             tracing::info!(?why, "MCP personal URL refused");
-            return invalid_personal_url();
+            return Err(invalid_personal_url());
         }
-        Err(Refusal::Address) => return address_not_allowed(),
+        Err(Refusal::Address) => return Err(address_not_allowed()),
         Err(Refusal::Unavailable(e)) => {
             tracing::error!(error = %e, "MCP credential lookup failed");
-            return unavailable();
+            return Err(unavailable());
         }
     };
-    admit(principal, request, next).await
+    Ok(admit(principal, request))
 }
 
 /// `503`: the database could not be asked.
@@ -623,11 +620,11 @@ fn unavailable() -> Response {
         .into_response()
 }
 
-/// After authentication: the principal attached for the next layers ([`super::body::read`],
-/// [`super::stepup::step_up`], [`super::body::check_layer`]) and the handlers.
-async fn admit(principal: Principal, mut request: Request, next: Next) -> Response {
+/// After authentication: the principal attached for the next steps ([`super::body::read`],
+/// [`super::stepup::step_up`], [`super::body::check_request`]) and the handlers.
+fn admit(principal: Principal, mut request: Request) -> Request {
     request.extensions_mut().insert(principal);
-    next.run(request).await
+    request
 }
 
 #[cfg(test)]

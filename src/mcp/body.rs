@@ -2,7 +2,7 @@
 //!
 //! [`read`] (after authentication) reads the body (at most [`MAX_BODY_BYTES`], `413` beyond)
 //! and parses it once into a [`Parsed`] request extension, which the scope step-up
-//! ([`super::stepup`]) and [`check_layer`] read instead of parsing again. [`check_layer`] then
+//! ([`super::stepup`]) and [`check_request`] read instead of parsing again. [`check_request`] then
 //! refuses a broken message before rmcp sees it, so that it gets the JSON-RPC 2.0 error its
 //! fault calls for (§5.1) rather than rmcp's `415` with the parser's text, and hands rmcp the
 //! message it checked (serialized again from the parsed value, so rmcp reads exactly what the
@@ -27,7 +27,6 @@ use std::sync::Arc;
 use axum::body::{Body, to_bytes};
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequest, ClientJsonRpcMessage, ClientRequest, CompleteRequest, DiscoverRequest,
@@ -52,43 +51,47 @@ impl Parsed {
     }
 }
 
-/// Middleware: reads the body (`413` beyond [`MAX_BODY_BYTES`]), parses it once as JSON into
-/// a [`Parsed`] extension and passes the request on with the same bytes.
-pub async fn read(request: Request, next: Next) -> Response {
+/// Reads the body (`Err` with `413` beyond [`MAX_BODY_BYTES`], `408` when it stops arriving),
+/// parses it once as JSON into a [`Parsed`] extension and gives back the request with the same
+/// bytes.
+pub async fn read(request: Request) -> Result<Request, Response> {
     let (mut parts, body) = request.into_parts();
     let bytes = match to_bytes(body, MAX_BODY_BYTES).await {
         Ok(bytes) => bytes,
         Err(e) if crate::error::body_stalled(&e) => {
-            return (
+            return Err((
                 StatusCode::REQUEST_TIMEOUT,
                 "The request body stopped arriving before its end.",
             )
-                .into_response();
+                .into_response());
         }
         Err(_) => {
-            return (
+            return Err((
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "The request body is too large.",
             )
-                .into_response();
+                .into_response());
         }
     };
     let parsed = serde_json::from_slice::<Value>(&bytes).ok();
     parts.extensions.insert(Parsed(Arc::new(parsed)));
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    Ok(Request::from_parts(parts, Body::from(bytes)))
 }
 
-/// Middleware: for a body sent as `application/json`, answers a message that is not a
-/// well-formed JSON-RPC message with its JSON-RPC error ([`check_value`]), and passes a good one
-/// on serialized from the [`Parsed`] value (what rmcp reads). Other bodies pass unchanged
-/// (rmcp answers `415`).
-pub async fn check_layer(request: Request, next: Next) -> Response {
+/// For a body sent as `application/json`: `Err` with the JSON-RPC error of a message that is
+/// not a well-formed JSON-RPC message ([`check_value`]); a good one is given back serialized
+/// from the [`Parsed`] value (what rmcp reads). Other bodies pass unchanged (rmcp answers
+/// `415`).
+#[allow(
+    clippy::result_large_err,
+    reason = "a step of the MCP layers answers a refused request with the response itself, moved once on that rare path"
+)]
+pub fn check_request(request: Request) -> Result<Request, Response> {
     if !is_json(request.headers()) {
-        return next.run(request).await;
+        return Ok(request);
     }
     let Some(parsed) = request.extensions().get::<Parsed>().cloned() else {
-        return next.run(request).await;
+        return Ok(request);
     };
     let checked = match parsed.message() {
         Some(message) => check_value(message).map(|()| message),
@@ -98,15 +101,14 @@ pub async fn check_layer(request: Request, next: Next) -> Response {
         Ok(message) => message,
         Err(refusal) => {
             tracing::info!(code = refusal.code, "MCP request body refused");
-            return refusal.into_response();
+            return Err(refusal.into_response());
         }
     };
     let Ok(bytes) = serde_json::to_vec(message) else {
-        return Refusal::parse_error().into_response();
+        return Err(Refusal::parse_error().into_response());
     };
     let (parts, _) = request.into_parts();
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    Ok(Request::from_parts(parts, Body::from(bytes)))
 }
 
 /// JSON-RPC 2.0 `Parse error`.

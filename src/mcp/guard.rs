@@ -21,9 +21,8 @@
 
 use crate::domain::loopback::is_loopback_host;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{StatusCode, Version, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use url::Url;
 
@@ -211,17 +210,22 @@ fn refusal(status: StatusCode, message: &'static str) -> Response {
         .into_response()
 }
 
-/// Middleware: 400 when the request does not name one host; 403 for a foreign `Origin` or, on
-/// a loopback listener, a foreign host.
-pub async fn guard(State(mcp): State<McpState>, request: Request, next: Next) -> Response {
-    let host = match request_host(&request) {
+/// The first check of an MCP request ([`super::layers`]): `Err` with the answer — 400 when the
+/// request does not name one host; 403 for a foreign `Origin` or, on a loopback listener, a
+/// foreign host (a JSON-RPC error body either way).
+#[allow(
+    clippy::result_large_err,
+    reason = "a step of the MCP layers answers a refused request with the response itself, moved once on that rare path"
+)]
+pub fn check(mcp: &McpState, request: &Request) -> Result<(), Response> {
+    let host = match request_host(request) {
         Ok(host) => host,
         Err(why) => {
             tracing::info!(why, "MCP request without one valid host refused");
-            return refusal(
+            return Err(refusal(
                 StatusCode::BAD_REQUEST,
                 "Bad Request: the request must name one host (one valid Host header)",
-            );
+            ));
         }
     };
     let mut origins = request.headers().get_all(header::ORIGIN).iter();
@@ -231,20 +235,20 @@ pub async fn guard(State(mcp): State<McpState>, request: Request, next: Next) ->
         let ok = origins.next().is_none() && origin.to_str().is_ok_and(|o| mcp.origins.allows(o));
         if !ok {
             tracing::warn!(origin = ?origin, "MCP request from a foreign Origin refused");
-            return refusal(
+            return Err(refusal(
                 StatusCode::FORBIDDEN,
                 "Forbidden: this Origin may not call the MCP endpoint",
-            );
+            ));
         }
     }
     if !mcp.hosts.allows(host.as_deref()) {
         tracing::warn!(host = ?host, "MCP request with a foreign Host refused (DNS rebinding?)");
-        return refusal(
+        return Err(refusal(
             StatusCode::FORBIDDEN,
             "Forbidden: this Host is not served here",
-        );
+        ));
     }
-    next.run(request).await
+    Ok(())
 }
 
 #[cfg(test)]

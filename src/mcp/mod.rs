@@ -2,27 +2,32 @@
 //! path of `MCP_SERVER_URL` (and the same path with a trailing slash), bearer authentication
 //! and challenges, the tool catalog, the resources, and the prompts with their completions.
 //!
-//! Layers of `POST <mcp path>`, outermost first:
-//! 1. CORS: preflights are answered here, without authentication; `WWW-Authenticate` is exposed.
-//! 2. [`guard`]: a request that does not name one host is refused (400); a foreign `Origin`,
+//! What `POST <mcp path>` goes through, in order: CORS (preflights are answered there, without
+//! authentication; `WWW-Authenticate` is exposed), then one layer ([`layers`]) that runs these
+//! steps, each of which may answer the request itself:
+//! 1. [`guard`]: a request that does not name one host is refused (400); a foreign `Origin`,
 //!    or on a loopback listener a foreign host, is refused (403).
-//! 3. [`accept`]: `Accept` is read leniently — JSON whenever the client takes it (or says
-//!    nothing), one SSE event for an SSE-only client, `406` with a JSON-RPC error otherwise.
-//! 4. [`auth`]: the credential (OAuth access token, API key or personal URL) is checked (401
+//! 2. [`accept`]: `Accept` is read leniently — JSON whenever the client takes it (or says
+//!    nothing), one SSE event for an SSE-only client, `406` with a JSON-RPC error otherwise;
+//!    every answer of the later steps is reshaped to what was negotiated.
+//! 3. [`auth`]: the credential (OAuth access token, API key or personal URL) is checked (401
 //!    with a challenge otherwise, 403 for a key used from an address it is not allowed from),
 //!    through the validation cache ([`crate::store::auth_cache`]); the [`auth::Principal`] is
 //!    attached.
-//! 5. [`body::read`]: the body is read (413 beyond [`auth::MAX_BODY_BYTES`]) and parsed once;
-//!    the parsed value ([`body::Parsed`]) is attached for the layers after it.
-//! 6. [`stepup`]: an operation outside the credential's scopes is refused (403
+//! 4. [`body::read`]: the body is read (413 beyond [`auth::MAX_BODY_BYTES`]) and parsed once;
+//!    the parsed value ([`body::Parsed`]) is attached for the steps after it.
+//! 5. [`stepup`]: an operation outside the credential's scopes is refused (403
 //!    `insufficient_scope`, audited).
-//! 7. [`body::check_layer`]: a JSON body that is not a well-formed JSON-RPC message is answered
+//! 6. [`body::check_request`]: a JSON body that is not a well-formed JSON-RPC message is answered
 //!    with its JSON-RPC error (400 `-32700` or `-32600`, `-32602` for params that do not fit
 //!    the method); a good one is handed on as the message that was checked.
-//! 8. rmcp's `StreamableHttpService`, stateless, JSON responses, serving the revisions rmcp
+//! 7. rmcp's `StreamableHttpService`, stateless, JSON responses, serving the revisions rmcp
 //!    knows (2024-11-05 … 2026-07-28): `initialize` for the older ones, `server/discover` and
 //!    per-request `_meta` for 2026-07-28, with rmcp's header checks, `resultType` and cache
 //!    hints.
+//!
+//! The steps run in one layer rather than one layer each because every layer of a route costs
+//! each request a clone of the inner service and a boxed future (docs/benchmarks.md).
 //!
 //! `POST <mcp path>/<secret>` (a personal MCP URL) has the same layers, with
 //! [`auth::authenticate_personal`] taking the credential from the path; the request span and
@@ -51,6 +56,7 @@ pub mod body;
 pub mod catalog;
 pub mod errors;
 pub mod guard;
+pub mod layers;
 pub mod metadata;
 pub mod output;
 pub mod prompts;
@@ -155,23 +161,13 @@ pub fn router(state: AppState) -> Router {
             .disable_allowed_origins(),
     );
     let endpoint: MethodRouter = post_service(service.clone())
-        .route_layer(from_fn(body::check_layer))
-        .route_layer(from_fn_with_state(mcp.clone(), stepup::step_up))
-        .route_layer(from_fn(body::read))
-        .route_layer(from_fn_with_state(mcp.clone(), auth::authenticate))
-        .route_layer(from_fn(accept::negotiate))
-        .route_layer(from_fn_with_state(mcp.clone(), guard::guard))
+        .route_layer(from_fn_with_state(mcp.clone(), layers::endpoint))
         .fallback(method_not_allowed)
         .layer::<_, std::convert::Infallible>(from_fn(errors::json_rpc_errors))
         .layer(cors(mcp.origins.clone()));
-    // Personal MCP URLs: the same layers, with the credential taken from the path.
+    // Personal MCP URLs: the same steps, with the credential taken from the path.
     let personal: MethodRouter = post_service(service)
-        .route_layer(from_fn(body::check_layer))
-        .route_layer(from_fn_with_state(mcp.clone(), stepup::step_up))
-        .route_layer(from_fn(body::read))
-        .route_layer(from_fn_with_state(mcp.clone(), auth::authenticate_personal))
-        .route_layer(from_fn(accept::negotiate))
-        .route_layer(from_fn_with_state(mcp.clone(), guard::guard))
+        .route_layer(from_fn_with_state(mcp.clone(), layers::personal))
         .fallback(method_not_allowed)
         .layer::<_, std::convert::Infallible>(from_fn(errors::json_rpc_errors))
         .layer(cors(mcp.origins.clone()));

@@ -303,7 +303,17 @@ fn link_block(link: Link) -> ContentBlock {
 }
 
 fn assemble(value: Value, links: &[ContentBlock], note: Option<&str>) -> CallToolResult {
-    let mut text = serde_json::to_string(&value).unwrap_or_default();
+    let text = serde_json::to_string(&value).unwrap_or_default();
+    assemble_with_text(value, text, links, note)
+}
+
+/// [`assemble`] with the JSON text of `value` already made.
+fn assemble_with_text(
+    value: Value,
+    mut text: String,
+    links: &[ContentBlock],
+    note: Option<&str>,
+) -> CallToolResult {
     if let Some(note) = note {
         text.push_str("\n\n");
         text.push_str(note);
@@ -313,6 +323,26 @@ fn assemble(value: Value, links: &[ContentBlock], note: Option<&str>) -> CallToo
         .chain(links.iter().cloned())
         .collect();
     out
+}
+
+/// The most bytes of JSON a `CallToolResult` adds around its parts (member names, the content
+/// block of the text, punctuation), beyond the text, the structured copy and the links.
+const RESULT_FRAME_BYTES: usize = 256;
+
+/// Whether the whole result of `text` (the JSON of the structured content) and `links` is
+/// surely within `max_bytes` without serializing it: the structured copy takes `text.len()`
+/// bytes, the text copy at most six times that once escaped (`\u00XX`), the links what their
+/// own JSON takes, and the rest [`RESULT_FRAME_BYTES`].
+fn surely_fits(text: &str, links: &[ContentBlock], max_bytes: usize) -> bool {
+    size_bound(text, links) <= max_bytes
+}
+
+/// The bound [`surely_fits`] compares with `max_bytes`.
+fn size_bound(text: &str, links: &[ContentBlock]) -> usize {
+    text.len()
+        .saturating_mul(7)
+        .saturating_add(RESULT_FRAME_BYTES)
+        .saturating_add(links.iter().map(|l| size(l) + 1).sum::<usize>())
 }
 
 /// The `CallToolResult` for one call, bounded by `max_bytes` (its JSON, both copies and the
@@ -330,7 +360,11 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
     };
     let links: Vec<ContentBlock> = produced.links.iter().cloned().map(link_block).collect();
     let value = produced.value;
-    let whole = assemble(value.clone(), &links, None);
+    let text = serde_json::to_string(&value).unwrap_or_default();
+    if surely_fits(&text, &links, max_bytes) {
+        return assemble_with_text(value, text, &links, None);
+    }
+    let whole = assemble_with_text(value.clone(), text, &links, None);
     let whole_size = size(&whole);
     if whole_size <= max_bytes {
         return whole;
@@ -633,6 +667,39 @@ pub fn resource_document_pages(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bound that lets a result skip its exact measuring is never below the result's real
+    /// size, for texts that escape the most (control characters, quotes, backslashes),
+    /// non-ASCII text and many links.
+    #[test]
+    fn the_size_bound_is_never_below_the_real_size() {
+        let values = [
+            json!({}),
+            json!({"projects": []}),
+            json!({"t": "\u{1}\u{2}\u{1f}\"\\\n"}),
+            json!({"t": "\u{0}".repeat(500)}),
+            json!({"t": "é😀\u{202e}".repeat(100), "n": [1, 2.5, null, true]}),
+            json!({"projects": (0..50).map(|i| json!({"id": format!("p{i}"), "name": "\"x\""})).collect::<Vec<_>>()}),
+        ];
+        for value in values {
+            for n in [0usize, 1, 20] {
+                let links: Vec<ContentBlock> = (0..n)
+                    .map(|i| {
+                        link_block(Link {
+                            uri: format!("gatehouse://projects/p{i}"),
+                            name: format!("Project \"{i}\"\u{1}"),
+                        })
+                    })
+                    .collect();
+                let text = serde_json::to_string(&value).unwrap();
+                let bound = size_bound(&text, &links);
+                let whole = assemble(value.clone(), &links, None);
+                assert!(size(&whole) <= bound, "{value} with {n} links");
+                assert!(surely_fits(&text, &links, bound));
+                assert!(!surely_fits(&text, &links, bound - 1));
+            }
+        }
+    }
     use proptest::prelude::*;
     use serde_json::json;
 

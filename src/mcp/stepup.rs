@@ -11,10 +11,9 @@
 //! need none.
 //!
 //! Runs after [`super::auth`] (the [`Principal`]) and [`super::body::read`] (the parsed body),
-//! before [`super::body::check_layer`].
+//! before [`super::body::check_request`].
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::extract::Request;
 use axum::response::Response;
 use serde_json::Value;
 
@@ -51,23 +50,23 @@ pub fn needed_scope(mcp: &McpState, message: &Value) -> Option<(String, Scope)> 
     }
 }
 
-/// Middleware: refuses (`403 insufficient_scope`, audited) an operation the request's
-/// [`Principal`] does not cover; passes everything else on. A request without a principal or
+/// `Err` with the refusal (`403 insufficient_scope`, audited) of an operation the request's
+/// [`Principal`] does not cover; everything else is given back to go on. A request without a principal or
 /// a parsed body (never the case behind [`super::auth`] and [`super::body::read`]) passes.
-pub async fn step_up(State(mcp): State<McpState>, request: Request, next: Next) -> Response {
+pub async fn step_up(mcp: &McpState, request: Request) -> Result<Request, Response> {
     let refused = match (
         request.extensions().get::<Principal>(),
         request.extensions().get::<Parsed>(),
     ) {
         (Some(principal), Some(parsed)) => parsed
             .message()
-            .and_then(|message| needed_scope(&mcp, message))
+            .and_then(|message| needed_scope(mcp, message))
             .filter(|(_, scope)| !principal.scopes.satisfies(*scope))
             .map(|(operation, _)| (principal.clone(), operation)),
         _ => None,
     };
     let Some((principal, operation)) = refused else {
-        return next.run(request).await;
+        return Ok(request);
     };
     let source_ip = ClientAddr::of(request.extensions()).map(|c| c.to_string());
     let detail = format!("{} duration_ms=0", principal.audit_credential());
@@ -86,7 +85,7 @@ pub async fn step_up(State(mcp): State<McpState>, request: Request, next: Next) 
             crate::store::now(),
         )
         .await;
-    insufficient_scope(&mcp.app.config)
+    Err(insufficient_scope(&mcp.app.config))
 }
 
 #[cfg(test)]
