@@ -81,8 +81,10 @@ async fn every_route(
 /// as `…` (`/mcp/{secret}` becomes `/mcp/…`), or for a request no route matched, its path with
 /// every segment that looks like a secret (`gate_…`) shown as `…`. A personal MCP URL's
 /// secret never reaches a span or a log line.
-pub fn span_path<B>(req: &http::Request<B>) -> String {
+pub fn span_path<B>(req: &http::Request<B>) -> std::borrow::Cow<'_, str> {
     match req.extensions().get::<axum::extract::MatchedPath>() {
+        // A template without parameters is shown as it is.
+        Some(matched) if !matched.as_str().contains('{') => matched.as_str().into(),
         Some(matched) => matched
             .as_str()
             .split('/')
@@ -94,7 +96,8 @@ pub fn span_path<B>(req: &http::Request<B>) -> String {
                 }
             })
             .collect::<Vec<_>>()
-            .join("/"),
+            .join("/")
+            .into(),
         None => req
             .uri()
             .path()
@@ -107,7 +110,8 @@ pub fn span_path<B>(req: &http::Request<B>) -> String {
                 }
             })
             .collect::<Vec<_>>()
-            .join("/"),
+            .join("/")
+            .into(),
     }
 }
 

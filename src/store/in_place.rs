@@ -108,8 +108,50 @@ pub(crate) struct InPlace {
 /// A record read from a row of an in-place statement (the columns named as in the pool's
 /// `sqlx::FromRow` spelling of the same record).
 pub(crate) trait FromSqliteRow: Sized {
+    /// The statement's result columns, in order: a column is read by its position in this
+    /// list (a name resolved by `SQLite` itself costs a call and a string compare per column
+    /// tried). [`optional`] and [`all`] refuse a statement with another number of columns, and
+    /// the tests of each record, one with other names.
+    const COLUMNS: &'static [&'static str];
+
     /// Reads one record; an error makes the caller ask the pool.
-    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self>;
+    fn from_sqlite(row: &Named<'_, '_>) -> rusqlite::Result<Self>;
+}
+
+/// A row of an in-place statement whose columns are read by the names of
+/// [`FromSqliteRow::COLUMNS`].
+pub(crate) struct Named<'r, 's> {
+    row: &'r rusqlite::Row<'s>,
+    columns: &'static [&'static str],
+}
+
+impl Named<'_, '_> {
+    /// The position of column `name`; an error for a name the record does not declare.
+    pub(crate) fn index(&self, name: &str) -> rusqlite::Result<usize> {
+        self.columns
+            .iter()
+            .position(|c| *c == name)
+            .ok_or_else(|| rusqlite::Error::InvalidColumnName(name.to_string()))
+    }
+
+    /// The value of column `name`.
+    pub(crate) fn get<T: rusqlite::types::FromSql>(&self, name: &str) -> rusqlite::Result<T> {
+        self.row.get(self.index(name)?)
+    }
+
+    /// The value of the column at `index` (from [`Named::index`]).
+    pub(crate) fn get_at<T: rusqlite::types::FromSql>(&self, index: usize) -> rusqlite::Result<T> {
+        self.row.get(index)
+    }
+}
+
+/// Whether `statement` answers as many columns as `T` declares (their names are checked by
+/// each record's tests); an error makes the caller ask the pool.
+fn declared_columns<T: FromSqliteRow>(statement: &rusqlite::Statement<'_>) -> rusqlite::Result<()> {
+    if statement.column_count() != T::COLUMNS.len() {
+        return Err(rusqlite::Error::InvalidColumnIndex(T::COLUMNS.len()));
+    }
+    Ok(())
 }
 
 impl InPlace {
@@ -395,9 +437,14 @@ pub(crate) fn optional<T: FromSqliteRow>(
     params: &[&dyn ToSql],
 ) -> rusqlite::Result<Option<T>> {
     let mut statement = bound(conn, sql, params)?;
+    declared_columns::<T>(&statement)?;
     let mut rows = statement.raw_query();
     match rows.next()? {
-        Some(row) => T::from_sqlite(row).map(Some),
+        Some(row) => T::from_sqlite(&Named {
+            row,
+            columns: T::COLUMNS,
+        })
+        .map(Some),
         None => Ok(None),
     }
 }
@@ -409,10 +456,14 @@ pub(crate) fn all<T: FromSqliteRow>(
     params: &[&dyn ToSql],
 ) -> rusqlite::Result<Vec<T>> {
     let mut statement = bound(conn, sql, params)?;
+    declared_columns::<T>(&statement)?;
     let mut rows = statement.raw_query();
     let mut found = Vec::new();
     while let Some(row) = rows.next()? {
-        found.push(T::from_sqlite(row)?);
+        found.push(T::from_sqlite(&Named {
+            row,
+            columns: T::COLUMNS,
+        })?);
     }
     Ok(found)
 }
@@ -449,8 +500,35 @@ pub(crate) fn conversion(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A connection to an in-memory database with every `SQLite` migration applied.
+    pub(crate) fn migrated() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite");
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|e| e == "sql"))
+            .collect();
+        files.sort();
+        assert!(!files.is_empty(), "no SQLite migrations found");
+        for file in files {
+            let sql = std::fs::read_to_string(&file).unwrap();
+            conn.execute_batch(&sql)
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        }
+        conn
+    }
+
+    /// Panics unless `sql`, prepared on the migrated schema, answers exactly the columns `T`
+    /// declares, in order ([`FromSqliteRow::COLUMNS`]).
+    pub(crate) fn assert_columns<T: FromSqliteRow>(sql: &str) {
+        let conn = migrated();
+        let statement = conn.prepare(sql).unwrap();
+        assert_eq!(statement.column_names(), T::COLUMNS, "{sql}");
+    }
 
     /// A database whose file another connection holds locked: the read does not wait (the
     /// connections have no busy timeout; rusqlite's default would sleep 5 s on the runtime),

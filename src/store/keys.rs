@@ -86,15 +86,26 @@ struct KeyLookup {
 }
 
 impl FromSqliteRow for KeyLookup {
-    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-        let ips = row.as_ref().column_index("allowed_ips")?;
+    const COLUMNS: &'static [&'static str] = &[
+        "id",
+        "account_id",
+        "project_id",
+        "scope",
+        "allowed_ips",
+        "last_used_at",
+        "expires_at",
+        "calls_per_hour",
+    ];
+
+    fn from_sqlite(row: &in_place::Named<'_, '_>) -> rusqlite::Result<Self> {
+        let ips = row.index("allowed_ips")?;
         Ok(KeyLookup {
             grant: KeyGrant {
                 id: row.get("id")?,
                 account_id: row.get("account_id")?,
                 project_id: row.get("project_id")?,
                 scope: row.get("scope")?,
-                allowed_ips: Vec::try_from(JsonStrings(row.get(ips)?))
+                allowed_ips: Vec::try_from(JsonStrings(row.get_at(ips)?))
                     .map_err(|e| in_place::conversion(ips, e))?,
                 last_used_at: row.get("last_used_at")?,
                 calls_per_hour: row.get("calls_per_hour")?,
@@ -156,6 +167,24 @@ impl Credentials {
             Credentials::PersonalUrls => "NULL",
         }
     }
+}
+
+/// The lookup of a live credential of `table` by the hash `$1` at Unix time `$2`: a
+/// [`KeyLookup`].
+fn key_lookup_sql(table: Credentials) -> String {
+    let (name, hash_column, allowed_ips) = (table.name(), table.hash_column(), table.allowed_ips());
+    format!(
+        "SELECT c.id AS id, c.account_id AS account_id, c.project_id AS project_id, \
+             c.scope AS scope, {allowed_ips} AS allowed_ips, c.last_used_at AS last_used_at, \
+             c.expires_at AS expires_at, a.calls_per_hour AS calls_per_hour \
+             FROM {name} c \
+             JOIN accounts a ON a.id = c.account_id \
+             LEFT JOIN projects p ON p.id = c.project_id \
+             LEFT JOIN memberships m ON m.project_id = c.project_id AND m.account_id = c.account_id \
+             WHERE c.{hash_column} = $1 AND c.revoked_at IS NULL \
+             AND (c.expires_at IS NULL OR c.expires_at > $2) AND a.status = 'active' \
+             AND (c.project_id IS NULL OR (p.status = 'active' AND m.account_id IS NOT NULL))"
+    )
 }
 
 /// Which credentials [`Store::credential_rows`] reads.
@@ -342,20 +371,7 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<Option<(KeyGrant, Option<i64>)>, StoreError> {
-        let (name, hash_column, allowed_ips) =
-            (table.name(), table.hash_column(), table.allowed_ips());
-        let sql = format!(
-            "SELECT c.id AS id, c.account_id AS account_id, c.project_id AS project_id, \
-             c.scope AS scope, {allowed_ips} AS allowed_ips, c.last_used_at AS last_used_at, \
-             c.expires_at AS expires_at, a.calls_per_hour AS calls_per_hour \
-             FROM {name} c \
-             JOIN accounts a ON a.id = c.account_id \
-             LEFT JOIN projects p ON p.id = c.project_id \
-             LEFT JOIN memberships m ON m.project_id = c.project_id AND m.account_id = c.account_id \
-             WHERE c.{hash_column} = $1 AND c.revoked_at IS NULL \
-             AND (c.expires_at IS NULL OR c.expires_at > $2) AND a.status = 'active' \
-             AND (c.project_id IS NULL OR (p.status = 'active' AND m.account_id IS NOT NULL))"
-        );
+        let sql = key_lookup_sql(table);
         let row: Option<KeyLookup> = match self
             .read_in_place(|conn| in_place::optional(conn, &sql, &[&hash.as_str(), &now]))
         {
@@ -420,5 +436,17 @@ impl Store {
         } else {
             KeyUse::Unchanged
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_place_lookups_answer_the_declared_columns() {
+        for table in [Credentials::ApiKeys, Credentials::PersonalUrls] {
+            in_place::tests::assert_columns::<KeyLookup>(&key_lookup_sql(table));
+        }
     }
 }

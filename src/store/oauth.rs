@@ -56,26 +56,39 @@ const CLIENT_LOOKUP: &str = "SELECT client_id, client_secret_hash, auth_method, 
      metadata, can_introspect, created_at FROM oauth_clients WHERE client_id = $1";
 
 impl FromSqliteRow for ClientRecord {
-    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+    const COLUMNS: &'static [&'static str] = &[
+        "client_id",
+        "client_secret_hash",
+        "auth_method",
+        "client_name",
+        "redirect_uris",
+        "grant_types",
+        "scope",
+        "metadata",
+        "can_introspect",
+        "created_at",
+    ];
+
+    fn from_sqlite(row: &in_place::Named<'_, '_>) -> rusqlite::Result<Self> {
         let json_strings = |column: &str| -> rusqlite::Result<Vec<String>> {
-            let index = row.as_ref().column_index(column)?;
-            Vec::try_from(JsonStrings(row.get::<_, Option<String>>(index)?))
+            let index = row.index(column)?;
+            Vec::try_from(JsonStrings(row.get_at::<Option<String>>(index)?))
                 .map_err(|e| in_place::conversion(index, e))
         };
-        let metadata_index = row.as_ref().column_index("metadata")?;
+        let metadata_index = row.index("metadata")?;
         Ok(ClientRecord {
             client_id: row.get("client_id")?,
             client_secret_hash: row
-                .get::<_, Option<String>>("client_secret_hash")?
+                .get::<Option<String>>("client_secret_hash")?
                 .map(TokenHash::from_hex),
             token_endpoint_auth_method: row.get("auth_method")?,
             client_name: row.get("client_name")?,
             redirect_uris: json_strings("redirect_uris")?,
             grant_types: json_strings("grant_types")?,
             scope: row.get("scope")?,
-            metadata: serde_json::from_str(&row.get::<_, String>(metadata_index)?)
+            metadata: serde_json::from_str(&row.get_at::<String>(metadata_index)?)
                 .map_err(|e| in_place::conversion(metadata_index, e))?,
-            can_introspect: row.get::<_, i64>("can_introspect")? != 0,
+            can_introspect: row.get::<i64>("can_introspect")? != 0,
             created_at: row.get("created_at")?,
         })
     }
@@ -261,7 +274,24 @@ pub(super) const REFRESH_LOOKUP_BATCH: &str = concat!(
 );
 
 impl FromSqliteRow for RefreshState {
-    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+    const COLUMNS: &'static [&'static str] = &[
+        "family_id",
+        "consent_id",
+        "client_id",
+        "account_id",
+        "scope",
+        "resource",
+        "issuer",
+        "consent_scope",
+        "family_revoked",
+        "account_active",
+        "consent_revoked",
+        "rotated_at",
+        "successor_sealed",
+        "successor_used",
+    ];
+
+    fn from_sqlite(row: &in_place::Named<'_, '_>) -> rusqlite::Result<Self> {
         Ok(RefreshState {
             family_id: row.get("family_id")?,
             consent_id: row.get("consent_id")?,
@@ -272,12 +302,12 @@ impl FromSqliteRow for RefreshState {
             consent_scope: row.get("consent_scope")?,
             issuer: row.get("issuer")?,
             within_approval: false,
-            family_revoked: row.get::<_, i64>("family_revoked")? != 0,
-            account_active: row.get::<_, i64>("account_active")? != 0,
-            consent_revoked: row.get::<_, i64>("consent_revoked")? != 0,
+            family_revoked: row.get::<i64>("family_revoked")? != 0,
+            account_active: row.get::<i64>("account_active")? != 0,
+            consent_revoked: row.get::<i64>("consent_revoked")? != 0,
             rotated_at: row.get("rotated_at")?,
             successor_sealed: row.get("successor_sealed")?,
-            successor_used: row.get::<_, i64>("successor_used")? != 0,
+            successor_used: row.get::<i64>("successor_used")? != 0,
         })
     }
 }
@@ -352,7 +382,22 @@ const ACCESS_LOOKUP: &str = "SELECT t.account_id AS account_id, t.client_id AS c
      AND (s.project_id IS NULL OR (p.status = 'active' AND m.account_id IS NOT NULL))";
 
 impl FromSqliteRow for AccessRow {
-    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+    const COLUMNS: &'static [&'static str] = &[
+        "account_id",
+        "client_id",
+        "scope",
+        "resource",
+        "issued_at",
+        "expires_at",
+        "family_id",
+        "family_scope",
+        "consent_scope",
+        "service",
+        "project_id",
+        "calls_per_hour",
+    ];
+
+    fn from_sqlite(row: &in_place::Named<'_, '_>) -> rusqlite::Result<Self> {
         Ok(AccessRow {
             grant: AccessGrant {
                 account_id: row.get("account_id")?,
@@ -362,7 +407,7 @@ impl FromSqliteRow for AccessRow {
                 issued_at: row.get("issued_at")?,
                 expires_at: row.get("expires_at")?,
                 family_id: row.get("family_id")?,
-                service: row.get::<_, i64>("service")? != 0,
+                service: row.get::<i64>("service")? != 0,
                 project_id: row.get("project_id")?,
                 calls_per_hour: row.get("calls_per_hour")?,
             },
@@ -1046,5 +1091,17 @@ impl Store {
         .bind(now)
         .fetch_optional(&self.writer())
         .await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_place_lookups_answer_the_declared_columns() {
+        in_place::tests::assert_columns::<ClientRecord>(CLIENT_LOOKUP);
+        in_place::tests::assert_columns::<RefreshState>(REFRESH_LOOKUP);
+        in_place::tests::assert_columns::<AccessRow>(ACCESS_LOOKUP);
     }
 }

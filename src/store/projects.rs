@@ -45,12 +45,14 @@ const MEMBERSHIP: &str = "SELECT p.id AS id, p.name AS name, m.role AS role, p.c
      WHERE m.account_id = $1 AND m.project_id = $2 AND p.status = 'active'";
 
 impl FromSqliteRow for ProjectMembership {
-    fn from_sqlite(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-        let role = row.as_ref().column_index("role")?;
+    const COLUMNS: &'static [&'static str] = &["id", "name", "role", "created_at"];
+
+    fn from_sqlite(row: &in_place::Named<'_, '_>) -> rusqlite::Result<Self> {
+        let role = row.index("role")?;
         Ok(ProjectMembership {
             project_id: row.get("id")?,
             name: row.get("name")?,
-            role: Role::try_from(row.get::<_, String>(role)?)
+            role: Role::try_from(row.get_at::<String>(role)?)
                 .map_err(|e| in_place::conversion(role, e))?,
             created_at: row.get("created_at")?,
         })
@@ -272,5 +274,16 @@ impl Store {
         .await?;
         self.auth_changed();
         Ok(done.rows_affected() == 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_place_lookups_answer_the_declared_columns() {
+        in_place::tests::assert_columns::<ProjectMembership>(PROJECTS_OF_ACCOUNT);
+        in_place::tests::assert_columns::<ProjectMembership>(MEMBERSHIP);
     }
 }
