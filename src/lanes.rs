@@ -163,7 +163,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         // Ends lane 0: a panicking job ends its thread.
         assert!(lanes.run(Box::new(|| panic!("a job that panics"))));
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        wait_until_ended(&lanes, 0);
         for _ in 0..3 {
             let tx = tx.clone();
             assert!(lanes.run(Box::new(move || {
@@ -177,7 +177,21 @@ mod tests {
             );
         }
         assert!(lanes.run(Box::new(|| panic!("ends lane 1"))));
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        wait_until_ended(&lanes, 1);
         assert!(!lanes.run(Box::new(|| {})));
+    }
+
+    /// Waits (at most 30 s) until lane `n`'s thread has dropped its end of the queue: a
+    /// panicking thread unwinds (and may print a backtrace) for a while, during which a job
+    /// handed to it would be lost.
+    fn wait_until_ended(lanes: &Lanes, n: usize) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !lanes.lanes[n].is_closed() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "lane {n} did not end after its job panicked"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 }
