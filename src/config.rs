@@ -146,9 +146,9 @@ pub struct Config {
     /// `GATEHOUSE_OAUTH`: `false` when set to `off` (API keys only; no OAuth routes).
     pub oauth_enabled: bool,
     /// `GATEHOUSE_AUTH_CACHE`: whether the validation cache of credential lookups is used
-    /// (docs/architecture.md "Validation cache"); `on` or `off`, by default on with
-    /// `PostgreSQL` (a hit saves the lookup's round trip) and off with `SQLite` (its lookups
-    /// read in place, which costs what checking the cache's generation row would).
+    /// (docs/architecture.md "Validation cache"); `on` (the default, with either database: a
+    /// hit saves the lookup's joins, and on `PostgreSQL` its round trip) or `off` (every lookup
+    /// reads the database).
     pub auth_cache: bool,
     /// `GATEHOUSE_ALLOWED_ORIGINS`: origins allowed to call the MCP route.
     pub allowed_origins: AllowedOrigins,
@@ -277,7 +277,8 @@ impl Config {
         let database_url = get("DATABASE_URL")
             .unwrap_or(DEFAULT_DATABASE_URL)
             .to_string();
-        let backend = crate::store::Backend::from_url(&database_url)
+        // Refused here rather than at the first connection.
+        crate::store::Backend::from_url(&database_url)
             .map_err(|m| ConfigError::new("DATABASE_URL", m))?;
 
         let bind_raw = get("GATEHOUSE_BIND").unwrap_or("127.0.0.1:8080");
@@ -311,7 +312,7 @@ impl Config {
         };
 
         let auth_cache = match get("GATEHOUSE_AUTH_CACHE").map(str::to_ascii_lowercase) {
-            None => backend == crate::store::Backend::Postgres,
+            None => true,
             Some(v) if v == "on" || v == "true" || v == "1" => true,
             Some(v) if v == "off" || v == "false" || v == "0" => false,
             Some(v) => {
@@ -666,13 +667,17 @@ mod tests {
         );
     }
 
-    /// The validation cache is on by default with `PostgreSQL` only, and either way when set.
+    /// The validation cache is on by default with either database, and either way when set.
     #[test]
-    fn the_validation_cache_defaults_to_on_with_postgresql_only() {
+    fn the_validation_cache_defaults_to_on() {
         let pg = "postgres://u@db.example/gatehouse";
         let cache = |pairs: &[(&str, &str)]| Config::from_vars(&vars(pairs)).unwrap().auth_cache;
-        assert!(!cache(&[]));
-        assert!(!cache(&[("DATABASE_URL", "sqlite://g.db")]));
+        assert!(cache(&[]));
+        assert!(cache(&[("DATABASE_URL", "sqlite://g.db")]));
+        assert!(!cache(&[
+            ("DATABASE_URL", "sqlite://g.db"),
+            ("GATEHOUSE_AUTH_CACHE", "off")
+        ]));
         assert!(cache(&[("DATABASE_URL", pg)]));
         assert!(!cache(&[
             ("DATABASE_URL", pg),

@@ -13,6 +13,7 @@ use super::clients::ClientLookupError;
 use crate::domain::client::ClientId;
 use crate::domain::secret::{Secret, constant_time_eq};
 use crate::state::AppState;
+use crate::store::auth_cache::CacheTicket;
 use crate::store::oauth::ClientRecord;
 
 /// Largest form body accepted, in bytes.
@@ -57,6 +58,9 @@ pub struct ClientForm {
     pub client: ClientRecord,
     /// The form's parameters.
     pub params: HashMap<String, String>,
+    /// The validation-cache ticket the client was looked up with, for the request's other
+    /// cached lookups ([`Store::cache_ticket`](crate::store::Store::cache_ticket)).
+    pub ticket: CacheTicket,
 }
 
 impl FromRequest<AppState> for ClientForm {
@@ -65,8 +69,13 @@ impl FromRequest<AppState> for ClientForm {
     async fn from_request(req: Request, state: &AppState) -> Result<Self, OAuthError> {
         let (parts, body) = req.into_parts();
         let params = read_form(&parts.headers, body).await?;
-        let client = authenticate_client(state, &parts.headers, &params).await?;
-        Ok(ClientForm { client, params })
+        let ticket = state.store.cache_ticket().await?;
+        let client = authenticate_client(state, ticket, &parts.headers, &params).await?;
+        Ok(ClientForm {
+            client,
+            params,
+            ticket,
+        })
     }
 }
 
@@ -140,10 +149,13 @@ pub fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>
 /// client, whatever it registered) or `client_secret_post`; a public client sends only its
 /// `client_id` (`none`). Secrets are compared as SHA-256 digests in constant time.
 ///
+/// A registered client is looked up with `ticket` ([`Store::cache_ticket`](crate::store::Store::cache_ticket)).
+///
 /// Errors: `invalid_client` (401) for an unknown client, a wrong secret, a secret from a
 /// public client or none from a confidential one; `invalid_request` for two methods at once.
 pub async fn authenticate_client(
     app: &AppState,
+    ticket: CacheTicket,
     headers: &HeaderMap,
     params: &HashMap<String, String>,
 ) -> Result<ClientRecord, OAuthError> {
@@ -181,7 +193,11 @@ pub async fn authenticate_client(
     let Ok(client_id) = ClientId::parse(&client_id) else {
         return Err(fail("unknown client"));
     };
-    let client = match app.clients.lookup(&app.store, &client_id).await {
+    let client = match app
+        .clients
+        .lookup_with(&app.store, ticket, &client_id)
+        .await
+    {
         Ok(Some(c)) => c,
         Ok(None) => return Err(fail("unknown client")),
         Err(ClientLookupError::Metadata(e)) => return Err(fail(&e.to_string())),

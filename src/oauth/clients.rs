@@ -16,6 +16,7 @@ use crate::domain::cimd::{
     validate_document,
 };
 use crate::domain::client::ClientId;
+use crate::store::auth_cache::CacheTicket;
 use crate::store::oauth::ClientRecord;
 use crate::store::{Store, StoreError};
 
@@ -161,8 +162,20 @@ impl ClientResolver {
         store: &Store,
         client_id: &ClientId,
     ) -> Result<Option<ClientRecord>, ClientLookupError> {
+        self.lookup_with(store, store.cache_ticket().await?, client_id)
+            .await
+    }
+
+    /// [`ClientResolver::lookup`] with the validation-cache ticket this request already took
+    /// ([`Store::cache_ticket`]; used for a registered client, not for a metadata document).
+    pub async fn lookup_with(
+        &self,
+        store: &Store,
+        ticket: CacheTicket,
+        client_id: &ClientId,
+    ) -> Result<Option<ClientRecord>, ClientLookupError> {
         if !client_id.is_metadata_document() {
-            return Ok(store.client(client_id.as_str()).await?);
+            return Ok(store.client_with(ticket, client_id.as_str()).await?);
         }
         let client_id = client_id.as_str();
         if let Some((record, until)) = self.cache.lock().expect("cache lock").get(client_id)

@@ -19,7 +19,11 @@ use crate::store::now;
 /// `active`, `scope`, `client_id`, `sub`, `aud`, `exp`, `iat`, `iss`, `token_type` (§2.2).
 pub async fn introspect(
     State(state): State<AppState>,
-    ClientForm { client, params }: ClientForm,
+    ClientForm {
+        client,
+        params,
+        ticket,
+    }: ClientForm,
 ) -> Result<impl IntoResponse, OAuthError> {
     if !client.can_introspect || client.client_secret_hash.is_none() {
         return Err(OAuthError::UnauthorizedClient(
@@ -30,7 +34,11 @@ pub async fn introspect(
         .get("token")
         .ok_or_else(|| OAuthError::InvalidRequest("token is required".into()))?;
     let hash = Secret::from_presented(token.clone()).hash();
-    let body = match state.store.live_access_token(&hash, now()).await? {
+    let body = match state
+        .store
+        .live_access_token_with(ticket, &hash, now())
+        .await?
+    {
         Some(g) => json!({
             "active": true,
             "scope": g.scope,

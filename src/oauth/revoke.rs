@@ -15,7 +15,7 @@ use crate::store::now;
 /// whole family, an access token itself. Unknown or foreign tokens answer 200 too (§2.2).
 pub async fn revoke(
     State(state): State<AppState>,
-    ClientForm { client, params }: ClientForm,
+    ClientForm { client, params, .. }: ClientForm,
 ) -> Result<impl IntoResponse, OAuthError> {
     let token = params
         .get("token")

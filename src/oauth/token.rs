@@ -73,7 +73,7 @@ struct Ctx<'a> {
 pub async fn token(
     State(state): State<AppState>,
     addr: ClientAddr,
-    ClientForm { client, params }: ClientForm,
+    ClientForm { client, params, .. }: ClientForm,
 ) -> Result<impl IntoResponse, OAuthError> {
     let ip = addr.to_string();
     let ctx = Ctx {

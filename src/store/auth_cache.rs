@@ -1,8 +1,8 @@
 //! The validation cache: live credential lookups (access token, API key, personal URL → grant)
 //! kept in this process for a few seconds, so that a request with a credential seen a moment
-//! ago does not run the lookup's join again. Used when `GATEHOUSE_AUTH_CACHE` says so (by
-//! default with `PostgreSQL` only; [`Store::set_auth_cache`]; why: docs/architecture.md
-//! "Validation cache"); while off every lookup goes to the database. Revocation can never outrun it:
+//! ago does not run the lookup's join again. Used unless `GATEHOUSE_AUTH_CACHE=off`
+//! ([`Store::set_auth_cache`]; why: docs/architecture.md "Validation cache"); while off every
+//! lookup goes to the database. Revocation can never outrun it:
 //!
 //! - Only live answers are kept, each at most [`CACHE_TTL`] and never past the credential's own
 //!   expiry; at most [`CACHE_CAPACITY`] of them (a full cache keeps what it has and stores
@@ -115,6 +115,14 @@ pub(crate) struct AuthCache {
 struct Ticket {
     epoch: u64,
 }
+
+/// Whether the validation cache may be used, looked at once for the lookups of one request
+/// ([`Store::cache_ticket`]). On `SQLite` the look is the read of the generation row, a read
+/// transaction of its own; a request that makes two cached lookups (introspection: the
+/// client, then the token) takes one ticket and hands it to both (`*_with` methods), so its
+/// answer is the database as of that read, like a request that ran at that moment.
+#[derive(Debug, Clone, Copy)]
+pub struct CacheTicket(Option<Ticket>);
 
 impl AuthCache {
     pub(crate) fn new(backend: Backend) -> AuthCache {
@@ -240,9 +248,10 @@ impl Store {
             Mode::Notify => Ok(cache.hearing().then(|| cache.ticket())),
             Mode::Generation => {
                 const GENERATION: &str = "SELECT generation FROM auth_generation WHERE id = 1";
-                let generation: i64 = match self
-                    .read_in_place(|conn| conn.query_row(GENERATION, [], |row| row.get(0)))
-                {
+                let generation: i64 = match self.read_in_place(|conn| {
+                    conn.prepare_cached(GENERATION)?
+                        .query_row([], |row| row.get(0))
+                }) {
                     Some(generation) => generation,
                     None => {
                         sqlx::query_scalar(GENERATION)
@@ -253,6 +262,15 @@ impl Store {
                 Ok(cache.at_generation(generation).then(|| cache.ticket()))
             }
         }
+    }
+
+    /// A [`CacheTicket`] for the lookups of one request: on `SQLite` one read of the
+    /// generation row (emptying the cache first if it moved), on `PostgreSQL` whether the
+    /// listener hears; with the cache off, a ticket that sends every lookup to the database.
+    ///
+    /// Errors: [`StoreError::Database`] when the generation row cannot be read.
+    pub async fn cache_ticket(&self) -> Result<CacheTicket, StoreError> {
+        Ok(CacheTicket(self.auth_ticket().await?))
     }
 
     /// Empties this process's validation cache: called by the store's revoking methods after
@@ -302,7 +320,20 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<Option<AccessGrant>, StoreError> {
-        let ticket = self.auth_ticket().await?;
+        self.live_access_token_with(self.cache_ticket().await?, hash, now)
+            .await
+    }
+
+    /// [`Store::live_access_token`] with a ticket this request already took
+    /// ([`Store::cache_ticket`]).
+    ///
+    /// Errors: [`StoreError::Database`] when the database cannot be asked.
+    pub async fn live_access_token_with(
+        &self,
+        CacheTicket(ticket): CacheTicket,
+        hash: &TokenHash,
+        now: i64,
+    ) -> Result<Option<AccessGrant>, StoreError> {
         if ticket.is_some()
             && let Some(Grant::Access(grant)) =
                 self.auth_cache.get(Kind::AccessToken, hash.as_str(), now)
@@ -355,8 +386,19 @@ impl Store {
     ///
     /// Errors: [`StoreError::Database`] when the database cannot be asked.
     pub async fn client(&self, client_id: &str) -> Result<Option<ClientRecord>, StoreError> {
+        self.client_with(self.cache_ticket().await?, client_id)
+            .await
+    }
+
+    /// [`Store::client`] with a ticket this request already took ([`Store::cache_ticket`]).
+    ///
+    /// Errors: [`StoreError::Database`] when the database cannot be asked.
+    pub async fn client_with(
+        &self,
+        CacheTicket(ticket): CacheTicket,
+        client_id: &str,
+    ) -> Result<Option<ClientRecord>, StoreError> {
         let now = super::now();
-        let ticket = self.auth_ticket().await?;
         if ticket.is_some()
             && let Some(Grant::Client(client)) = self.auth_cache.get(Kind::Client, client_id, now)
         {
