@@ -46,6 +46,10 @@ struct Entry {
 #[derive(Default)]
 pub struct QuotaTracker {
     accounts: Mutex<HashMap<String, Entry>>,
+    /// Held while an account's window is counted from the database: calls that find the same
+    /// count due wait for it and use its result rather than each counting (and each waiting
+    /// for the audit queue, which by then holds the rows of calls admitted by the first count).
+    syncing: tokio::sync::Mutex<()>,
 }
 
 /// Whether a call may run.
@@ -86,11 +90,20 @@ impl QuotaTracker {
         let Budget::PerHour(limit) = Budget::from_calls_per_hour(own.unwrap_or(default)) else {
             return Verdict::Admitted;
         };
-        let due = self
-            .lock()
-            .get(account_id)
-            .is_none_or(|e| now - e.synced_at >= RESYNC_SECS || now < e.synced_at);
-        if due {
+        let due = |tracker: &QuotaTracker| {
+            tracker
+                .lock()
+                .get(account_id)
+                .is_none_or(|e| now - e.synced_at >= RESYNC_SECS || now < e.synced_at)
+        };
+        let syncing = if due(self) {
+            let turn = self.syncing.lock().await;
+            // Another call may have counted this account while this one waited.
+            due(self).then_some(turn)
+        } else {
+            None
+        };
+        if syncing.is_some() {
             // This process's queued rows first, so its own recent calls are counted.
             store.flush_audit().await;
             match store.tool_calls_per_minute(account_id, now).await {
