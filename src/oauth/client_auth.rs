@@ -69,8 +69,7 @@ impl FromRequest<AppState> for ClientForm {
     async fn from_request(req: Request, state: &AppState) -> Result<Self, OAuthError> {
         let (parts, body) = req.into_parts();
         let params = read_form(&parts.headers, body).await?;
-        let ticket = state.store.cache_ticket().await?;
-        let client = authenticate_client(state, ticket, &parts.headers, &params).await?;
+        let (client, ticket) = authenticate_client(state, &parts.headers, &params).await?;
         Ok(ClientForm {
             client,
             params,
@@ -149,16 +148,16 @@ pub fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>
 /// client, whatever it registered) or `client_secret_post`; a public client sends only its
 /// `client_id` (`none`). Secrets are compared as SHA-256 digests in constant time.
 ///
-/// A registered client is looked up with `ticket` ([`Store::cache_ticket`](crate::store::Store::cache_ticket)).
+/// Returns the client and the validation-cache ticket it was looked up with
+/// ([`ClientResolver::lookup_ticketed`](super::clients::ClientResolver::lookup_ticketed)).
 ///
 /// Errors: `invalid_client` (401) for an unknown client, a wrong secret, a secret from a
 /// public client or none from a confidential one; `invalid_request` for two methods at once.
 pub async fn authenticate_client(
     app: &AppState,
-    ticket: CacheTicket,
     headers: &HeaderMap,
     params: &HashMap<String, String>,
-) -> Result<ClientRecord, OAuthError> {
+) -> Result<(ClientRecord, CacheTicket), OAuthError> {
     let basic = basic_credentials(headers)?;
     let used_basic = basic.is_some();
     let (client_id, secret, method) = match basic {
@@ -193,13 +192,9 @@ pub async fn authenticate_client(
     let Ok(client_id) = ClientId::parse(&client_id) else {
         return Err(fail("unknown client"));
     };
-    let client = match app
-        .clients
-        .lookup_with(&app.store, ticket, &client_id)
-        .await
-    {
-        Ok(Some(c)) => c,
-        Ok(None) => return Err(fail("unknown client")),
+    let (client, ticket) = match app.clients.lookup_ticketed(&app.store, &client_id).await {
+        Ok((Some(c), ticket)) => (c, ticket),
+        Ok((None, _)) => return Err(fail("unknown client")),
         Err(ClientLookupError::Metadata(e)) => return Err(fail(&e.to_string())),
         Err(ClientLookupError::Store(e)) => return Err(e.into()),
     };
@@ -219,5 +214,5 @@ pub async fn authenticate_client(
     } else if client.client_secret_hash.is_some() != secret.is_some() {
         return Err(fail("client authentication failed"));
     }
-    Ok(client)
+    Ok((client, ticket))
 }

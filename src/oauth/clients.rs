@@ -162,21 +162,34 @@ impl ClientResolver {
         store: &Store,
         client_id: &ClientId,
     ) -> Result<Option<ClientRecord>, ClientLookupError> {
-        self.lookup_with(store, store.cache_ticket().await?, client_id)
-            .await
+        Ok(self.lookup_ticketed(store, client_id).await?.0)
     }
 
-    /// [`ClientResolver::lookup`] with the validation-cache ticket this request already took
-    /// ([`Store::cache_ticket`]; used for a registered client, not for a metadata document).
-    pub async fn lookup_with(
+    /// [`ClientResolver::lookup`], with the validation-cache ticket a registered client was
+    /// looked up with ([`Store::cache_ticket`]), for the request's other cached lookups; for
+    /// a metadata document, which the validation cache does not hold, [`CacheTicket::bypass`].
+    pub async fn lookup_ticketed(
         &self,
         store: &Store,
-        ticket: CacheTicket,
+        client_id: &ClientId,
+    ) -> Result<(Option<ClientRecord>, CacheTicket), ClientLookupError> {
+        if !client_id.is_metadata_document() {
+            let ticket = store.cache_ticket().await?;
+            let client = store.client_with(ticket, client_id.as_str()).await?;
+            return Ok((client, ticket));
+        }
+        Ok((
+            self.metadata_client(store, client_id).await?,
+            CacheTicket::bypass(),
+        ))
+    }
+
+    /// The client of the metadata document at the URL `client_id`.
+    async fn metadata_client(
+        &self,
+        store: &Store,
         client_id: &ClientId,
     ) -> Result<Option<ClientRecord>, ClientLookupError> {
-        if !client_id.is_metadata_document() {
-            return Ok(store.client_with(ticket, client_id.as_str()).await?);
-        }
         let client_id = client_id.as_str();
         if let Some((record, until)) = self.cache.lock().expect("cache lock").get(client_id)
             && *until > Instant::now()

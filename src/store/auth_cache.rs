@@ -121,8 +121,19 @@ struct Ticket {
 /// transaction of its own; a request that makes two cached lookups (introspection: the
 /// client, then the token) takes one ticket and hands it to both (`*_with` methods), so its
 /// answer is the database as of that read, like a request that ran at that moment.
+///
+/// On `PostgreSQL` a ticket costs nothing to take (whether the listener hears), so every lookup
+/// looks again with its own; only `SQLite`'s reading of the row is shared.
 #[derive(Debug, Clone, Copy)]
 pub struct CacheTicket(Option<Ticket>);
+
+impl CacheTicket {
+    /// A ticket that sends every lookup made with it to the database (for a request that took
+    /// none because its lookup was not of the cache's kinds, such as a client metadata document).
+    pub fn bypass() -> CacheTicket {
+        CacheTicket(None)
+    }
+}
 
 impl AuthCache {
     pub(crate) fn new(backend: Backend) -> AuthCache {
@@ -273,6 +284,17 @@ impl Store {
         Ok(CacheTicket(self.auth_ticket().await?))
     }
 
+    /// What `ticket` allows now: on `SQLite` what it allowed when taken (the generation row's
+    /// reading it stands for); on `PostgreSQL` a look again at whether the listener hears,
+    /// which costs no database work, so that no lookup trusts a listener that has since gone
+    /// quiet.
+    async fn still(&self, CacheTicket(ticket): CacheTicket) -> Result<Option<Ticket>, StoreError> {
+        match self.auth_cache.mode {
+            Mode::Generation => Ok(ticket),
+            Mode::Notify => self.auth_ticket().await,
+        }
+    }
+
     /// Empties this process's validation cache: called by the store's revoking methods after
     /// they commit (other processes learn of the change from the database).
     pub(crate) fn auth_changed(&self) {
@@ -330,10 +352,11 @@ impl Store {
     /// Errors: [`StoreError::Database`] when the database cannot be asked.
     pub async fn live_access_token_with(
         &self,
-        CacheTicket(ticket): CacheTicket,
+        ticket: CacheTicket,
         hash: &TokenHash,
         now: i64,
     ) -> Result<Option<AccessGrant>, StoreError> {
+        let ticket = self.still(ticket).await?;
         if ticket.is_some()
             && let Some(Grant::Access(grant)) =
                 self.auth_cache.get(Kind::AccessToken, hash.as_str(), now)
@@ -395,9 +418,10 @@ impl Store {
     /// Errors: [`StoreError::Database`] when the database cannot be asked.
     pub async fn client_with(
         &self,
-        CacheTicket(ticket): CacheTicket,
+        ticket: CacheTicket,
         client_id: &str,
     ) -> Result<Option<ClientRecord>, StoreError> {
+        let ticket = self.still(ticket).await?;
         let now = super::now();
         if ticket.is_some()
             && let Some(Grant::Client(client)) = self.auth_cache.get(Kind::Client, client_id, now)

@@ -388,3 +388,50 @@ async fn a_cached_introspection_reads_the_generation_row_once() {
         json!({"active": false})
     );
 }
+
+/// A client authentication refused for its shape (no `client_id`, two methods at once) is
+/// answered before anything is asked of the database: on `SQLite`, no read in place and none
+/// through the pool in its stead.
+#[tokio::test]
+async fn a_malformed_client_authentication_reads_nothing() {
+    let app = crate::helpers::spawn_app().await;
+    let Some(before) = app.store.in_place_stats() else {
+        assert!(on_postgres(), "a SQLite file reads in place");
+        return;
+    };
+    for endpoint in ["/oauth/introspect", "/oauth/token", "/oauth/revoke"] {
+        let r = app
+            .client
+            .post(app.url(endpoint))
+            .form(&[("token", "x"), ("grant_type", "refresh_token")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.status(),
+            StatusCode::UNAUTHORIZED,
+            "{endpoint}: no client_id"
+        );
+        let r = app
+            .client
+            .post(app.url(endpoint))
+            .basic_auth("some-client", Some("secret"))
+            .form(&[("token", "x"), ("client_secret", "again")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.status(),
+            StatusCode::BAD_REQUEST,
+            "{endpoint}: two methods"
+        );
+    }
+    let after = app.store.in_place_stats().unwrap();
+    assert_eq!(
+        (
+            after.reads - before.reads,
+            after.fallbacks - before.fallbacks
+        ),
+        (0, 0)
+    );
+}
