@@ -43,13 +43,31 @@ struct Entry {
 }
 
 /// This process's per-account windows. Cheap to share; one per MCP route.
-#[derive(Default)]
 pub struct QuotaTracker {
     accounts: Mutex<HashMap<String, Entry>>,
-    /// Held while an account's window is counted from the database: calls that find the same
-    /// count due wait for it and use its result rather than each counting (and each waiting
-    /// for the audit queue, which by then holds the rows of calls admitted by the first count).
-    syncing: tokio::sync::Mutex<()>,
+    /// Turns of counting an account's window from the database, [`SYNC_TURNS`] of them, an
+    /// account's turn chosen by the hash of its id: calls that find the same account's count
+    /// due wait for the one counting it and use its result, rather than each counting (and
+    /// each waiting for the audit queue, which by then holds the rows of calls admitted by the
+    /// first count). Accounts of other turns count at the same time.
+    syncing: Box<[tokio::sync::Mutex<()>]>,
+    turn_of: std::hash::RandomState,
+}
+
+/// How many accounts' windows may be counted from the database at once (at most; two accounts
+/// may share a turn).
+const SYNC_TURNS: usize = 64;
+
+impl Default for QuotaTracker {
+    fn default() -> Self {
+        QuotaTracker {
+            accounts: Mutex::default(),
+            syncing: (0..SYNC_TURNS)
+                .map(|_| tokio::sync::Mutex::new(()))
+                .collect(),
+            turn_of: std::hash::RandomState::new(),
+        }
+    }
 }
 
 /// Whether a call may run.
@@ -97,7 +115,8 @@ impl QuotaTracker {
                 .is_none_or(|e| now - e.synced_at >= RESYNC_SECS || now < e.synced_at)
         };
         let syncing = if due(self) {
-            let turn = self.syncing.lock().await;
+            let turn = std::hash::BuildHasher::hash_one(&self.turn_of, account_id) as usize;
+            let turn = self.syncing[turn % SYNC_TURNS].lock().await;
             // Another call may have counted this account while this one waited.
             due(self).then_some(turn)
         } else {

@@ -285,13 +285,14 @@ impl Store {
     }
 
     /// What `ticket` allows now: on `SQLite` what it allowed when taken (the generation row's
-    /// reading it stands for); on `PostgreSQL` a look again at whether the listener hears,
-    /// which costs no database work, so that no lookup trusts a listener that has since gone
-    /// quiet.
-    async fn still(&self, CacheTicket(ticket): CacheTicket) -> Result<Option<Ticket>, StoreError> {
+    /// reading it stands for); on `PostgreSQL` nothing once the listener has stopped hearing
+    /// (two atomic loads, no database work), so that no lookup trusts a listener that has
+    /// since gone quiet. An invalidation since the ticket was taken needs no look: it emptied
+    /// the cache, and its epoch refuses what the ticket would store.
+    fn still(&self, CacheTicket(ticket): CacheTicket) -> Option<Ticket> {
         match self.auth_cache.mode {
-            Mode::Generation => Ok(ticket),
-            Mode::Notify => self.auth_ticket().await,
+            Mode::Generation => ticket,
+            Mode::Notify => ticket.filter(|_| self.auth_cache.hearing()),
         }
     }
 
@@ -356,7 +357,7 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<Option<AccessGrant>, StoreError> {
-        let ticket = self.still(ticket).await?;
+        let ticket = self.still(ticket);
         if ticket.is_some()
             && let Some(Grant::Access(grant)) =
                 self.auth_cache.get(Kind::AccessToken, hash.as_str(), now)
@@ -421,7 +422,7 @@ impl Store {
         ticket: CacheTicket,
         client_id: &str,
     ) -> Result<Option<ClientRecord>, StoreError> {
-        let ticket = self.still(ticket).await?;
+        let ticket = self.still(ticket);
         let now = super::now();
         if ticket.is_some()
             && let Some(Grant::Client(client)) = self.auth_cache.get(Kind::Client, client_id, now)
