@@ -35,10 +35,6 @@ pub fn router(state: AppState) -> Router {
     }
     // Per route, so the metrics see the route template (`MatchedPath`).
     app.layer(axum::middleware::from_fn_with_state(state.clone(), every_route))
-        // A request body that stalls between bytes fails its read (the handler answers 4xx).
-        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
-            std::time::Duration::from_secs(state.config.body_read_timeout_secs as u64),
-        ))
         // A panicking handler answers 500 (and is logged) instead of leaving the request hanging.
         .layer(tower_http::catch_panic::CatchPanicLayer::new())
         .layer(
@@ -58,12 +54,17 @@ const SECURITY_HEADERS: [(header::HeaderName, &str); 3] = [
 /// Middleware of every route, in one layer (each layer of a route costs every request a clone
 /// of the inner service and a boxed future): the client address for the handlers
 /// ([`crate::client_addr::attach`]), the request counted ([`crate::metrics::RequestMetrics`]),
-/// and the [`SECURITY_HEADERS`] set on the answer.
+/// the body's whole-body deadline ([`crate::request_body`]: `GATEHOUSE_BODY_READ_TIMEOUT`
+/// from now) and the [`SECURITY_HEADERS`] set on the answer.
 async fn every_route(
     State(state): State<AppState>,
-    mut request: axum::extract::Request,
+    request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
+    let mut request = crate::request_body::apply(
+        request,
+        std::time::Duration::from_secs(state.config.body_read_timeout_secs as u64),
+    );
     crate::client_addr::attach(&state, &mut request);
     let metrics = crate::metrics::RequestMetrics::start(&request);
     let mut response = next.run(request).await;
@@ -281,7 +282,9 @@ impl Application {
             .store
             .set_auth_cache(self.state.config.auth_cache);
         let auth_listener = if self.state.config.auth_cache {
-            self.state.store.start_auth_listener()
+            self.state
+                .store
+                .start_auth_listener(self.state.config.listen_database_url.as_deref())
         } else {
             None
         };
@@ -334,10 +337,13 @@ pub const MAX_HEADERS: usize = 64;
 /// closed once a request head has not arrived within `GATEHOUSE_HEADER_READ_TIMEOUT`; the
 /// HTTP/1-or-2 detection of `hyper_util`'s `auto` builder, which `axum::serve` uses, waits for
 /// the first bytes without any limit, so it is not used), [`MAX_HEADER_BYTES`] and
-/// [`MAX_HEADERS`] (`431`), and at most `GATEHOUSE_MAX_CONNECTIONS`
+/// [`MAX_HEADERS`] (`431`), at most `GATEHOUSE_MAX_CONNECTIONS`
 /// connections served at once (a semaphore permit per accepted connection; while none is free
-/// the listener is not polled, so new connections wait in the kernel's backlog). Request
-/// bodies get their timeout from [`router`]'s `RequestBodyTimeoutLayer`.
+/// the listener is not polled, so new connections wait in the kernel's backlog), and at most
+/// `GATEHOUSE_MAX_CONNECTIONS_PER_ADDRESS` of them from one source address
+/// ([`crate::connections`]: a connection over it is closed as soon as it is accepted, before
+/// anything is read; O(1) per connection). Request bodies get their whole-body deadline from
+/// [`router`] ([`crate::request_body`]).
 async fn serve(
     listener: TcpListener,
     router: Router,
@@ -358,6 +364,10 @@ async fn serve(
         .max_headers(MAX_HEADERS);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let permits = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
+    let per_address = crate::connections::PerAddress::new(
+        config.max_connections_per_address,
+        config.trusted_proxies.clone(),
+    );
     let count = crate::lanes::default_count();
     let mut lanes = crate::lanes::Lanes::start(
         count,
@@ -393,6 +403,11 @@ async fn serve(
             },
             _ = &mut stop => break,
         };
+        // Over its address's cap: closed at once (its permit goes back with it).
+        let Some(place) = per_address.admit(remote.ip()) else {
+            crate::metrics::connection_refused();
+            continue;
+        };
         let _ = socket.set_nodelay(true);
         // What `into_make_service_with_connect_info` does: the peer address for extractors.
         let service = TowerToHyperService::new(tower::ServiceExt::map_request(
@@ -426,7 +441,7 @@ async fn serve(
             tokio::spawn(async move {
                 // A client that goes away mid-request is its own business, not an error here.
                 let _ = connection.await;
-                drop(permit);
+                drop((permit, place));
             });
         }));
         if !handed {

@@ -33,6 +33,10 @@ pub const DEFAULT_HEADER_READ_TIMEOUT_SECS: i64 = 10;
 pub const DEFAULT_BODY_READ_TIMEOUT_SECS: i64 = 30;
 /// Default of `GATEHOUSE_MAX_CONNECTIONS`.
 pub const DEFAULT_MAX_CONNECTIONS: i64 = 4096;
+/// Default of `GATEHOUSE_MAX_CONNECTIONS_PER_ADDRESS`: one address may hold a sixteenth of the
+/// default `GATEHOUSE_MAX_CONNECTIONS`, far more than a browser (6) or an office behind one NAT
+/// address needs, too few to crowd out everyone else.
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: i64 = 256;
 
 /// One bad configuration value: `VARIABLE: what is wrong`.
 #[derive(Debug, thiserror::Error)]
@@ -150,6 +154,10 @@ pub struct Config {
     /// hit saves the lookup's joins, and on `PostgreSQL` its round trip) or `off` (every lookup
     /// reads the database).
     pub auth_cache: bool,
+    /// `GATEHOUSE_LISTEN_DATABASE_URL`: where the validation cache's `PostgreSQL` listener
+    /// connects, when it must reach the same database another way than `DATABASE_URL` (past a
+    /// transaction-mode pooler, which cannot hold a `LISTEN`); `None`: `DATABASE_URL`.
+    pub listen_database_url: Option<String>,
     /// `GATEHOUSE_ALLOWED_ORIGINS`: origins allowed to call the MCP route.
     pub allowed_origins: AllowedOrigins,
     /// `GATEHOUSE_ACCESS_TOKEN_TTL`: access-token lifetime in seconds.
@@ -189,12 +197,17 @@ pub struct Config {
     /// also bounds how long an idle keep-alive connection stays open (slowloris defence, hyper's
     /// `header_read_timeout`). Past it the connection is closed.
     pub header_read_timeout_secs: i64,
-    /// `GATEHOUSE_BODY_READ_TIMEOUT`: seconds without a byte of request body after which the
-    /// body read fails and the request is answered 4xx (tower-http `RequestBodyTimeoutLayer`).
+    /// `GATEHOUSE_BODY_READ_TIMEOUT`: seconds within which a request's whole body must have
+    /// arrived, counted from its head ([`crate::request_body`]); past it the body read fails,
+    /// the request is answered 4xx in its protocol's shape and the connection closed.
     pub body_read_timeout_secs: i64,
     /// `GATEHOUSE_MAX_CONNECTIONS`: open client connections served at once; further ones wait
     /// in the listen backlog until one closes.
     pub max_connections: usize,
+    /// `GATEHOUSE_MAX_CONNECTIONS_PER_ADDRESS`: open connections one TCP peer address (an IPv6
+    /// /64) may hold; a further one is closed as soon as it is accepted. Peers inside
+    /// `GATEHOUSE_TRUSTED_PROXIES` are not counted ([`crate::connections`]).
+    pub max_connections_per_address: usize,
 }
 
 impl Config {
@@ -319,6 +332,25 @@ impl Config {
                 return Err(ConfigError::new(
                     "GATEHOUSE_AUTH_CACHE",
                     format!("must be on or off (got \"{v}\")"),
+                ));
+            }
+        };
+
+        let listen_database_url = match get("GATEHOUSE_LISTEN_DATABASE_URL") {
+            None => None,
+            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                if !database_url.starts_with("postgres") {
+                    return Err(ConfigError::new(
+                        "GATEHOUSE_LISTEN_DATABASE_URL",
+                        "is for a PostgreSQL DATABASE_URL only",
+                    ));
+                }
+                Some(url.to_string())
+            }
+            Some(_) => {
+                return Err(ConfigError::new(
+                    "GATEHOUSE_LISTEN_DATABASE_URL",
+                    "must be a postgres:// URL",
                 ));
             }
         };
@@ -451,6 +483,12 @@ impl Config {
             DEFAULT_MAX_CONNECTIONS,
             (16, 1_000_000),
         )? as usize;
+        let max_connections_per_address = parse_int(
+            "GATEHOUSE_MAX_CONNECTIONS_PER_ADDRESS",
+            get("GATEHOUSE_MAX_CONNECTIONS_PER_ADDRESS"),
+            DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+            (1, 1_000_000),
+        )? as usize;
 
         let mut trusted_proxies = Vec::new();
         for item in get("GATEHOUSE_TRUSTED_PROXIES")
@@ -487,6 +525,7 @@ impl Config {
             openai_apps_challenge: get("OPENAI_APPS_CHALLENGE").map(str::to_string),
             oauth_enabled,
             auth_cache,
+            listen_database_url,
             allowed_origins,
             access_token_ttl_secs,
             refresh_grace_secs,
@@ -503,6 +542,7 @@ impl Config {
             header_read_timeout_secs,
             body_read_timeout_secs,
             max_connections,
+            max_connections_per_address,
         })
     }
 

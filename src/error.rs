@@ -55,14 +55,14 @@ impl IntoResponse for AppError {
     }
 }
 
-/// Whether a failed request-body read failed because the body stopped arriving (the
-/// `GATEHOUSE_BODY_READ_TIMEOUT` of tower-http's `RequestBodyTimeoutLayer` ran out) rather
+/// Whether a failed request-body read failed because the body did not arrive in time (the
+/// whole-body deadline `GATEHOUSE_BODY_READ_TIMEOUT`, [`crate::request_body`]) rather
 /// than because it was too large. Callers answer the first `408 Request Timeout` (RFC 9110
 /// §15.5.9) and the second `413`, each in their protocol's shape.
 pub fn body_stalled(error: &axum::Error) -> bool {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(e) = cause {
-        if e.is::<tower_http::timeout::TimeoutError>() {
+        if e.is::<crate::request_body::BodyDeadlinePassed>() {
             return true;
         }
         cause = e.source();

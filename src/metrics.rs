@@ -30,6 +30,9 @@ pub const REGISTRATIONS: &str = "gatehouse_registrations_total";
 pub const SIGNINS: &str = "gatehouse_signins_total";
 /// Tool calls (labels `tool`, `outcome`).
 pub const TOOL_CALLS: &str = "gatehouse_tool_calls_total";
+/// Connections closed on arrival because their source address already held
+/// `GATEHOUSE_MAX_CONNECTIONS_PER_ADDRESS` open ones (no labels).
+pub const CONNECTIONS_REFUSED: &str = "gatehouse_connections_refused_total";
 
 /// Latency buckets, in seconds.
 const DURATION_BUCKETS: &[f64] = &[
@@ -78,6 +81,11 @@ pub fn recorder() -> Option<PrometheusHandle> {
             }
         })
         .clone()
+}
+
+/// Counts one connection of [`CONNECTIONS_REFUSED`].
+pub fn connection_refused() {
+    metrics::counter!(CONNECTIONS_REFUSED).increment(1);
 }
 
 /// Counts `event` of [`TOKENS`].

@@ -238,6 +238,12 @@ impl PasswordPool {
             .map_err(|_| PoolBusy)
     }
 
+    /// Whether every place in the queue is taken now ([`PasswordPool::try_reserve`] would
+    /// fail): lets a page refuse before it reads a request body.
+    pub fn is_full(&self) -> bool {
+        self.tx.capacity() == 0
+    }
+
     /// Password jobs waiting or reserved in the queue now (for the metrics).
     pub fn queue_depth(&self) -> usize {
         self.tx.max_capacity() - self.tx.capacity()

@@ -7,10 +7,18 @@
 //! argon2 work. Limits: per source address (its IPv6 /64), per (address, email), and per account
 //! named by the email (whether or not it exists, so the limits do not tell which emails have
 //! accounts; NIST SP 800-63B §5.2.2).
+//!
+//! The per-account delay must not let strangers lock the owner out (§5.2.2: "limit … guessing
+//! attacks" yet not let an attacker "lock out the claimant"): a successful sign-in gives the
+//! browser a device cookie ([`DEVICE_COOKIE`], random, stored as its SHA-256 with the account,
+//! [`crate::store::devices`]). An attempt from a browser recognised for the account it names
+//! is not held by that account's delay (the per-address limits still apply); a wrong password
+//! from it while the delay runs burns the cookie, so a stolen one is good for one guess at most.
 
 use std::net::IpAddr;
 
 use crate::domain::account::{AccountStatus, Email};
+use crate::domain::secret::TokenHash;
 use crate::domain::throttle::{CounterState, Policy, source_key};
 use crate::password::PasswordSlot;
 use crate::state::AppState;
@@ -37,6 +45,19 @@ pub const ACCOUNT_MAX_DELAY_SECS: i64 = 15 * 60;
 pub const ACCOUNT_RESET_SECS: i64 = 24 * 3600;
 /// `Retry-After` of a sign-in turned away because every password worker is busy, in seconds.
 pub const BUSY_RETRY_AFTER_SECS: u64 = 1;
+/// Name of the cookie that marks a browser which signed in to an account before (scoped to
+/// `/signin`, `HttpOnly`, `SameSite=Lax`, `Secure` for https issuers).
+pub const DEVICE_COOKIE: &str = "gatehouse_device";
+/// How long a browser stays recognised after its last successful sign-in, in seconds.
+pub const DEVICE_LIFETIME_SECS: i64 = 90 * 24 * 3600;
+
+/// A device cookie's value as this server makes them: 32 random bytes in unpadded base64url.
+fn plausible_device(value: &str) -> bool {
+    value.len() == 43
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
 
 /// The index of the per-account limit in [`limits`].
 const ACCOUNT_LIMIT: usize = 2;
@@ -73,6 +94,12 @@ pub fn limits(source: IpAddr, email_key: &str) -> [Limit; 3] {
     ]
 }
 
+/// The per-address counter of [`limits`] alone: checked before a sign-in form is read.
+pub fn address_limit(source: IpAddr) -> Limit {
+    let [address, _, _] = limits(source, "");
+    address
+}
+
 /// A wait in words: "N seconds" under two minutes, else "N minutes" (rounded up).
 pub fn wait_in_words(secs: i64) -> String {
     match secs {
@@ -91,6 +118,15 @@ pub async fn forget_failures(
     counted: &[CounterState],
 ) -> Result<(), StoreError> {
     state.store.clear_counter(&limits[ACCOUNT_LIMIT]).await?;
+    refund_address(state, limits, counted).await
+}
+
+/// The address's counters give back the place a right password took.
+async fn refund_address(
+    state: &AppState,
+    limits: &[Limit; 3],
+    counted: &[CounterState],
+) -> Result<(), StoreError> {
     for (limit, state_after) in limits.iter().zip(counted).take(ACCOUNT_LIMIT) {
         state.store.refund_counter(limit, state_after.since).await?;
     }
@@ -130,6 +166,33 @@ pub struct Verified {
     limits: [Limit; 3],
     counted: Vec<CounterState>,
     email_key: String,
+    /// The device cookie the attempt came with, if any (replaced by a new one).
+    device: Option<TokenHash>,
+    /// It came past the account's running delay on a recognised browser: the account's
+    /// failures (strangers' guesses) are not forgotten, so the delay keeps holding for them.
+    past_delay: bool,
+}
+
+/// Whether the browser's device cookie is on record for the account `email` names: then the
+/// account (looked up here) comes back with `true`.
+async fn recognised(
+    state: &AppState,
+    device: Option<&TokenHash>,
+    email: &str,
+    now: i64,
+) -> Result<(Option<Account>, bool), StoreError> {
+    let Some(device) = device else {
+        return Ok((None, false));
+    };
+    let Some(holder) = state.store.device_account(device, now).await? else {
+        return Ok((None, false));
+    };
+    let account = match Email::parse(email) {
+        Ok(email) => state.store.account_by_email(&email).await?,
+        Err(_) => None,
+    };
+    let matches = account.as_ref().is_some_and(|a| a.id == holder);
+    Ok((account, matches))
 }
 
 /// The audit row of a sign-in attempt.
@@ -153,21 +216,39 @@ fn audit_row<'a>(
 }
 
 /// One sign-in attempt from `source` with `email` and `password` at `now` (Unix seconds), on a
-/// reserved place of the password pool: counted against the [`limits`] first (a refusal writes
-/// nothing), then the password checked (a dummy verification for unknown emails); a failure is
-/// audited (`signin` / `failure`, and `signin_throttled` for each limit it made refuse the next
-/// attempts).
+/// reserved place of the password pool, from a browser that sent the device cookie `device`
+/// (its value, if any): counted against the [`limits`] first (a refusal writes nothing) — less
+/// the account's while it would refuse, for a browser recognised for that account — then the
+/// password checked (a dummy verification for unknown emails); a failure is audited (`signin`
+/// / `failure`, and `signin_throttled` for each limit it made refuse the next attempts), and a
+/// failure that got past the account's delay on a recognised browser forgets that browser.
 pub async fn attempt(
     state: &AppState,
     slot: PasswordSlot<'_>,
     source: IpAddr,
     email: &str,
     password: String,
+    device: Option<&str>,
     now: i64,
 ) -> Result<Attempt, StoreError> {
     let email_key: String = email.trim().to_lowercase().chars().take(254).collect();
     let limits = limits(source, &email_key);
-    let counted = match state.store.admit(&limits, now).await? {
+    let device = device.filter(|v| plausible_device(v)).map(TokenHash::of);
+    let (known, trusted) = recognised(state, device.as_ref(), email, now).await?;
+    // A recognised browser passes the account's delay (only while it runs: otherwise its
+    // failures count against the account like anyone's).
+    let past_delay = trusted
+        && state
+            .store
+            .refusal(&limits[ACCOUNT_LIMIT..], now)
+            .await?
+            .is_some();
+    let checked = if past_delay {
+        &limits[..ACCOUNT_LIMIT]
+    } else {
+        &limits[..]
+    };
+    let counted = match state.store.admit(checked, now).await? {
         Admission::Admitted(counted) => counted,
         Admission::Refused { retry_after, limit } => {
             count("throttled");
@@ -177,9 +258,12 @@ pub async fn attempt(
             });
         }
     };
-    let account = match Email::parse(email) {
-        Ok(email) => state.store.account_by_email(&email).await?,
-        Err(_) => None,
+    let account = match known {
+        Some(account) => Some(account),
+        None => match Email::parse(email) {
+            Ok(email) => state.store.account_by_email(&email).await?,
+            Err(_) => None,
+        },
     };
     let verified = match slot
         .verify(password, account.as_ref().map(|a| a.password_hash.clone()))
@@ -200,6 +284,8 @@ pub async fn attempt(
                 limits,
                 counted,
                 email_key,
+                device,
+                past_delay,
             })));
         }
         (Some(a), true) => (Some(a), "account disabled"),
@@ -218,6 +304,10 @@ pub async fn attempt(
         Some(reason),
     );
     state.store.audit(row, now).await;
+    if past_delay && let Some(device) = &device {
+        // A recognised browser gets one guess past the delay, not more.
+        state.store.forget_device(device).await?;
+    }
     // This failure made a limit refuse the next attempts: worth a record of its own.
     for (limit, kind) in counted
         .iter()
@@ -240,14 +330,33 @@ pub async fn attempt(
 
 impl Verified {
     /// Finishes a sign-in once the session is signed in: the failures are forgotten
-    /// ([`forget_failures`]) and the success audited (`signin` / `success`).
+    /// ([`forget_failures`]), the browser recognised from now on (a new device cookie, which
+    /// replaces the one it sent; returned for the response to set, see [`DEVICE_COOKIE`]) and
+    /// the success audited (`signin` / `success`).
     pub async fn finish(
         self,
         state: &AppState,
         source: IpAddr,
         now: i64,
-    ) -> Result<(), StoreError> {
-        forget_failures(state, &self.limits, &self.counted).await?;
+    ) -> Result<String, StoreError> {
+        if self.past_delay {
+            refund_address(state, &self.limits, &self.counted).await?;
+        } else {
+            forget_failures(state, &self.limits, &self.counted).await?;
+        }
+        if let Some(old) = &self.device {
+            state.store.forget_device(old).await?;
+        }
+        let cookie = crate::domain::secret::random_urlsafe(32);
+        state
+            .store
+            .remember_device(
+                &TokenHash::of(&cookie),
+                &self.account.id,
+                now,
+                now + DEVICE_LIFETIME_SECS,
+            )
+            .await?;
         let ip = source.to_string();
         let row = audit_row(
             "signin",
@@ -258,6 +367,6 @@ impl Verified {
             None,
         );
         state.store.audit(row, now).await;
-        Ok(())
+        Ok(cookie)
     }
 }

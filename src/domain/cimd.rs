@@ -39,8 +39,10 @@ pub enum CimdError {
     /// The `client_id` URL breaks the draft's §2 rules.
     #[error("client_id URL is not acceptable: {0}")]
     BadUrl(&'static str),
-    /// The host resolves to an address that must not be fetched (SSRF protection, §6).
-    #[error("client_id URL points to a private, loopback or link-local address")]
+    /// The host resolves to an address that must not be fetched (SSRF protection, §6). Shown
+    /// with the words of [`CimdError::Fetch`], so that anonymous visitors cannot tell which
+    /// names resolve to internal addresses (the reason is logged).
+    #[error("client metadata document could not be fetched")]
     ForbiddenAddress,
     /// The fetch failed (network, status, size, time). The detail is for logs only: it is not
     /// shown, so the error page cannot be used to probe other hosts' ports.

@@ -51,11 +51,19 @@ impl Parsed {
     }
 }
 
-/// Reads the body (`Err` with `413` beyond [`MAX_BODY_BYTES`], `408` when it stops arriving),
+/// Reads the body (`Err` with `413` beyond [`MAX_BODY_BYTES`], declared or read, before any of
+/// it is read when declared; `408` when it has not arrived whole within its deadline),
 /// parses it once as JSON into a [`Parsed`] extension and gives back the request with the same
 /// bytes.
 pub async fn read(request: Request) -> Result<Request, Response> {
     let (mut parts, body) = request.into_parts();
+    if crate::request_body::declared_over(&parts.headers, MAX_BODY_BYTES) {
+        return Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "The request body is too large.",
+        )
+            .into_response());
+    }
     let bytes = match to_bytes(body, MAX_BODY_BYTES).await {
         Ok(bytes) => bytes,
         Err(e) if crate::error::body_stalled(&e) => {

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use super::clients::ClientLookupError;
+use super::clients::{ClientLookupError, FetchFor};
 use crate::domain::authorization::AuthorizationErrorCode;
 use crate::domain::authorization::AuthorizationErrorCode as Code;
 use crate::domain::client::ClientId;
@@ -85,12 +85,21 @@ pub enum AuthorizeError {
         /// Whether the database was unavailable for now ([`crate::store::StoreError::is_unavailable`]).
         unavailable: bool,
     },
+    /// The client is a metadata document not yet known, and the visitor's address has spent
+    /// its budget of new applications: a page with `429` and `Retry-After` (seconds); never
+    /// redirects.
+    Throttled {
+        /// Seconds until the budget allows another.
+        retry_after: i64,
+    },
 }
 
 /// Validates the parameters of `GET/POST /oauth/authorize`. Repeated parameters are refused.
+/// A client ID metadata document not yet stored spends `for_whom`'s budget ([`FetchFor`]).
 pub async fn validate(
     app: &AppState,
     pairs: &[(String, String)],
+    for_whom: &FetchFor,
 ) -> Result<AuthorizationRequest, AuthorizeError> {
     let mut params: HashMap<&str, &str> = HashMap::new();
     let mut repeated = None;
@@ -122,7 +131,7 @@ pub async fn validate(
             "This application is not registered with this server (unknown client_id).",
         ));
     };
-    let client = match app.clients.lookup(&app.store, &client_id).await {
+    let client = match app.clients.lookup(&app.store, &client_id, for_whom).await {
         Ok(Some(c)) => c,
         Ok(None) => {
             return Err(page(
@@ -133,6 +142,9 @@ pub async fn validate(
             return Err(page(&format!(
                 "This application's identity could not be checked: {e}."
             )));
+        }
+        Err(ClientLookupError::Throttled(retry_after)) => {
+            return Err(AuthorizeError::Throttled { retry_after });
         }
         Err(ClientLookupError::Store(e)) => {
             let unavailable = e.is_unavailable();

@@ -9,9 +9,10 @@ use axum::http::{HeaderMap, header};
 use base64::Engine;
 
 use super::OAuthError;
-use super::clients::ClientLookupError;
+use super::clients::{ClientLookupError, FetchFor};
 use crate::domain::client::ClientId;
 use crate::domain::secret::{Secret, constant_time_eq};
+use crate::request_body::declared_over;
 use crate::state::AppState;
 use crate::store::auth_cache::CacheTicket;
 use crate::store::oauth::ClientRecord;
@@ -20,7 +21,10 @@ use crate::store::oauth::ClientRecord;
 pub const MAX_FORM_BYTES: usize = 16 * 1024;
 
 /// Reads an `application/x-www-form-urlencoded` body. A repeated parameter is refused
-/// (OAuth 2.1 §3.2: "parameters MUST NOT be included more than once").
+/// (OAuth 2.1 §3.2: "parameters MUST NOT be included more than once"). A wrong content type
+/// or a declared `Content-Length` over [`MAX_FORM_BYTES`] is refused before the body is read;
+/// a body that has not arrived whole within `GATEHOUSE_BODY_READ_TIMEOUT` fails its read
+/// ([`crate::request_body`]). Errors: `invalid_request`.
 pub async fn read_form(
     headers: &HeaderMap,
     body: Body,
@@ -34,6 +38,11 @@ pub async fn read_form(
         return Err(OAuthError::InvalidRequest(
             "the request body must be application/x-www-form-urlencoded".into(),
         ));
+    }
+    if declared_over(headers, MAX_FORM_BYTES) {
+        return Err(OAuthError::InvalidRequest(format!(
+            "the request body is larger than {MAX_FORM_BYTES} bytes"
+        )));
     }
     let bytes = axum::body::to_bytes(body, MAX_FORM_BYTES)
         .await
@@ -68,8 +77,20 @@ impl FromRequest<AppState> for ClientForm {
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, OAuthError> {
         let (parts, body) = req.into_parts();
+        // A malformed `Authorization: Basic` is refused before the body is read.
+        basic_credentials(&parts.headers)?;
         let params = read_form(&parts.headers, body).await?;
-        let (client, ticket) = authenticate_client(state, &parts.headers, &params).await?;
+        // A metadata document met here for the first time spends the caller's budget.
+        let for_whom = match crate::client_addr::ClientAddr::of(&parts.extensions) {
+            Some(addr) => FetchFor::Budgeted(super::register::registration_budget(
+                state,
+                &addr.to_string(),
+                0,
+            )),
+            None => FetchFor::SignedIn,
+        };
+        let (client, ticket) =
+            authenticate_client(state, &parts.headers, &params, &for_whom).await?;
         Ok(ClientForm {
             client,
             params,
@@ -151,12 +172,17 @@ pub fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>
 /// Returns the client and the validation-cache ticket it was looked up with
 /// ([`ClientResolver::lookup_ticketed`](super::clients::ClientResolver::lookup_ticketed)).
 ///
+/// A client ID metadata document not yet stored spends `for_whom`'s budget
+/// ([`FetchFor`]).
+///
 /// Errors: `invalid_client` (401) for an unknown client, a wrong secret, a secret from a
-/// public client or none from a confidential one; `invalid_request` for two methods at once.
+/// public client or none from a confidential one, or a new metadata-document client over the
+/// caller's budget; `invalid_request` for two methods at once.
 pub async fn authenticate_client(
     app: &AppState,
     headers: &HeaderMap,
     params: &HashMap<String, String>,
+    for_whom: &FetchFor,
 ) -> Result<(ClientRecord, CacheTicket), OAuthError> {
     let basic = basic_credentials(headers)?;
     let used_basic = basic.is_some();
@@ -192,10 +218,15 @@ pub async fn authenticate_client(
     let Ok(client_id) = ClientId::parse(&client_id) else {
         return Err(fail("unknown client"));
     };
-    let (client, ticket) = match app.clients.lookup_ticketed(&app.store, &client_id).await {
+    let found = app
+        .clients
+        .lookup_ticketed(&app.store, &client_id, for_whom)
+        .await;
+    let (client, ticket) = match found {
         Ok((Some(c), ticket)) => (c, ticket),
         Ok((None, _)) => return Err(fail("unknown client")),
         Err(ClientLookupError::Metadata(e)) => return Err(fail(&e.to_string())),
+        Err(e @ ClientLookupError::Throttled(_)) => return Err(fail(&e.to_string())),
         Err(ClientLookupError::Store(e)) => return Err(e.into()),
     };
     let confidential = client.client_secret_hash.is_some();

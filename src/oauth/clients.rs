@@ -2,6 +2,14 @@
 //! whose client ID metadata document is fetched, validated and cached (MCP 2025-11-25, CIMD
 //! draft §3–§6). Fetches are bounded in size and time, follow no redirects, and never reach
 //! private, loopback or link-local addresses; errors are never cached.
+//!
+//! A metadata document that would add a client not yet stored spends the caller's
+//! per-address budget of registrations (`GATEHOUSE_REGISTRATIONS_PER_HOUR`, the same counter
+//! as `/oauth/register`), unless the visitor is signed in: an anonymous visitor cannot add
+//! clients faster than it could register them. Such clients that never get a consent are
+//! deleted like registered ones (`Store::expire_unused_clients`). The in-memory cache holds
+//! at most [`MAX_CACHED_DOCUMENTS`] documents, expired ones pruned when it is full, and is
+//! only a cache: a client whose row is gone is fetched (and budgeted) again.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -17,6 +25,7 @@ use crate::domain::cimd::{
 };
 use crate::domain::client::ClientId;
 use crate::store::auth_cache::CacheTicket;
+use crate::store::limits::{Admission, Limit};
 use crate::store::oauth::ClientRecord;
 use crate::store::{Store, StoreError};
 
@@ -76,6 +85,7 @@ impl HttpsFetcher {
             return Err(CimdError::Fetch("the host has no address".into()));
         }
         if addrs.iter().any(|a| is_forbidden_ip(a.ip())) {
+            tracing::warn!(client_id = %url, "client metadata document host resolves to a forbidden address");
             return Err(CimdError::ForbiddenAddress);
         }
         let client = reqwest::Client::builder()
@@ -131,12 +141,47 @@ pub enum ClientLookupError {
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A new client would exceed the caller's per-address budget of registrations; retry
+    /// after this many seconds.
+    #[error("too many new applications from this address; retry after {0} seconds")]
+    Throttled(i64),
 }
 
-/// Resolves `client_id`s, caching metadata documents in memory for their HTTP lifetime.
+/// Most client metadata documents kept in memory at once.
+pub const MAX_CACHED_DOCUMENTS: usize = 1_000;
+
+/// Whom a metadata document is fetched for: a caller whose new clients spend a per-address
+/// budget (`limit`, [`crate::oauth::register::registration_budget`]), or a signed-in person.
+#[derive(Debug, Clone)]
+pub enum FetchFor {
+    /// An anonymous caller: a new client spends one attempt of this limit.
+    Budgeted(Limit),
+    /// A signed-in person: no budget.
+    SignedIn,
+}
+
+/// Resolves `client_id`s, caching metadata documents in memory for their HTTP lifetime (at
+/// most [`MAX_CACHED_DOCUMENTS`]).
 pub struct ClientResolver {
     fetcher: Arc<dyn MetadataFetcher>,
     cache: Mutex<HashMap<String, (ClientRecord, Instant)>>,
+}
+
+/// Keeps `record` for `ttl` in `cache`, pruning expired documents when the cache is full; a
+/// cache still full of live documents keeps what it has (the next use fetches again).
+fn remember(
+    cache: &mut HashMap<String, (ClientRecord, Instant)>,
+    record: &ClientRecord,
+    ttl: Duration,
+) {
+    let now = Instant::now();
+    if cache.len() >= MAX_CACHED_DOCUMENTS && !cache.contains_key(&record.client_id) {
+        cache.retain(|_, (_, until)| *until > now);
+        if cache.len() >= MAX_CACHED_DOCUMENTS {
+            return;
+        }
+    }
+    cache.insert(record.client_id.clone(), (record.clone(), now + ttl));
 }
 
 impl std::fmt::Debug for ClientResolver {
@@ -156,13 +201,15 @@ impl ClientResolver {
 
     /// The client for `client_id`: `Ok(None)` when no such registered client exists. A
     /// URL-shaped id is resolved through its metadata document and recorded in the clients
-    /// table (so consents and tokens can refer to it).
+    /// table (so consents and tokens can refer to it); a new one spends `for_whom`'s budget
+    /// ([`ClientLookupError::Throttled`] when it is spent).
     pub async fn lookup(
         &self,
         store: &Store,
         client_id: &ClientId,
+        for_whom: &FetchFor,
     ) -> Result<Option<ClientRecord>, ClientLookupError> {
-        Ok(self.lookup_ticketed(store, client_id).await?.0)
+        Ok(self.lookup_ticketed(store, client_id, for_whom).await?.0)
     }
 
     /// [`ClientResolver::lookup`], with the validation-cache ticket a registered client was
@@ -172,6 +219,7 @@ impl ClientResolver {
         &self,
         store: &Store,
         client_id: &ClientId,
+        for_whom: &FetchFor,
     ) -> Result<(Option<ClientRecord>, CacheTicket), ClientLookupError> {
         if !client_id.is_metadata_document() {
             let ticket = store.cache_ticket().await?;
@@ -179,7 +227,7 @@ impl ClientResolver {
             return Ok((client, ticket));
         }
         Ok((
-            self.metadata_client(store, client_id).await?,
+            self.metadata_client(store, client_id, for_whom).await?,
             CacheTicket::bypass(),
         ))
     }
@@ -189,14 +237,31 @@ impl ClientResolver {
         &self,
         store: &Store,
         client_id: &ClientId,
+        for_whom: &FetchFor,
     ) -> Result<Option<ClientRecord>, ClientLookupError> {
         let client_id = client_id.as_str();
-        if let Some((record, until)) = self.cache.lock().expect("cache lock").get(client_id)
-            && *until > Instant::now()
-        {
-            return Ok(Some(record.clone()));
+        let cached = {
+            let cache = self.cache.lock().expect("cache lock");
+            cache
+                .get(client_id)
+                .filter(|(_, until)| *until > Instant::now())
+                .map(|(record, _)| record.clone())
+        };
+        // The stored row is what consents and tokens refer to: without it (deleted as
+        // unused), the document is fetched again.
+        let stored = store.client(client_id).await?;
+        if let (Some(record), Some(_)) = (cached, &stored) {
+            return Ok(Some(record));
         }
         let url = validate_client_id_url(client_id)?;
+        if stored.is_none()
+            && let FetchFor::Budgeted(limit) = for_whom
+            && let Admission::Refused { retry_after, .. } = store
+                .admit(std::slice::from_ref(limit), crate::store::now())
+                .await?
+        {
+            return Err(ClientLookupError::Throttled(retry_after));
+        }
         let fetched = self.fetcher.fetch(&url).await?;
         let meta = validate_document(client_id, &fetched.body)?;
         let record = ClientRecord {
@@ -214,16 +279,55 @@ impl ClientResolver {
         store.upsert_metadata_client(&record).await?;
         let mut cache = self.cache.lock().expect("cache lock");
         match cache_lifetime(fetched.cache_control.as_deref()) {
-            Some(ttl) => {
-                cache.insert(
-                    client_id.to_string(),
-                    (record.clone(), Instant::now() + ttl),
-                );
-            }
+            Some(ttl) => remember(&mut cache, &record, ttl),
             None => {
                 cache.remove(client_id);
             }
         }
         Ok(Some(record))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str) -> ClientRecord {
+        ClientRecord {
+            client_id: id.to_string(),
+            client_secret_hash: None,
+            token_endpoint_auth_method: "none".into(),
+            client_name: None,
+            redirect_uris: Vec::new(),
+            grant_types: Vec::new(),
+            scope: None,
+            metadata: serde_json::Value::Null,
+            can_introspect: false,
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn the_document_cache_is_bounded_and_pruned() {
+        let mut cache = HashMap::new();
+        for i in 0..MAX_CACHED_DOCUMENTS + 50 {
+            remember(
+                &mut cache,
+                &record(&format!("https://a{i}.example/c")),
+                Duration::from_secs(600),
+            );
+        }
+        assert_eq!(cache.len(), MAX_CACHED_DOCUMENTS, "full of live documents");
+        // Expired documents make room when the cache is full.
+        for (_, until) in cache.values_mut().take(10) {
+            *until = Instant::now() - Duration::from_secs(1);
+        }
+        remember(
+            &mut cache,
+            &record("https://new.example/c"),
+            Duration::from_secs(600),
+        );
+        assert!(cache.contains_key("https://new.example/c"));
+        assert_eq!(cache.len(), MAX_CACHED_DOCUMENTS - 9);
     }
 }

@@ -72,6 +72,16 @@ async fn register_inner(
             "the request body must be JSON (Content-Type: application/json)".into(),
         ));
     }
+    // Refusals that need no body come before the body is read.
+    if crate::request_body::declared_over(headers, MAX_BODY_BYTES) {
+        return Err(OAuthError::InvalidClientMetadata(format!(
+            "the request body is larger than {MAX_BODY_BYTES} bytes"
+        )));
+    }
+    let budget = registration_budget(state, ip, 0);
+    if let Some(retry_after) = state.store.refusal(&[budget], now()).await? {
+        return Ok(throttled(retry_after));
+    }
     let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
         .map_err(|e| {
@@ -165,16 +175,16 @@ async fn register_inner(
 /// of requests per hour (counted before the request is parsed, whatever its outcome). Beyond
 /// that: `429 Too Many Requests` with `Retry-After` (RFC 6585 §4) and an RFC 6749 §5.2 body,
 /// `temporarily_unavailable`, with nothing written.
-async fn registration_limit(
-    state: &AppState,
-    ip: &str,
-    size: usize,
-) -> Result<Option<Response>, OAuthError> {
+/// The per-address budget of registrations: `GATEHOUSE_REGISTRATIONS_PER_HOUR` requests and
+/// `GATEHOUSE_REGISTRATION_BYTES_PER_HOUR` bytes per source address (an IPv6 /64) per hour,
+/// an attempt of `size` bytes. Client ID metadata documents fetched for anonymous visitors
+/// spend the same budget ([`super::clients`]).
+pub fn registration_budget(state: &AppState, ip: &str, size: usize) -> Limit {
     let source = match ip.parse() {
         Ok(addr) => source_key(addr),
         Err(_) => ip.to_string(),
     };
-    let limit = Limit::new(
+    Limit::new(
         "register-address",
         &source,
         Policy::Window {
@@ -183,26 +193,37 @@ async fn registration_limit(
             window_secs: 3600,
         },
         i64::try_from(size).unwrap_or(i64::MAX),
-    );
+    )
+}
+
+/// The 429 of a spent registration budget (`Retry-After` in seconds).
+fn throttled(retry_after: i64) -> Response {
+    metrics::counter!(crate::metrics::REGISTRATIONS, "outcome" => "throttled").increment(1);
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [
+            (header::CACHE_CONTROL, "no-store".to_string()),
+            (header::RETRY_AFTER, retry_after.to_string()),
+        ],
+        axum::Json(json!({
+            "error": "temporarily_unavailable",
+            "error_description": format!(
+                "too many registrations from this address; retry after {retry_after} seconds"
+            ),
+        })),
+    )
+        .into_response()
+}
+
+async fn registration_limit(
+    state: &AppState,
+    ip: &str,
+    size: usize,
+) -> Result<Option<Response>, OAuthError> {
+    let limit = registration_budget(state, ip, size);
     Ok(match state.store.admit(&[limit], now()).await? {
         Admission::Admitted(_) => None,
-        Admission::Refused { retry_after, .. } => Some({
-            metrics::counter!(crate::metrics::REGISTRATIONS, "outcome" => "throttled").increment(1);
-            (
-                StatusCode::TOO_MANY_REQUESTS,
-                [
-                    (header::CACHE_CONTROL, "no-store".to_string()),
-                    (header::RETRY_AFTER, retry_after.to_string()),
-                ],
-                axum::Json(json!({
-                    "error": "temporarily_unavailable",
-                    "error_description": format!(
-                        "too many registrations from this address; retry after {retry_after} seconds"
-                    ),
-                })),
-            )
-                .into_response()
-        }),
+        Admission::Refused { retry_after, .. } => Some(throttled(retry_after)),
     })
 }
 

@@ -101,7 +101,7 @@ impl Store {
             .bind(email.as_str())
             .execute(&self.writer())
             .await?;
-        self.auth_changed();
+        self.auth_changed().await;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound(format!("account {}", email.as_str())));
         }

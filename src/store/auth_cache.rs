@@ -16,10 +16,21 @@
 //!     cache first. So every writer, in this process or another, is seen by the next request.
 //!   - `PostgreSQL` sends `NOTIFY gatehouse_auth` when the writing transaction commits; every
 //!     instance listens ([`Store::start_auth_listener`], sqlx `PgListener`) and empties its
-//!     cache on each notification. While the listener is not connected, or has not heard its
-//!     own heartbeat (a notification it sends itself every [`HEARTBEAT`]) within
-//!     [`HEARTBEAT_STALE`], the cache is bypassed: no answer is read from it or stored in it,
-//!     and it is emptied when the listener comes back.
+//!     cache on each notification. Freshness, not liveness, decides whether the cache is used:
+//!     every [`HEARTBEAT`] the instance notifies its own heartbeat channel (on a connection of
+//!     its own) with the time it sends it, and `PostgreSQL` delivers notifications in the
+//!     order their transactions committed. So once the listener has heard the heartbeat sent
+//!     at time S, it has heard (and applied) every change committed before S: the cache is
+//!     current as of S. A cached answer is used only while the newest heartbeat heard was sent
+//!     less than [`CURRENT_FOR`] ago; a listener path that delivers late (or not at all) makes
+//!     every heartbeat it delivers too old, and the cache is bypassed, however much it hears.
+//!   - The other half: every revoking method of the store, once its change has committed,
+//!     waits [`ANNOUNCE_WAIT`] (longer than [`CURRENT_FOR`]) before it returns. By then every
+//!     instance has either heard the change or heard no heartbeat sent after it, so it refuses
+//!     the credential on its next request: the request that follows `gatehouse key revoke`,
+//!     RFC 7009 revocation or a withdrawn consent on any instance is refused on every other
+//!     one. A change made outside Gatehouse (an operator's `psql`) is seen within
+//!     [`CURRENT_FOR`].
 //! - The store's own revoking methods also empty the cache of their process right after they
 //!   commit, so a revocation answered by this instance is seen by its next request without
 //!   waiting for the notification.
@@ -46,11 +57,17 @@ pub const CACHE_CAPACITY: usize = 10_000;
 /// The `PostgreSQL` channel of invalidations (sent by the triggers of migration 0011).
 pub const AUTH_CHANNEL: &str = "gatehouse_auth";
 
-/// How often a listening instance notifies itself to prove its listener still hears.
-pub const HEARTBEAT: Duration = Duration::from_millis(500);
+/// How often a listening instance notifies its own heartbeat channel with the time it sends it.
+pub const HEARTBEAT: Duration = Duration::from_millis(50);
 
-/// How long without hearing anything (heartbeat or invalidation) before the cache is bypassed.
-pub const HEARTBEAT_STALE: Duration = Duration::from_millis(2_000);
+/// `PostgreSQL`: the cache is used only while the newest heartbeat heard was sent less than this
+/// long ago (it is then current as of that heartbeat's sending; module documentation).
+pub const CURRENT_FOR: Duration = Duration::from_millis(250);
+
+/// `PostgreSQL`: how long a revoking method waits after its change committed before it returns,
+/// so that no instance still uses a cached answer from before the change: [`CURRENT_FOR`] and a
+/// margin for the clocks of two machines running at slightly different rates.
+pub const ANNOUNCE_WAIT: Duration = Duration::from_millis(300);
 
 /// Which kind of lookup a cached answer belongs to (the key of the cache is kind + the
 /// credential's hash, or the `client_id` of a client).
@@ -105,8 +122,10 @@ pub(crate) struct AuthCache {
     enabled: AtomicBool,
     /// `PostgreSQL`: the listener is connected and listening.
     listening: AtomicBool,
-    /// `PostgreSQL`: when the listener last heard anything, in milliseconds since `started`.
-    heard_ms: AtomicU64,
+    /// `PostgreSQL`: the time, in milliseconds since `started`, as of which the cache is known
+    /// to be current: the sending time of the newest heartbeat heard, or the moment the
+    /// listener started listening (with an empty cache).
+    current_ms: AtomicU64,
     started: Instant,
 }
 
@@ -145,7 +164,7 @@ impl AuthCache {
             },
             enabled: AtomicBool::new(false),
             listening: AtomicBool::new(false),
-            heard_ms: AtomicU64::new(0),
+            current_ms: AtomicU64::new(0),
             started: Instant::now(),
         }
     }
@@ -168,24 +187,28 @@ impl AuthCache {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    fn heard(&self) {
-        self.heard_ms.store(self.elapsed_ms(), Ordering::SeqCst);
+    /// The listener heard the heartbeat sent at `sent_ms` (milliseconds since `started`):
+    /// every change committed before then has been heard and applied.
+    fn current_as_of(&self, sent_ms: u64) {
+        self.current_ms.fetch_max(sent_ms, Ordering::SeqCst);
     }
 
-    /// `PostgreSQL`: whether the listener is connected and heard something recently.
-    fn hearing(&self) -> bool {
+    /// `PostgreSQL`: whether the listener is connected and the cache is current as of less
+    /// than [`CURRENT_FOR`] ago.
+    fn current(&self) -> bool {
         self.listening.load(Ordering::SeqCst)
             && self
                 .elapsed_ms()
-                .saturating_sub(self.heard_ms.load(Ordering::SeqCst))
-                < HEARTBEAT_STALE.as_millis() as u64
+                .saturating_sub(self.current_ms.load(Ordering::SeqCst))
+                < CURRENT_FOR.as_millis() as u64
     }
 
     fn set_listening(&self, on: bool) {
         if on {
-            // Whatever happened while nobody listened is unknown: start empty.
+            // Whatever happened while nobody listened is unknown: start empty. What is cached
+            // from now on is read after `LISTEN`, so any later change will be heard.
             self.invalidate();
-            self.heard();
+            self.current_as_of(self.elapsed_ms());
             self.listening.store(true, Ordering::SeqCst);
         } else {
             self.listening.store(false, Ordering::SeqCst);
@@ -256,7 +279,7 @@ impl Store {
             return Ok(None);
         }
         match cache.mode {
-            Mode::Notify => Ok(cache.hearing().then(|| cache.ticket())),
+            Mode::Notify => Ok(cache.current().then(|| cache.ticket())),
             Mode::Generation => {
                 const GENERATION: &str = "SELECT generation FROM auth_generation WHERE id = 1";
                 let generation: i64 = match self.read_in_place(|conn| {
@@ -285,21 +308,26 @@ impl Store {
     }
 
     /// What `ticket` allows now: on `SQLite` what it allowed when taken (the generation row's
-    /// reading it stands for); on `PostgreSQL` nothing once the listener has stopped hearing
-    /// (two atomic loads, no database work), so that no lookup trusts a listener that has
-    /// since gone quiet. An invalidation since the ticket was taken needs no look: it emptied
+    /// reading it stands for); on `PostgreSQL` nothing once the cache is no longer known to be
+    /// current (two atomic loads, no database work), so that no lookup trusts a listener that
+    /// has since fallen behind. An invalidation since the ticket was taken needs no look: it emptied
     /// the cache, and its epoch refuses what the ticket would store.
     fn still(&self, CacheTicket(ticket): CacheTicket) -> Option<Ticket> {
         match self.auth_cache.mode {
             Mode::Generation => ticket,
-            Mode::Notify => ticket.filter(|_| self.auth_cache.hearing()),
+            Mode::Notify => ticket.filter(|_| self.auth_cache.current()),
         }
     }
 
     /// Empties this process's validation cache: called by the store's revoking methods after
-    /// they commit (other processes learn of the change from the database).
-    pub(crate) fn auth_changed(&self) {
+    /// they commit (other processes learn of the change from the database). On `PostgreSQL` it
+    /// then waits [`ANNOUNCE_WAIT`], so that when the revoking method returns no instance uses
+    /// a cached answer from before the change (module documentation).
+    pub(crate) async fn auth_changed(&self) {
         self.auth_cache.invalidate();
+        if self.auth_cache.mode == Mode::Notify {
+            tokio::time::sleep(ANNOUNCE_WAIT).await;
+        }
     }
 
     /// Turns the validation cache on or off for this store and its clones
@@ -318,11 +346,11 @@ impl Store {
     }
 
     /// Whether cached answers are being used on the strength of `PostgreSQL` notifications
-    /// (the cache is on, and the listener connected and hearing): a change written by another
+    /// (the cache is on, the listener connected and current): a change written by another
     /// process is then seen once its notification arrives, not before.
     pub fn auth_cache_waits_for_notifications(&self) -> bool {
         let cache = &self.auth_cache;
-        cache.enabled.load(Ordering::SeqCst) && cache.mode == Mode::Notify && cache.hearing()
+        cache.enabled.load(Ordering::SeqCst) && cache.mode == Mode::Notify && cache.current()
     }
 
     /// Whether this process has a live answer cached for `key`: a credential's stored hash
@@ -475,11 +503,14 @@ impl Store {
     }
 
     /// `PostgreSQL`: starts listening for invalidations (`LISTEN gatehouse_auth`) with the
-    /// heartbeat; until it hears, and whenever it stops hearing, the cache is bypassed. The
-    /// listener reconnects on its own (after 0.25–2 s). `None` on `SQLite` (nothing to listen
-    /// to) or when already started. Must be called inside a Tokio runtime; the tasks run until
-    /// [`AuthListener::stop`].
-    pub fn start_auth_listener(&self) -> Option<AuthListener> {
+    /// heartbeat; until the cache is known current, and whenever it no longer is, the cache is
+    /// bypassed. The listener connects to `listen_url` when given
+    /// (`GATEHOUSE_LISTEN_DATABASE_URL`: the same database reached another way, such as past a
+    /// pooler that cannot `LISTEN`), else to the store's own URL; the heartbeat is sent on a
+    /// connection of its own to the store's URL. Both reconnect on their own (after 0.25–2 s).
+    /// `None` on `SQLite` (nothing to listen to) or when already started. Must be called inside
+    /// a Tokio runtime; the tasks run until [`AuthListener::stop`].
+    pub fn start_auth_listener(&self, listen_url: Option<&str>) -> Option<AuthListener> {
         if self.auth_cache.mode != Mode::Notify {
             return None;
         }
@@ -490,10 +521,10 @@ impl Store {
         let heartbeat = format!("gatehouse_heartbeat_{}", uuid::Uuid::new_v4().simple());
         let listen = tokio::spawn(listen_loop(
             self.clone(),
-            url.to_string(),
+            listen_url.map_or_else(|| url.to_string(), str::to_string),
             heartbeat.clone(),
         ));
-        let beat = tokio::spawn(heartbeat_loop(self.clone(), heartbeat));
+        let beat = tokio::spawn(heartbeat_loop(self.clone(), url.to_string(), heartbeat));
         Some(AuthListener { listen, beat })
     }
 }
@@ -537,8 +568,11 @@ async fn listen_loop(store: Store, url: String, heartbeat: String) {
                         Ok(Some(notification)) => {
                             if notification.channel() == AUTH_CHANNEL {
                                 cache.invalidate();
+                            } else if let Ok(sent_ms) = notification.payload().parse::<u64>() {
+                                // Our own heartbeat channel: every change committed before
+                                // it was sent has been heard (commit order).
+                                cache.current_as_of(sent_ms);
                             }
-                            cache.heard();
                         }
                         Ok(None) => {
                             tracing::warn!(
@@ -563,19 +597,39 @@ async fn listen_loop(store: Store, url: String, heartbeat: String) {
     }
 }
 
-/// Notifies this instance's heartbeat channel every [`HEARTBEAT`], through the pool.
-async fn heartbeat_loop(store: Store, channel: String) {
-    let mut tick = tokio::time::interval(HEARTBEAT);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+/// Notifies this instance's heartbeat channel every [`HEARTBEAT`] with the time of sending
+/// (milliseconds since the cache's start), on a connection of its own (a busy pool must not
+/// delay it: a late heartbeat is taken as a late listener and bypasses the cache).
+async fn heartbeat_loop(store: Store, url: String, channel: String) {
+    use sqlx::Connection as _;
+    let cache = &store.auth_cache;
+    let mut backoff = Duration::from_millis(250);
     loop {
-        tick.tick().await;
-        if let Err(e) = sqlx::query("SELECT pg_notify($1, '')")
-            .bind(&channel)
-            .execute(&store.pool())
-            .await
-        {
-            tracing::debug!(error = %e, "validation cache: heartbeat not sent");
+        match sqlx::postgres::PgConnection::connect(&url).await {
+            Ok(mut conn) => {
+                backoff = Duration::from_millis(250);
+                let mut tick = tokio::time::interval(HEARTBEAT);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    let sent_ms = cache.elapsed_ms().to_string();
+                    if let Err(e) = sqlx::query("SELECT pg_notify($1, $2)")
+                        .bind(&channel)
+                        .bind(&sent_ms)
+                        .execute(&mut conn)
+                        .await
+                    {
+                        tracing::debug!(error = %e, "validation cache: heartbeat not sent");
+                        break;
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "validation cache: heartbeat cannot connect");
+            }
         }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(2));
     }
 }
 
@@ -648,10 +702,31 @@ mod tests {
     #[test]
     fn postgres_is_bypassed_until_the_listener_hears() {
         let cache = AuthCache::new(Backend::Postgres);
-        assert!(!cache.hearing());
+        assert!(!cache.current());
         cache.set_listening(true);
-        assert!(cache.hearing());
+        assert!(cache.current());
         cache.set_listening(false);
-        assert!(!cache.hearing());
+        assert!(!cache.current());
+    }
+
+    /// A listener that keeps hearing, but late, is not current: only the sending time of the
+    /// heartbeats it hears counts.
+    #[test]
+    fn postgres_trusts_only_heartbeats_sent_recently() {
+        let cache = AuthCache::new(Backend::Postgres);
+        cache.set_listening(true);
+        std::thread::sleep(CURRENT_FOR + Duration::from_millis(50));
+        assert!(!cache.current(), "nothing heard since listening began");
+        // A heartbeat heard now but sent at the start (a path delaying it by CURRENT_FOR).
+        cache.current_as_of(0);
+        assert!(
+            !cache.current(),
+            "a late heartbeat does not make it current"
+        );
+        cache.current_as_of(cache.elapsed_ms());
+        assert!(cache.current(), "a heartbeat sent just now does");
+        // An older heartbeat heard after a newer one changes nothing.
+        cache.current_as_of(0);
+        assert!(cache.current());
     }
 }

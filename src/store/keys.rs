@@ -325,7 +325,7 @@ impl Store {
         .execute(&self.writer())
         .await?
         .rows_affected();
-        self.auth_changed();
+        self.auth_changed().await;
         if done == 1 {
             return Ok(true);
         }

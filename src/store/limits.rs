@@ -99,6 +99,25 @@ impl Store {
         })
     }
 
+    /// Whether an attempt would be refused now, without counting it or writing anything: the
+    /// longest wait in seconds among the limits that would refuse, `None` when every limit
+    /// would admit it. One primary-key read; lets a route refuse before it reads a request
+    /// body (the body's own cost, such as bytes, is not known yet: `amount` as given).
+    ///
+    /// Errors: [`StoreError::Database`].
+    pub async fn refusal(&self, limits: &[Limit], now: i64) -> Result<Option<i64>, StoreError> {
+        let stored = self.counters(limits).await?;
+        Ok(limits
+            .iter()
+            .filter_map(
+                |l| match l.policy.admit(stored.get(&l.key).copied(), now, l.amount) {
+                    Decision::Refuse { retry_after } => Some(retry_after),
+                    Decision::Admit(_) => None,
+                },
+            )
+            .max())
+    }
+
     /// Forgets a counter (a successful sign-in clears the account's failures).
     pub async fn clear_counter(&self, limit: &Limit) -> Result<(), StoreError> {
         sqlx::query("DELETE FROM rate_limits WHERE key = $1")
@@ -132,11 +151,12 @@ impl Store {
             .rows_affected())
     }
 
-    /// Deletes dynamically registered clients created before `created_before` (Unix seconds)
-    /// that never completed an authorization: no consent, no code, no token family ever
-    /// referred to them, and no authorization request waiting on a consent page now (`now`,
-    /// Unix seconds). Clients made on the command line (no redirect URIs) and client ID
-    /// metadata documents (URL-shaped ids) are never touched. Returns how many were deleted.
+    /// Deletes dynamically registered clients and clients known from a client ID metadata
+    /// document (URL-shaped ids) created before `created_before` (Unix seconds) that never
+    /// completed an authorization: no consent, no code, no token family ever referred to them,
+    /// and no authorization request waiting on a consent page now (`now`, Unix seconds). A
+    /// metadata-document client used again later is fetched again. Clients made on the command
+    /// line (no redirect URIs) are never touched. Returns how many were deleted.
     pub async fn expire_unused_clients(
         &self,
         created_before: i64,
@@ -147,7 +167,8 @@ impl Store {
         // can only keep a client longer.
         let deleted = sqlx::query(
             "DELETE FROM oauth_clients WHERE created_at < $1 \
-             AND substr(client_id, 1, 3) = 'gc_' AND redirect_uris <> '[]' \
+             AND (substr(client_id, 1, 3) = 'gc_' OR substr(client_id, 1, 8) = 'https://') \
+             AND redirect_uris <> '[]' \
              AND NOT EXISTS (SELECT 1 FROM consents c WHERE c.client_id = oauth_clients.client_id) \
              AND NOT EXISTS (SELECT 1 FROM authorization_codes a WHERE a.client_id = oauth_clients.client_id) \
              AND NOT EXISTS (SELECT 1 FROM token_families f WHERE f.client_id = oauth_clients.client_id) \
@@ -162,7 +183,7 @@ impl Store {
         .rows_affected();
         if deleted > 0 {
             // The validation cache may hold them (other processes hear the trigger).
-            self.auth_changed();
+            self.auth_changed().await;
         }
         Ok(deleted)
     }

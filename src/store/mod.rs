@@ -18,6 +18,7 @@ pub mod accounts;
 pub mod audit;
 pub mod auth_cache;
 pub mod checkpoints;
+pub mod devices;
 pub mod in_place;
 pub mod keys;
 pub mod limits;
@@ -826,6 +827,7 @@ impl Store {
                 expired,
             ),
             ("DELETE FROM setup_tokens WHERE expires_at < $1", expired),
+            ("DELETE FROM signin_devices WHERE expires_at < $1", expired),
             (
                 "DELETE FROM authorization_requests WHERE expires_at < $1",
                 expired,

@@ -612,7 +612,7 @@ impl Store {
             .bind(&live.id)
             .fetch_optional(&self.writer())
             .await?;
-            self.auth_changed();
+            self.auth_changed().await;
             if let Some(id) = widened {
                 return Ok(id);
             }
@@ -632,7 +632,7 @@ impl Store {
         .bind(now)
         .fetch_one(&self.writer())
         .await?;
-        self.auth_changed();
+        self.auth_changed().await;
         Ok(id)
     }
 
@@ -779,7 +779,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        self.auth_changed();
+        self.auth_changed().await;
         Ok(changed == 1)
     }
 
@@ -939,7 +939,7 @@ impl Store {
         .bind(client_id)
         .execute(&self.writer())
         .await?;
-        self.auth_changed();
+        self.auth_changed().await;
         Ok(None)
     }
 
@@ -1004,7 +1004,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        self.auth_changed();
+        self.auth_changed().await;
         Ok(Some(client_id))
     }
 }

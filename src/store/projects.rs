@@ -147,7 +147,7 @@ impl Store {
         .bind(now)
         .execute(&self.writer())
         .await?;
-        self.auth_changed();
+        self.auth_changed().await;
         Ok(())
     }
 
@@ -272,7 +272,7 @@ impl Store {
         .bind(account_id)
         .execute(&self.writer())
         .await?;
-        self.auth_changed();
+        self.auth_changed().await;
         Ok(done.rows_affected() == 1)
     }
 }

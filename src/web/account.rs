@@ -17,8 +17,14 @@ use crate::error::AppError;
 use crate::state::AppState;
 use crate::store::accounts::Account;
 use crate::store::audit::AuditEvent;
-use crate::store::limits::Admission;
 use crate::store::now;
+
+/// Wrong current passwords one signed-in session may send on this page; the last of them
+/// signs the session out (signing in again goes through the sign-in page's limits).
+pub const MAX_PASSWORD_FAILURES_PER_SESSION: u32 = 5;
+
+/// The session's count of wrong current passwords sent on this page.
+const FAILURES_KEY: &str = "password_failures";
 
 #[derive(Template)]
 #[template(path = "account.html")]
@@ -101,7 +107,9 @@ pub struct PasswordForm {
 
 /// `POST /account/password`: checks the current password and hashes the new one on the
 /// password pool (503 with `Retry-After` when it is full), stores it and, when asked, ends
-/// every other session of the account. This session stays signed in.
+/// every other session of the account. This session stays signed in. Wrong current passwords
+/// are limited per session ([`MAX_PASSWORD_FAILURES_PER_SESSION`], then signed out), never by
+/// the sign-in page's per-address or per-account counters.
 pub async fn change_password(
     State(state): State<AppState>,
     client: ClientAddr,
@@ -144,23 +152,10 @@ pub async fn change_password(
         source_ip: Some(&ip),
         ..Default::default()
     };
-    // Guessing the current password here counts like guessing it on the sign-in page: the
-    // same per-address, per-(address, email) and per-account limits, before the check.
-    let limits = crate::signin::limits(client.0, &account.email.to_lowercase());
-    let counted = match state.store.admit(&limits, now).await? {
-        Admission::Admitted(counted) => counted,
-        Admission::Refused { retry_after, .. } => {
-            let r = refuse(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!(
-                    "too many wrong passwords. Wait {} and try again.",
-                    crate::signin::wait_in_words(retry_after)
-                ),
-            )
-            .await?;
-            return Ok(super::retry_after(r, retry_after));
-        }
-    };
+    // Guessing the current password here is limited by the signed-in session, not by the
+    // sign-in page's anonymous counters (which strangers can fill): after
+    // MAX_PASSWORD_FAILURES_PER_SESSION wrong ones the session is signed out.
+    let failures = session.get::<u32>(FAILURES_KEY).await?.unwrap_or(0);
     let Ok(verified) = slot
         .verify(form.current_password, Some(account.password_hash.clone()))
         .await
@@ -170,13 +165,18 @@ pub async fn change_password(
     };
     if !verified {
         state.store.audit(audit("failure"), now).await;
+        if failures + 1 >= MAX_PASSWORD_FAILURES_PER_SESSION {
+            super::session::sign_out(&session).await?;
+            return Ok(see_other("/signin?next=%2Faccount"));
+        }
+        session.insert(FAILURES_KEY, failures + 1).await?;
         return refuse(
             StatusCode::UNPROCESSABLE_ENTITY,
             "the current password is wrong.".to_string(),
         )
         .await;
     }
-    crate::signin::forget_failures(&state, &limits, &counted).await?;
+    session.remove::<u32>(FAILURES_KEY).await?;
     let Ok(slot) = state.passwords.try_reserve() else {
         let (status, error) = busy();
         return refuse(status, error).await;
@@ -217,6 +217,8 @@ pub async fn sign_out_everywhere(
     };
     let now = now();
     state.store.end_sessions(&account.id).await?;
+    // Browsers signed in before are no longer recognised at sign-in either.
+    state.store.forget_devices(&account.id).await?;
     super::session::sign_out(&session).await?;
     state
         .store

@@ -21,6 +21,8 @@ use crate::error::AppError;
 use crate::oauth::authorize::{
     self, AuthorizeError, consent_covers, error_redirect, issue_code, validate,
 };
+use crate::oauth::clients::FetchFor;
+use crate::oauth::register::registration_budget;
 use crate::state::AppState;
 use crate::store::now;
 
@@ -43,6 +45,7 @@ struct ConsentPage<'a> {
 /// `GET /oauth/authorize?…`.
 pub async fn authorize_get(
     State(state): State<AppState>,
+    client: ClientAddr,
     session: Session,
     RawQuery(query): RawQuery,
 ) -> Result<Response, AppError> {
@@ -50,22 +53,31 @@ pub async fn authorize_get(
         url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
             .into_owned()
             .collect();
-    authorize(state, session, pairs).await
+    authorize(state, client, session, pairs).await
 }
 
 /// `POST /oauth/authorize` with a form body (OAuth 2.1 §4.1.1 allows POST).
 pub async fn authorize_post(
     State(state): State<AppState>,
+    client: ClientAddr,
     session: Session,
     PageForm(pairs): PageForm<Vec<(String, String)>>,
 ) -> Result<Response, AppError> {
-    authorize(state, session, pairs).await
+    authorize(state, client, session, pairs).await
 }
 
 fn redirect_error(state: &AppState, e: AuthorizeError) -> Response {
     match e {
         AuthorizeError::Storage { unavailable: true } => crate::error::unavailable_page(),
         AuthorizeError::Storage { unavailable: false } => crate::error::internal_error_page(),
+        AuthorizeError::Throttled { retry_after } => super::retry_after(
+            error_page(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many new applications",
+                "This address has asked for too many applications this server did not know yet. Sign in first, or try again later.",
+            ),
+            retry_after,
+        ),
         AuthorizeError::Page(message) => error_page(
             StatusCode::BAD_REQUEST,
             "This sign-in request is not valid",
@@ -114,10 +126,18 @@ fn signin_then_authorize(pairs: &[(String, String)], reauth: bool) -> String {
 
 async fn authorize(
     state: AppState,
+    client: ClientAddr,
     session: Session,
     pairs: Vec<(String, String)>,
 ) -> Result<Response, AppError> {
-    let req = match validate(&state, &pairs).await {
+    // A metadata document not yet known, fetched for an anonymous visitor, spends the
+    // address's budget of new applications (a signed-in person has none).
+    let account = signed_in(&state, &session).await?;
+    let for_whom = match account {
+        Some(_) => FetchFor::SignedIn,
+        None => FetchFor::Budgeted(registration_budget(&state, &client.to_string(), 0)),
+    };
+    let req = match validate(&state, &pairs, &for_whom).await {
         Ok(r) => r,
         Err(e) => return Ok(redirect_error(&state, e)),
     };
@@ -134,7 +154,6 @@ async fn authorize(
     };
     let prompt = req.prompt.as_deref().unwrap_or("");
     let wants = |value: &str| prompt.split(' ').any(|p| p == value);
-    let account = signed_in(&state, &session).await?;
     // Not signed in, or `prompt=login` (OpenID Connect Core §3.1.2.1: authenticate again): the
     // sign-in page, then back to this request without `login`, so it is asked for once.
     if account.is_none() || wants("login") {

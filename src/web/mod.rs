@@ -4,7 +4,7 @@
 
 use askama::Template;
 use axum::Router;
-use axum::extract::{Form, FromRequest, FromRequestParts, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, Query, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
@@ -110,8 +110,57 @@ pub fn error_page(status: StatusCode, title: &str, message: &str) -> Response {
     }
 }
 
-/// A form body (`application/x-www-form-urlencoded`) whose rejection — a missing or repeated
-/// field, a wrong content type — is an HTML error page (400) rather than plain text.
+/// Largest form body of a page, in bytes (every page form holds a few short fields).
+pub const MAX_PAGE_FORM_BYTES: usize = 16 * 1024;
+
+/// Reads a page form's fields: `application/x-www-form-urlencoded`, at most
+/// [`MAX_PAGE_FORM_BYTES`], within the body's deadline ([`crate::request_body`]). The content
+/// type and a declared length are checked before the body is read. Errors: the "Request not
+/// understood" page (400), the "Request too large" page (413), the "Request too slow" page (408).
+async fn read_page_form(
+    headers: &http::HeaderMap,
+    body: axum::body::Body,
+) -> Result<Vec<(String, String)>, Response> {
+    let form_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.to_ascii_lowercase()
+                .starts_with("application/x-www-form-urlencoded")
+        });
+    if !form_type {
+        return Err(not_understood());
+    }
+    if crate::request_body::declared_over(headers, MAX_PAGE_FORM_BYTES) {
+        return Err(too_large());
+    }
+    let bytes = axum::body::to_bytes(body, MAX_PAGE_FORM_BYTES)
+        .await
+        .map_err(|e| {
+            if crate::error::body_stalled(&e) {
+                error_page(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "Request too slow",
+                    "The form did not arrive in time. Go back and send it again.",
+                )
+            } else {
+                too_large()
+            }
+        })?;
+    serde_urlencoded::from_bytes(&bytes).map_err(|_| not_understood())
+}
+
+fn too_large() -> Response {
+    error_page(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "Request too large",
+        "This form was sent more than this page accepts. Go back, reload the page and try again.",
+    )
+}
+
+/// A form body (`application/x-www-form-urlencoded`, at most [`MAX_PAGE_FORM_BYTES`]) whose
+/// rejection — a missing or repeated field, a wrong content type, a body too large or too
+/// slow — is an HTML error page rather than plain text.
 pub struct PageForm<T>(pub T);
 
 impl<S, T> FromRequest<S> for PageForm<T>
@@ -121,11 +170,13 @@ where
 {
     type Rejection = Response;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match Form::<T>::from_request(req, state).await {
-            Ok(Form(value)) => Ok(PageForm(value)),
-            Err(_) => Err(not_understood()),
-        }
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        let (parts, body) = req.into_parts();
+        let pairs = read_page_form(&parts.headers, body).await?;
+        let encoded = serde_urlencoded::to_string(&pairs).map_err(|_| not_understood())?;
+        serde_urlencoded::from_str(&encoded)
+            .map(PageForm)
+            .map_err(|_| not_understood())
     }
 }
 
@@ -137,6 +188,10 @@ where
 /// body that does not fit `T` (a wrong content type, a repeated field) is the "Request not
 /// understood" page (400); a missing, repeated or wrong token is the "Form expired" page (403).
 /// Either way the handler never runs. `T` sees every field but `csrf_token`.
+///
+/// Nothing of the body is read before the cheap refusals: a browser that holds no token at
+/// all (no session token, no `gatehouse_csrf` cookie) gets "Form expired", a wrong content
+/// type or a declared length over [`MAX_PAGE_FORM_BYTES`] their pages, all without reading.
 pub struct CsrfForm<T>(pub T);
 
 impl<T> FromRequest<AppState> for CsrfForm<T>
@@ -151,10 +206,14 @@ where
             .await
             .map_err(|(_, why)| AppError::Other(format!("session: {why}")).into_response())?;
         let Ok(csrf) = PageCsrf::from_request_parts(&mut parts, state).await;
-        let req = Request::from_parts(parts, body);
-        let Ok(Form(pairs)) = Form::<Vec<(String, String)>>::from_request(req, state).await else {
-            return Err(not_understood());
-        };
+        if !csrf
+            .has_token(&session)
+            .await
+            .map_err(IntoResponse::into_response)?
+        {
+            return Err(form_expired());
+        }
+        let pairs = read_page_form(&parts.headers, body).await?;
         let (tokens, fields): (Vec<_>, Vec<_>) =
             pairs.into_iter().partition(|(k, _)| k == "csrf_token");
         let encoded = serde_urlencoded::to_string(&fields).map_err(|_| not_understood())?;

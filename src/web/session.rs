@@ -49,7 +49,7 @@ const CSRF_TOKEN_LEN: usize = 43;
 /// against too. Signing the cookie would bind it to nothing more: before sign-in there is no
 /// identity to bind it to, and someone able to plant cookies could plant a session cookie just
 /// as well.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct PageCsrf {
     cookie: Option<String>,
     minted: Option<String>,
@@ -110,6 +110,12 @@ impl PageCsrf {
             Some(expected) => matches(&expected),
             None => self.cookie.as_deref().is_some_and(matches),
         })
+    }
+
+    /// Whether there is a token a form could be checked against: the session's or the
+    /// cookie's. Without one every form is refused, so it is refused before its body is read.
+    pub async fn has_token(&self, session: &Session) -> Result<bool, AppError> {
+        Ok(self.cookie.is_some() || session.get::<String>(CSRF_KEY).await?.is_some())
     }
 
     /// A page with a form: rendered by `render` around the form's token

@@ -1,7 +1,9 @@
 //! `GET/POST /signin` and `POST /signout`.
 
 use askama::Template;
-use axum::extract::State;
+use axum::extract::{FromRequest, State};
+use axum::http::{HeaderValue, header};
+use tower_sessions::cookie::{Cookie, SameSite};
 
 use crate::client_addr::ClientAddr;
 use axum::http::StatusCode;
@@ -75,19 +77,28 @@ pub struct SigninForm {
     password: String,
 }
 
-/// `POST /signin`: checks CSRF, takes a place in the password queue (503 with `Retry-After`
-/// when full), makes the attempt ([`signin::attempt`]: 429 with `Retry-After` when a limit
-/// refuses it, 401 with [`BAD_CREDENTIALS`] when it fails), then cycles the session id and
-/// lands on `next`.
+/// `POST /signin`: refuses what it can before reading the body (a full password queue: 503
+/// with `Retry-After`; an address over its sign-in limit: 429; no CSRF token: 403), then reads
+/// and checks the form, takes a place in the password queue, makes the attempt
+/// ([`signin::attempt`]: 429 with `Retry-After` when a limit refuses it, 401 with
+/// [`BAD_CREDENTIALS`] when it fails), then cycles the session id and lands on `next`.
 pub async fn submit(
     State(state): State<AppState>,
     client: ClientAddr,
     session: Session,
     csrf: PageCsrf,
-    CsrfForm(form): CsrfForm<SigninForm>,
+    request: axum::extract::Request,
 ) -> Result<Response, AppError> {
-    let next = safe_next(form.next.as_deref());
     let now = now();
+    if let Some(refused) = refuse_unread(&state, &client, &session, &csrf, now).await? {
+        return Ok(refused);
+    }
+    let device = device_cookie(request.headers());
+    let form = match CsrfForm::<SigninForm>::from_request(request, &state).await {
+        Ok(CsrfForm(form)) => form,
+        Err(refused) => return Ok(refused),
+    };
+    let next = safe_next(form.next.as_deref());
     let (shown_next, email) = (next.as_str(), form.email.as_str());
     let page = |status: StatusCode, error: String| {
         csrf.page(&session, move |csrf_token| {
@@ -110,8 +121,16 @@ pub async fn submit(
         return Ok(retry_after(r, signin::BUSY_RETRY_AFTER_SECS));
     };
     let password = form.password.clone();
-    let verified = match signin::attempt(&state, slot, client.0, &form.email, password, now).await?
-    {
+    let attempt = signin::attempt(
+        &state,
+        slot,
+        client.0,
+        &form.email,
+        password,
+        device.as_deref(),
+        now,
+    );
+    let verified = match attempt.await? {
         Attempt::Verified(verified) => verified,
         Attempt::Throttled {
             retry_after,
@@ -137,8 +156,74 @@ pub async fn submit(
         }
     };
     super::session::sign_in(&session, &verified.account).await?;
-    verified.finish(&state, client.0, now).await?;
-    Ok(see_other(&next))
+    let device = verified.finish(&state, client.0, now).await?;
+    let mut response = see_other(&next);
+    let cookie = Cookie::build((signin::DEVICE_COOKIE, device))
+        .path("/signin")
+        .http_only(true)
+        .same_site(SameSite::Lax)
+        .secure(state.config.secure_cookies())
+        .max_age(time::Duration::seconds(signin::DEVICE_LIFETIME_SECS));
+    if let Ok(value) = HeaderValue::from_str(&cookie.to_string()) {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
+    Ok(response)
+}
+
+/// The value of the browser's device cookie ([`signin::DEVICE_COOKIE`]), if it sent one.
+fn device_cookie(headers: &http::HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(Cookie::split_parse)
+        .filter_map(Result::ok)
+        .find(|c| c.name() == signin::DEVICE_COOKIE)
+        .map(|c| c.value().to_string())
+}
+
+/// The refusals of `POST /signin` that need no body, made before it is read: a full password
+/// queue (503) and an address already over its sign-in limit (429, the page without a form
+/// field filled in).
+async fn refuse_unread(
+    state: &AppState,
+    client: &ClientAddr,
+    session: &Session,
+    csrf: &PageCsrf,
+    now: i64,
+) -> Result<Option<Response>, AppError> {
+    let page = |status: StatusCode, error: String| {
+        csrf.clone().page(session, move |csrf_token| {
+            render(
+                status,
+                &SigninPage {
+                    csrf_token,
+                    next: "/",
+                    email: "",
+                    error: Some(&error),
+                },
+            )
+        })
+    };
+    if state.passwords.is_full() {
+        signin::count("busy");
+        let r = page(StatusCode::SERVICE_UNAVAILABLE, BUSY.to_string()).await?;
+        return Ok(Some(retry_after(r, signin::BUSY_RETRY_AFTER_SECS)));
+    }
+    if let Some(wait) = state
+        .store
+        .refusal(&[signin::address_limit(client.0)], now)
+        .await?
+    {
+        signin::count("throttled");
+        let message = format!(
+            "Too many failed sign-ins. Wait {} and try again.",
+            signin::wait_in_words(wait)
+        );
+        let r = page(StatusCode::TOO_MANY_REQUESTS, message).await?;
+        return Ok(Some(retry_after(r, wait)));
+    }
+    Ok(None)
 }
 
 /// The sign-in page's message when every password worker is busy (503, `Retry-After`).

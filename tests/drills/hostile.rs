@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 use crate::binary::{self, Server, client, send};
@@ -132,13 +131,24 @@ fn count(tally: &Tally, kind: &'static str, a: &binary::Answer) {
     *tally.lock().unwrap().entry((kind, status)).or_default() += 1;
 }
 
-/// A connection that sends nothing (`slow` false) or its request head a byte every 500 ms,
-/// opened again whenever the server closes it; `cuts` counts the closings.
-async fn hold(base: String, slow: bool, cuts: Arc<AtomicUsize>, opened: Arc<AtomicUsize>) {
-    let authority = base.trim_start_matches("http://").to_string();
+/// Loopback addresses the connection holders come from, in turn: one address may hold at most
+/// `GATEHOUSE_MAX_CONNECTIONS_PER_ADDRESS` (256) connections, so the 1,050 come from eight
+/// (about 131 each), as a botnet's would come from many.
+const ATTACK_SOURCES: usize = 8;
+
+/// A connection from `source` that sends nothing (`slow` false) or its request head a byte
+/// every 500 ms, opened again whenever the server closes it; `cuts` counts the closings.
+async fn hold(
+    base: String,
+    source: std::net::IpAddr,
+    slow: bool,
+    cuts: Arc<AtomicUsize>,
+    opened: Arc<AtomicUsize>,
+) {
+    let authority: std::net::SocketAddr = base.trim_start_matches("http://").parse().unwrap();
     let head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     loop {
-        let Ok(mut conn) = TcpStream::connect(&authority).await else {
+        let Ok(mut conn) = crate::connect_from(source, authority).await else {
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
@@ -176,8 +186,10 @@ fn attack(
 ) -> Vec<JoinHandle<()>> {
     let mut tasks = vec![];
     for i in 0..IDLE + SLOWLORIS {
+        let source = std::net::IpAddr::from([127, 0, 1, (i % ATTACK_SOURCES) as u8 + 1]);
         tasks.push(tokio::spawn(hold(
             s.base.clone(),
+            source,
             i >= IDLE,
             cuts.clone(),
             opened.clone(),

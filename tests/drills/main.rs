@@ -12,6 +12,9 @@
 //! cuts a TCP proxy of its own in front of it.
 
 #[allow(dead_code)]
+#[path = "../integration/delay_proxy.rs"]
+mod delay_proxy;
+#[allow(dead_code)]
 #[path = "../integration/helpers.rs"]
 mod helpers;
 #[allow(dead_code)]
@@ -22,6 +25,8 @@ mod binary;
 mod disk;
 mod hostile;
 mod kill;
+mod late_listener;
+mod slow_bodies;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +37,17 @@ use oauth_helpers::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
+
+/// A TCP connection to `to` from the loopback address `source` (127.0.0.0/8 is this machine on
+/// Linux), so a drill can be several source addresses.
+pub(crate) async fn connect_from(
+    source: std::net::IpAddr,
+    to: std::net::SocketAddr,
+) -> std::io::Result<TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(std::net::SocketAddr::new(source, 0))?;
+    socket.connect(to).await
+}
 
 fn trials() -> usize {
     std::env::var("DRILL_TRIALS")
@@ -393,4 +409,23 @@ async fn sqlite_full_disk_and_read_only() {
 #[ignore]
 async fn hostile_clients_leave_mcp_serving() {
     hostile::drill().await;
+}
+
+// The outside probe's slow-body attack: one address trickling request bodies on 4,100
+// connections holds at most its cap of them, each for at most the body deadline, and
+// GET /healthz from another address keeps answering. `DRILL_HOSTILE_SECONDS` sets the length
+// (default 10, plus 6 s to see the deadline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn slow_bodies_from_one_address_leave_others_served() {
+    slow_bodies::drill().await;
+}
+
+// Revocation on instance A while instance B's listener hears everything 0 s, 1.5 s and 5 s
+// late: from the moment the revocation returns, B refuses the key (0 stale answers).
+// `DRILL_TRIALS` / 25 revocations per delay, between 2 and 40 (default 40).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn revocation_reaches_an_instance_whose_listener_is_late() {
+    late_listener::drill((trials() / 25).clamp(2, 40)).await;
 }

@@ -1,6 +1,6 @@
 //! Hostile clients: slow headers and bodies (slowloris), oversized headers, idle connections by
-//! the hundred, huge and deeply nested JSON. The limits are hyper's and tower-http's settings
-//! (`gatehouse::app::serve`); these tests show that they hold and that authenticated MCP
+//! the hundred, huge and deeply nested JSON. The limits are hyper's settings, the accepting
+//! loop's caps and the body deadline (`gatehouse::app::serve`); these tests show that they hold and that authenticated MCP
 //! calls are still served meanwhile.
 
 use std::time::{Duration, Instant};
@@ -15,6 +15,16 @@ use tokio::net::TcpStream;
 
 async fn connect(app: &TestApp) -> TcpStream {
     TcpStream::connect(("127.0.0.1", app.port)).await.unwrap()
+}
+
+/// A connection from the loopback address `source`.
+async fn connect_from(app: &TestApp, source: &str) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    socket
+        .connect(format!("127.0.0.1:{}", app.port).parse().unwrap())
+        .await
+        .unwrap()
 }
 
 /// Reads until the server closes the connection (or `limit` passes); returns what was read
@@ -215,18 +225,19 @@ async fn huge_and_deeply_nested_json_get_protocol_shaped_4xx() {
     assert!(answer["error_description"].is_string(), "{answer}");
 }
 
-// While hundreds of idle connections and a slowloris are open, an authenticated MCP call is
-// still answered promptly.
+// While hundreds of idle connections and a slowloris are open from other addresses (one
+// address alone holds at most GATEHOUSE_MAX_CONNECTIONS_PER_ADDRESS), an authenticated MCP
+// call is still answered promptly.
 #[tokio::test]
 async fn mcp_is_served_while_idle_connections_and_a_slowloris_are_open() {
     let app = spawn_app().await;
     let browser = new_client();
     let token = token_for(&app, &browser, "mcp:read").await;
     let mut idle = Vec::new();
-    for _ in 0..500 {
-        idle.push(connect(&app).await);
+    for i in 0..500 {
+        idle.push(connect_from(&app, if i % 2 == 0 { "127.0.0.4" } else { "127.0.0.5" }).await);
     }
-    let mut slow = connect(&app).await;
+    let mut slow = connect_from(&app, "127.0.0.6").await;
     slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         .await
         .unwrap();

@@ -50,8 +50,14 @@ async fn right_password_signs_in_and_lands_on_next() {
         r.headers()["location"],
         "/oauth/authorize?client_id=x&state=y"
     );
-    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
-    assert!(cookie.starts_with("gatehouse_session="), "{cookie}");
+    let cookie = r
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with("gatehouse_session="))
+        .expect("a session cookie")
+        .to_string();
     assert!(cookie.contains("HttpOnly"), "{cookie}");
     assert!(cookie.contains("SameSite=Lax"), "{cookie}");
     assert!(
@@ -317,9 +323,13 @@ async fn sign_out_ends_the_session_server_side() {
     app.create_account(EMAIL, PASSWORD).await;
     let client = new_client();
     let r = app.sign_in(&client, EMAIL, PASSWORD).await;
-    let cookie = r.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
+    let cookie = r
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with("gatehouse_session="))
+        .expect("a session cookie")
         .split(';')
         .next()
         .unwrap()
