@@ -539,6 +539,11 @@ async fn run_key(
                 .map(ToString::to_string)
                 .collect();
             let account_id = credential_owner(store, &account, project.as_deref()).await?;
+            if let Some(full) =
+                credentials::room_for(store, CredentialKind::ApiKey, &account_id, now).await?
+            {
+                return Err(CliError(full));
+            }
             let issued = credentials::issue(
                 store,
                 &NewCredential {

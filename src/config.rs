@@ -158,6 +158,9 @@ pub struct Config {
     /// connects, when it must reach the same database another way than `DATABASE_URL` (past a
     /// transaction-mode pooler, which cannot hold a `LISTEN`); `None`: `DATABASE_URL`.
     pub listen_database_url: Option<String>,
+    /// Whether `MCP_SERVER_URL` was set (environment or config file) rather than left at its
+    /// default: the command line prints a personal URL only under a URL that was set.
+    pub mcp_server_url_given: bool,
     /// `GATEHOUSE_ALLOWED_ORIGINS`: origins allowed to call the MCP route.
     pub allowed_origins: AllowedOrigins,
     /// `GATEHOUSE_ACCESS_TOKEN_TTL`: access-token lifetime in seconds.
@@ -526,6 +529,7 @@ impl Config {
             oauth_enabled,
             auth_cache,
             listen_database_url,
+            mcp_server_url_given: get("MCP_SERVER_URL").is_some(),
             allowed_origins,
             access_token_ttl_secs,
             refresh_grace_secs,

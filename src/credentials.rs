@@ -99,6 +99,32 @@ pub struct Issued {
     pub scope: String,
 }
 
+/// Most live API keys, and most live personal URLs, one account may hold (each kind counted on
+/// its own). Past it a new one is refused until one is revoked or expires: every key in use
+/// is a secret to keep, and its uses are written to the database.
+pub const MAX_LIVE_PER_ACCOUNT: i64 = 100;
+
+/// `None` when `account_id` may make one more credential of `kind` at `now`, else the reason
+/// to show (it holds [`MAX_LIVE_PER_ACCOUNT`] live ones).
+///
+/// Errors: the store's.
+pub async fn room_for(
+    store: &Store,
+    kind: CredentialKind,
+    account_id: &str,
+    now: i64,
+) -> Result<Option<String>, StoreError> {
+    let live = store
+        .live_credentials(kind == CredentialKind::PersonalUrl, account_id, now)
+        .await?;
+    Ok((live >= MAX_LIVE_PER_ACCOUNT).then(|| {
+        format!(
+            "the account already holds {live} live {}s, the most it may have; revoke one first",
+            kind.label()
+        )
+    }))
+}
+
 /// Makes a credential: a fresh 256-bit secret of the kind's prefix, stored as its SHA-256,
 /// and a `key_created` / `url_created` audit row naming the actor, the kind and the scope.
 ///
@@ -109,6 +135,10 @@ pub async fn issue(
     actor: Actor<'_>,
     now: i64,
 ) -> Result<Issued, StoreError> {
+    // The callers check first, to answer in their own words; this holds the bound for all.
+    if let Some(full) = room_for(store, new.kind, new.account_id, now).await? {
+        return Err(StoreError::Conflict(full));
+    }
     let scope = key_scopes(new.write).to_string();
     let (secret, id, detail) = match new.kind {
         CredentialKind::ApiKey => {

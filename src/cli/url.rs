@@ -23,7 +23,8 @@ pub const DEFAULT_NAME: &str = "Personal MCP URL";
 #[derive(Debug, Subcommand)]
 pub enum UrlCommand {
     /// Create a personal MCP URL; prints its id and the URL once (only the SHA-256 of its
-    /// secret is stored). Read-only and valid for 30 days unless told otherwise.
+    /// secret is stored). Read-only and valid for 30 days unless told otherwise. The URL is
+    /// built from `MCP_SERVER_URL`, which must be set to the server's MCP URL.
     Create {
         /// Email of the account the URL acts for.
         #[arg(long)]
@@ -70,10 +71,24 @@ pub(super) async fn run(
             expires,
             name,
         } => {
+            // The URL is printed under MCP_SERVER_URL: left at its default it would name
+            // whatever listens on 127.0.0.1:8080, not the server, and a person pasting it would
+            // hand the secret there.
+            if !config.mcp_server_url_given {
+                return Err(CliError(format!(
+                    "MCP_SERVER_URL is not set, so the URL would name {} (the default), not your server: set MCP_SERVER_URL (environment or --config) to the server's MCP URL and run again; nothing was created",
+                    config.mcp_server_url
+                )));
+            }
             let name = parse_name(name.as_deref().unwrap_or(DEFAULT_NAME))
                 .map_err(|e| CliError(e.to_string()))?;
             let lifetime = parse_lifetime(&expires).map_err(|e| CliError(e.to_string()))?;
             let account_id = credential_owner(store, &account, project.as_deref()).await?;
+            if let Some(full) =
+                credentials::room_for(store, CredentialKind::PersonalUrl, &account_id, now).await?
+            {
+                return Err(CliError(full));
+            }
             let issued = credentials::issue(
                 store,
                 &NewCredential {

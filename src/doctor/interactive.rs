@@ -41,7 +41,10 @@ impl BrowserOpener {
     /// `start`); the printed URL is enough when no browser can be started.
     pub fn desktop() -> BrowserOpener {
         BrowserOpener(Arc::new(|url: &str| {
-            eprintln!("Open this URL in a browser to sign in and approve the doctor:\n{url}");
+            eprintln!(
+                "Open this URL in a browser to sign in and approve the doctor:\n{}",
+                super::terminal_safe(url)
+            );
             let program = if cfg!(target_os = "macos") {
                 "open"
             } else if cfg!(windows) {
@@ -57,6 +60,18 @@ impl BrowserOpener {
                 .map(|_| ())
                 .map_err(|e| format!("cannot start {program}: {e}"))
         }))
+    }
+}
+
+/// Whether the doctor may hand `url` to the desktop's browser opener: https, or http on a
+/// loopback host (RFC 8252 §8.3; a development server), nothing else.
+pub fn browser_may_open(url: &url::Url) -> bool {
+    match url.scheme() {
+        "https" => url.host_str().is_some(),
+        "http" => url
+            .host_str()
+            .is_some_and(crate::domain::loopback::is_loopback_host),
+        _ => false,
     }
 }
 
@@ -201,6 +216,21 @@ pub async fn flow(
     let (url, state) = request.url();
     let request = format!("browser GET {auth}?… then the redirect to {redirect_uri}");
     let expected = "the redirect back with code, the same state and iss equal to the issuer";
+    if !browser_may_open(&url) {
+        // A server's metadata decides this URL: `file:`, `javascript:` or another scheme
+        // handed to the desktop's opener could run or reveal anything.
+        steps.push(Step::fail(
+            "interactive-authorize",
+            request,
+            format!(
+                "the authorization endpoint is a {} URL; not opened",
+                url.scheme()
+            ),
+            "an https authorization endpoint (http only on a loopback host)",
+            "Publish an https authorization_endpoint in the authorization-server metadata.",
+        ));
+        return (steps, out);
+    }
     if let Err(e) = (opener.0)(url.as_str()) {
         // The URL was printed; the person may still open it by hand.
         tracing::debug!("browser not opened: {e}");
@@ -457,4 +487,28 @@ async fn callback(listener: &TcpListener) -> Result<Vec<(String, String)>, Strin
         return Ok(pairs);
     }
     Err("more than 20 requests on the loopback port without the callback".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_https_or_loopback_http_goes_to_the_browser() {
+        let may = |s: &str| browser_may_open(&url::Url::parse(s).unwrap());
+        assert!(may("https://auth.example.com/oauth/authorize?x=1"));
+        assert!(may("http://127.0.0.1:8080/oauth/authorize"));
+        assert!(may("http://localhost:3000/authorize"));
+        assert!(may("http://[::1]:3000/authorize"));
+        for refused in [
+            "file:///etc/passwd?response_type=code",
+            "http://auth.example.com/authorize",
+            "javascript:alert(1)",
+            "smb://host/share",
+            "ftp://host/x",
+            "data:text/html,hi",
+        ] {
+            assert!(!may(refused), "{refused}");
+        }
+    }
 }

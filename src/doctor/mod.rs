@@ -37,6 +37,13 @@ use checks::{PostForm, ServerMetadata};
 
 /// `gatehouse doctor` arguments.
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    after_help = "The doctor follows every URL the server's documents name (metadata, registration, \
+authorization and token endpoints, JWKS) to whatever host and port they name, as real clients \
+do: run it against servers you trust, from a machine where reaching those hosts does no harm. \
+Text the server sends is shown with control characters escaped; --interactive opens only https \
+URLs (or http on a loopback host) in the browser."
+)]
 pub struct DoctorArgs {
     /// The MCP endpoint URL exactly as clients are given it, e.g. <https://mcp.example.com/mcp>.
     pub url: String,
@@ -419,34 +426,62 @@ pub async fn run(options: &Options) -> Report {
     r
 }
 
-/// The report for people: one line per step, then the clients registered and a summary.
+/// `s` safe to print on a terminal: every control character (escape, bell, carriage return,
+/// line feed …), C1 control and character that makes text read differently from what it is
+/// ([`crate::domain::text::is_forbidden_in_text`]: bidirectional overrides and the like) is
+/// shown as `\u{…}`. Every server-supplied string of the text report goes through it.
+pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() || crate::domain::text::is_forbidden_in_text(c);
+    if !s.chars().any(unsafe_char) {
+        return s.into();
+    }
+    s.chars()
+        .map(|c| {
+            if unsafe_char(c) {
+                format!("\\u{{{:x}}}", u32::from(c))
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
+/// The report for people: one line per step, then the clients registered and a summary. What
+/// the server sent is shown through [`terminal_safe`].
 pub fn render_text(report: &Report) -> String {
-    let mut out = format!("gatehouse doctor {}\n", report.url);
+    let safe = |s: &str| terminal_safe(s).into_owned();
+    let mut out = format!("gatehouse doctor {}\n", safe(&report.url));
     for s in &report.steps {
         let line = match s.status {
-            Status::Pass => format!("✓ {}: {} → {}", s.check, s.request, s.got),
+            Status::Pass => format!(
+                "✓ {}: {} → {}",
+                safe(&s.check),
+                safe(&s.request),
+                safe(&s.got)
+            ),
             Status::Fail => format!(
                 "✗ {}: {} → {}; expected {}; fix: {}",
-                s.check,
-                s.request,
-                s.got,
-                s.expected,
-                s.fix.as_deref().unwrap_or("")
+                safe(&s.check),
+                safe(&s.request),
+                safe(&s.got),
+                safe(&s.expected),
+                safe(s.fix.as_deref().unwrap_or(""))
             ),
-            Status::Skip => format!("– {}: skipped, {}", s.check, s.got),
+            Status::Skip => format!("– {}: skipped, {}", safe(&s.check), safe(&s.got)),
         };
         out.push_str(&line);
         out.push('\n');
     }
     if let Some(v) = &report.protocol_version {
-        out.push_str(&format!("negotiated protocol revision: {v}\n"));
+        out.push_str(&format!("negotiated protocol revision: {}\n", safe(v)));
     }
     if !report.registered_clients.is_empty() {
         out.push_str(
             "clients registered by this run (on Gatehouse those that never completed an authorization are deleted after GATEHOUSE_UNUSED_CLIENT_MAX_AGE; revoke an approved one at /apps):\n",
         );
         for c in &report.registered_clients {
-            out.push_str(&format!("  {}: {}\n", c.client, c.client_id));
+            out.push_str(&format!("  {}: {}\n", safe(&c.client), safe(&c.client_id)));
         }
     }
     let count = |st: Status| report.steps.iter().filter(|s| s.status == st).count();
@@ -463,4 +498,44 @@ pub fn render_text(report: &Report) -> String {
 /// The report as one JSON document (for CI).
 pub fn render_json(report: &Report) -> String {
     serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}
+
+#[cfg(test)]
+mod terminal_tests {
+    use super::*;
+
+    /// What a hostile server sent back in the probe: a window title, a bell, a cleared screen.
+    const HOSTILE: &str = "ok\u{1b}]0;pwned\u{7}\u{1b}[2J\r\u{9b}31m\u{202e}txt.exe";
+
+    #[test]
+    fn the_text_report_escapes_what_the_server_sent() {
+        let step = Step {
+            check: "issuer".into(),
+            status: Status::Fail,
+            request: format!("GET {HOSTILE}"),
+            got: HOSTILE.into(),
+            expected: HOSTILE.into(),
+            fix: Some(HOSTILE.into()),
+        };
+        let report = Report {
+            url: HOSTILE.into(),
+            passed: false,
+            steps: vec![step],
+            registered_clients: vec![RegisteredClient {
+                client: "claude".into(),
+                client_id: HOSTILE.into(),
+            }],
+            protocol_version: Some(HOSTILE.into()),
+            tools: None,
+        };
+        let text = render_text(&report);
+        for c in text.chars() {
+            assert!(
+                c == '\n' || !(c.is_control() || crate::domain::text::is_forbidden_in_text(c)),
+                "{c:?} printed raw in {text:?}"
+            );
+        }
+        assert!(text.contains("ok\\u{1b}]0;pwned\\u{7}"), "{text}");
+        assert_eq!(terminal_safe("plain → text"), "plain → text");
+    }
 }

@@ -48,6 +48,12 @@ pub enum KeyRuleError {
     /// More than [`MAX_ALLOWED_IPS`] entries.
     #[error("at most 50 allowed addresses")]
     TooManyAddresses,
+    /// The entries together allow every IPv4 or every IPv6 address (`0.0.0.0/0`, `::/0`, or
+    /// blocks that add up to one of them): no limit, which an allow-list must not pretend to be.
+    #[error(
+        "the allowed addresses cover every {0} address, which limits nothing: name the networks the key is used from, or leave the allow-list out"
+    )]
+    AllowsEverything(&'static str),
 }
 
 /// A key name: trimmed, 1 to [`MAX_NAME_CHARS`] characters, none of them forbidden in a line of
@@ -108,7 +114,8 @@ pub fn parse_allowed(value: &str) -> Result<IpNet, KeyRuleError> {
 
 /// An allow-list from its entries (see [`parse_allowed`]); duplicates are kept once.
 ///
-/// Errors: the first bad entry, or [`KeyRuleError::TooManyAddresses`].
+/// Errors: the first bad entry, [`KeyRuleError::TooManyAddresses`], or
+/// [`KeyRuleError::AllowsEverything`] for a list that covers all of IPv4 or of IPv6.
 pub fn parse_allow_list(values: &[String]) -> Result<Vec<IpNet>, KeyRuleError> {
     if values.len() > MAX_ALLOWED_IPS {
         return Err(KeyRuleError::TooManyAddresses);
@@ -119,6 +126,15 @@ pub fn parse_allow_list(values: &[String]) -> Result<Vec<IpNet>, KeyRuleError> {
         if !list.contains(&net) {
             list.push(net);
         }
+    }
+    if let Some(everything) = IpNet::aggregate(&list)
+        .into_iter()
+        .find(|net| net.prefix_len() == 0)
+    {
+        return Err(KeyRuleError::AllowsEverything(match everything {
+            IpNet::V4(_) => "IPv4",
+            IpNet::V6(_) => "IPv6",
+        }));
     }
     Ok(list)
 }
@@ -210,6 +226,26 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn allow_lists_that_allow_everything_are_refused() {
+        let list =
+            |v: &[&str]| parse_allow_list(&v.iter().map(ToString::to_string).collect::<Vec<_>>());
+        for everything in [
+            &["0.0.0.0/0"][..],
+            &["::/0"],
+            &["10.0.0.0/8", "0.0.0.0/0"],
+            &["0.0.0.0/1", "128.0.0.0/1"],
+            &["::/1", "8000::/1"],
+        ] {
+            assert!(
+                matches!(list(everything), Err(KeyRuleError::AllowsEverything(_))),
+                "{everything:?}"
+            );
+        }
+        assert!(list(&["0.0.0.0/1"]).is_ok(), "half is a limit");
+        assert!(list(&["203.0.113.0/24", "2001:db8::/32"]).is_ok());
     }
 
     #[test]

@@ -16,7 +16,12 @@ use crate::store::now;
 /// `POST /oauth/introspect`: `{active: false}` for anything not a live access token (unknown,
 /// expired, revoked, its grant revoked or its account disabled, or a scope beyond what its
 /// consent now approves: the same lookup as every MCP request); otherwise
-/// `active`, `scope`, `client_id`, `sub`, `aud`, `exp`, `iat`, `iss`, `token_type` (§2.2).
+/// `active`, `scope`, `client_id`, `sub`, `aud`, `exp`, `iat`, `iss`, `token_type` (§2.2),
+/// and two members of our own (§2.2 allows them) saying what the token reaches: `grant_type`,
+/// the grant the token descends from (`authorization_code` for a person's consent,
+/// `client_credentials` for a service client acting for its owner), and `project_id` when
+/// the token reaches only that one project of `sub` (a project service client): a resource
+/// server must not treat such a token as `sub`'s account-wide access.
 pub async fn introspect(
     State(state): State<AppState>,
     ClientForm {
@@ -39,17 +44,24 @@ pub async fn introspect(
         .live_access_token_with(ticket, &hash, now())
         .await?
     {
-        Some(g) => json!({
-            "active": true,
-            "scope": g.scope,
-            "client_id": g.client_id,
-            "sub": g.account_id,
-            "aud": g.resource,
-            "exp": g.expires_at,
-            "iat": g.issued_at,
-            "iss": state.config.issuer,
-            "token_type": "Bearer",
-        }),
+        Some(g) => {
+            let mut body = json!({
+                "active": true,
+                "scope": g.scope,
+                "client_id": g.client_id,
+                "sub": g.account_id,
+                "aud": g.resource,
+                "exp": g.expires_at,
+                "iat": g.issued_at,
+                "iss": state.config.issuer,
+                "token_type": "Bearer",
+                "grant_type": if g.service { "client_credentials" } else { "authorization_code" },
+            });
+            if let Some(project) = &g.project_id {
+                body["project_id"] = json!(project);
+            }
+            body
+        }
         None => json!({"active": false}),
     };
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(body)))

@@ -133,10 +133,13 @@ impl Store {
         Ok(())
     }
 
-    /// Whether a setup token is unused and unexpired.
+    /// Whether a setup token is unused, unexpired and still needed: once any account exists
+    /// (made on the command line, by `GATEHOUSE_BOOTSTRAP_EMAIL`, or with the link itself),
+    /// every setup link is void.
     pub async fn setup_token_valid(&self, hash: &TokenHash, now: i64) -> Result<bool, StoreError> {
         Ok(sqlx::query(
-            "SELECT 1 AS ok FROM setup_tokens WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2",
+            "SELECT 1 AS ok FROM setup_tokens WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 \
+             AND NOT EXISTS (SELECT 1 FROM accounts)",
         )
         .bind(hash.as_str())
         .bind(now)
@@ -146,7 +149,8 @@ impl Store {
     }
 
     /// Spends a setup token and creates the first account, atomically: returns `Ok(None)` when
-    /// the token is unknown, used or expired (nothing is written then).
+    /// the token is unknown, used or expired, or an account already exists (nothing is
+    /// written then).
     pub async fn create_account_with_setup_token(
         &self,
         hash: &TokenHash,
@@ -156,7 +160,8 @@ impl Store {
     ) -> Result<Option<Account>, StoreError> {
         let mut tx = self.begin_write().await?;
         let spent = sqlx::query(
-            "UPDATE setup_tokens SET used_at = $1 WHERE token_hash = $2 AND used_at IS NULL AND expires_at > $1",
+            "UPDATE setup_tokens SET used_at = $1 WHERE token_hash = $2 AND used_at IS NULL AND expires_at > $1 \
+             AND NOT EXISTS (SELECT 1 FROM accounts)",
         )
         .bind(now)
         .bind(hash.as_str())

@@ -250,6 +250,32 @@ impl Store {
         Ok(id)
     }
 
+    /// How many live (neither revoked nor expired at `now`) API keys (`personal_urls`
+    /// false) or personal URLs (true) `account_id` holds.
+    ///
+    /// Errors: [`StoreError::Database`].
+    pub async fn live_credentials(
+        &self,
+        personal_urls: bool,
+        account_id: &str,
+        now: i64,
+    ) -> Result<i64, StoreError> {
+        let table = if personal_urls {
+            Credentials::PersonalUrls
+        } else {
+            Credentials::ApiKeys
+        };
+        Ok(sqlx::query_scalar(&format!(
+            "SELECT COUNT(*) FROM {} WHERE account_id = $1 AND revoked_at IS NULL \
+             AND (expires_at IS NULL OR expires_at > $2)",
+            table.name()
+        ))
+        .bind(account_id)
+        .bind(now)
+        .fetch_one(&self.pool())
+        .await?)
+    }
+
     /// Every key, or those of one account, oldest first.
     pub async fn api_keys(
         &self,

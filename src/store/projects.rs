@@ -258,22 +258,70 @@ impl Store {
         )
     }
 
+    /// Whether accounts `a` and `b` are both members (owners included) of one project.
+    ///
+    /// Errors: [`StoreError::Database`].
+    pub async fn share_a_project(&self, a: &str, b: &str) -> Result<bool, StoreError> {
+        Ok(sqlx::query(
+            "SELECT 1 AS ok FROM memberships x JOIN memberships y ON y.project_id = x.project_id \
+             WHERE x.account_id = $1 AND y.account_id = $2 LIMIT 1",
+        )
+        .bind(a)
+        .bind(b)
+        .fetch_optional(&self.pool())
+        .await?
+        .is_some())
+    }
+
     /// Removes a member; the owner is never removed. Returns whether a membership was removed.
+    ///
+    /// Removal ends, for good and in the same transaction, every credential the member held
+    /// for this project alone, as archiving the project or revoking an app does: their project
+    /// keys and personal URLs are revoked, and their service clients limited to the project
+    /// have their grant (consent, token families, access tokens) revoked. Adding the member
+    /// back revives none of them.
     pub async fn remove_member(
         &self,
         project_id: &str,
         account_id: &str,
+        now: i64,
     ) -> Result<bool, StoreError> {
+        let mut tx = self.begin_write().await?;
         let done = sqlx::query(
             "DELETE FROM memberships WHERE project_id = $1 AND account_id = $2 \
              AND account_id <> (SELECT owner_account_id FROM projects WHERE id = $1)",
         )
         .bind(project_id)
         .bind(account_id)
-        .execute(&self.writer())
+        .execute(&mut *tx)
         .await?;
+        if done.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        for sql in [
+            "UPDATE api_keys SET revoked_at = $3 WHERE project_id = $1 AND account_id = $2 \
+             AND revoked_at IS NULL",
+            "UPDATE personal_urls SET revoked_at = $3 WHERE project_id = $1 AND account_id = $2 \
+             AND revoked_at IS NULL",
+            "UPDATE access_tokens SET revoked_at = $3 WHERE revoked_at IS NULL AND family_id IN \
+             (SELECT family_id FROM service_clients WHERE project_id = $1 AND account_id = $2)",
+            "UPDATE token_families SET revoked_at = $3, revoked_reason = 'member removed' \
+             WHERE revoked_at IS NULL AND id IN \
+             (SELECT family_id FROM service_clients WHERE project_id = $1 AND account_id = $2)",
+            "UPDATE consents SET revoked_at = $3 WHERE revoked_at IS NULL AND id IN \
+             (SELECT consent_id FROM service_clients WHERE project_id = $1 AND account_id = $2)",
+        ] {
+            sqlx::query(sql)
+                .bind(project_id)
+                .bind(account_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
         self.auth_changed().await;
-        Ok(done.rows_affected() == 1)
+        Ok(true)
     }
 }
 

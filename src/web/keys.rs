@@ -240,6 +240,9 @@ async fn read_form(
         Ok(l) => l,
         Err(e) => return Ok(Err(e.to_string())),
     };
+    if let Some(full) = credentials::room_for(&state.store, kind, &account.id, now()).await? {
+        return Ok(Err(full));
+    }
     Ok(Ok((name, project, write, lifetime)))
 }
 

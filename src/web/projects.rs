@@ -246,8 +246,12 @@ async fn member_changed(
     see_other(&format!("/projects/{}", project.project_id))
 }
 
+/// The answer to an email the owner may not add: one text whether or not the email has an
+/// account.
+pub const NOT_ADDABLE: &str = "You can add people who already share a project with you. To add someone else, ask the operator to run gatehouse project add-member.";
+
 /// `POST /projects/{id}/members`: the owner adds an account by email with a role, or changes
-/// a member's role.
+/// a member's role; the account must already share a project with the owner ([`NOT_ADDABLE`]).
 pub async fn add_member(
     State(state): State<AppState>,
     client: ClientAddr,
@@ -264,10 +268,17 @@ pub async fn add_member(
         Ok(email) => state.store.account_by_email(&email).await?,
         Err(_) => None,
     };
+    // Only accounts that already share a project with the owner can be added here, and every
+    // other email gets the same answer, so the form does not tell whether an email has an
+    // account (issue 30). Others are added by the operator (`gatehouse project add-member`).
+    let shares = match &member {
+        Some(m) if m.id != account.id => state.store.share_a_project(&account.id, &m.id).await?,
+        _ => false,
+    };
     let problem = match (&member, role) {
         (_, None) => Some("Choose the role read or write."),
-        (None, _) => Some("No account has this email. The person needs an account first."),
         (Some(m), _) if m.id == account.id => Some("You own this project already."),
+        _ if !shares => Some(NOT_ADDABLE),
         _ => None,
     };
     if let Some(error) = problem {
@@ -319,7 +330,7 @@ pub async fn remove_member(
     };
     if !state
         .store
-        .remove_member(&project.project_id, &form.account_id)
+        .remove_member(&project.project_id, &form.account_id, now())
         .await?
     {
         let form_state = MemberFormState {

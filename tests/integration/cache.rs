@@ -179,7 +179,12 @@ async fn every_way_of_ending_a_credential_refuses_the_next_request_at_once() {
     );
     let bob_key = field(&out, "key");
     warm(&app, &bob_key, status_with, "membership").await;
-    assert!(app.store.remove_member(&a.project, &bob_id).await.unwrap());
+    assert!(
+        app.store
+            .remove_member(&a.project, &bob_id, gatehouse::store::now())
+            .await
+            .unwrap()
+    );
     assert_eq!(status_with(&app, &bob_key).await, StatusCode::UNAUTHORIZED);
 
     // Every credential of an account disabled on the command line.

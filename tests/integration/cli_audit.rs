@@ -11,6 +11,7 @@ fn run(app: &crate::helpers::TestApp, args: &[&str], stdin: Option<&str>) -> Str
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         .args(args)
         .env("DATABASE_URL", &app.db.url)
+        .env("MCP_SERVER_URL", &app.config.mcp_server_url)
         .env("RUST_LOG", "error")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

@@ -330,6 +330,40 @@ async fn an_owner_adds_and_removes_members_by_email() {
         .unwrap();
     let path = format!("/projects/{p}");
     let members = format!("/projects/{p}/members");
+    // Only people who already share a project with the owner can be added here (issue 30):
+    // an account that shares none gets the same answer as an email without an account.
+    let _carol = app
+        .create_account("carol@example.com", "carol-password")
+        .await;
+    let mut answers = Vec::new();
+    for email in ["carol@example.com", "nobody-here@example.com"] {
+        let r = post_form(
+            &app,
+            &browser,
+            &path,
+            &members,
+            &[("email", email), ("role", "read")],
+        )
+        .await;
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY, "{email}");
+        let html = html_unescape(&r.text().await.unwrap());
+        let alert = html
+            .split("role=\"alert\"")
+            .nth(1)
+            .and_then(|rest| rest.split('<').next().map(str::to_string))
+            .unwrap_or_default();
+        answers.push(alert);
+    }
+    assert_eq!(answers[0], answers[1], "the same answer either way");
+    let shared = app
+        .store
+        .create_project("Shared", &alice, now())
+        .await
+        .unwrap();
+    app.store
+        .add_member(&shared, &bob, Role::Read, now())
+        .await
+        .unwrap();
     let r = post_form(
         &app,
         &browser,

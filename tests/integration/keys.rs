@@ -20,6 +20,7 @@ pub(crate) fn gatehouse(app: &TestApp, args: &[&str]) -> (bool, String, String) 
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         .args(args)
         .env("DATABASE_URL", &app.db.url)
+        .env("MCP_SERVER_URL", &app.config.mcp_server_url)
         .env("RUST_LOG", "error")
         .output()
         .unwrap();

@@ -13,6 +13,7 @@ mod cimd_budget;
 mod cli_audit;
 mod config_startup;
 mod console;
+mod credential_limits;
 #[allow(dead_code)]
 mod delay_proxy;
 mod display_text;
@@ -37,6 +38,7 @@ mod prompts;
 mod proxies;
 mod quotas;
 mod service;
+mod setup_link;
 mod signin;
 mod slow_bodies;
 mod stdio;

@@ -353,3 +353,52 @@ async fn only_service_clients_may_use_client_credentials() {
     let (_, grant) = full_grant(&app).await;
     assert!(grant["refresh_token"].is_string());
 }
+
+/// Introspection says what a token reaches (issue 30, finding 5): a token of a service client
+/// limited to one project carries `project_id` and `grant_type: client_credentials`; a
+/// person's token has no `project_id` and `grant_type: authorization_code`. Before, the two
+/// looked the same (same `sub`, `scope`, `aud`).
+#[tokio::test]
+async fn introspection_names_a_project_limited_tokens_project_and_grant() {
+    let app = spawn_app().await;
+    let (_, research, _) = alice(&app).await;
+    let (id, secret) = add_client(
+        &app,
+        &[
+            "Reader",
+            "--service",
+            "--owner",
+            ALICE,
+            "--project",
+            &research,
+        ],
+    );
+    let (status, body) = client_credentials(&app, &id, &secret, &[]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let service_token = body["access_token"].as_str().unwrap().to_string();
+    let (introspector, isecret) = add_client(&app, &["Auditor", "--introspect"]);
+    let introspect = |token: String| {
+        let (app, introspector, isecret) = (&app, introspector.clone(), isecret.clone());
+        async move {
+            app.client
+                .post(app.url("/oauth/introspect"))
+                .basic_auth(&introspector, Some(&isecret))
+                .form(&[("token", token.as_str())])
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let v = introspect(service_token).await;
+    assert_eq!(v["active"], true, "{v}");
+    assert_eq!(v["project_id"], research.as_str(), "{v}");
+    assert_eq!(v["grant_type"], "client_credentials", "{v}");
+    let (_, grant) = full_grant(&app).await;
+    let v = introspect(grant["access_token"].as_str().unwrap().to_string()).await;
+    assert_eq!(v["active"], true, "{v}");
+    assert!(v.get("project_id").is_none(), "{v}");
+    assert_eq!(v["grant_type"], "authorization_code", "{v}");
+}
