@@ -15,6 +15,10 @@ use url::Url;
 
 use crate::domain::resource::ResourceIndicator;
 
+pub mod server_key;
+
+pub use server_key::ServerKeySettings;
+
 /// Default canonical URL of the MCP endpoint.
 pub const DEFAULT_MCP_SERVER_URL: &str = "http://127.0.0.1:8080/mcp";
 /// Default `SQLite` database: a file in the working directory, created when missing.
@@ -195,6 +199,10 @@ pub struct Config {
     /// `GATEHOUSE_MAX_CONNECTIONS`: open client connections served at once; further ones wait
     /// in the listen backlog until one closes.
     pub max_connections: usize,
+    /// `GATEHOUSE_SECRET_KEY`, `GATEHOUSE_SECRET_KEY_FILE`, `GATEHOUSE_SECRET_KEY_PREVIOUS`:
+    /// where the server key that seals stored secrets comes from ([`server_key`]); loaded once
+    /// at start with [`ServerKeySettings::load`].
+    pub server_key: ServerKeySettings,
 }
 
 impl Config {
@@ -472,6 +480,13 @@ impl Config {
             }
         }
 
+        let server_key = ServerKeySettings::from_vars(
+            get("GATEHOUSE_SECRET_KEY"),
+            get("GATEHOUSE_SECRET_KEY_FILE"),
+            get("GATEHOUSE_SECRET_KEY_PREVIOUS"),
+            &database_url,
+        )?;
+
         let resource = ResourceIndicator::parse(&mcp_server_url)
             .map_err(|e| ConfigError::new("MCP_SERVER_URL", e.to_string()))?;
         Ok(Config {
@@ -503,6 +518,7 @@ impl Config {
             header_read_timeout_secs,
             body_read_timeout_secs,
             max_connections,
+            server_key,
         })
     }
 
