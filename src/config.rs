@@ -15,6 +15,8 @@ use url::Url;
 
 use crate::domain::resource::ResourceIndicator;
 
+pub mod surface;
+
 /// Default canonical URL of the MCP endpoint.
 pub const DEFAULT_MCP_SERVER_URL: &str = "http://127.0.0.1:8080/mcp";
 /// Default `SQLite` database: a file in the working directory, created when missing.
@@ -195,6 +197,9 @@ pub struct Config {
     /// `GATEHOUSE_MAX_CONNECTIONS`: open client connections served at once; further ones wait
     /// in the listen backlog until one closes.
     pub max_connections: usize,
+    /// The MCP surface's name and title, the audit's retention and the events sent out
+    /// ([`surface::SurfaceConfig`]).
+    pub surface: surface::SurfaceConfig,
 }
 
 impl Config {
@@ -503,6 +508,7 @@ impl Config {
             header_read_timeout_secs,
             body_read_timeout_secs,
             max_connections,
+            surface: surface::SurfaceConfig::from_vars(vars)?,
         })
     }
 
