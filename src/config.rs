@@ -18,6 +18,7 @@ use crate::domain::resource::ResourceIndicator;
 pub mod server_key;
 
 pub use server_key::ServerKeySettings;
+pub mod surface;
 
 /// Default canonical URL of the MCP endpoint.
 pub const DEFAULT_MCP_SERVER_URL: &str = "http://127.0.0.1:8080/mcp";
@@ -203,6 +204,9 @@ pub struct Config {
     /// where the server key that seals stored secrets comes from ([`server_key`]); loaded once
     /// at start with [`ServerKeySettings::load`].
     pub server_key: ServerKeySettings,
+    /// The MCP surface's name and title, the audit's retention and the events sent out
+    /// ([`surface::SurfaceConfig`]).
+    pub surface: surface::SurfaceConfig,
 }
 
 impl Config {
@@ -519,6 +523,7 @@ impl Config {
             body_read_timeout_secs,
             max_connections,
             server_key,
+            surface: surface::SurfaceConfig::from_vars(vars)?,
         })
     }
 

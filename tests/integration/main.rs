@@ -37,5 +37,6 @@ mod service;
 mod signin;
 mod stdio;
 mod store_contract;
+mod surface;
 mod token;
 mod urls;
