@@ -15,6 +15,11 @@ use url::Url;
 
 use crate::domain::resource::ResourceIndicator;
 
+pub mod server_key;
+
+pub use server_key::ServerKeySettings;
+pub mod surface;
+
 /// Default canonical URL of the MCP endpoint.
 pub const DEFAULT_MCP_SERVER_URL: &str = "http://127.0.0.1:8080/mcp";
 /// Default `SQLite` database: a file in the working directory, created when missing.
@@ -211,6 +216,13 @@ pub struct Config {
     /// /64) may hold; a further one is closed as soon as it is accepted. Peers inside
     /// `GATEHOUSE_TRUSTED_PROXIES` are not counted ([`crate::connections`]).
     pub max_connections_per_address: usize,
+    /// `GATEHOUSE_SECRET_KEY`, `GATEHOUSE_SECRET_KEY_FILE`, `GATEHOUSE_SECRET_KEY_PREVIOUS`:
+    /// where the server key that seals stored secrets comes from ([`server_key`]); loaded once
+    /// at start with [`ServerKeySettings::load`].
+    pub server_key: ServerKeySettings,
+    /// The MCP surface's name and title, the audit's retention and the events sent out
+    /// ([`surface::SurfaceConfig`]).
+    pub surface: surface::SurfaceConfig,
 }
 
 impl Config {
@@ -513,6 +525,13 @@ impl Config {
             }
         }
 
+        let server_key = ServerKeySettings::from_vars(
+            get("GATEHOUSE_SECRET_KEY"),
+            get("GATEHOUSE_SECRET_KEY_FILE"),
+            get("GATEHOUSE_SECRET_KEY_PREVIOUS"),
+            &database_url,
+        )?;
+
         let resource = ResourceIndicator::parse(&mcp_server_url)
             .map_err(|e| ConfigError::new("MCP_SERVER_URL", e.to_string()))?;
         Ok(Config {
@@ -547,6 +566,8 @@ impl Config {
             body_read_timeout_secs,
             max_connections,
             max_connections_per_address,
+            server_key,
+            surface: surface::SurfaceConfig::from_vars(vars)?,
         })
     }
 

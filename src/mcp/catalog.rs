@@ -24,6 +24,7 @@ use serde::de::DeserializeOwned;
 
 use super::args::parse_arguments;
 use super::auth::Principal;
+use super::tool_meta::{CostClass, ToolMeta};
 use crate::domain::account::Role;
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::state::AppState;
@@ -68,6 +69,11 @@ pub struct ToolSpec {
     pub background: bool,
     /// Whether it works on one project, and with which role.
     pub project: ProjectAccess,
+    /// What a call costs the server (published in `_meta`, [`super::tool_meta`]).
+    pub cost: CostClass,
+    /// The definition's version, published in `_meta`: raised by one whenever the input or
+    /// output schema changes (the snapshot test of the published definitions fails otherwise).
+    pub version: u32,
 }
 
 impl ToolSpec {
@@ -89,6 +95,30 @@ impl ToolSpec {
             open_world: false,
             background: false,
             project,
+            cost: CostClass::Cheap,
+            version: 1,
+        }
+    }
+
+    /// The same tool with cost class `cost`.
+    pub const fn cost(mut self, cost: CostClass) -> ToolSpec {
+        self.cost = cost;
+        self
+    }
+
+    /// The same tool at version `version`.
+    pub const fn version(mut self, version: u32) -> ToolSpec {
+        self.version = version;
+        self
+    }
+
+    /// What the tool's `_meta` says: its scope, cost class, background flag and version.
+    pub fn meta(&self) -> ToolMeta {
+        ToolMeta {
+            scopes: vec![self.scope],
+            cost: self.cost,
+            background: self.background,
+            version: self.version.to_string(),
         }
     }
 }
@@ -353,6 +383,7 @@ impl ToolDef {
                 .idempotent(spec.idempotent)
                 .open_world(spec.open_world),
         );
+        tool.meta = Some(spec.meta().to_meta());
         let handler = Arc::new(handler);
         let access = spec.project;
         let name = spec.name;
@@ -823,6 +854,8 @@ mod tests {
             open_world: false,
             background: false,
             project: ProjectAccess::None,
+            cost: CostClass::Cheap,
+            version: 1,
         }
     }
 

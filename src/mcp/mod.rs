@@ -65,6 +65,7 @@ pub mod resources;
 pub mod server;
 pub mod stdio;
 pub mod stepup;
+pub mod tool_meta;
 pub mod tools;
 pub mod views;
 

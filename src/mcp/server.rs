@@ -47,6 +47,15 @@ struct ReadAudit<'a> {
 /// Templates never change: clients may cache them for an hour and share the cache.
 const TEMPLATES_TTL_MS: u64 = 3_600_000;
 
+/// `serverInfo` (MCP `basic/lifecycle`, `Implementation`): name and title from
+/// `GATEHOUSE_SERVER_NAME` and `GATEHOUSE_SERVER_TITLE`, the version of this build, and
+/// `websiteUrl` = `FRONTEND_URL`, where people open the console.
+pub fn server_info(config: &crate::config::Config) -> Implementation {
+    Implementation::new(&config.surface.server_name, env!("CARGO_PKG_VERSION"))
+        .with_title(&config.surface.server_title)
+        .with_website_url(config.frontend_url.as_str())
+}
+
 /// The MCP server for one request.
 #[derive(Clone)]
 pub struct GatehouseMcp {
@@ -136,9 +145,7 @@ impl ServerHandler for GatehouseMcp {
                 .enable_tools()
                 .build(),
         )
-        .with_server_info(
-            Implementation::new("gatehouse", env!("CARGO_PKG_VERSION")).with_title("Gatehouse"),
-        )
+        .with_server_info(server_info(&self.mcp.app.config))
         .with_instructions(INSTRUCTIONS)
     }
 

@@ -8,6 +8,7 @@ use crate::domain::notes::{JobKind, ResourceUri};
 use crate::domain::scope::Scope;
 use crate::mcp::args::Id;
 use crate::mcp::catalog::{ProjectAccess, ToolCtx, ToolDef, ToolError, ToolOk, ToolSpec};
+use crate::mcp::tool_meta::CostClass;
 use crate::mcp::views::JobView;
 
 /// What a background tool answers at once.
@@ -36,6 +37,8 @@ pub fn export_project() -> ToolDef {
             open_world: false,
             background: true,
             project: ProjectAccess::Read,
+            cost: CostClass::Expensive,
+            version: 1,
         },
         |ctx: ToolCtx, _input: ProjectInput| async move {
             let project = ctx.project();

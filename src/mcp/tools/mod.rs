@@ -10,6 +10,8 @@ use super::catalog::{Catalog, CatalogError};
 pub mod jobs;
 pub mod notes;
 pub mod projects;
+#[cfg(test)]
+mod snapshot;
 
 /// Input of the tools that take no arguments.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -7,6 +7,7 @@ use crate::domain::notes::ResourceUri;
 use crate::domain::scope::Scope;
 use crate::mcp::args::{Count, Id, List, Text};
 use crate::mcp::catalog::{ProjectAccess, ToolCtx, ToolDef, ToolError, ToolOk, ToolSpec};
+use crate::mcp::tool_meta::CostClass;
 use crate::mcp::views::NoteView;
 use crate::store::notes::{NewNote, Note, NotePatch};
 
@@ -178,7 +179,8 @@ pub fn search_notes() -> ToolDef {
             "Search notes",
             "Full-text search in one project's notes. Returns the best matches first, each with a snippet of the matching text. Every word of the query must appear; punctuation is ignored. Use get_note to read a whole note. If a result is too large to send whole it is cut between results and carries nextCursor: call search_notes again with the same project_id and query and that cursor for the rest.",
             ProjectAccess::Read,
-        ),
+        )
+        .cost(CostClass::Standard),
         |ctx: ToolCtx, input: SearchNotesInput| async move {
             let project = ctx.project();
             let fingerprint = SearchCursor::fingerprint(&project.project_id, input.query.as_str());
@@ -344,6 +346,8 @@ pub fn create_note() -> ToolDef {
             open_world: false,
             background: false,
             project: ProjectAccess::Write,
+            cost: CostClass::Standard,
+            version: 1,
         },
         |ctx: ToolCtx, input: CreateNoteInput| async move {
             let project = ctx.project();
@@ -402,6 +406,8 @@ pub fn update_note() -> ToolDef {
             open_world: false,
             background: false,
             project: ProjectAccess::Write,
+            cost: CostClass::Standard,
+            version: 1,
         },
         |ctx: ToolCtx, input: UpdateNoteInput| async move {
             if input.title.is_none() && input.body.is_none() && input.tags.is_none() {
