@@ -89,6 +89,17 @@ impl Window {
         self.add_at_minute(minute(now), 1);
     }
 
+    /// Takes back one call counted at `at` (a call refused for its reach or role after it was
+    /// admitted); nothing when none is counted in that minute.
+    pub fn unrecord(&mut self, at: i64) {
+        let m = minute(at);
+        if let Some((_, count)) = self.buckets.iter_mut().rev().find(|(b, _)| *b == m)
+            && *count > 0
+        {
+            *count -= 1;
+        }
+    }
+
     /// Whether a call at `now` fits `budget`; if it does not, the Unix time from which one
     /// more call fits again (when enough of the oldest counted calls leave the window).
     pub fn check(&mut self, budget: Budget, now: i64) -> Result<(), i64> {
@@ -162,5 +173,19 @@ mod tests {
         assert_eq!(w.check(Budget::PerHour(6), now), Ok(()));
         // Over budget by more than the oldest bucket: the reset waits for the newer one too.
         assert_eq!(w.check(Budget::PerHour(1), now), Err((m + 60) * 60));
+    }
+
+    #[test]
+    fn a_refused_call_is_taken_back() {
+        let mut w = Window::default();
+        w.record(600);
+        w.record(601);
+        w.unrecord(601);
+        assert_eq!(w.count(610), 1);
+        w.unrecord(601);
+        w.unrecord(601);
+        assert_eq!(w.count(610), 0, "never below zero");
+        w.unrecord(6000);
+        assert_eq!(w.count(610), 0);
     }
 }

@@ -1,5 +1,8 @@
 //! Tool-call quotas (issue "The rest of the MCP surface", part 3): each account may make a
-//! budget of tool calls per rolling hour — `GATEHOUSE_QUOTA_CALLS_PER_HOUR`, or the account's
+//! budget of calls per rolling hour — tool calls, and since issue 30 also `resources/read` and
+//! `prompts/get` (reads of notes and exports cost as much as the tools that return them); calls
+//! refused for the caller's reach or role (outcomes `forbidden`, `not_found`) are taken back,
+//! so one credential's refused calls do not spend the budget of the account's other ones — `GATEHOUSE_QUOTA_CALLS_PER_HOUR`, or the account's
 //! own value set with `gatehouse account quota` (0 = unlimited). A call over budget is answered
 //! with an `isError` result saying when the budget resets, never an HTTP error (which would make
 //! a client authenticate again).
@@ -36,6 +39,10 @@ pub const RESYNC_SECS: i64 = 60;
 const PRUNE_AT: usize = 10_000;
 /// The audit outcome of a call refused for being over budget.
 pub const OVER_QUOTA: &str = "over_quota";
+/// Audit outcomes of admitted calls refused for the caller's reach or role (a project out of
+/// reach, a write its role does not allow, something it may not see, a scope it lacks): taken
+/// back from the budget ([`QuotaTracker::refund`]) and not counted from the audit rows either.
+pub const REFUSED_FOR_REACH: [&str; 3] = ["forbidden", "not_found", "insufficient_scope"];
 
 struct Entry {
     window: Window,
@@ -161,6 +168,71 @@ impl QuotaTracker {
     }
 }
 
+impl QuotaTracker {
+    /// Takes back the call `account_id` made at `at` if it was refused for its reach or role
+    /// (`outcome` one of [`REFUSED_FOR_REACH`]); other outcomes keep it counted.
+    pub fn refund(&self, account_id: &str, outcome: &str, at: i64) {
+        if !REFUSED_FOR_REACH.contains(&outcome) {
+            return;
+        }
+        if let Some(entry) = self.lock().get_mut(account_id) {
+            entry.window.unrecord(at);
+        }
+    }
+}
+
+/// The quota step of a `resources/read` or `prompts/get` (`event`, the audit event, and
+/// `subject`, what it names): `None` when it may run (it is counted), or the JSON-RPC error to
+/// answer (these methods have no `isError` result), after auditing the refusal.
+pub async fn refuse_read_over_budget(
+    mcp: &McpState,
+    principal: &Principal,
+    event: &'static str,
+    subject: &str,
+    source_ip: Option<&str>,
+    now: i64,
+) -> Option<rmcp::ErrorData> {
+    let store = &mcp.app.store;
+    let default = mcp.app.config.quota_calls_per_hour;
+    let Verdict::Over { limit, resets_at } = mcp
+        .quotas
+        .admit(
+            store,
+            &principal.account_id,
+            principal.calls_per_hour,
+            default,
+            now,
+        )
+        .await
+    else {
+        return None;
+    };
+    let detail = format!("{} duration_ms=0", principal.audit_credential());
+    store
+        .audit_batched(
+            AuditEvent {
+                event,
+                outcome: OVER_QUOTA,
+                account_id: Some(&principal.account_id),
+                client_id: principal.client_id.as_deref(),
+                subject: Some(subject),
+                source_ip,
+                detail: Some(&detail),
+            },
+            now,
+        )
+        .await;
+    Some(rmcp::ErrorData::new(
+        OVER_QUOTA_CODE,
+        over_budget_message(limit, resets_at, now),
+        Some(serde_json::json!({ "resetsAt": resets_at, "limit": limit })),
+    ))
+}
+
+/// The JSON-RPC error code of a `resources/read` or `prompts/get` refused for the budget (in
+/// the range JSON-RPC 2.0 §5.1 leaves to servers).
+pub const OVER_QUOTA_CODE: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-32029);
+
 /// What the model is told when the budget is spent: the budget and when it resets (RFC 3339,
 /// UTC, and in minutes from `now`).
 pub fn over_budget_message(limit: u64, resets_at: i64, now: i64) -> String {
@@ -171,9 +243,10 @@ pub fn over_budget_message(limit: u64, resets_at: i64, now: i64) -> String {
     let minutes = ((resets_at - now).max(0) + 59) / 60;
     let minutes = minutes.max(1);
     format!(
-        "This account's budget of {limit} tool calls per rolling hour is spent. It resets at \
-         {at} (in about {minutes} minute{}); call again then. Nothing was done. The account's \
-         usage is shown on its page in the Gatehouse console.",
+        "This account's budget of {limit} tool calls per rolling hour is spent (resource \
+         reads and prompts count too). It resets at {at} (in about {minutes} minute{}); call \
+         again then. Nothing was done. The account's usage is shown on its page in the \
+         Gatehouse console.",
         if minutes == 1 { "" } else { "s" }
     )
 }

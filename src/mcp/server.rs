@@ -223,6 +223,10 @@ impl ServerHandler for GatehouseMcp {
         };
         metrics::counter!(crate::metrics::TOOL_CALLS, "tool" => def.spec.name, "outcome" => audit_outcome)
             .increment(1);
+        // A call refused for its reach or role does not spend the account's budget.
+        self.mcp
+            .quotas
+            .refund(&principal.account_id, audit_outcome, now);
         if let Err(ToolError::Internal(cause)) = &outcome.result {
             tracing::error!(tool = def.spec.name, error = %cause, "MCP tool failed");
         }
@@ -302,11 +306,26 @@ impl ServerHandler for GatehouseMcp {
         let principal = principal(&ctx)?;
         let started = Instant::now();
         let now = crate::store::now();
-        let result = resources::read(&self.mcp.app, &principal, &request.uri).await;
         // The URI's template, never its ids; the project only once the read succeeded (so
         // after the membership check).
         let parsed = ResourceUri::parse(&request.uri);
+        let template = parsed.as_ref().map_or("unknown", ResourceUri::template);
+        let ip = source_ip(&ctx);
+        if let Some(refusal) = super::quota::refuse_read_over_budget(
+            &self.mcp,
+            &principal,
+            "resource_read",
+            template,
+            ip.as_deref(),
+            now,
+        )
+        .await
+        {
+            return Err(refusal);
+        }
+        let result = resources::read(&self.mcp.app, &principal, &request.uri).await;
         let outcome = read_outcome(&result);
+        self.mcp.quotas.refund(&principal.account_id, outcome, now);
         let project_id = parsed
             .as_ref()
             .filter(|_| result.is_ok())
@@ -316,7 +335,7 @@ impl ServerHandler for GatehouseMcp {
             &principal,
             ReadAudit {
                 event: "resource_read",
-                subject: parsed.as_ref().map_or("unknown", ResourceUri::template),
+                subject: template,
                 outcome,
                 project_id,
                 started,
@@ -349,6 +368,21 @@ impl ServerHandler for GatehouseMcp {
         let principal = principal(&ctx)?;
         let started = Instant::now();
         let now = crate::store::now();
+        // An unknown name is the client's text: recorded as such, not echoed.
+        let subject = prompts::find(&request.name).map_or("unknown", |p| p.name);
+        let ip = source_ip(&ctx);
+        if let Some(refusal) = super::quota::refuse_read_over_budget(
+            &self.mcp,
+            &principal,
+            "prompt_get",
+            subject,
+            ip.as_deref(),
+            now,
+        )
+        .await
+        {
+            return Err(refusal);
+        }
         let got = prompts::get(
             &self.mcp.app,
             &principal,
@@ -357,8 +391,9 @@ impl ServerHandler for GatehouseMcp {
             now,
         )
         .await;
-        // An unknown name is the client's text: recorded as such, not echoed.
-        let subject = prompts::find(&request.name).map_or("unknown", |p| p.name);
+        self.mcp
+            .quotas
+            .refund(&principal.account_id, got.outcome, now);
         self.audit_read(
             &ctx,
             &principal,

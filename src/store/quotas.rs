@@ -5,8 +5,11 @@
 use super::{Store, StoreError};
 use crate::domain::quota::{BUCKET_SECS, WINDOW_SECS};
 
-/// Audit outcomes of tool calls that were never admitted, so do not count against a budget.
-const NOT_ADMITTED: [&str; 2] = ["over_quota", "insufficient_scope"];
+/// Audit outcomes of calls that do not count against a budget: never admitted (over the
+/// budget, a scope missing), or refused for the caller's reach or role (a project out of reach,
+/// a write the role does not allow: issue 30, finding 8), so that one credential's refused
+/// calls do not spend the account's budget.
+const NOT_COUNTED: [&str; 4] = ["over_quota", "insufficient_scope", "forbidden", "not_found"];
 
 impl Store {
     /// The account's own budget: `Some(n)` calls per hour (0 = unlimited), `None` for the
@@ -43,7 +46,8 @@ impl Store {
         Ok(())
     }
 
-    /// The account's admitted tool calls of the hour ending at `now`, per minute:
+    /// The account's counted calls (tool calls, resource reads, prompt gets) of the hour ending
+    /// at `now`, per minute:
     /// `(Unix seconds / 60, calls)`. Reads the audit rows (committed ones only: rows still in
     /// the writer's queue are not seen).
     pub async fn tool_calls_per_minute(
@@ -54,13 +58,16 @@ impl Store {
         let since = (now.div_euclid(BUCKET_SECS) - WINDOW_SECS / BUCKET_SECS + 1) * BUCKET_SECS;
         let rows: Vec<(i64, i64)> = sqlx::query_as(
             "SELECT at / 60 AS minute, COUNT(*) AS calls FROM audit_events \
-             WHERE account_id = $1 AND at >= $2 AND event = 'tool_call' \
-             AND outcome <> $3 AND outcome <> $4 GROUP BY at / 60",
+             WHERE account_id = $1 AND at >= $2 \
+             AND event IN ('tool_call', 'resource_read', 'prompt_get') \
+             AND outcome NOT IN ($3, $4, $5, $6) GROUP BY at / 60",
         )
         .bind(account_id)
         .bind(since)
-        .bind(NOT_ADMITTED[0])
-        .bind(NOT_ADMITTED[1])
+        .bind(NOT_COUNTED[0])
+        .bind(NOT_COUNTED[1])
+        .bind(NOT_COUNTED[2])
+        .bind(NOT_COUNTED[3])
         .fetch_all(&self.pool())
         .await?;
         Ok(rows

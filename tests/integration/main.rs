@@ -36,6 +36,7 @@ mod oauth_helpers;
 mod paging;
 mod prompts;
 mod proxies;
+mod quota_reach;
 mod quotas;
 mod server_key;
 mod service;

@@ -47,7 +47,8 @@ async fn accounts_contract(store: &Store) {
         )
         .await;
     assert!(matches!(missing, Err(StoreError::NotFound(_))));
-    assert_eq!(store.count_accounts().await.unwrap(), 1);
+    // This one and the first, made with the setup link (setup_token_contract).
+    assert_eq!(store.count_accounts().await.unwrap(), 2);
 }
 
 async fn projects_contract(store: &Store) {
@@ -116,6 +117,18 @@ async fn setup_token_contract(store: &Store) {
         .await
         .unwrap();
     assert!(again.is_none(), "a setup token is single use");
+    // Once an account exists, every setup link is void (issue 30, finding 12).
+    let later = TokenHash::of("gate_setup_later");
+    store.create_setup_token(&later, 300, 400).await.unwrap();
+    assert!(!store.setup_token_valid(&later, 350).await.unwrap());
+    let third = Email::parse("third@example.com").unwrap();
+    assert!(
+        store
+            .create_account_with_setup_token(&later, &third, "h", 350)
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 async fn audit_contract(store: &Store) {
@@ -1341,9 +1354,10 @@ async fn run_contract(db: &TestDb) {
     // Migrating twice is harmless.
     store.migrate().await.unwrap();
     assert!(store.ping().await);
+    // First: a setup link works only while no account exists.
+    setup_token_contract(&store).await;
     accounts_contract(&store).await;
     projects_contract(&store).await;
-    setup_token_contract(&store).await;
     audit_contract(&store).await;
     jobs_contract(&store).await;
     housekeeping_contract(&store, db.pool().await).await;
