@@ -68,6 +68,11 @@ impl http_body::Body for DeadlineBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let this = self.get_mut();
+        // Past the deadline nothing more is read, even bytes already waiting (a sender that
+        // keeps a little data always buffered gets no longer than one that trickles).
+        if this.sleep.as_ref().is_some_and(|sleep| sleep.is_elapsed()) {
+            return Poll::Ready(Some(Err(axum::Error::new(BodyDeadlinePassed))));
+        }
         if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
             return Poll::Ready(frame);
         }
