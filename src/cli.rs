@@ -44,8 +44,13 @@ pub enum Command {
     /// Start the server (the default).
     Serve,
     /// Speak MCP over stdin/stdout for a local client that launches this process (Claude
-    /// Desktop, Cursor), as the holder of the API key in `GATEHOUSE_API_KEY`. Logs go to stderr.
-    Stdio,
+    /// Desktop, Cursor), as the holder of the API key in `GATEHOUSE_API_KEY`, on this
+    /// machine's database; or, with `--url`, bridged to a remote deployment (no database).
+    /// Logs go to stderr.
+    Stdio(crate::remote::StdioArgs),
+    /// Sign in to a remote Gatehouse MCP endpoint in the browser (OAuth with PKCE) and keep
+    /// the tokens for `gatehouse stdio --url` in a file only you can read.
+    Login(crate::remote::LoginArgs),
     /// Apply database migrations and exit.
     Migrate,
     /// Manage accounts.
@@ -213,7 +218,9 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         .map_err(|e| CliError(e.to_string()))?;
     let now = now();
     let out = match command {
-        Command::Serve | Command::Stdio | Command::Doctor(_) => unreachable!("handled by main"),
+        Command::Serve | Command::Stdio(_) | Command::Doctor(_) | Command::Login(_) => {
+            unreachable!("handled by main")
+        }
         Command::Migrate => "migrations applied".to_string(),
         Command::Account(AccountCommand::Add { email, .. }) => {
             let email =

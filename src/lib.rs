@@ -18,6 +18,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod oauth;
 pub mod password;
+pub mod remote;
 pub mod signin;
 pub mod state;
 pub mod store;

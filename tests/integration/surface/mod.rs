@@ -2,4 +2,5 @@
 //! a readable audit with its retention, events sent out, and the stdio bridge to a remote
 //! deployment.
 
+mod bridge;
 mod identity;
