@@ -158,11 +158,13 @@ impl Application {
         // The database first, the port last: once the port accepts connections, the server is
         // ready (migrated, first account created).
         let store = open_store(&config.database_url).await?;
+        let server_keys = load_server_keys(&config).await?;
         let state = AppState::new(AppParts {
             passwords: PasswordPool::new(config.password_workers, config.password_queue),
             config: Arc::new(config),
             store,
             clients: Arc::new(ClientResolver::new(Arc::new(HttpsFetcher))),
+            server_keys,
         });
         first_run(&state).await?;
         let listener = TcpListener::bind(state.config.bind).await.map_err(|e| {
@@ -191,11 +193,13 @@ impl Application {
         fetcher: Arc<dyn MetadataFetcher>,
     ) -> Result<Application, StartupError> {
         let store = open_store(&config.database_url).await?;
+        let server_keys = load_server_keys(&config).await?;
         let state = AppState::new(AppParts {
             passwords: PasswordPool::new(config.password_workers, config.password_queue),
             config: Arc::new(config),
             store,
             clients: Arc::new(ClientResolver::new(fetcher)),
+            server_keys,
         });
         first_run(&state).await?;
         Self::assemble(state, listener).await
@@ -211,11 +215,13 @@ impl Application {
     pub async fn run_stdio(config: Config, key: Option<String>) -> Result<(), StartupError> {
         let key = crate::mcp::stdio::parse_key(key).map_err(|e| StartupError(e.to_string()))?;
         let store = open_store(&config.database_url).await?;
+        let server_keys = load_server_keys(&config).await?;
         let state = AppState::new(AppParts {
             passwords: PasswordPool::new(1, 1),
             config: Arc::new(config),
             store,
             clients: Arc::new(ClientResolver::new(Arc::new(HttpsFetcher))),
+            server_keys,
         });
         let audit_writer = state.store.start_audit_writer();
         let served = crate::mcp::stdio::serve(crate::mcp::mcp_state(state), key).await;
@@ -490,6 +496,25 @@ async fn maintenance(store: Store, unused_client_max_age: i64) {
             }
         }
     }
+}
+
+/// Loads the server key once (reading, or on first start creating, the key file off the async
+/// workers). Errors: one line naming the variable at fault.
+pub async fn load_server_keys(
+    config: &Config,
+) -> Result<Option<Arc<crate::domain::server_key::Keyring>>, StartupError> {
+    let settings = config.server_key.clone();
+    let loaded = tokio::task::spawn_blocking(move || settings.load())
+        .await
+        .map_err(|e| StartupError(format!("GATEHOUSE_SECRET_KEY: {e}")))?
+        .map_err(|e| StartupError(e.to_string()))?;
+    match &loaded {
+        Some(keys) => tracing::debug!(key_id = keys.current().id(), "server key loaded"),
+        None => tracing::info!(
+            "no server key configured (GATEHOUSE_SECRET_KEY or GATEHOUSE_SECRET_KEY_FILE): secrets that need sealing will be refused"
+        ),
+    }
+    Ok(loaded.map(Arc::new))
 }
 
 /// Connects to `DATABASE_URL` and applies migrations; the error names the variable.

@@ -24,6 +24,7 @@ use crate::store::oauth::ClientRecord;
 use crate::store::services::NewService;
 use crate::store::{StoreError, now};
 
+pub mod secret_key;
 pub mod url;
 
 /// Gatehouse: an OAuth 2.1 authorization server and MCP resource server.
@@ -70,6 +71,9 @@ pub enum Command {
     /// Manage personal MCP URLs (for clients that cannot send a header).
     #[command(subcommand)]
     Url(url::UrlCommand),
+    /// The server key that seals stored secrets: status, a new key, rotating the key file.
+    #[command(subcommand)]
+    SecretKey(secret_key::SecretKeyCommand),
 }
 
 /// `gatehouse key …` (product spec "API keys").
@@ -213,13 +217,21 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         // Validate before touching the database, so bad input fails fast and clearly.
         Email::parse(email).map_err(|e| CliError(format!("invalid email: {e}")))?;
     }
+    if let Command::SecretKey(command) = command {
+        // Needs the key settings only, not the database.
+        return secret_key::run(config, command);
+    }
     let store = open_store(&config.database_url)
         .await
         .map_err(|e| CliError(e.to_string()))?;
     let now = now();
     let out = match command {
-        Command::Serve | Command::Stdio(_) | Command::Doctor(_) | Command::Login(_) => {
-            unreachable!("handled by main")
+        Command::Serve
+        | Command::Stdio(_)
+        | Command::Doctor(_)
+        | Command::Login(_)
+        | Command::SecretKey(_) => {
+            unreachable!("handled before")
         }
         Command::Migrate => "migrations applied".to_string(),
         Command::Account(AccountCommand::Add { email, .. }) => {

@@ -15,6 +15,9 @@ use url::Url;
 
 use crate::domain::resource::ResourceIndicator;
 
+pub mod server_key;
+
+pub use server_key::ServerKeySettings;
 pub mod surface;
 
 /// Default canonical URL of the MCP endpoint.
@@ -197,6 +200,10 @@ pub struct Config {
     /// `GATEHOUSE_MAX_CONNECTIONS`: open client connections served at once; further ones wait
     /// in the listen backlog until one closes.
     pub max_connections: usize,
+    /// `GATEHOUSE_SECRET_KEY`, `GATEHOUSE_SECRET_KEY_FILE`, `GATEHOUSE_SECRET_KEY_PREVIOUS`:
+    /// where the server key that seals stored secrets comes from ([`server_key`]); loaded once
+    /// at start with [`ServerKeySettings::load`].
+    pub server_key: ServerKeySettings,
     /// The MCP surface's name and title, the audit's retention and the events sent out
     /// ([`surface::SurfaceConfig`]).
     pub surface: surface::SurfaceConfig,
@@ -477,6 +484,13 @@ impl Config {
             }
         }
 
+        let server_key = ServerKeySettings::from_vars(
+            get("GATEHOUSE_SECRET_KEY"),
+            get("GATEHOUSE_SECRET_KEY_FILE"),
+            get("GATEHOUSE_SECRET_KEY_PREVIOUS"),
+            &database_url,
+        )?;
+
         let resource = ResourceIndicator::parse(&mcp_server_url)
             .map_err(|e| ConfigError::new("MCP_SERVER_URL", e.to_string()))?;
         Ok(Config {
@@ -508,6 +522,7 @@ impl Config {
             header_read_timeout_secs,
             body_read_timeout_secs,
             max_connections,
+            server_key,
             surface: surface::SurfaceConfig::from_vars(vars)?,
         })
     }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::domain::server_key::Keyring;
 use crate::oauth::clients::ClientResolver;
 use crate::password::PasswordPool;
 use crate::store::Store;
@@ -39,4 +40,18 @@ pub struct AppParts {
     /// The fixed pool that hashes and verifies passwords (`GATEHOUSE_PASSWORD_WORKERS`,
     /// `GATEHOUSE_PASSWORD_QUEUE`).
     pub passwords: PasswordPool,
+    /// The server key that seals stored secrets (`GATEHOUSE_SECRET_KEY` or the key file),
+    /// loaded once at start; `None` on `PostgreSQL` without a configured key, where sealing is
+    /// refused with [`AppParts::keyring`]'s message.
+    pub server_keys: Option<Arc<Keyring>>,
+}
+
+/// What sealing or opening is refused with when no server key is configured.
+pub const NO_SERVER_KEY: &str = "no server key: set GATEHOUSE_SECRET_KEY (the same value on every instance) or GATEHOUSE_SECRET_KEY_FILE";
+
+impl AppParts {
+    /// The server key, or [`NO_SERVER_KEY`] as the error.
+    pub fn keyring(&self) -> Result<&Keyring, &'static str> {
+        self.server_keys.as_deref().ok_or(NO_SERVER_KEY)
+    }
 }

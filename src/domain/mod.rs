@@ -16,6 +16,7 @@ pub mod refresh;
 pub mod resource;
 pub mod scope;
 pub mod secret;
+pub mod server_key;
 pub mod successor;
 pub mod text;
 pub mod throttle;

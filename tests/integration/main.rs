@@ -32,6 +32,7 @@ mod paging;
 mod prompts;
 mod proxies;
 mod quotas;
+mod server_key;
 mod service;
 mod signin;
 mod stdio;
