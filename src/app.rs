@@ -283,6 +283,11 @@ impl Application {
             self.state.config.unused_client_max_age_secs,
         ));
         let audit_writer = self.state.store.start_audit_writer();
+        // Retention: audit rows past GATEHOUSE_AUDIT_RETENTION_DAYS (crate::upkeep).
+        let upkeep = tokio::spawn(crate::upkeep::run(
+            self.state.store.clone(),
+            self.state.config.clone(),
+        ));
         self.state
             .store
             .set_auth_cache(self.state.config.auth_cache);
@@ -307,6 +312,7 @@ impl Application {
         )
         .await;
         sweeper.abort();
+        upkeep.abort();
         if let Some(listener) = auth_listener {
             listener.stop();
         }

@@ -24,6 +24,7 @@ use crate::store::oauth::ClientRecord;
 use crate::store::services::NewService;
 use crate::store::{StoreError, now};
 
+pub mod audit;
 pub mod secret_key;
 pub mod url;
 
@@ -71,6 +72,9 @@ pub enum Command {
     /// Manage personal MCP URLs (for clients that cannot send a header).
     #[command(subcommand)]
     Url(url::UrlCommand),
+    /// Read the audit log: who did what, through which client, in which project, when and
+    /// how it ended (never arguments, results or secrets).
+    Audit(audit::AuditArgs),
     /// The server key that seals stored secrets: status, a new key, rotating the key file.
     #[command(subcommand)]
     SecretKey(secret_key::SecretKeyCommand),
@@ -484,6 +488,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         }
         Command::Key(command) => run_key(&store, command, now).await?,
         Command::Url(command) => url::run(config, &store, command, now).await?,
+        Command::Audit(args) => audit::run(&store, args, now).await?,
     };
     store.close().await;
     Ok(out)

@@ -23,4 +23,5 @@ pub mod signin;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod upkeep;
 pub mod web;

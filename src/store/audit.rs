@@ -212,8 +212,18 @@ async fn write_batches(
     }
 }
 
-const INSERT_AUDIT: &str = "INSERT INTO audit_events (at, event, outcome, account_id, client_id, subject, source_ip, detail) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+const INSERT_AUDIT: &str = "INSERT INTO audit_events (at, event, outcome, account_id, client_id, subject, source_ip, detail, project_id) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+
+/// The project an audit record concerns: the `project=ID` part of its detail, the convention
+/// every writer follows (`credential=… project=ID duration_ms=N`); stored in the row's
+/// `project_id` column, which the readable audit filters on.
+pub fn project_in_detail(detail: Option<&str>) -> Option<&str> {
+    detail?
+        .split(' ')
+        .find_map(|part| part.strip_prefix("project="))
+        .filter(|p| !p.is_empty())
+}
 
 impl Store {
     /// Starts the tool-call writer (one per store; `None` when it already runs). From then on
@@ -309,6 +319,7 @@ impl Store {
             let in_place = self
                 .write_in_place(taken, |conn, rows| {
                     for row in rows {
+                        let project = project_in_detail(row.detail.as_deref());
                         super::in_place::execute(
                             conn,
                             INSERT_AUDIT,
@@ -321,6 +332,7 @@ impl Store {
                                 &row.subject,
                                 &row.source_ip,
                                 &row.detail,
+                                &project,
                             ],
                         )?;
                     }
@@ -353,6 +365,7 @@ impl Store {
                 .bind(row.subject.as_deref())
                 .bind(row.source_ip.as_deref())
                 .bind(row.detail.as_deref())
+                .bind(project_in_detail(row.detail.as_deref()))
                 .execute(&mut *tx)
                 .await?;
         }
@@ -371,6 +384,7 @@ impl Store {
             .bind(e.subject)
             .bind(e.source_ip)
             .bind(e.detail)
+            .bind(project_in_detail(e.detail))
             .execute(&self.writer())
             .await?;
         Ok(())

@@ -2,5 +2,6 @@
 //! a readable audit with its retention, events sent out, and the stdio bridge to a remote
 //! deployment.
 
+mod audit;
 mod bridge;
 mod identity;
