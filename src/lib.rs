@@ -13,6 +13,7 @@ pub mod credentials;
 pub mod doctor;
 pub mod domain;
 pub mod error;
+pub mod events;
 pub mod lanes;
 pub mod mcp;
 pub mod metrics;

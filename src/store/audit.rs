@@ -134,6 +134,16 @@ enum Queued {
 #[derive(Default)]
 pub(crate) struct AuditQueue {
     tx: OnceLock<mpsc::Sender<Queued>>,
+    /// Told of every record written or queued ([`Store::set_audit_listener`]).
+    listener: OnceLock<std::sync::Arc<dyn AuditListener>>,
+}
+
+/// Told of every audit record once it is written or queued for the writer (the events sent
+/// out, `crate::events`). `offer` runs on the request's path: it must only hand the record
+/// on (a bounded queue), never wait or fail.
+pub trait AuditListener: Send + Sync + 'static {
+    /// One record, at `at` (Unix seconds).
+    fn offer(&self, e: &AuditEvent<'_>, at: i64);
 }
 
 /// The running tool-call writer of a [`Store`]; [`AuditWriter::drain`] stops it.
@@ -244,11 +254,25 @@ impl Store {
         let Some(tx) = self.audit_queue.tx.get() else {
             return self.audit(e, now).await;
         };
-        if let Err(mpsc::error::SendError(Queued::Row(row))) =
-            tx.send(Queued::Row(QueuedEvent::new(&e, now))).await
-        {
-            // The writer has stopped (the server is shutting down): write it here.
-            self.audit(row.as_event(), row.at).await;
+        match tx.send(Queued::Row(QueuedEvent::new(&e, now))).await {
+            Ok(()) => self.announce(&e, now),
+            Err(mpsc::error::SendError(Queued::Row(row))) => {
+                // The writer has stopped (the server is shutting down): write it here.
+                self.audit(row.as_event(), row.at).await;
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Sets the listener told of every record from now on ([`AuditListener`]); `false` when
+    /// one is already set.
+    pub fn set_audit_listener(&self, listener: std::sync::Arc<dyn AuditListener>) -> bool {
+        self.audit_queue.listener.set(listener).is_ok()
+    }
+
+    fn announce(&self, e: &AuditEvent<'_>, at: i64) {
+        if let Some(listener) = self.audit_queue.listener.get() {
+            listener.offer(e, at);
         }
     }
 
@@ -387,6 +411,7 @@ impl Store {
             .bind(project_in_detail(e.detail))
             .execute(&self.writer())
             .await?;
+        self.announce(e, now);
         Ok(())
     }
 

@@ -4,4 +4,5 @@
 
 mod audit;
 mod bridge;
+mod events;
 mod identity;
