@@ -284,6 +284,13 @@ impl Application {
             self.state.config.unused_client_max_age_secs,
         ));
         let audit_writer = self.state.store.start_audit_writer();
+        // Audit records also sent out when GATEHOUSE_EVENTS_URL is set (crate::events).
+        let events = crate::events::start(&self.state.config, &self.state.store);
+        // Retention: audit rows past GATEHOUSE_AUDIT_RETENTION_DAYS (crate::upkeep).
+        let upkeep = tokio::spawn(crate::upkeep::run(
+            self.state.store.clone(),
+            self.state.config.clone(),
+        ));
         self.state
             .store
             .set_auth_cache(self.state.config.auth_cache);
@@ -310,12 +317,16 @@ impl Application {
         )
         .await;
         sweeper.abort();
+        upkeep.abort();
         if let Some(listener) = auth_listener {
             listener.stop();
         }
         // Tool-call audit rows still queued are committed before the process may exit.
         if let Some(writer) = audit_writer {
             writer.drain().await;
+        }
+        if let Some(events) = events {
+            events.drain().await;
         }
         if let Some(metrics) = metrics {
             metrics.abort();

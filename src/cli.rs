@@ -24,6 +24,7 @@ use crate::store::oauth::ClientRecord;
 use crate::store::services::NewService;
 use crate::store::{StoreError, now};
 
+pub mod audit;
 pub mod secret_key;
 pub mod url;
 
@@ -45,8 +46,13 @@ pub enum Command {
     /// Start the server (the default).
     Serve,
     /// Speak MCP over stdin/stdout for a local client that launches this process (Claude
-    /// Desktop, Cursor), as the holder of the API key in `GATEHOUSE_API_KEY`. Logs go to stderr.
-    Stdio,
+    /// Desktop, Cursor), as the holder of the API key in `GATEHOUSE_API_KEY`, on this
+    /// machine's database; or, with `--url`, bridged to a remote deployment (no database).
+    /// Logs go to stderr.
+    Stdio(crate::remote::StdioArgs),
+    /// Sign in to a remote Gatehouse MCP endpoint in the browser (OAuth with PKCE) and keep
+    /// the tokens for `gatehouse stdio --url` in a file only you can read.
+    Login(crate::remote::LoginArgs),
     /// Apply database migrations and exit.
     Migrate,
     /// Manage accounts.
@@ -66,6 +72,9 @@ pub enum Command {
     /// Manage personal MCP URLs (for clients that cannot send a header).
     #[command(subcommand)]
     Url(url::UrlCommand),
+    /// Read the audit log: who did what, through which client, in which project, when and
+    /// how it ended (never arguments, results or secrets).
+    Audit(audit::AuditArgs),
     /// The server key that seals stored secrets: status, a new key, rotating the key file.
     #[command(subcommand)]
     SecretKey(secret_key::SecretKeyCommand),
@@ -221,7 +230,11 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         .map_err(|e| CliError(e.to_string()))?;
     let now = now();
     let out = match command {
-        Command::Serve | Command::Stdio | Command::Doctor(_) | Command::SecretKey(_) => {
+        Command::Serve
+        | Command::Stdio(_)
+        | Command::Doctor(_)
+        | Command::Login(_)
+        | Command::SecretKey(_) => {
             unreachable!("handled before")
         }
         Command::Migrate => "migrations applied".to_string(),
@@ -475,6 +488,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         }
         Command::Key(command) => run_key(&store, command, now).await?,
         Command::Url(command) => url::run(config, &store, command, now).await?,
+        Command::Audit(args) => audit::run(&store, args, now).await?,
     };
     store.close().await;
     Ok(out)

@@ -60,6 +60,19 @@ async fn run() {
         }
         std::process::exit(if report.passed { 0 } else { 1 });
     }
+    // The client side of a remote deployment: no configuration or database of its own.
+    if let Some(Command::Login(args)) = &cli.command {
+        remote_login(args).await;
+        return;
+    }
+    if let Some(Command::Stdio(gatehouse::remote::StdioArgs {
+        url: Some(url),
+        credentials,
+    })) = &cli.command
+    {
+        remote_stdio(url, credentials.clone()).await;
+        return;
+    }
     let config = match Config::load(cli.config.as_deref()) {
         Ok(c) => c,
         Err(e) => fail(&e.to_string()),
@@ -97,7 +110,7 @@ async fn run() {
                 fail(&format!("server error: {e}"));
             }
         }
-        Command::Stdio => {
+        Command::Stdio(_) => {
             // Only protocol messages go to stdout; logs go to stderr (telemetry).
             let key = std::env::var("GATEHOUSE_API_KEY").ok();
             if let Err(e) = Application::run_stdio(config, key).await {
@@ -108,6 +121,47 @@ async fn run() {
             Ok(out) => println!("{out}"),
             Err(e) => fail(&e.to_string()),
         },
+    }
+}
+
+/// `gatehouse login URL`.
+async fn remote_login(args: &gatehouse::remote::LoginArgs) {
+    use gatehouse::doctor::interactive::BrowserOpener;
+    use gatehouse::remote::{credentials::CredentialsFile, login, parse_mcp_url};
+    gatehouse::telemetry::init(gatehouse::config::LogFormat::Text);
+    let url = parse_mcp_url(&args.url).unwrap_or_else(|e| fail(&e.to_string()));
+    let file =
+        CredentialsFile::locate(args.credentials.clone()).unwrap_or_else(|e| fail(&e.to_string()));
+    let opener = if args.no_browser {
+        BrowserOpener(std::sync::Arc::new(|url: &str| {
+            eprintln!("Open this URL in a browser to sign in:\n{url}");
+            Ok(())
+        }))
+    } else {
+        BrowserOpener::desktop()
+    };
+    let wait = std::time::Duration::from_secs(args.wait);
+    match login::login(&url, args.scope.as_deref(), &opener, wait, &file).await {
+        Ok(saved) => println!(
+            "Signed in to {url} ({}); tokens kept in {}",
+            saved.scope.as_deref().unwrap_or("no scope named"),
+            file.path().display()
+        ),
+        Err(e) => fail(&e.to_string()),
+    }
+}
+
+/// `gatehouse stdio --url URL`.
+async fn remote_stdio(url: &str, credentials: Option<std::path::PathBuf>) {
+    use gatehouse::remote::bridge::{self, Credential};
+    use gatehouse::remote::{credentials::CredentialsFile, parse_mcp_url};
+    gatehouse::telemetry::init(gatehouse::config::LogFormat::Text);
+    let url = parse_mcp_url(url).unwrap_or_else(|e| fail(&e.to_string()));
+    let file = CredentialsFile::locate(credentials).unwrap_or_else(|e| fail(&e.to_string()));
+    let key = std::env::var("GATEHOUSE_API_KEY").ok();
+    let credential = Credential::choose(&url, key, file).unwrap_or_else(|e| fail(&e.to_string()));
+    if let Err(e) = bridge::run(url, credential).await {
+        fail(&e.to_string());
     }
 }
 

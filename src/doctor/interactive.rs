@@ -419,7 +419,8 @@ pub async fn flow(
     (steps, out)
 }
 
-fn describe<E: std::error::Error>(e: &E) -> String {
+/// An error with its first three causes, for a one-line report.
+pub fn describe<E: std::error::Error>(e: &E) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     let mut depth = 0;
@@ -434,9 +435,9 @@ fn describe<E: std::error::Error>(e: &E) -> String {
     text
 }
 
-/// Waits for `GET /callback?…` on `listener` and returns its query pairs; other requests
+/// Waits for `GET /callback?…` on `listener` (RFC 8252 §7.3 loopback redirect) and returns its query pairs; other requests
 /// (a favicon) get 404. At most 20 connections are looked at, each read up to 8 KiB.
-async fn callback(listener: &TcpListener) -> Result<Vec<(String, String)>, String> {
+pub async fn callback(listener: &TcpListener) -> Result<Vec<(String, String)>, String> {
     for _ in 0..20 {
         let (mut stream, _) = listener.accept().await.map_err(|e| e.to_string())?;
         let mut buf = vec![0u8; 8192];

@@ -134,6 +134,16 @@ enum Queued {
 #[derive(Default)]
 pub(crate) struct AuditQueue {
     tx: OnceLock<mpsc::Sender<Queued>>,
+    /// Told of every record written or queued ([`Store::set_audit_listener`]).
+    listener: OnceLock<std::sync::Arc<dyn AuditListener>>,
+}
+
+/// Told of every audit record once it is written or queued for the writer (the events sent
+/// out, `crate::events`). `offer` runs on the request's path: it must only hand the record
+/// on (a bounded queue), never wait or fail.
+pub trait AuditListener: Send + Sync + 'static {
+    /// One record, at `at` (Unix seconds).
+    fn offer(&self, e: &AuditEvent<'_>, at: i64);
 }
 
 /// The running tool-call writer of a [`Store`]; [`AuditWriter::drain`] stops it.
@@ -212,8 +222,18 @@ async fn write_batches(
     }
 }
 
-const INSERT_AUDIT: &str = "INSERT INTO audit_events (at, event, outcome, account_id, client_id, subject, source_ip, detail) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+const INSERT_AUDIT: &str = "INSERT INTO audit_events (at, event, outcome, account_id, client_id, subject, source_ip, detail, project_id) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+
+/// The project an audit record concerns: the `project=ID` part of its detail, the convention
+/// every writer follows (`credential=… project=ID duration_ms=N`); stored in the row's
+/// `project_id` column, which the readable audit filters on.
+pub fn project_in_detail(detail: Option<&str>) -> Option<&str> {
+    detail?
+        .split(' ')
+        .find_map(|part| part.strip_prefix("project="))
+        .filter(|p| !p.is_empty())
+}
 
 impl Store {
     /// Starts the tool-call writer (one per store; `None` when it already runs). From then on
@@ -234,11 +254,25 @@ impl Store {
         let Some(tx) = self.audit_queue.tx.get() else {
             return self.audit(e, now).await;
         };
-        if let Err(mpsc::error::SendError(Queued::Row(row))) =
-            tx.send(Queued::Row(QueuedEvent::new(&e, now))).await
-        {
-            // The writer has stopped (the server is shutting down): write it here.
-            self.audit(row.as_event(), row.at).await;
+        match tx.send(Queued::Row(QueuedEvent::new(&e, now))).await {
+            Ok(()) => self.announce(&e, now),
+            Err(mpsc::error::SendError(Queued::Row(row))) => {
+                // The writer has stopped (the server is shutting down): write it here.
+                self.audit(row.as_event(), row.at).await;
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Sets the listener told of every record from now on ([`AuditListener`]); `false` when
+    /// one is already set.
+    pub fn set_audit_listener(&self, listener: std::sync::Arc<dyn AuditListener>) -> bool {
+        self.audit_queue.listener.set(listener).is_ok()
+    }
+
+    fn announce(&self, e: &AuditEvent<'_>, at: i64) {
+        if let Some(listener) = self.audit_queue.listener.get() {
+            listener.offer(e, at);
         }
     }
 
@@ -309,6 +343,7 @@ impl Store {
             let in_place = self
                 .write_in_place(taken, |conn, rows| {
                     for row in rows {
+                        let project = project_in_detail(row.detail.as_deref());
                         super::in_place::execute(
                             conn,
                             INSERT_AUDIT,
@@ -321,6 +356,7 @@ impl Store {
                                 &row.subject,
                                 &row.source_ip,
                                 &row.detail,
+                                &project,
                             ],
                         )?;
                     }
@@ -353,6 +389,7 @@ impl Store {
                 .bind(row.subject.as_deref())
                 .bind(row.source_ip.as_deref())
                 .bind(row.detail.as_deref())
+                .bind(project_in_detail(row.detail.as_deref()))
                 .execute(&mut *tx)
                 .await?;
         }
@@ -371,8 +408,10 @@ impl Store {
             .bind(e.subject)
             .bind(e.source_ip)
             .bind(e.detail)
+            .bind(project_in_detail(e.detail))
             .execute(&self.writer())
             .await?;
+        self.announce(e, now);
         Ok(())
     }
 

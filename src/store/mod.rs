@@ -16,6 +16,7 @@ use crate::domain::secret::TokenHash;
 
 pub mod accounts;
 pub mod audit;
+pub mod audit_query;
 pub mod auth_cache;
 pub mod checkpoints;
 pub mod devices;

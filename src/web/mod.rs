@@ -19,6 +19,7 @@ use crate::store::SessionBackend;
 use session::PageCsrf;
 
 pub mod account;
+pub mod activity;
 pub mod apps;
 pub mod consent;
 pub mod keys;
@@ -35,6 +36,7 @@ pub fn router(state: AppState) -> Router {
     let mut pages = Router::new()
         .route("/", get(projects::home))
         .route("/projects/{id}", get(projects::show))
+        .route("/projects/{id}/activity", get(activity::show))
         .route("/projects/{id}/members", post(projects::add_member))
         .route(
             "/projects/{id}/members/remove",

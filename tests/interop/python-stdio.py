@@ -2,7 +2,10 @@
 local client would: the API key in GATEHOUSE_API_KEY, the database in DATABASE_URL. Lists the
 tools and calls `list_projects`. Prints one line per check; exits 1 on the first failure.
 
-Env: GATEHOUSE_BIN, DATABASE_URL, GATEHOUSE_API_KEY, PROJECT_ID (set by run.sh).
+With BRIDGE_URL set it launches `gatehouse stdio --url BRIDGE_URL` instead, without
+DATABASE_URL: the bridge forwards to the running server over HTTP.
+
+Env: GATEHOUSE_BIN, DATABASE_URL, GATEHOUSE_API_KEY, PROJECT_ID, BRIDGE_URL (set by run.sh).
 """
 
 import asyncio
@@ -20,15 +23,20 @@ def check(name: str, ok: bool, detail: str) -> None:
 
 
 async def main() -> None:
+    bridge_url = os.environ.get("BRIDGE_URL")
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "GATEHOUSE_API_KEY": os.environ["GATEHOUSE_API_KEY"],
+        "RUST_LOG": "warn",
+    }
+    if bridge_url:
+        # Bridged to the running server over HTTP: no database on this side.
+        args = ["stdio", "--url", bridge_url]
+    else:
+        args = ["stdio"]
+        env["DATABASE_URL"] = os.environ["DATABASE_URL"]
     params = StdioServerParameters(
-        command=os.environ["GATEHOUSE_BIN"],
-        args=["stdio"],
-        env={
-            "PATH": os.environ.get("PATH", ""),
-            "DATABASE_URL": os.environ["DATABASE_URL"],
-            "GATEHOUSE_API_KEY": os.environ["GATEHOUSE_API_KEY"],
-            "RUST_LOG": "warn",
-        },
+        command=os.environ["GATEHOUSE_BIN"], args=args, env=env
     )
     project_id = os.environ["PROJECT_ID"]
     async with stdio_client(params) as (read, write):

@@ -212,11 +212,16 @@ python_stdio() { # the official Python SDK, installed into .venv/ next to this s
   "$venv/bin/pip" install -q --disable-pip-version-check "mcp==$PY_MCP_VERSION" || return 1
   "$venv/bin/python" python-stdio.py
 }
+python_bridge() { # the same client launching `gatehouse stdio --url` (no database)
+  BRIDGE_URL="$MCP_URL" python_stdio
+}
 export GATEHOUSE_BIN DATABASE_URL
 step "sdk-v1 stdio client (StdioClientTransport) launching gatehouse stdio" \
   "$NODE" sdk-v1-stdio.mjs
 step "Python SDK stdio client (mcp $PY_MCP_VERSION) launching gatehouse stdio" \
   python_stdio
+step "Python SDK stdio client (mcp $PY_MCP_VERSION) launching gatehouse stdio --url (bridge over HTTP)" \
+  python_bridge
 
 if [ "${SKIP_CONFORMANCE:-0}" = "1" ]; then
   summary

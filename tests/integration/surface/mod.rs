@@ -2,4 +2,7 @@
 //! a readable audit with its retention, events sent out, and the stdio bridge to a remote
 //! deployment.
 
+mod audit;
+mod bridge;
+mod events;
 mod identity;

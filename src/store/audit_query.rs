@@ -1,0 +1,159 @@
+//! Reading the audit log for people (`gatehouse audit`, a project's activity page) and
+//! deleting what is past its retention, in bounded batches, one instance at a time.
+
+use super::{Backend, Store, StoreError};
+
+/// Which audit rows to read; every member narrows the answer (none: every row).
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    /// Rows about this account (its id).
+    pub account_id: Option<String>,
+    /// Rows about this OAuth client.
+    pub client_id: Option<String>,
+    /// Rows about this project.
+    pub project_id: Option<String>,
+    /// Rows of this event kind (`tool_call`, `signin`, …).
+    pub event: Option<String>,
+    /// Rows at or after this time (Unix seconds).
+    pub since: Option<i64>,
+    /// Only the MCP activity: tool calls, resource reads and prompt gets.
+    pub mcp_only: bool,
+}
+
+/// One audit row as people read it: the account's email and the client's registered name
+/// beside their ids.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+pub struct AuditEntry {
+    /// Row id: increasing in the order rows were written.
+    pub id: i64,
+    /// Unix seconds.
+    pub at: i64,
+    /// What happened.
+    pub event: String,
+    /// How it ended.
+    pub outcome: String,
+    /// The account concerned.
+    pub account_id: Option<String>,
+    /// Its email, while the account exists.
+    pub email: Option<String>,
+    /// The OAuth client concerned.
+    pub client_id: Option<String>,
+    /// The client's registered name (people's words: shown escaped).
+    pub client_name: Option<String>,
+    /// What it was about (a tool name, a URI template, a prompt).
+    pub subject: Option<String>,
+    /// The project concerned.
+    pub project_id: Option<String>,
+    /// The caller's address.
+    pub source_ip: Option<String>,
+    /// Short non-secret detail (the credential kind and id, a duration).
+    pub detail: Option<String>,
+}
+
+/// Most rows one reading returns.
+pub const MAX_AUDIT_ROWS: i64 = 10_000;
+
+/// One kind of old rows the upkeep task deletes: its name (for logs and metrics) and the
+/// statement that deletes at most `$2` rows older than `$1` (Unix seconds), oldest first.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    /// What is pruned, e.g. `audit_events`.
+    pub name: &'static str,
+    /// `DELETE …` of at most `$2` rows older than `$1`.
+    pub delete_batch: &'static str,
+}
+
+/// The audit rows past `GATEHOUSE_AUDIT_RETENTION_DAYS`.
+pub const AUDIT_RETENTION: Retention = Retention {
+    name: "audit_events",
+    delete_batch: "DELETE FROM audit_events WHERE id IN \
+                   (SELECT id FROM audit_events WHERE at < $1 ORDER BY id LIMIT $2)",
+};
+
+/// The `PostgreSQL` advisory-lock key every instance's upkeep takes for a batch, so that one
+/// instance at a time deletes ("gatehouse-upkeep" as an integer).
+pub const UPKEEP_LOCK_KEY: i64 = 0x6761_7465_7570_6b70;
+
+impl Store {
+    /// The newest rows matching `filter`, at most `limit` (capped at [`MAX_AUDIT_ROWS`]),
+    /// newest first. Tool-call rows still queued are committed first.
+    ///
+    /// Errors: the database could not be read.
+    pub async fn audit_entries(
+        &self,
+        filter: &AuditFilter,
+        limit: i64,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        self.flush_audit().await;
+        let mut sql = String::from(
+            "SELECT e.id, e.at, e.event, e.outcome, e.account_id, a.email, e.client_id, \
+             c.client_name, e.subject, e.project_id, e.source_ip, e.detail \
+             FROM audit_events e LEFT JOIN accounts a ON a.id = e.account_id \
+             LEFT JOIN oauth_clients c ON c.client_id = e.client_id WHERE 1 = 1",
+        );
+        let mut texts: Vec<&str> = Vec::new();
+        for (column, value) in [
+            ("e.account_id", &filter.account_id),
+            ("e.client_id", &filter.client_id),
+            ("e.project_id", &filter.project_id),
+            ("e.event", &filter.event),
+        ] {
+            if let Some(v) = value {
+                texts.push(v);
+                sql.push_str(&format!(" AND {column} = ${}", texts.len()));
+            }
+        }
+        if filter.mcp_only {
+            sql.push_str(" AND e.event IN ('tool_call', 'resource_read', 'prompt_get')");
+        }
+        let n = texts.len();
+        if filter.since.is_some() {
+            sql.push_str(&format!(" AND e.at >= ${}", n + 1));
+        }
+        let limit_at = n + 1 + usize::from(filter.since.is_some());
+        sql.push_str(&format!(" ORDER BY e.id DESC LIMIT ${limit_at}"));
+        let mut query = sqlx::query_as::<_, AuditEntry>(&sql);
+        for t in texts {
+            query = query.bind(t);
+        }
+        if let Some(since) = filter.since {
+            query = query.bind(since);
+        }
+        Ok(query
+            .bind(limit.clamp(1, MAX_AUDIT_ROWS))
+            .fetch_all(&self.pool())
+            .await?)
+    }
+
+    /// Deletes at most `batch` rows of `retention` older than `cutoff` in one transaction.
+    /// On `PostgreSQL` the transaction first takes the advisory lock [`UPKEEP_LOCK_KEY`]
+    /// (`pg_try_advisory_xact_lock`, released at commit): `None` when another instance holds
+    /// it (it is pruning now). On `SQLite` the write turn orders it with the other writes.
+    ///
+    /// Errors: the database refused the statement.
+    pub async fn prune_batch(
+        &self,
+        retention: &Retention,
+        cutoff: i64,
+        batch: i64,
+    ) -> Result<Option<u64>, StoreError> {
+        let mut tx = self.begin_write().await?;
+        if self.backend == Backend::Postgres {
+            let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+                .bind(UPKEEP_LOCK_KEY)
+                .fetch_one(&mut *tx)
+                .await?;
+            if !locked {
+                return Ok(None);
+            }
+        }
+        let deleted = sqlx::query(retention.delete_batch)
+            .bind(cutoff)
+            .bind(batch)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(Some(deleted))
+    }
+}
