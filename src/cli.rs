@@ -1,6 +1,6 @@
 //! The command line: `serve` (default), `migrate`, `account add|disable`,
 //! `project add|add-member`, `client add`, `key create|list|revoke`,
-//! `url create|list|revoke` ([`url`]). Every command works on both
+//! `url create|list|revoke` ([`url`]), `resource add|list|remove` ([`resource`]). Every command works on both
 //! databases and exits non-zero with one clear message on bad input.
 
 use std::io::BufRead;
@@ -25,6 +25,7 @@ use crate::store::services::NewService;
 use crate::store::{StoreError, now};
 
 pub mod audit;
+pub mod resource;
 pub mod secret_key;
 pub mod url;
 
@@ -78,6 +79,9 @@ pub enum Command {
     /// The server key that seals stored secrets: status, a new key, rotating the key file.
     #[command(subcommand)]
     SecretKey(secret_key::SecretKeyCommand),
+    /// Other MCP servers that use Gatehouse as their authorization server.
+    #[command(subcommand)]
+    Resource(resource::ResourceCommand),
 }
 
 /// `gatehouse key …` (product spec "API keys").
@@ -489,6 +493,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         Command::Key(command) => run_key(&store, command, now).await?,
         Command::Url(command) => url::run(config, &store, command, now).await?,
         Command::Audit(args) => audit::run(&store, args, now).await?,
+        Command::Resource(command) => resource::run(config, &store, command, now).await?,
     };
     store.close().await;
     Ok(out)
