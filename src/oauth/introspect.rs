@@ -55,6 +55,15 @@ pub async fn introspect(
         }
         None => Some(&state.config.resource),
     };
+    // Counted, not audited: introspection is a hot path and writes nothing.
+    crate::metrics::resource_token_event(
+        "introspected",
+        client
+            .metadata
+            .get("resource")
+            .and_then(|r| r.as_str())
+            .unwrap_or(&state.config.mcp_server_url),
+    );
     let body = match state
         .store
         .live_access_token_with(ticket, &hash, now())

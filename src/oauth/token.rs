@@ -317,13 +317,17 @@ async fn client_credentials(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
             ctx.now + ttl,
         )
         .await?;
+    crate::metrics::resource_token_event("issued", &config.mcp_server_url);
     audit(
         ctx,
         "token_issued",
         "success",
         Some(&service.account_id),
         None,
-        Some("grant=client_credentials"),
+        Some(&format!(
+            "grant=client_credentials resource={}",
+            config.mcp_server_url
+        )),
     )
     .await;
     Ok(TokenResponse {
@@ -410,13 +414,14 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
         .await?
     {
         Redeemed::Issued { family_id } => {
+            crate::metrics::resource_token_event("issued", &record.resource);
             audit(
                 ctx,
                 "code_redeemed",
                 "success",
                 Some(&record.account_id),
                 Some(&family_id),
-                None,
+                Some(&format!("resource={}", record.resource)),
             )
             .await;
             Ok(response(&refresh, &access, ttl, &record.scope))
@@ -596,13 +601,14 @@ async fn rotate(
     if rotation != Rotation::Rotated {
         return Ok(Err(rotation));
     }
+    crate::metrics::resource_token_event("refreshed", &state.resource);
     audit(
         ctx,
         "token_refreshed",
         "success",
         Some(&state.account_id),
         Some(&state.family_id),
-        None,
+        Some(&format!("resource={}", state.resource)),
     )
     .await;
     Ok(Ok(response(&refresh, &access, ttl, scope)))

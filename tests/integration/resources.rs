@@ -496,3 +496,53 @@ async fn each_resource_server_introspects_its_own_tokens_only() {
         .unwrap();
     assert_ne!(r.status(), StatusCode::OK);
 }
+
+#[tokio::test]
+async fn tokens_are_audited_and_counted_per_resource() {
+    let app = crate::helpers::spawn_app_with(|v| {
+        v.insert("GATEHOUSE_METRICS_BIND".into(), "127.0.0.1:0".into());
+    })
+    .await;
+    let out = add_files(&app, &["--introspect"]);
+    let creds = (field(&out, "client_id"), field(&out, "client_secret"));
+    let client_id = register_public(&app, &[REDIRECT]).await;
+    let browser = signed_in_browser(&app).await;
+    let tokens = files_tokens(&app, &browser, &client_id, "files:read").await;
+    let (status, _) = refresh(
+        &app,
+        &client_id,
+        tokens["refresh_token"].as_str().unwrap(),
+        &[],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    introspect_with(&app, &creds, tokens["access_token"].as_str().unwrap()).await;
+
+    app.store.flush_audit().await;
+    let audit = app.store.recent_audit(50).await.unwrap();
+    for event in ["code_redeemed", "token_refreshed"] {
+        let row = audit
+            .iter()
+            .find(|e| e.event == event)
+            .unwrap_or_else(|| panic!("{event} in {audit:?}"));
+        assert_eq!(
+            row.detail.as_deref(),
+            Some(format!("resource={FILES}").as_str()),
+            "{event}"
+        );
+    }
+    let body = crate::metrics::scrape(&app).await;
+    for event in ["issued", "refreshed", "introspected"] {
+        assert!(
+            crate::metrics::has_sample(
+                &body,
+                "gatehouse_resource_tokens_total",
+                &[
+                    &format!("resource=\"{FILES}\""),
+                    &format!("event=\"{event}\"")
+                ]
+            ),
+            "{event}: {body}"
+        );
+    }
+}
