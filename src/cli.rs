@@ -82,6 +82,9 @@ pub enum Command {
     /// Other MCP servers that use Gatehouse as their authorization server.
     #[command(subcommand)]
     Resource(resource::ResourceCommand),
+    /// The key JWT access tokens (RFC 9068) are signed with.
+    #[command(subcommand)]
+    SigningKey(resource::SigningKeyCommand),
 }
 
 /// `gatehouse key …` (product spec "API keys").
@@ -494,6 +497,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         Command::Url(command) => url::run(config, &store, command, now).await?,
         Command::Audit(args) => audit::run(&store, args, now).await?,
         Command::Resource(command) => resource::run(config, &store, command, now).await?,
+        Command::SigningKey(command) => resource::run_signing_key(&store, command, now).await?,
     };
     store.close().await;
     Ok(out)

@@ -57,6 +57,8 @@ pub struct AuthorizationServerMetadata {
     pub revocation_endpoint: String,
     /// RFC 7662 §2.
     pub introspection_endpoint: String,
+    /// The JWK Set of the keys JWT access tokens (RFC 9068) are signed with (RFC 8414 §2).
+    pub jwks_uri: String,
     /// Only `code`.
     pub response_types_supported: [&'static str; 1],
     /// Only `query`.
@@ -92,6 +94,7 @@ impl AuthorizationServerMetadata {
             registration_endpoint: config.url("/oauth/register"),
             revocation_endpoint: config.url("/oauth/revoke"),
             introspection_endpoint: config.url("/oauth/introspect"),
+            jwks_uri: config.url("/oauth/jwks"),
             response_types_supported: ["code"],
             response_modes_supported: ["query"],
             grant_types_supported: SUPPORTED_GRANT_TYPES,

@@ -33,6 +33,7 @@ pub mod resources;
 pub mod rotations;
 pub mod services;
 pub mod sessions;
+pub mod signing_keys;
 pub mod sqlite;
 pub mod urls;
 
