@@ -211,6 +211,17 @@ record "cli: gatehouse resource add; Python SDK resource server (mcp $PY_MCP_VER
 step "sdk-v1 client against the Python SDK resource server, Gatehouse as its authorization server" \
   env TOKEN_FILE="$TOKEN_FILE" RS_URL="$RS_URL" "$NODE" sdk-v1-resource-server.mjs
 
+# JWT access tokens (RFC 9068) for a resource registered with --token-format jwt, verified by
+# the npm package jose against the published JWKS, before and after a key rotation.
+JWT_RS_URL="http://127.0.0.1:1/files-jwt/mcp"
+jwt_resource_add() {
+  MCP_SERVER_URL="$MCP_URL" "$GATEHOUSE_BIN" resource add files-jwt --url "$JWT_RS_URL" \
+    --scope files:read --scope-description 'Read your files' --token-format jwt --token-ttl 300
+}
+step "cli: gatehouse resource add --token-format jwt" jwt_resource_add
+step "JWT access tokens verified by jose against the JWKS, before and after signing-key rotate" \
+  env JWT_RS_URL="$JWT_RS_URL" GATEHOUSE_BIN="$GATEHOUSE_BIN" DATABASE_URL="$DATABASE_URL" "$NODE" jwt-verify.mjs
+
 # --- credentials without a browser: an API key and a personal URL (made with the CLI) ---
 credentials_add() {
   local key_out url_out
