@@ -664,3 +664,46 @@ async fn jwt_access_tokens_verify_against_the_published_keys_across_a_rotation()
     assert_ne!(claims2["jti"], claims["jti"]);
     verify_es256(first, &jwks);
 }
+
+#[tokio::test]
+async fn every_running_instance_takes_a_registration_and_a_removal_up_at_once() {
+    let one = spawn_app().await;
+    let two = crate::helpers::spawn_instance(&one, |_| {}).await;
+    let client_id = register_public(&one, &[REDIRECT]).await;
+    let browser = signed_in_browser(&two).await;
+    let (_, challenge) = pkce();
+    let ask = || {
+        authorize_url(
+            &two,
+            &client_id,
+            &challenge,
+            &[("resource", FILES), ("scope", "files:read")],
+        )
+    };
+    let refused = |r: &reqwest::Response| {
+        r.status() == StatusCode::SEE_OTHER
+            && query_of(r.headers()["location"].to_str().unwrap())
+                .get("error")
+                .is_some_and(|e| e == "invalid_target")
+    };
+    assert!(refused(&browser.get(ask()).send().await.unwrap()));
+
+    add_files(&one, &[]);
+    let page = browser.get(ask()).send().await.unwrap();
+    assert_eq!(
+        page.status(),
+        StatusCode::OK,
+        "the other instance shows the consent page"
+    );
+    assert!(page.text().await.unwrap().contains("Read your files"));
+    assert!(
+        metadata(&two).await["scopes_supported"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "files:read")
+    );
+
+    resource(&one, &["remove", "files"]);
+    assert!(refused(&browser.get(ask()).send().await.unwrap()));
+}
