@@ -18,6 +18,7 @@ mod credential_limits;
 mod delay_proxy;
 mod display_text;
 mod doctor;
+mod failover;
 mod grants;
 mod hostile;
 mod keys;
