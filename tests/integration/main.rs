@@ -47,4 +47,5 @@ mod stdio;
 mod store_contract;
 mod surface;
 mod token;
+mod upstreams;
 mod urls;
