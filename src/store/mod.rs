@@ -33,6 +33,7 @@ pub mod rotations;
 pub mod services;
 pub mod sessions;
 pub mod sqlite;
+pub mod upstreams;
 pub mod urls;
 
 pub use sessions::SessionBackend;

@@ -50,4 +50,5 @@ mod stdio;
 mod store_contract;
 mod surface;
 mod token;
+mod upstreams;
 mod urls;
