@@ -29,6 +29,7 @@ pub mod postgres;
 pub mod projects;
 pub mod quotas;
 pub mod read_batches;
+pub mod resources;
 pub mod rotations;
 pub mod services;
 pub mod sessions;

@@ -41,6 +41,7 @@ mod prompts;
 mod proxies;
 mod quota_reach;
 mod quotas;
+mod resources;
 mod server_key;
 mod service;
 mod setup_link;
