@@ -27,6 +27,7 @@ use crate::store::{StoreError, now};
 pub mod audit;
 pub mod resource;
 pub mod secret_key;
+pub mod upstream;
 pub mod url;
 
 /// Gatehouse: an OAuth 2.1 authorization server and MCP resource server.
@@ -79,6 +80,9 @@ pub enum Command {
     /// The server key that seals stored secrets: status, a new key, rotating the key file.
     #[command(subcommand)]
     SecretKey(secret_key::SecretKeyCommand),
+    /// Upstream MCP servers whose tools Gatehouse serves behind its own authorization.
+    #[command(subcommand)]
+    Upstream(upstream::UpstreamCommand),
     /// Other MCP servers that use Gatehouse as their authorization server.
     #[command(subcommand)]
     Resource(resource::ResourceCommand),
@@ -496,6 +500,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         Command::Key(command) => run_key(&store, command, now).await?,
         Command::Url(command) => url::run(config, &store, command, now).await?,
         Command::Audit(args) => audit::run(&store, args, now).await?,
+        Command::Upstream(command) => upstream::run(config, &store, command, now).await?,
         Command::Resource(command) => resource::run(config, &store, command, now).await?,
         Command::SigningKey(command) => resource::run_signing_key(&store, command, now).await?,
     };

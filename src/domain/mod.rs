@@ -21,6 +21,7 @@ pub mod server_key;
 pub mod successor;
 pub mod text;
 pub mod throttle;
+pub mod upstream;
 
 #[cfg(test)]
 mod properties;

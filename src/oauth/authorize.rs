@@ -126,6 +126,9 @@ pub enum AuthorizeError {
         /// Whether the database was unavailable for now ([`crate::store::StoreError::is_unavailable`]).
         unavailable: bool,
     },
+    /// The client's metadata document could not be fetched right now (DNS, connection, time,
+    /// 5xx): a "try again" page with `503` and `Retry-After`; never redirects.
+    ClientUnavailable,
     /// The client is a metadata document not yet known, and the visitor's address has spent
     /// its budget of new applications: a page with `429` and `Retry-After` (seconds); never
     /// redirects.
@@ -178,6 +181,9 @@ pub async fn validate(
             return Err(page(
                 "This application is not registered with this server (unknown client_id).",
             ));
+        }
+        Err(ClientLookupError::Metadata(e)) if e.is_temporary() => {
+            return Err(AuthorizeError::ClientUnavailable);
         }
         Err(ClientLookupError::Metadata(e)) => {
             return Err(page(&format!(

@@ -72,6 +72,14 @@ fn redirect_error(state: &AppState, e: AuthorizeError) -> Response {
     match e {
         AuthorizeError::Storage { unavailable: true } => crate::error::unavailable_page(),
         AuthorizeError::Storage { unavailable: false } => crate::error::internal_error_page(),
+        AuthorizeError::ClientUnavailable => super::retry_after(
+            error_page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again in a moment",
+                "This application's identity could not be checked right now: its metadata document could not be fetched. Try again in a minute.",
+            ),
+            http::HeaderValue::from_static(crate::oauth::error::RETRY_AFTER_SECS),
+        ),
         AuthorizeError::Throttled { retry_after } => super::retry_after(
             error_page(
                 StatusCode::TOO_MANY_REQUESTS,
