@@ -40,17 +40,35 @@ pub enum CimdError {
     #[error("client_id URL is not acceptable: {0}")]
     BadUrl(&'static str),
     /// The host resolves to an address that must not be fetched (SSRF protection, §6). Shown
-    /// with the words of [`CimdError::Fetch`], so that anonymous visitors cannot tell which
+    /// with the words of [`CimdError::Unavailable`], so that anonymous visitors cannot tell which
     /// names resolve to internal addresses (the reason is logged).
-    #[error("client metadata document could not be fetched")]
+    #[error("client metadata document could not be fetched right now")]
     ForbiddenAddress,
-    /// The fetch failed (network, status, size, time). The detail is for logs only: it is not
-    /// shown, so the error page cannot be used to probe other hosts' ports.
+    /// The fetch failed for good (a 4xx status, a document too large). The detail is for logs
+    /// only: it is not shown, so the error page cannot be used to probe other hosts' ports.
     #[error("client metadata document could not be fetched")]
     Fetch(String),
+    /// The fetch failed for now (DNS, connection, time, a 5xx or 429 status): the client is
+    /// told to try again, never that it is unknown, so it keeps its identity. The detail is for
+    /// logs only, as for [`CimdError::Fetch`].
+    #[error("client metadata document could not be fetched right now")]
+    Unavailable(String),
     /// The document is not acceptable (§3.1).
     #[error("client metadata document is invalid: {0}")]
     BadDocument(String),
+}
+
+impl CimdError {
+    /// Whether trying again later may succeed: [`CimdError::Unavailable`], and
+    /// [`CimdError::ForbiddenAddress`], which must be answered like a failed lookup or
+    /// connection so that nobody can tell which names resolve to internal addresses (issue 30,
+    /// finding 11).
+    pub fn is_temporary(&self) -> bool {
+        matches!(
+            self,
+            CimdError::Unavailable(_) | CimdError::ForbiddenAddress
+        )
+    }
 }
 
 /// Whether `client_id` is URL-shaped (and so names a metadata document).

@@ -13,6 +13,7 @@ pub mod principal;
 pub mod quota;
 pub mod redirect_uri;
 pub mod refresh;
+pub mod registry;
 pub mod resource;
 pub mod scope;
 pub mod secret;

@@ -17,6 +17,10 @@ use crate::state::AppState;
 use crate::store::auth_cache::CacheTicket;
 use crate::store::oauth::ClientRecord;
 
+/// The `error_description` of `invalid_client` for an unknown client and for a wrong
+/// credential alike, so that the answer does not tell which `client_id`s exist.
+pub const AUTHENTICATION_FAILED: &str = "client authentication failed";
+
 /// Largest form body accepted, in bytes.
 pub const MAX_FORM_BYTES: usize = 16 * 1024;
 
@@ -175,9 +179,11 @@ pub fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>
 /// A client ID metadata document not yet stored spends `for_whom`'s budget
 /// ([`FetchFor`]).
 ///
-/// Errors: `invalid_client` (401) for an unknown client, a wrong secret, a secret from a
-/// public client or none from a confidential one, or a new metadata-document client over the
-/// caller's budget; `invalid_request` for two methods at once.
+/// Errors: `invalid_client` (401) for an unknown client or a wrong secret (both described as
+/// [`AUTHENTICATION_FAILED`]), a secret from a public client or none from a confidential one,
+/// a refused metadata document, or a new metadata-document client over the caller's budget;
+/// `temporarily_unavailable` (503) for a metadata document that cannot be fetched right now;
+/// `invalid_request` for two methods at once.
 pub async fn authenticate_client(
     app: &AppState,
     headers: &HeaderMap,
@@ -216,7 +222,7 @@ pub async fn authenticate_client(
         basic: used_basic,
     };
     let Ok(client_id) = ClientId::parse(&client_id) else {
-        return Err(fail("unknown client"));
+        return Err(fail(AUTHENTICATION_FAILED));
     };
     let found = app
         .clients
@@ -224,7 +230,10 @@ pub async fn authenticate_client(
         .await;
     let (client, ticket) = match found {
         Ok((Some(c), ticket)) => (c, ticket),
-        Ok((None, _)) => return Err(fail("unknown client")),
+        Ok((None, _)) => return Err(fail(AUTHENTICATION_FAILED)),
+        Err(ClientLookupError::Metadata(e)) if e.is_temporary() => {
+            return Err(OAuthError::ClientMetadataUnavailable);
+        }
         Err(ClientLookupError::Metadata(e)) => return Err(fail(&e.to_string())),
         Err(e @ ClientLookupError::Throttled(_)) => return Err(fail(&e.to_string())),
         Err(ClientLookupError::Store(e)) => return Err(e.into()),
@@ -240,10 +249,10 @@ pub async fn authenticate_client(
     if let (Some(expected), Some(presented)) = (&client.client_secret_hash, &secret) {
         let presented = Secret::from_presented(presented.clone()).hash();
         if !constant_time_eq(expected.as_str().as_bytes(), presented.as_str().as_bytes()) {
-            return Err(fail("wrong client secret"));
+            return Err(fail(AUTHENTICATION_FAILED));
         }
     } else if client.client_secret_hash.is_some() != secret.is_some() {
-        return Err(fail("client authentication failed"));
+        return Err(fail(AUTHENTICATION_FAILED));
     }
     Ok((client, ticket))
 }

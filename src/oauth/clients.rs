@@ -47,7 +47,9 @@ pub trait MetadataFetcher: Send + Sync + 'static {
 
 /// Fetches over HTTPS with a 5-second budget, no redirects, a 5 KiB cap, and only after every
 /// address the host resolves to has been checked against [`is_forbidden_ip`]; the connection is
-/// pinned to the checked address so a second DNS answer cannot redirect it.
+/// pinned to the checked address so a second DNS answer cannot redirect it. A failed lookup,
+/// connection, read or time budget, a 5xx or a 429 is [`CimdError::Unavailable`] (try again);
+/// another status or an oversized body is [`CimdError::Fetch`].
 #[derive(Debug, Default)]
 pub struct HttpsFetcher;
 
@@ -55,7 +57,7 @@ pub struct HttpsFetcher;
 impl MetadataFetcher for HttpsFetcher {
     async fn fetch(&self, url: &Url) -> Result<Fetched, CimdError> {
         let result = self.fetch_inner(url).await;
-        if let Err(CimdError::Fetch(detail)) = &result {
+        if let Err(CimdError::Fetch(detail) | CimdError::Unavailable(detail)) = &result {
             tracing::warn!(client_id = %url, detail = %detail, "client metadata document fetch failed");
         }
         result
@@ -78,11 +80,11 @@ impl HttpsFetcher {
             tokio::net::lookup_host((lookup_host.as_str(), port)),
         )
         .await
-        .map_err(|_| CimdError::Fetch("DNS lookup timed out".into()))?
-        .map_err(|e| CimdError::Fetch(format!("DNS lookup failed: {e}")))?
+        .map_err(|_| CimdError::Unavailable("DNS lookup timed out".into()))?
+        .map_err(|e| CimdError::Unavailable(format!("DNS lookup failed: {e}")))?
         .collect();
         if addrs.is_empty() {
-            return Err(CimdError::Fetch("the host has no address".into()));
+            return Err(CimdError::Unavailable("the host has no address".into()));
         }
         if addrs.iter().any(|a| is_forbidden_ip(a.ip())) {
             tracing::warn!(client_id = %url, "client metadata document host resolves to a forbidden address");
@@ -94,18 +96,24 @@ impl HttpsFetcher {
             .https_only(true)
             .resolve(&lookup_host, addrs[0])
             .build()
-            .map_err(|e| CimdError::Fetch(e.to_string()))?;
+            .map_err(|e| CimdError::Unavailable(e.to_string()))?;
         let mut response = client
             .get(url.clone())
             .header(reqwest::header::ACCEPT, "application/json")
             .send()
             .await
-            .map_err(|e| CimdError::Fetch(e.without_url().to_string()))?;
-        if response.status() != reqwest::StatusCode::OK {
-            return Err(CimdError::Fetch(format!(
-                "HTTP status {}",
-                response.status()
-            )));
+            .map_err(|e| CimdError::Unavailable(e.without_url().to_string()))?;
+        let status = response.status();
+        if status != reqwest::StatusCode::OK {
+            let detail = format!("HTTP status {status}");
+            // A server error or a 429 may pass; any other answer is the host's final word.
+            return Err(
+                if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+                    CimdError::Unavailable(detail)
+                } else {
+                    CimdError::Fetch(detail)
+                },
+            );
         }
         let cache_control = response
             .headers()
@@ -116,7 +124,7 @@ impl HttpsFetcher {
         while let Some(chunk) = response
             .chunk()
             .await
-            .map_err(|e| CimdError::Fetch(e.without_url().to_string()))?
+            .map_err(|e| CimdError::Unavailable(e.without_url().to_string()))?
         {
             body.extend_from_slice(&chunk);
             if body.len() > MAX_DOCUMENT_BYTES {

@@ -13,6 +13,7 @@ pub mod authorize;
 pub mod client_auth;
 pub mod clients;
 pub mod error;
+pub mod fallbacks;
 pub mod introspect;
 pub mod metadata;
 pub mod register;
@@ -54,6 +55,16 @@ pub fn router(state: AppState) -> Router {
             get(metadata::authorization_server),
         );
     }
+    // The same document with the MCP path inserted, which some clients probe (they take the MCP
+    // URL for the issuer, RFC 8414 §3.1).
+    let mcp_path = state.config.mcp_path.as_str();
+    if mcp_path != path {
+        router = router.route(
+            &format!("/.well-known/oauth-authorization-server{mcp_path}"),
+            get(metadata::authorization_server),
+        );
+    }
+    router = fallbacks::routes(router, mcp_path);
     let router = router.layer(cors());
     Router::new()
         .route(
