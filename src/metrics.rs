@@ -34,6 +34,13 @@ pub const REGISTRATIONS: &str = "gatehouse_registrations_total";
 pub const SIGNINS: &str = "gatehouse_signins_total";
 /// Tool calls (labels `tool`, `outcome`).
 pub const TOOL_CALLS: &str = "gatehouse_tool_calls_total";
+/// Calls forwarded to upstream MCP servers (labels `upstream`, `outcome`: `success`,
+/// `tool_error`, `upstream_error`, `timeout`, `busy`).
+pub const UPSTREAM_CALLS: &str = "gatehouse_upstream_calls_total";
+/// Seconds a forwarded call took (label `upstream`).
+pub const UPSTREAM_CALL_SECONDS: &str = "gatehouse_upstream_call_seconds";
+/// Listings of an upstream that failed, leaving it out of `tools/list` (label `upstream`).
+pub const UPSTREAM_LIST_FAILURES: &str = "gatehouse_upstream_list_failures_total";
 /// Connections closed on arrival because their source address already held
 /// `GATEHOUSE_MAX_CONNECTIONS_PER_ADDRESS` open ones (no labels).
 pub const CONNECTIONS_REFUSED: &str = "gatehouse_connections_refused_total";
