@@ -26,6 +26,7 @@ use crate::store::{StoreError, now};
 
 pub mod audit;
 pub mod secret_key;
+pub mod serve;
 pub mod url;
 
 /// Gatehouse: an OAuth 2.1 authorization server and MCP resource server.
@@ -43,8 +44,9 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Start the server (the default).
-    Serve,
+    /// Start the server (the default). Every setting is an option here and an environment
+    /// variable; `gatehouse serve --help` lists them with their defaults.
+    Serve(Box<serve::ServeArgs>),
     /// Speak MCP over stdin/stdout for a local client that launches this process (Claude
     /// Desktop, Cursor), as the holder of the API key in `GATEHOUSE_API_KEY`, on this
     /// machine's database; or, with `--url`, bridged to a remote deployment (no database).
@@ -253,7 +255,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         .map_err(|e| CliError(e.to_string()))?;
     let now = now();
     let out = match command {
-        Command::Serve
+        Command::Serve(_)
         | Command::Stdio(_)
         | Command::Doctor(_)
         | Command::Login(_)
