@@ -52,9 +52,10 @@ pub struct ClientRecord {
     pub created_at: i64,
 }
 
-/// The registered client whose `client_id` is `$1`: a [`ClientRecord`].
+/// The registered client whose `client_id` is `$1`, unless revoked (`gatehouse client
+/// revoke`): a [`ClientRecord`].
 const CLIENT_LOOKUP: &str = "SELECT client_id, client_secret_hash, auth_method, client_name, redirect_uris, grant_types, scope, \
-     metadata, can_introspect, created_at FROM oauth_clients WHERE client_id = $1";
+     metadata, can_introspect, created_at FROM oauth_clients WHERE client_id = $1 AND revoked_at IS NULL";
 
 impl FromSqliteRow for ClientRecord {
     const COLUMNS: &'static [&'static str] = &[
@@ -1148,6 +1149,98 @@ impl Store {
         .bind(now)
         .fetch_optional(&self.writer())
         .await?)
+    }
+}
+
+/// A registered client as `gatehouse client list` shows it (never its secret).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ClientListing {
+    /// The `client_id`.
+    pub client_id: String,
+    /// Its `client_name`, if any.
+    pub client_name: Option<String>,
+    /// Its `token_endpoint_auth_method` (RFC 7591 §2): `none`, `client_secret_basic`,
+    /// `client_secret_post`.
+    pub auth_method: String,
+    /// Whether it is a service client (`client_credentials`, acting for one account).
+    #[sqlx(try_from = "Flag")]
+    pub service: bool,
+    /// Live consents (grants) given to it.
+    pub grants: i64,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// When it was revoked (Unix seconds), if it was.
+    pub revoked_at: Option<i64>,
+}
+
+/// What [`Store::revoke_client`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientRevocation {
+    /// Revoked now, with every grant it held.
+    Revoked,
+    /// It was revoked before.
+    AlreadyRevoked,
+    /// No client has this id.
+    NotFound,
+}
+
+impl Store {
+    /// Every registered client, newest first, with its count of live grants.
+    pub async fn clients(&self) -> Result<Vec<ClientListing>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT k.client_id AS client_id, k.client_name AS client_name, k.auth_method AS auth_method, \
+             EXISTS (SELECT 1 FROM service_clients s WHERE s.client_id = k.client_id) AS service, \
+             (SELECT COUNT(*) FROM consents c WHERE c.client_id = k.client_id AND c.revoked_at IS NULL) AS grants, \
+             k.created_at AS created_at, k.revoked_at AS revoked_at \
+             FROM oauth_clients k ORDER BY k.created_at DESC, k.client_id",
+        )
+        .fetch_all(&self.pool())
+        .await?)
+    }
+
+    /// Revokes a client for good, in one transaction: its lookup finds nothing from now on (the
+    /// authorization endpoint, the token endpoint and introspection refuse it as unknown), its
+    /// consents are revoked, its unused codes used up, and every token family and access token
+    /// issued to it revoked (RFC 7009 §2.1: revoking a grant ends its tokens).
+    pub async fn revoke_client(
+        &self,
+        client_id: &str,
+        now: i64,
+    ) -> Result<ClientRevocation, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let state: Option<Option<i64>> =
+            sqlx::query_scalar("SELECT revoked_at FROM oauth_clients WHERE client_id = $1")
+                .bind(client_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        match state {
+            None => {
+                tx.rollback().await?;
+                return Ok(ClientRevocation::NotFound);
+            }
+            Some(Some(_)) => {
+                tx.rollback().await?;
+                return Ok(ClientRevocation::AlreadyRevoked);
+            }
+            Some(None) => {}
+        }
+        for sql in [
+            "UPDATE oauth_clients SET revoked_at = $2 WHERE client_id = $1",
+            "UPDATE consents SET revoked_at = $2 WHERE client_id = $1 AND revoked_at IS NULL",
+            "UPDATE authorization_codes SET used_at = $2 WHERE client_id = $1 AND used_at IS NULL",
+            "UPDATE access_tokens SET revoked_at = $2 WHERE client_id = $1 AND revoked_at IS NULL",
+            "UPDATE token_families SET revoked_at = $2, revoked_reason = 'client revoked' \
+             WHERE client_id = $1 AND revoked_at IS NULL",
+        ] {
+            sqlx::query(sql)
+                .bind(client_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        self.auth_changed().await;
+        Ok(ClientRevocation::Revoked)
     }
 }
 

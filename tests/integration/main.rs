@@ -10,6 +10,7 @@ mod cache;
 mod cancelled_writes;
 mod cimd;
 mod cimd_budget;
+mod cli_admin;
 mod cli_audit;
 mod client_errors;
 mod config_startup;
