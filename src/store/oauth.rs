@@ -29,7 +29,8 @@ pub struct ClientRecord {
     /// SHA-256 of `client_secret`; `None` for public clients.
     #[sqlx(try_from = "StoredHash")]
     pub client_secret_hash: Option<TokenHash>,
-    /// `none`, `client_secret_basic` or `client_secret_post`.
+    /// `none`, `client_secret_basic`, `client_secret_post` or `private_key_jwt` (its keys
+    /// at `metadata.jwks_uri` or in `metadata.jwks`).
     #[sqlx(rename = "auth_method")]
     pub token_endpoint_auth_method: String,
     /// `client_name`, if given.
@@ -50,6 +51,15 @@ pub struct ClientRecord {
     pub can_introspect: bool,
     /// Unix seconds.
     pub created_at: i64,
+}
+
+impl ClientRecord {
+    /// Whether the client authenticates with a credential of its own: a secret
+    /// (`client_secret_basic`, `client_secret_post`) or a signed JWT (`private_key_jwt`).
+    pub fn is_confidential(&self) -> bool {
+        self.client_secret_hash.is_some()
+            || self.token_endpoint_auth_method == crate::domain::client_assertion::PRIVATE_KEY_JWT
+    }
 }
 
 /// The registered client whose `client_id` is `$1`, unless revoked (`gatehouse client
@@ -1091,11 +1101,13 @@ impl Store {
     pub async fn upsert_metadata_client(&self, c: &ClientRecord) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO oauth_clients (client_id, client_secret_hash, auth_method, client_name, redirect_uris, \
-             grant_types, scope, metadata, can_introspect, created_at) VALUES ($1, NULL, 'none', $2, $3, $4, NULL, $5, 0, $6) \
+             grant_types, scope, metadata, can_introspect, created_at) VALUES ($1, NULL, $2, $3, $4, $5, NULL, $6, 0, $7) \
              ON CONFLICT (client_id) DO UPDATE SET client_name = excluded.client_name, \
-             redirect_uris = excluded.redirect_uris, grant_types = excluded.grant_types, metadata = excluded.metadata",
+             redirect_uris = excluded.redirect_uris, grant_types = excluded.grant_types, metadata = excluded.metadata, \
+             auth_method = excluded.auth_method",
         )
         .bind(&c.client_id)
+        .bind(&c.token_endpoint_auth_method)
         .bind(&c.client_name)
         .bind(serde_json::to_string(&c.redirect_uris).unwrap_or_default())
         .bind(serde_json::to_string(&c.grant_types).unwrap_or_default())

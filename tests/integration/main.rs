@@ -38,6 +38,7 @@ mod oauth;
 #[allow(dead_code)]
 mod oauth_helpers;
 mod paging;
+mod private_key_jwt;
 mod prompts;
 mod proxies;
 mod quota_reach;
