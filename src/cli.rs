@@ -1,6 +1,6 @@
 //! The command line: `serve` (default), `migrate`, `account add|disable`,
 //! `project add|add-member`, `client add`, `key create|list|revoke`,
-//! `url create|list|revoke` ([`url`]). Every command works on both
+//! `url create|list|revoke` ([`url`]), `resource add|list|remove` ([`resource`]). Every command works on both
 //! databases and exits non-zero with one clear message on bad input.
 
 use std::io::BufRead;
@@ -26,7 +26,9 @@ use crate::store::services::NewService;
 use crate::store::{StoreError, now};
 
 pub mod audit;
+pub mod resource;
 pub mod secret_key;
+pub mod upstream;
 pub mod url;
 
 /// Gatehouse: an OAuth 2.1 authorization server and MCP resource server.
@@ -79,6 +81,12 @@ pub enum Command {
     /// The server key that seals stored secrets: status, a new key, rotating the key file.
     #[command(subcommand)]
     SecretKey(secret_key::SecretKeyCommand),
+    /// Upstream MCP servers whose tools Gatehouse serves behind its own authorization.
+    #[command(subcommand)]
+    Upstream(upstream::UpstreamCommand),
+    /// Other MCP servers that use Gatehouse as their authorization server.
+    #[command(subcommand)]
+    Resource(resource::ResourceCommand),
 }
 
 /// `gatehouse key …` (product spec "API keys").
@@ -515,6 +523,8 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         Command::Key(command) => run_key(&store, command, now).await?,
         Command::Url(command) => url::run(config, &store, command, now).await?,
         Command::Audit(args) => audit::run(&store, args, now).await?,
+        Command::Upstream(command) => upstream::run(config, &store, command, now).await?,
+        Command::Resource(command) => resource::run(config, &store, command, now).await?,
     };
     store.close().await;
     Ok(out)

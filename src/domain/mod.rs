@@ -14,6 +14,7 @@ pub mod principal;
 pub mod quota;
 pub mod redirect_uri;
 pub mod refresh;
+pub mod registry;
 pub mod resource;
 pub mod scope;
 pub mod secret;
@@ -21,6 +22,7 @@ pub mod server_key;
 pub mod successor;
 pub mod text;
 pub mod throttle;
+pub mod upstream;
 
 #[cfg(test)]
 mod properties;

@@ -30,10 +30,12 @@ pub mod postgres;
 pub mod projects;
 pub mod quotas;
 pub mod read_batches;
+pub mod resources;
 pub mod rotations;
 pub mod services;
 pub mod sessions;
 pub mod sqlite;
+pub mod upstreams;
 pub mod urls;
 
 pub use sessions::SessionBackend;
@@ -106,9 +108,29 @@ pub(crate) fn database_unavailable(e: &sqlx::Error) -> bool {
         | sqlx::Error::WorkerCrashed => true,
         sqlx::Error::Database(db) => {
             sqlite_code(db.as_ref()).is_some_and(|code| SQLITE_UNAVAILABLE.contains(&code))
+                || postgres_code(db.as_ref()).is_some_and(postgres_unavailable)
         }
         _ => false,
     }
+}
+
+/// The SQLSTATE of a `PostgreSQL` error.
+fn postgres_code(db: &dyn sqlx::error::DatabaseError) -> Option<&str> {
+    db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+        .map(sqlx::postgres::PgDatabaseError::code)
+}
+
+/// Whether a `PostgreSQL` SQLSTATE (Appendix A of its manual) says the database is out of reach
+/// or out of room for now rather than the request being wrong: class `08` (connection
+/// exception), class `53` (insufficient resources: disk full, out of memory, too many
+/// connections), `57P01` `admin_shutdown` (the backend was terminated: a failover, a restart,
+/// `pg_terminate_backend`), `57P02` `crash_shutdown`, `57P03` `cannot_connect_now` (starting up
+/// or shutting down), `57P05` `idle_session_timeout`, and `25006` `read_only_sql_transaction` (a
+/// write reached a standby, as after a failover before the address moves).
+fn postgres_unavailable(code: &str) -> bool {
+    code.starts_with("08")
+        || code.starts_with("53")
+        || matches!(code, "57P01" | "57P02" | "57P03" | "57P05" | "25006")
 }
 
 /// A copy of `e` for the other requests a shared statement answered (a group commit, a batch
@@ -963,6 +985,50 @@ impl From<Flag> for bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The classification behind every route's `503` (issue 39, item 4): a connection ended by
+    /// the database (SQLSTATE `57P01` on a failover or `pg_terminate_backend`, `57P03` while it
+    /// starts, class `08`), a broken pipe or a refused connection while it restarts, and a full
+    /// pool are the database out of reach; a broken rule of the schema or a wrong statement is
+    /// not.
+    #[test]
+    fn connection_class_errors_are_unavailable_and_the_rest_are_not() {
+        for code in [
+            "57P01", "57P02", "57P03", "57P05", "08006", "08001", "08P01", "53300", "53100",
+            "25006",
+        ] {
+            assert!(postgres_unavailable(code), "{code}");
+        }
+        for code in [
+            "23505", "23503", "42P01", "42601", "22P02", "40001", "57014", "57P04",
+        ] {
+            assert!(!postgres_unavailable(code), "{code}");
+        }
+        use std::io::{Error, ErrorKind};
+        for kind in [
+            ErrorKind::BrokenPipe,
+            ErrorKind::ConnectionRefused,
+            ErrorKind::ConnectionReset,
+            ErrorKind::UnexpectedEof,
+        ] {
+            let e = StoreError::from(sqlx::Error::Io(Error::from(kind)));
+            assert!(e.is_unavailable(), "{kind:?}");
+        }
+        for e in [
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+            sqlx::Error::WorkerCrashed,
+        ] {
+            assert!(StoreError::from(e).is_unavailable());
+        }
+        for e in [
+            sqlx::Error::RowNotFound,
+            sqlx::Error::Protocol("unexpected message".into()),
+        ] {
+            assert!(!StoreError::from(e).is_unavailable());
+        }
+        assert!(!StoreError::Conflict("x".into()).is_unavailable());
+    }
 
     /// A write transaction that reads before it writes, while another connection commits a
     /// write in between: on `SQLite` a deferred transaction fails at its first write with

@@ -36,7 +36,9 @@ struct ConsentPage<'a> {
     client_id: &'a str,
     redirect_host: &'a str,
     loopback: bool,
-    scopes: Vec<&'static str>,
+    /// A registered resource the request is for: its host and name.
+    server: Option<String>,
+    scopes: Vec<String>,
     email: &'a str,
     csrf_token: &'a str,
     request_id: &'a str,
@@ -179,9 +181,14 @@ async fn authorize(
     if !forced
         && let Some(consent) = state
             .store
-            .consent(&account.id, &req.client_id, &req.registered_redirect_uri)
+            .consent_for(
+                &account.id,
+                &req.client_id,
+                &req.registered_redirect_uri,
+                req.consent_resource(),
+            )
             .await?
-        && consent_covers(&consent.scope, &req.scopes())
+        && consent_covers(&consent.scope, &req.scope)
     {
         let location = issue_code(&state, &req, &account.id, &consent.id, now).await?;
         return Ok(see_other(&location));
@@ -221,11 +228,11 @@ async fn authorize(
             client_id: &req.client_id,
             redirect_host: &host,
             loopback,
-            scopes: req
-                .scopes()
-                .iter()
-                .map(super::super::domain::scope::Scope::describe)
-                .collect(),
+            server: req
+                .registered
+                .as_ref()
+                .map(|r| format!("{} ({})", host_for_display(&req.resource), r.name)),
+            scopes: req.abilities(),
             email: &account.email,
             csrf_token: &csrf,
             request_id: &request_id,

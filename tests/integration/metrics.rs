@@ -7,7 +7,7 @@ use crate::oauth_helpers::{
 use reqwest::StatusCode;
 use serde_json::json;
 
-async fn scrape(app: &TestApp) -> String {
+pub(crate) async fn scrape(app: &TestApp) -> String {
     let port = app.metrics_port.expect("a metrics listener");
     let r = new_client()
         .get(format!("http://127.0.0.1:{port}/metrics"))
@@ -25,7 +25,7 @@ async fn scrape(app: &TestApp) -> String {
 }
 
 /// Whether a sample line of `name` carries every one of `labels` and a value above zero.
-fn has_sample(body: &str, name: &str, labels: &[&str]) -> bool {
+pub(crate) fn has_sample(body: &str, name: &str, labels: &[&str]) -> bool {
     body.lines().any(|l| {
         l.starts_with(&format!("{name}{{"))
             && labels.iter().all(|lab| l.contains(lab))
