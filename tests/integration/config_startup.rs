@@ -264,7 +264,9 @@ pub(crate) fn start_server(env: &[(&str, &str)]) -> (std::process::Child, u16) {
 }
 
 pub(crate) fn wait_ready(port: u16) {
-    for _ in 0..100 {
+    // Up to 30 s: a freshly built binary's first start (migrations included) is slow on a
+    // loaded machine; a server that never listens still fails the test.
+    for _ in 0..600 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return;
         }
