@@ -40,6 +40,7 @@ mod prompts;
 mod proxies;
 mod quota_reach;
 mod quotas;
+mod request_log;
 mod server_key;
 mod service;
 mod setup_link;
