@@ -1,6 +1,7 @@
 //! The command line: `serve` (default), `migrate`, `account add|disable`,
 //! `project add|list|add-member|remove-member`, `client add|list|revoke`, `key create|list|revoke`,
-//! `url create|list|revoke` ([`url`]). Every command works on both
+//! `url create|list|revoke` ([`url`]), `resource add|list|remove` ([`resource`]), `upstream …`
+//! ([`upstream`]). Every command works on both
 //! databases and exits non-zero with one clear message on bad input.
 
 use std::io::BufRead;
@@ -15,6 +16,7 @@ use crate::domain::account::{AccountStatus, Email, Role, validate_password};
 use crate::domain::api_key::{
     DEFAULT_NAME, access_label, parse_allow_list, parse_lifetime, parse_name, status_label,
 };
+use crate::domain::client_assertion::{PRIVATE_KEY_JWT, validate_jwks_uri};
 use crate::domain::principal::key_scopes;
 use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
 use crate::domain::text::check_line;
@@ -25,8 +27,10 @@ use crate::store::services::NewService;
 use crate::store::{StoreError, now};
 
 pub mod audit;
+pub mod resource;
 pub mod secret_key;
 pub mod serve;
+pub mod upstream;
 pub mod url;
 
 /// Gatehouse: an OAuth 2.1 authorization server and MCP resource server.
@@ -80,6 +84,15 @@ pub enum Command {
     /// The server key that seals stored secrets: status, a new key, rotating the key file.
     #[command(subcommand)]
     SecretKey(secret_key::SecretKeyCommand),
+    /// Upstream MCP servers whose tools Gatehouse serves behind its own authorization.
+    #[command(subcommand)]
+    Upstream(upstream::UpstreamCommand),
+    /// Other MCP servers that use Gatehouse as their authorization server.
+    #[command(subcommand)]
+    Resource(resource::ResourceCommand),
+    /// The key JWT access tokens (RFC 9068) are signed with.
+    #[command(subcommand)]
+    SigningKey(resource::SigningKeyCommand),
 }
 
 /// `gatehouse key …` (product spec "API keys").
@@ -145,6 +158,10 @@ pub enum ClientCommand {
         /// Let a service client write (mcp:write); the owner's role still limits it.
         #[arg(long, requires = "service")]
         write: bool,
+        /// The https URL of the service's public keys (a JWK Set): it authenticates with
+        /// `private_key_jwt` assertions it signs (RFC 7523 §2.2) instead of a secret.
+        #[arg(long, value_name = "URL", requires = "service")]
+        jwks_uri: Option<String>,
     },
     /// List registered clients, newest first (never a secret): id, name, kind, authentication
     /// method, live grants, when created, status.
@@ -522,6 +539,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             owner,
             project,
             write,
+            jwks_uri,
         }) => {
             let name = name.trim();
             if name.is_empty() || name.chars().count() > 200 {
@@ -530,17 +548,31 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 ));
             }
             check_line(name).map_err(|e| CliError(format!("client name {e}")))?;
+            if let Some(uri) = &jwks_uri {
+                validate_jwks_uri(uri).map_err(|e| CliError(format!("--jwks-uri: {e}")))?;
+            }
             let client_id = format!("gc_{}", random_urlsafe(18));
-            let secret = Secret::generate(TokenKind::ClientSecret);
+            // A service with published keys signs assertions; any other client gets a secret.
+            let secret = jwks_uri
+                .is_none()
+                .then(|| Secret::generate(TokenKind::ClientSecret));
+            let mut metadata = serde_json::json!({"client_name": name});
+            if let Some(uri) = &jwks_uri {
+                metadata["jwks_uri"] = serde_json::json!(uri);
+            }
             let mut record = ClientRecord {
                 client_id: client_id.clone(),
-                client_secret_hash: Some(secret.hash()),
-                token_endpoint_auth_method: "client_secret_basic".into(),
+                client_secret_hash: secret.as_ref().map(Secret::hash),
+                token_endpoint_auth_method: if jwks_uri.is_some() {
+                    PRIVATE_KEY_JWT.into()
+                } else {
+                    "client_secret_basic".into()
+                },
                 client_name: Some(name.to_string()),
                 redirect_uris: Vec::new(),
                 grant_types: Vec::new(),
                 scope: None,
-                metadata: serde_json::json!({"client_name": name}),
+                metadata,
                 can_introspect: introspect,
                 created_at: now,
             };
@@ -606,14 +638,23 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                         .await;
                 }
             }
-            format!(
-                "client_id: {client_id}\nclient_secret: {}\n(the secret is shown once; it is stored hashed)",
-                secret.expose()
-            )
+            match &secret {
+                Some(secret) => format!(
+                    "client_id: {client_id}\nclient_secret: {}\n(the secret is shown once; it is stored hashed)",
+                    secret.expose()
+                ),
+                None => format!(
+                    "client_id: {client_id}\ntoken_endpoint_auth_method: private_key_jwt\n(assertions signed with a key of {})",
+                    jwks_uri.as_deref().unwrap_or_default()
+                ),
+            }
         }
         Command::Key(command) => run_key(&store, command, now).await?,
         Command::Url(command) => url::run(config, &store, command, now).await?,
         Command::Audit(args) => audit::run(&store, args, now).await?,
+        Command::Upstream(command) => upstream::run(config, &store, command, now).await?,
+        Command::Resource(command) => resource::run(config, &store, command, now).await?,
+        Command::SigningKey(command) => resource::run_signing_key(&store, command, now).await?,
     };
     store.close().await;
     Ok(out)

@@ -29,12 +29,23 @@ pub const HTTP_REQUESTS: &str = "gatehouse_http_requests_total";
 pub const HTTP_DURATION: &str = "gatehouse_http_request_duration_seconds";
 /// Token events (label `event`: `issued`, `refreshed`, `reused`, `revoked`).
 pub const TOKENS: &str = "gatehouse_tokens_total";
+/// Tokens per resource (labels `resource`: the resource URL, Gatehouse's own `MCP_SERVER_URL`
+/// or a registered resource's; `event`: `issued`, `refreshed`, `introspected`). The label values
+/// are bounded by the registry, which only an administrator changes.
+pub const RESOURCE_TOKENS: &str = "gatehouse_resource_tokens_total";
 /// Dynamic registrations (label `outcome`: `success`, `throttled`).
 pub const REGISTRATIONS: &str = "gatehouse_registrations_total";
 /// Sign-in attempts (label `outcome`: `success`, `failure`, `throttled`, `busy`).
 pub const SIGNINS: &str = "gatehouse_signins_total";
 /// Tool calls (labels `tool`, `outcome`).
 pub const TOOL_CALLS: &str = "gatehouse_tool_calls_total";
+/// Calls forwarded to upstream MCP servers (labels `upstream`, `outcome`: `success`,
+/// `tool_error`, `upstream_error`, `timeout`, `busy`).
+pub const UPSTREAM_CALLS: &str = "gatehouse_upstream_calls_total";
+/// Seconds a forwarded call took (label `upstream`).
+pub const UPSTREAM_CALL_SECONDS: &str = "gatehouse_upstream_call_seconds";
+/// Listings of an upstream that failed, leaving it out of `tools/list` (label `upstream`).
+pub const UPSTREAM_LIST_FAILURES: &str = "gatehouse_upstream_list_failures_total";
 /// Connections closed on arrival because their source address already held
 /// `GATEHOUSE_MAX_CONNECTIONS_PER_ADDRESS` open ones (no labels).
 pub const CONNECTIONS_REFUSED: &str = "gatehouse_connections_refused_total";
@@ -304,6 +315,13 @@ pub fn connection_refused() {
 /// Counts `event` of [`TOKENS`].
 pub fn token_event(event: &'static str) {
     metrics::counter!(TOKENS, "event" => event).increment(1);
+}
+
+/// Counts `event` (`issued`, `refreshed`, `introspected`) of [`RESOURCE_TOKENS`] for the
+/// resource URL `resource`.
+pub fn resource_token_event(event: &'static str, resource: &str) {
+    metrics::counter!(RESOURCE_TOKENS, "resource" => resource.to_string(), "event" => event)
+        .increment(1);
 }
 
 /// A method label from a fixed set (anything else is `other`).

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use url::Url;
 
+use super::client_assertion::{PRIVATE_KEY_JWT, validate_jwks_uri, validate_public_jwks};
 use super::redirect_uri::validate_registration;
 use super::text::{check_line, forbidden_char};
 
@@ -40,17 +41,35 @@ pub enum CimdError {
     #[error("client_id URL is not acceptable: {0}")]
     BadUrl(&'static str),
     /// The host resolves to an address that must not be fetched (SSRF protection, §6). Shown
-    /// with the words of [`CimdError::Fetch`], so that anonymous visitors cannot tell which
+    /// with the words of [`CimdError::Unavailable`], so that anonymous visitors cannot tell which
     /// names resolve to internal addresses (the reason is logged).
-    #[error("client metadata document could not be fetched")]
+    #[error("client metadata document could not be fetched right now")]
     ForbiddenAddress,
-    /// The fetch failed (network, status, size, time). The detail is for logs only: it is not
-    /// shown, so the error page cannot be used to probe other hosts' ports.
+    /// The fetch failed for good (a 4xx status, a document too large). The detail is for logs
+    /// only: it is not shown, so the error page cannot be used to probe other hosts' ports.
     #[error("client metadata document could not be fetched")]
     Fetch(String),
+    /// The fetch failed for now (DNS, connection, time, a 5xx or 429 status): the client is
+    /// told to try again, never that it is unknown, so it keeps its identity. The detail is for
+    /// logs only, as for [`CimdError::Fetch`].
+    #[error("client metadata document could not be fetched right now")]
+    Unavailable(String),
     /// The document is not acceptable (§3.1).
     #[error("client metadata document is invalid: {0}")]
     BadDocument(String),
+}
+
+impl CimdError {
+    /// Whether trying again later may succeed: [`CimdError::Unavailable`], and
+    /// [`CimdError::ForbiddenAddress`], which must be answered like a failed lookup or
+    /// connection so that nobody can tell which names resolve to internal addresses (issue 30,
+    /// finding 11).
+    pub fn is_temporary(&self) -> bool {
+        matches!(
+            self,
+            CimdError::Unavailable(_) | CimdError::ForbiddenAddress
+        )
+    }
 }
 
 /// Whether `client_id` is URL-shaped (and so names a metadata document).
@@ -151,6 +170,8 @@ pub struct ClientMetadata {
     pub client_name: String,
     /// `redirect_uris`, each valid for registration.
     pub redirect_uris: Vec<String>,
+    /// `none`, or `private_key_jwt` with its keys at `jwks_uri` or in `jwks` (RFC 7523 §2.2).
+    pub token_endpoint_auth_method: String,
     /// The document itself.
     pub document: Value,
 }
@@ -158,8 +179,9 @@ pub struct ClientMetadata {
 /// Validates a fetched document (§3.1): a JSON object whose `client_id` equals the URL by simple
 /// string comparison, with `client_name` (at most 200 characters, passing
 /// [`super::text::check_line`]: nothing invisible, something visible) and `redirect_uris`, no
-/// invisible or formatting characters in the [`DISPLAY_MEMBERS`], no shared secret, and (as a
-/// public client) `token_endpoint_auth_method` absent or `none`.
+/// invisible or formatting characters in the [`DISPLAY_MEMBERS`], no shared secret, and
+/// `token_endpoint_auth_method` absent, `none` (a public client), or `private_key_jwt` with
+/// exactly one of an https `jwks_uri` and public `jwks` (the client signs assertions).
 pub fn validate_document(client_id: &str, body: &[u8]) -> Result<ClientMetadata, CimdError> {
     let bad = |m: &str| CimdError::BadDocument(m.to_string());
     let doc: Value = serde_json::from_slice(body).map_err(|_| bad("not JSON"))?;
@@ -172,17 +194,31 @@ pub fn validate_document(client_id: &str, body: &[u8]) -> Result<ClientMetadata,
     if obj.contains_key("client_secret") || obj.contains_key("client_secret_expires_at") {
         return Err(bad("it must not contain a client secret"));
     }
-    match obj
+    let token_endpoint_auth_method = match obj
         .get("token_endpoint_auth_method")
         .and_then(Value::as_str)
     {
-        None | Some("none") => {}
+        None | Some("none") => "none",
+        Some(PRIVATE_KEY_JWT) => {
+            match (obj.get("jwks_uri"), obj.get("jwks")) {
+                (Some(Value::String(uri)), None) => {
+                    validate_jwks_uri(uri).map_err(bad)?;
+                }
+                (None, Some(jwks)) => validate_public_jwks(jwks).map_err(bad)?,
+                _ => {
+                    return Err(bad(
+                        "private_key_jwt needs its keys: a jwks_uri (or jwks), not both",
+                    ));
+                }
+            }
+            PRIVATE_KEY_JWT
+        }
         Some(other) => {
             return Err(CimdError::BadDocument(format!(
-                "token_endpoint_auth_method {other} is not supported for metadata-document clients (use none)"
+                "token_endpoint_auth_method {other} is not supported for metadata-document clients (use none or private_key_jwt)"
             )));
         }
-    }
+    };
     let client_name = match obj.get("client_name").and_then(Value::as_str) {
         Some(n) if n.chars().count() <= MAX_CLIENT_NAME_CHARS => {
             check_line(n).map_err(|e| CimdError::BadDocument(format!("client_name {e}")))?;
@@ -223,6 +259,7 @@ pub fn validate_document(client_id: &str, body: &[u8]) -> Result<ClientMetadata,
     Ok(ClientMetadata {
         client_name,
         redirect_uris,
+        token_endpoint_auth_method: token_endpoint_auth_method.to_string(),
         document: doc,
     })
 }

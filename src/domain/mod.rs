@@ -5,6 +5,7 @@ pub mod api_key;
 pub mod authorization;
 pub mod cimd;
 pub mod client;
+pub mod client_assertion;
 pub mod forwarded;
 pub mod loopback;
 pub mod notes;
@@ -13,6 +14,7 @@ pub mod principal;
 pub mod quota;
 pub mod redirect_uri;
 pub mod refresh;
+pub mod registry;
 pub mod resource;
 pub mod scope;
 pub mod secret;
@@ -20,6 +22,7 @@ pub mod server_key;
 pub mod successor;
 pub mod text;
 pub mod throttle;
+pub mod upstream;
 
 #[cfg(test)]
 mod properties;

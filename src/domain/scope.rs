@@ -78,7 +78,7 @@ pub enum ScopeError {
 
 /// True if `token` is a non-empty `scope-token` (RFC 6749 §3.3):
 /// `1*( %x21 / %x23-5B / %x5D-7E )`.
-fn is_scope_token(token: &str) -> bool {
+pub fn is_scope_token(token: &str) -> bool {
     !token.is_empty()
         && token
             .bytes()

@@ -16,13 +16,15 @@ use crate::domain::authorization::AuthorizationErrorCode as Code;
 use crate::domain::client::ClientId;
 use crate::domain::pkce::is_valid_challenge;
 use crate::domain::redirect_uri::{matches, uses_only_uri_characters};
-use crate::domain::scope::{Scope, ScopeSet};
+use crate::domain::registry::{ResourceScope, granted_resource_scopes, scopes_within};
+use crate::domain::resource::ResourceIndicator;
+use crate::domain::scope::ScopeSet;
 use crate::domain::secret::{Secret, TokenKind};
 use crate::domain::text::check_line;
 use crate::state::AppState;
 use crate::store::StoreError;
 use crate::store::audit::AuditEvent;
-use crate::store::oauth::CodeRecord;
+use crate::store::oauth::{BUILT_IN, CodeRecord};
 
 /// Longest `state` accepted, in bytes (it is stored until the decision and echoed back).
 pub const MAX_STATE_BYTES: usize = 2048;
@@ -49,16 +51,55 @@ pub struct AuthorizationRequest {
     pub state: Option<String>,
     /// PKCE S256 challenge.
     pub code_challenge: String,
-    /// RFC 8707 resource: the MCP server URL.
+    /// RFC 8707 resource: the MCP server URL, or a registered resource's URL.
     pub resource: String,
     /// `prompt` (`none`, `consent`, `login`), if sent.
     pub prompt: Option<String>,
+    /// The registered resource the request is for; `None` for the built-in one (Gatehouse's
+    /// own MCP endpoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registered: Option<RegisteredTarget>,
+}
+
+/// A registered resource as an authorization request for it needs it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RegisteredTarget {
+    /// Its name.
+    pub name: String,
+    /// The scopes granted if the person approves, with their words for the consent page.
+    pub scopes: Vec<ResourceScope>,
 }
 
 impl AuthorizationRequest {
-    /// The scopes as a set.
+    /// The scopes as a set (the built-in resource's; empty for a registered resource).
     pub fn scopes(&self) -> ScopeSet {
         ScopeSet::parse(&self.scope).unwrap_or_default()
+    }
+
+    /// The resource its remembered consent is kept under: [`BUILT_IN`] or the registered
+    /// resource's URL.
+    pub fn consent_resource(&self) -> &str {
+        if self.registered.is_some() {
+            &self.resource
+        } else {
+            BUILT_IN
+        }
+    }
+
+    /// What the approval lets the application do, in words, for the consent page.
+    pub fn abilities(&self) -> Vec<String> {
+        match &self.registered {
+            Some(target) => target
+                .scopes
+                .iter()
+                .map(|s| s.description.clone())
+                .collect(),
+            None => self
+                .scopes()
+                .iter()
+                .map(|s| s.describe().to_string())
+                .collect(),
+        }
     }
 }
 
@@ -85,6 +126,9 @@ pub enum AuthorizeError {
         /// Whether the database was unavailable for now ([`crate::store::StoreError::is_unavailable`]).
         unavailable: bool,
     },
+    /// The client's metadata document could not be fetched right now (DNS, connection, time,
+    /// 5xx): a "try again" page with `503` and `Retry-After`; never redirects.
+    ClientUnavailable,
     /// The client is a metadata document not yet known, and the visitor's address has spent
     /// its budget of new applications: a page with `429` and `Retry-After` (seconds); never
     /// redirects.
@@ -137,6 +181,9 @@ pub async fn validate(
             return Err(page(
                 "This application is not registered with this server (unknown client_id).",
             ));
+        }
+        Err(ClientLookupError::Metadata(e)) if e.is_temporary() => {
+            return Err(AuthorizeError::ClientUnavailable);
         }
         Err(ClientLookupError::Metadata(e)) => {
             return Err(page(&format!(
@@ -193,6 +240,12 @@ pub async fn validate(
         error,
         description,
     };
+    if repeated.as_deref() == Some("resource") {
+        return Err(fail(
+            Code::InvalidTarget,
+            "resource is sent more than once: one authorization request is for one resource (RFC 8707 §2); authorize each resource separately".into(),
+        ));
+    }
     if let Some(k) = repeated {
         return Err(fail(
             Code::InvalidRequest,
@@ -242,22 +295,66 @@ pub async fn validate(
             "code_challenge must be the 43-character base64url S256 digest".into(),
         ));
     }
-    let resource = match params.get("resource") {
-        Some(r) if app.config.resource.matches(r) => app.config.mcp_server_url.clone(),
-        Some(r) => {
-            return Err(fail(
-                Code::InvalidTarget,
-                format!(
-                    "resource {r} is not served here; use {}",
-                    app.config.mcp_server_url
-                ),
-            ));
+    let registered_resource = match params.get("resource") {
+        Some(r) if !app.config.resource.matches(r) => {
+            let not_served = || {
+                fail(
+                    Code::InvalidTarget,
+                    format!(
+                        "resource {r} is not served here; use {} or a resource registered with this server",
+                        app.config.mcp_server_url
+                    ),
+                )
+            };
+            let indicator = ResourceIndicator::parse(r).map_err(|e| {
+                fail(
+                    Code::InvalidTarget,
+                    format!("{e} (RFC 8707 §2); use {}", app.config.mcp_server_url),
+                )
+            })?;
+            match app.store.resource_by_url(&indicator.to_string()).await {
+                Ok(Some(found)) => Some(found),
+                Ok(None) => return Err(not_served()),
+                Err(e) => {
+                    let unavailable = e.is_unavailable();
+                    tracing::warn!(error = %e, "storage failure reading the resource registry at authorize");
+                    return Err(AuthorizeError::Storage { unavailable });
+                }
+            }
         }
-        None => app.config.mcp_server_url.clone(),
+        _ => None,
     };
-    let scopes =
-        ScopeSet::granted_for_request(params.get("scope").copied(), client.scope.as_deref())
+    let (resource, scope, target) = match registered_resource {
+        None => {
+            let scopes = ScopeSet::granted_for_request(
+                params.get("scope").copied(),
+                client.scope.as_deref(),
+            )
             .map_err(|e| fail(Code::InvalidScope, e.to_string()))?;
+            (app.config.mcp_server_url.clone(), scopes.to_string(), None)
+        }
+        Some(found) => {
+            let scopes = granted_resource_scopes(
+                params.get("scope").copied(),
+                client.scope.as_deref(),
+                &found.scopes,
+            )
+            .map_err(|e| fail(Code::InvalidScope, e.to_string()))?;
+            let scope = scopes
+                .iter()
+                .map(|s| s.scope.as_str())
+                .collect::<Vec<_>>()
+                .join(" ");
+            (
+                found.url,
+                scope,
+                Some(RegisteredTarget {
+                    name: found.name,
+                    scopes,
+                }),
+            )
+        }
+    };
     let prompt = params.get("prompt").map(ToString::to_string);
     Ok(AuthorizationRequest {
         client_id: client.client_id,
@@ -265,21 +362,19 @@ pub async fn validate(
         client_name: client.client_name.filter(|n| check_line(n).is_ok()),
         redirect_uri,
         registered_redirect_uri: registered,
-        scope: scopes.to_string(),
+        scope,
         state,
         code_challenge: challenge.to_string(),
         resource,
         prompt,
+        registered: target,
     })
 }
 
-/// Whether a remembered consent's scopes cover the request (`mcp:write` implies `mcp:read`).
-pub fn consent_covers(granted: &str, requested: &ScopeSet) -> bool {
-    let granted = ScopeSet::parse(granted).unwrap_or_default();
-    requested
-        .iter()
-        .filter(|s| *s != Scope::OfflineAccess)
-        .all(|s| granted.satisfies(s))
+/// Whether a remembered consent's scopes cover the requested ones (space-delimited;
+/// `mcp:write` implies `mcp:read`, `offline_access` is not a permission).
+pub fn consent_covers(granted: &str, requested: &str) -> bool {
+    scopes_within(granted, requested)
 }
 
 /// `redirect_uri` with `params` and `iss` appended to its query (RFC 9207 §2) in the
@@ -433,10 +528,11 @@ pub async fn approve(
     audit_consent(app, req, account_id, source_ip, true, now).await;
     let consent_id = app
         .store
-        .approve_consent(
+        .approve_consent_for(
             account_id,
             &req.client_id,
             &req.registered_redirect_uri,
+            req.consent_resource(),
             &req.scope,
             now,
         )

@@ -11,11 +11,16 @@ use base64::Engine;
 use super::OAuthError;
 use super::clients::{ClientLookupError, FetchFor};
 use crate::domain::client::ClientId;
+use crate::domain::client_assertion::PRIVATE_KEY_JWT;
 use crate::domain::secret::{Secret, constant_time_eq};
 use crate::request_body::declared_over;
 use crate::state::AppState;
 use crate::store::auth_cache::CacheTicket;
 use crate::store::oauth::ClientRecord;
+
+/// The `error_description` of `invalid_client` for an unknown client and for a wrong
+/// credential alike, so that the answer does not tell which `client_id`s exist.
+pub const AUTHENTICATION_FAILED: &str = "client authentication failed";
 
 /// Largest form body accepted, in bytes.
 pub const MAX_FORM_BYTES: usize = 16 * 1024;
@@ -166,8 +171,9 @@ pub fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>
 /// Authenticates the calling client with any method the metadata advertises (RFC 8414 §2
 /// `*_endpoint_auth_methods_supported`): a client that was issued a secret presents it with
 /// `client_secret_basic` (which RFC 6749 §2.3.1 requires the server to accept from every such
-/// client, whatever it registered) or `client_secret_post`; a public client sends only its
-/// `client_id` (`none`). Secrets are compared as SHA-256 digests in constant time.
+/// client, whatever it registered) or `client_secret_post`; a `private_key_jwt` client sends a
+/// signed assertion ([`super::client_assertion::authenticate`]); a public client sends only
+/// its `client_id` (`none`). Secrets are compared as SHA-256 digests in constant time.
 ///
 /// Returns the client and the validation-cache ticket it was looked up with
 /// ([`ClientResolver::lookup_ticketed`](super::clients::ClientResolver::lookup_ticketed)).
@@ -175,9 +181,11 @@ pub fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>
 /// A client ID metadata document not yet stored spends `for_whom`'s budget
 /// ([`FetchFor`]).
 ///
-/// Errors: `invalid_client` (401) for an unknown client, a wrong secret, a secret from a
-/// public client or none from a confidential one, or a new metadata-document client over the
-/// caller's budget; `invalid_request` for two methods at once.
+/// Errors: `invalid_client` (401) for an unknown client or a wrong secret (both described as
+/// [`AUTHENTICATION_FAILED`]), a secret from a public client or none from a confidential one,
+/// a refused metadata document, or a new metadata-document client over the caller's budget;
+/// `temporarily_unavailable` (503) for a metadata document that cannot be fetched right now;
+/// `invalid_request` for two methods at once.
 pub async fn authenticate_client(
     app: &AppState,
     headers: &HeaderMap,
@@ -186,6 +194,14 @@ pub async fn authenticate_client(
 ) -> Result<(ClientRecord, CacheTicket), OAuthError> {
     let basic = basic_credentials(headers)?;
     let used_basic = basic.is_some();
+    if params.contains_key("client_assertion") || params.contains_key("client_assertion_type") {
+        if used_basic || params.contains_key("client_secret") {
+            return Err(OAuthError::InvalidRequest(
+                "use one client authentication method, not two".into(),
+            ));
+        }
+        return super::client_assertion::authenticate(app, params, for_whom).await;
+    }
     let (client_id, secret, method) = match basic {
         Some((id, secret)) => {
             if params.contains_key("client_secret") {
@@ -216,7 +232,7 @@ pub async fn authenticate_client(
         basic: used_basic,
     };
     let Ok(client_id) = ClientId::parse(&client_id) else {
-        return Err(fail("unknown client"));
+        return Err(fail(AUTHENTICATION_FAILED));
     };
     let found = app
         .clients
@@ -224,11 +240,19 @@ pub async fn authenticate_client(
         .await;
     let (client, ticket) = match found {
         Ok((Some(c), ticket)) => (c, ticket),
-        Ok((None, _)) => return Err(fail("unknown client")),
+        Ok((None, _)) => return Err(fail(AUTHENTICATION_FAILED)),
+        Err(ClientLookupError::Metadata(e)) if e.is_temporary() => {
+            return Err(OAuthError::ClientMetadataUnavailable);
+        }
         Err(ClientLookupError::Metadata(e)) => return Err(fail(&e.to_string())),
         Err(e @ ClientLookupError::Throttled(_)) => return Err(fail(&e.to_string())),
         Err(ClientLookupError::Store(e)) => return Err(e.into()),
     };
+    if client.token_endpoint_auth_method == PRIVATE_KEY_JWT {
+        return Err(fail(
+            "this client authenticates with private_key_jwt: send client_assertion_type and client_assertion",
+        ));
+    }
     let confidential = client.client_secret_hash.is_some();
     if confidential != (method != "none") {
         return Err(fail(&if confidential {
@@ -240,10 +264,10 @@ pub async fn authenticate_client(
     if let (Some(expected), Some(presented)) = (&client.client_secret_hash, &secret) {
         let presented = Secret::from_presented(presented.clone()).hash();
         if !constant_time_eq(expected.as_str().as_bytes(), presented.as_str().as_bytes()) {
-            return Err(fail("wrong client secret"));
+            return Err(fail(AUTHENTICATION_FAILED));
         }
     } else if client.client_secret_hash.is_some() != secret.is_some() {
-        return Err(fail("client authentication failed"));
+        return Err(fail(AUTHENTICATION_FAILED));
     }
     Ok((client, ticket))
 }

@@ -47,6 +47,11 @@ pub enum OAuthError {
     /// reach (RFC 6749 §4.1.2.1 names the code; RFC 9110 §15.6.4 the status).
     #[error("temporarily_unavailable")]
     TemporarilyUnavailable,
+    /// `temporarily_unavailable` (503 with `Retry-After`): the client's metadata document
+    /// could not be fetched right now ([`crate::domain::cimd::CimdError::is_temporary`]). Not
+    /// `invalid_client`, which tells a client to throw its identity away.
+    #[error("temporarily_unavailable")]
+    ClientMetadataUnavailable,
     /// `server_error` (500): an unexpected failure, details logged, not sent.
     #[error("server_error")]
     ServerError,
@@ -68,6 +73,9 @@ impl OAuthError {
             OAuthError::InvalidClient { description, .. } => description,
             OAuthError::ServerError => "the server could not complete the request",
             OAuthError::TemporarilyUnavailable => "the server is busy; try again in a few seconds",
+            OAuthError::ClientMetadataUnavailable => {
+                "the client's metadata document could not be fetched right now; try again in a few seconds"
+            }
         }
     }
 
@@ -75,7 +83,9 @@ impl OAuthError {
         match self {
             OAuthError::InvalidClient { .. } => StatusCode::UNAUTHORIZED,
             OAuthError::ServerError => StatusCode::INTERNAL_SERVER_ERROR,
-            OAuthError::TemporarilyUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            OAuthError::TemporarilyUnavailable | OAuthError::ClientMetadataUnavailable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             _ => StatusCode::BAD_REQUEST,
         }
     }
@@ -105,7 +115,7 @@ impl IntoResponse for OAuthError {
         let h = r.headers_mut();
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
-        if let OAuthError::TemporarilyUnavailable = self {
+        if let OAuthError::TemporarilyUnavailable | OAuthError::ClientMetadataUnavailable = self {
             h.insert(
                 header::RETRY_AFTER,
                 HeaderValue::from_static(RETRY_AFTER_SECS),

@@ -9,6 +9,7 @@ use serde_json::json;
 
 use super::OAuthError;
 use super::client_auth::ClientForm;
+use crate::domain::resource::ResourceIndicator;
 use crate::domain::secret::Secret;
 use crate::state::AppState;
 use crate::store::now;
@@ -22,6 +23,13 @@ use crate::store::now;
 /// `client_credentials` for a service client acting for its owner), and `project_id` when
 /// the token reaches only that one project of `sub` (a project service client): a resource
 /// server must not treat such a token as `sub`'s account-wide access.
+///
+/// Each introspecting client speaks for one resource: a registered resource's client (made by
+/// `gatehouse resource add … --introspect`, its resource URL in its stored metadata) or, for
+/// any other, Gatehouse's own MCP endpoint. A token bound to another resource is
+/// `{active: false}` to it, so one resource server cannot learn of (or accept) tokens minted
+/// for another (RFC 7662 §4, RFC 8707). The answer comes from the same validation-cached lookup
+/// as every MCP request: no extra read.
 pub async fn introspect(
     State(state): State<AppState>,
     ClientForm {
@@ -30,7 +38,7 @@ pub async fn introspect(
         ticket,
     }: ClientForm,
 ) -> Result<impl IntoResponse, OAuthError> {
-    if !client.can_introspect || client.client_secret_hash.is_none() {
+    if !client.can_introspect || !client.is_confidential() {
         return Err(OAuthError::UnauthorizedClient(
             "this client is not allowed to introspect tokens".into(),
         ));
@@ -39,12 +47,29 @@ pub async fn introspect(
         .get("token")
         .ok_or_else(|| OAuthError::InvalidRequest("token is required".into()))?;
     let hash = Secret::from_presented(token.clone()).hash();
+    let registered: Option<ResourceIndicator>;
+    let audience = match client.metadata.get("resource").and_then(|r| r.as_str()) {
+        Some(url) => {
+            registered = ResourceIndicator::parse(url).ok();
+            registered.as_ref()
+        }
+        None => Some(&state.config.resource),
+    };
+    // Counted, not audited: introspection is a hot path and writes nothing.
+    crate::metrics::resource_token_event(
+        "introspected",
+        client
+            .metadata
+            .get("resource")
+            .and_then(|r| r.as_str())
+            .unwrap_or(&state.config.mcp_server_url),
+    );
     let body = match state
         .store
         .live_access_token_with(ticket, &hash, now())
         .await?
     {
-        Some(g) => {
+        Some(g) if audience.is_some_and(|a| a.matches(&g.resource)) => {
             let mut body = json!({
                 "active": true,
                 "scope": g.scope,
@@ -62,7 +87,7 @@ pub async fn introspect(
             }
             body
         }
-        None => json!({"active": false}),
+        _ => json!({"active": false}),
     };
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(body)))
 }

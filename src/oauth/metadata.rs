@@ -6,9 +6,12 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use super::OAuthError;
 use crate::config::Config;
+use crate::domain::client_assertion::SIGNING_ALGS;
 use crate::domain::scope::Scope;
 use crate::state::AppState;
+use crate::store::resources::ResourceRecord;
 
 /// The grant types a registered client may use (dynamic registration accepts only these).
 pub const GRANT_TYPES: [&str; 2] = ["authorization_code", "refresh_token"];
@@ -36,8 +39,20 @@ pub fn permits_grant(registered: &[String], grant: &str) -> bool {
     effective_grant_types(registered).iter().any(|g| g == grant)
 }
 
-/// The client authentication methods the token endpoint accepts.
-pub const AUTH_METHODS: [&str; 3] = ["none", "client_secret_basic", "client_secret_post"];
+/// The client authentication methods the token endpoint accepts (`private_key_jwt`: RFC 7523
+/// §2.2, `OpenID` Connect Core §9).
+pub const AUTH_METHODS: [&str; 4] = [
+    "none",
+    "client_secret_basic",
+    "client_secret_post",
+    "private_key_jwt",
+];
+/// The methods of confidential clients, accepted at the introspection endpoint.
+pub const CONFIDENTIAL_AUTH_METHODS: [&str; 3] = [
+    "client_secret_basic",
+    "client_secret_post",
+    "private_key_jwt",
+];
 
 /// The authorization-server metadata document (RFC 8414 §2). `issuer` is byte-identical to
 /// the configured issuer (§3.3), and only what the server accepts is advertised.
@@ -55,6 +70,8 @@ pub struct AuthorizationServerMetadata {
     pub revocation_endpoint: String,
     /// RFC 7662 §2.
     pub introspection_endpoint: String,
+    /// The JWK Set of the keys JWT access tokens (RFC 9068) are signed with (RFC 8414 §2).
+    pub jwks_uri: String,
     /// Only `code`.
     pub response_types_supported: [&'static str; 1],
     /// Only `query`.
@@ -64,19 +81,26 @@ pub struct AuthorizationServerMetadata {
     /// Only `S256` (RFC 7636 §4.2).
     pub code_challenge_methods_supported: [&'static str; 1],
     /// [`AUTH_METHODS`].
-    pub token_endpoint_auth_methods_supported: [&'static str; 3],
+    pub token_endpoint_auth_methods_supported: [&'static str; 4],
+    /// The algorithms of `private_key_jwt` assertions ([`SIGNING_ALGS`]).
+    pub token_endpoint_auth_signing_alg_values_supported: [&'static str; 4],
     /// [`AUTH_METHODS`].
-    pub revocation_endpoint_auth_methods_supported: [&'static str; 3],
-    /// Confidential clients only.
-    pub introspection_endpoint_auth_methods_supported: [&'static str; 2],
-    /// [`Scope::ALL`].
-    pub scopes_supported: Vec<&'static str>,
+    pub revocation_endpoint_auth_methods_supported: [&'static str; 4],
+    /// [`SIGNING_ALGS`].
+    pub revocation_endpoint_auth_signing_alg_values_supported: [&'static str; 4],
+    /// Confidential clients only ([`CONFIDENTIAL_AUTH_METHODS`]).
+    pub introspection_endpoint_auth_methods_supported: [&'static str; 3],
+    /// [`SIGNING_ALGS`].
+    pub introspection_endpoint_auth_signing_alg_values_supported: [&'static str; 4],
+    /// [`Scope::ALL`], then every registered resource's scopes (each once).
+    pub scopes_supported: Vec<String>,
     /// RFC 9207 §3.
     pub authorization_response_iss_parameter_supported: bool,
     /// Client ID metadata documents (MCP authorization).
     pub client_id_metadata_document_supported: bool,
-    /// The resources tokens may be issued for: `MCP_SERVER_URL`.
-    pub protected_resources: [String; 1],
+    /// The resources tokens may be issued for: `MCP_SERVER_URL`, then every registered
+    /// resource's URL.
+    pub protected_resources: Vec<String>,
 }
 
 impl AuthorizationServerMetadata {
@@ -89,32 +113,49 @@ impl AuthorizationServerMetadata {
             registration_endpoint: config.url("/oauth/register"),
             revocation_endpoint: config.url("/oauth/revoke"),
             introspection_endpoint: config.url("/oauth/introspect"),
+            jwks_uri: config.url("/oauth/jwks"),
             response_types_supported: ["code"],
             response_modes_supported: ["query"],
             grant_types_supported: SUPPORTED_GRANT_TYPES,
             code_challenge_methods_supported: ["S256"],
             token_endpoint_auth_methods_supported: AUTH_METHODS,
+            token_endpoint_auth_signing_alg_values_supported: SIGNING_ALGS,
             revocation_endpoint_auth_methods_supported: AUTH_METHODS,
-            introspection_endpoint_auth_methods_supported: [
-                "client_secret_basic",
-                "client_secret_post",
-            ],
-            scopes_supported: Scope::ALL.iter().map(|s| s.as_str()).collect(),
+            revocation_endpoint_auth_signing_alg_values_supported: SIGNING_ALGS,
+            introspection_endpoint_auth_methods_supported: CONFIDENTIAL_AUTH_METHODS,
+            introspection_endpoint_auth_signing_alg_values_supported: SIGNING_ALGS,
+            scopes_supported: Scope::ALL.iter().map(|s| s.as_str().to_string()).collect(),
             authorization_response_iss_parameter_supported: true,
             client_id_metadata_document_supported: true,
-            protected_resources: [config.mcp_server_url.clone()],
+            protected_resources: vec![config.mcp_server_url.clone()],
         }
+    }
+
+    /// Adds the registered `resources`: their URLs to `protected_resources` and their scopes
+    /// to `scopes_supported` (a scope two resources share is listed once).
+    pub fn with_resources(mut self, resources: &[ResourceRecord]) -> Self {
+        for resource in resources {
+            self.protected_resources.push(resource.url.clone());
+            for scope in resource.scope_names() {
+                if !self.scopes_supported.iter().any(|s| s == scope) {
+                    self.scopes_supported.push(scope.to_string());
+                }
+            }
+        }
+        self
     }
 }
 
 /// `GET /.well-known/oauth-authorization-server` (and its path-inserted form, and
-/// `/.well-known/mcp-configuration`).
-pub async fn authorization_server(State(state): State<AppState>) -> Response {
-    (
-        [(header::CACHE_CONTROL, "public, max-age=3600")],
-        Json(AuthorizationServerMetadata::for_config(&state.config)),
+/// `/.well-known/mcp-configuration`). The registered resources are read at each request, so a
+/// `gatehouse resource add` shows at once on every instance (only a short HTTP cache life).
+pub async fn authorization_server(State(state): State<AppState>) -> Result<Response, OAuthError> {
+    let resources = state.store.resources().await?;
+    Ok((
+        [(header::CACHE_CONTROL, "public, max-age=60")],
+        Json(AuthorizationServerMetadata::for_config(&state.config).with_resources(&resources)),
     )
-        .into_response()
+        .into_response())
 }
 
 /// `GET /.well-known/openai-apps-challenge`: the configured token as text/plain, 404 when unset.

@@ -1,7 +1,8 @@
 //! The token endpoint `POST /oauth/token` (OAuth 2.1 §3.2, §4.1.3, §4.3): one function per grant.
 //!
 //! Access tokens are opaque (`gate_at_` + 256 random bits), stored as SHA-256, bound to
-//! `MCP_SERVER_URL` (RFC 8707). Refresh tokens rotate on every use, belong to a family (one
+//! `MCP_SERVER_URL` or to the registered resource the grant is for (RFC 8707), and last that
+//! resource's access-token lifetime. Refresh tokens rotate on every use, belong to a family (one
 //! redeemed authorization), and never expire by time. A rotated token presented again within the
 //! grace window, while its successor is unused, receives the same successor pair (sealed under a
 //! key derived from the presented token); otherwise it is reuse and revokes the whole family.
@@ -19,14 +20,16 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 
-use super::OAuthError;
 use super::client_auth::ClientForm;
+use super::{OAuthError, jwt};
 use crate::client_addr::ClientAddr;
 use crate::domain::pkce::verify_s256;
 use crate::domain::refresh::{self, RefreshDecision};
-use crate::domain::scope::{Scope, ScopeSet};
+use crate::domain::registry::TokenFormat;
+use crate::domain::resource::ResourceIndicator;
+use crate::domain::scope::{Scope, ScopeSet, is_scope_token};
 use crate::domain::secret::TokenHash;
-use crate::domain::secret::{Secret, TokenKind};
+use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
 use crate::domain::successor;
 use crate::state::AppState;
 use crate::store::audit::AuditEvent;
@@ -115,33 +118,94 @@ async fn grant(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
     }
 }
 
+/// What the resource of a grant asks of the access tokens issued for it.
+struct Target {
+    /// Their lifetime, in seconds.
+    ttl: i64,
+    /// The key to sign them with when they are JWTs (RFC 9068); `None`: opaque.
+    jwt: Option<jwt::SigningKey>,
+}
+
+impl Target {
+    /// The access token for `account` and `client` with `scope` on `resource`, issued at
+    /// `now`: an opaque random string, or a signed JWT.
+    fn access_token(
+        &self,
+        ctx: &Ctx<'_>,
+        account: &str,
+        resource: &str,
+        scope: &str,
+    ) -> Result<Secret, OAuthError> {
+        let Some(key) = &self.jwt else {
+            return Ok(Secret::generate(TokenKind::AccessToken));
+        };
+        let claims = jwt::AccessClaims {
+            iss: &ctx.state.config.issuer,
+            sub: account,
+            aud: resource,
+            client_id: &ctx.client.client_id,
+            scope,
+            exp: ctx.now + self.ttl,
+            iat: ctx.now,
+            jti: random_urlsafe(16),
+        };
+        Ok(Secret::from_presented(jwt::sign(key, &claims)?))
+    }
+}
+
 /// RFC 8707 §2.2 on the token endpoint: a grant (code or refresh token) issued for `granted`
-/// (its resource) by `issuer` is redeemed only here if this server serves that resource, the
-/// `resource` parameter, when sent, names it, and this server is that issuer. Errors:
+/// (its resource) by `issuer` is redeemed only here if this server serves that resource (its
+/// own MCP endpoint, or a resource still registered), the `resource` parameter, when sent,
+/// names it, and this server is that issuer. Returns what that resource asks of its access
+/// tokens. The registry is read only for a registered resource's grant. Errors:
 /// `invalid_target` for another resource, `invalid_grant` for another issuer (`None` = a grant
 /// stored before issuers were recorded, judged by its resource alone).
-fn check_target(ctx: &Ctx<'_>, granted: &str, issuer: Option<&str>) -> Result<(), OAuthError> {
+async fn check_target(
+    ctx: &Ctx<'_>,
+    granted: &str,
+    issuer: Option<&str>,
+) -> Result<Target, OAuthError> {
     let config = &ctx.state.config;
-    if !config.resource.matches(granted) {
-        return Err(OAuthError::InvalidTarget(
-            "this grant was issued for another resource than the one served here".into(),
-        ));
-    }
-    if ctx
-        .params
-        .get("resource")
-        .is_some_and(|r| !config.resource.matches(r))
-    {
-        return Err(OAuthError::InvalidTarget(format!(
-            "resource must be {granted}, the resource this grant was issued for"
-        )));
-    }
+    let asked = ctx.params.get("resource");
+    let target = if config.resource.matches(granted) {
+        if asked.is_some_and(|r| !config.resource.matches(r)) {
+            return Err(OAuthError::InvalidTarget(format!(
+                "resource must be {granted}, the resource this grant was issued for"
+            )));
+        }
+        Target {
+            ttl: config.access_token_ttl_secs,
+            jwt: None,
+        }
+    } else {
+        let Some(registered) = ctx.state.store.resource_by_url(granted).await? else {
+            return Err(OAuthError::InvalidTarget(
+                "this grant was issued for a resource that is not served here".into(),
+            ));
+        };
+        let indicator = ResourceIndicator::parse(&registered.url).map_err(|_| {
+            OAuthError::InvalidTarget("the registered resource URL is not valid".into())
+        })?;
+        if asked.is_some_and(|r| !indicator.matches(r)) {
+            return Err(OAuthError::InvalidTarget(format!(
+                "resource must be {granted}, the resource this grant was issued for"
+            )));
+        }
+        let jwt = match registered.token_format {
+            TokenFormat::Jwt => Some(jwt::current_key(ctx.state, ctx.now).await?),
+            TokenFormat::Opaque => None,
+        };
+        Target {
+            ttl: registered.token_ttl,
+            jwt,
+        }
+    };
     if issuer.is_some_and(|i| i != config.issuer) {
         return Err(OAuthError::InvalidGrant(
             "this grant was issued by another authorization server".into(),
         ));
     }
-    Ok(())
+    Ok(target)
 }
 
 /// Audits a refused redemption or rotation and gives its `invalid_grant`.
@@ -164,16 +228,24 @@ async fn refused(
     OAuthError::InvalidGrant(format!("{}; authorize again", why.as_str()))
 }
 
-fn new_pair(ctx: &Ctx<'_>, scope: &str) -> (Secret, Secret, NewTokens) {
+/// A new refresh and access token pair for `account` on `resource` with `scope`, the access
+/// token made as `target` asks.
+fn new_pair(
+    ctx: &Ctx<'_>,
+    target: &Target,
+    account: &str,
+    resource: &str,
+    scope: &str,
+) -> Result<(Secret, Secret, NewTokens), OAuthError> {
     let refresh = Secret::generate(TokenKind::RefreshToken);
-    let access = Secret::generate(TokenKind::AccessToken);
+    let access = target.access_token(ctx, account, resource, scope)?;
     let tokens = NewTokens {
         refresh_hash: refresh.hash(),
         access_hash: access.hash(),
-        access_expires_at: ctx.now + ctx.state.config.access_token_ttl_secs,
+        access_expires_at: ctx.now + target.ttl,
         scope: scope.to_string(),
     };
-    (refresh, access, tokens)
+    Ok((refresh, access, tokens))
 }
 
 fn response(refresh: &Secret, access: &Secret, ttl: i64, scope: &str) -> TokenResponse {
@@ -229,7 +301,7 @@ async fn audit(
 async fn client_credentials(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
     let store = &ctx.state.store;
     let client_id = &ctx.client.client_id;
-    if ctx.client.client_secret_hash.is_none() || !store.is_service_client(client_id).await? {
+    if !ctx.client.is_confidential() || !store.is_service_client(client_id).await? {
         return Err(OAuthError::UnauthorizedClient(
             "only service clients made with gatehouse client add --service may use client_credentials".into(),
         ));
@@ -298,13 +370,17 @@ async fn client_credentials(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
             ctx.now + ttl,
         )
         .await?;
+    crate::metrics::resource_token_event("issued", &config.mcp_server_url);
     audit(
         ctx,
         "token_issued",
         "success",
         Some(&service.account_id),
         None,
-        Some("grant=client_credentials"),
+        Some(&format!(
+            "grant=client_credentials resource={}",
+            config.mcp_server_url
+        )),
     )
     .await;
     Ok(TokenResponse {
@@ -324,12 +400,13 @@ fn invalid_code() -> OAuthError {
 
 /// The checks of an unused code against the token request (OAuth 2.1 §4.1.3): the redirect URI
 /// of the authorization request when one is sent, the resource and issuer it was issued for,
-/// the PKCE verifier (RFC 7636 §4.6), then its expiry.
-fn check_unused_code(
+/// the PKCE verifier (RFC 7636 §4.6), then its expiry. Returns what its resource asks of its
+/// access tokens ([`check_target`]).
+async fn check_unused_code(
     ctx: &Ctx<'_>,
     record: &CodeRecord,
     verifier: Option<&str>,
-) -> Result<(), OAuthError> {
+) -> Result<Target, OAuthError> {
     if let Some(uri) = ctx.params.get("redirect_uri")
         && uri != &record.redirect_uri
     {
@@ -337,7 +414,7 @@ fn check_unused_code(
             "redirect_uri differs from the one in the authorization request".into(),
         ));
     }
-    check_target(ctx, &record.resource, record.issuer.as_deref())?;
+    let target = check_target(ctx, &record.resource, record.issuer.as_deref()).await?;
     match verifier {
         None => {
             return Err(OAuthError::InvalidGrant(
@@ -355,7 +432,7 @@ fn check_unused_code(
     if record.expires_at <= ctx.now {
         return Err(invalid_code());
     }
-    Ok(())
+    Ok(target)
 }
 
 /// The `authorization_code` grant (OAuth 2.1 §4.1.3): the code is bound to the client, the
@@ -377,10 +454,21 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
         // The same answer as for an unknown code: a stolen code is not confirmed as real.
         return Err(invalid_code());
     }
-    if record.used_at.is_none() {
-        check_unused_code(ctx, &record, verifier.map(String::as_str))?;
-    }
-    let (refresh, access, tokens) = new_pair(ctx, &record.scope);
+    // A used code is a replay: no token is issued, so its form does not matter.
+    let target = match record.used_at {
+        None => check_unused_code(ctx, &record, verifier.map(String::as_str)).await?,
+        Some(_) => Target {
+            ttl: ctx.state.config.access_token_ttl_secs,
+            jwt: None,
+        },
+    };
+    let (refresh, access, tokens) = new_pair(
+        ctx,
+        &target,
+        &record.account_id,
+        &record.resource,
+        &record.scope,
+    )?;
     match ctx
         .state
         .store
@@ -388,21 +476,17 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
         .await?
     {
         Redeemed::Issued { family_id } => {
+            crate::metrics::resource_token_event("issued", &record.resource);
             audit(
                 ctx,
                 "code_redeemed",
                 "success",
                 Some(&record.account_id),
                 Some(&family_id),
-                None,
+                Some(&format!("resource={}", record.resource)),
             )
             .await;
-            Ok(response(
-                &refresh,
-                &access,
-                ctx.state.config.access_token_ttl_secs,
-                &record.scope,
-            ))
+            Ok(response(&refresh, &access, target.ttl, &record.scope))
         }
         Redeemed::Replayed { family_id } => {
             audit(
@@ -453,7 +537,10 @@ fn refreshed_scope(ctx: &Ctx<'_>, granted: &str) -> Result<String, OAuthError> {
     let Some(asked) = ctx.params.get("scope") else {
         return Ok(granted.to_string());
     };
-    let held = ScopeSet::parse(granted).unwrap_or_default();
+    let Ok(held) = ScopeSet::parse(granted) else {
+        // A registered resource's scopes: compared token by token.
+        return registered_refreshed_scope(granted, asked);
+    };
     let asked = ScopeSet::parse(asked).map_err(|e| OAuthError::InvalidScope(e.to_string()))?;
     let asked = asked.without_offline_access();
     if !asked.is_subset(&held) {
@@ -465,6 +552,32 @@ fn refreshed_scope(ctx: &Ctx<'_>, granted: &str) -> Result<String, OAuthError> {
         granted.to_string()
     } else {
         asked.to_string()
+    })
+}
+
+/// [`refreshed_scope`] for a grant of a registered resource: the asked tokens (without
+/// `offline_access`) in the granted order, each of them granted (`invalid_scope` otherwise).
+fn registered_refreshed_scope(granted: &str, asked: &str) -> Result<String, OAuthError> {
+    let held: Vec<&str> = granted.split_ascii_whitespace().collect();
+    let asked: Vec<&str> = asked
+        .split_ascii_whitespace()
+        .filter(|t| *t != Scope::OfflineAccess.as_str())
+        .collect();
+    if let Some(beyond) = asked.iter().find(|t| !held.contains(t)) {
+        return Err(OAuthError::InvalidScope(if is_scope_token(beyond) {
+            format!("the requested scope exceeds the granted scope \"{granted}\"")
+        } else {
+            "scope contains a character not allowed by RFC 6749 §3.3".into()
+        }));
+    }
+    Ok(if asked.is_empty() {
+        granted.to_string()
+    } else {
+        held.iter()
+            .filter(|t| asked.contains(t))
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ")
     })
 }
 
@@ -493,10 +606,10 @@ async fn refresh_token(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
         return Err(refresh_refused(ctx, &state, why).await);
     }
     // Validation comes before rotation, replay and reuse, and leaves the token as it is.
-    check_target(ctx, &state.resource, state.issuer.as_deref())?;
+    let target = check_target(ctx, &state.resource, state.issuer.as_deref()).await?;
     let scope = refreshed_scope(ctx, &state.scope)?;
     if decision == RefreshDecision::Rotate {
-        match rotate(ctx, &hash, &state, presented, &scope).await? {
+        match rotate(ctx, &hash, &state, presented, &scope, &target).await? {
             Ok(pair) => return Ok(pair),
             Err(Rotation::Refused(why)) => decision = RefreshDecision::Refuse(why),
             Err(_) => {
@@ -529,8 +642,10 @@ async fn rotate(
     state: &RefreshState,
     presented: &str,
     scope: &str,
+    target: &Target,
 ) -> Result<Result<TokenResponse, Rotation>, OAuthError> {
-    let (refresh, access, tokens) = new_pair(ctx, scope);
+    let (refresh, access, tokens) =
+        new_pair(ctx, target, &state.account_id, &state.resource, scope)?;
     let sealed = successor::seal(
         presented,
         &serde_json::to_vec(&SealedPair {
@@ -549,17 +664,17 @@ async fn rotate(
     if rotation != Rotation::Rotated {
         return Ok(Err(rotation));
     }
+    crate::metrics::resource_token_event("refreshed", &state.resource);
     audit(
         ctx,
         "token_refreshed",
         "success",
         Some(&state.account_id),
         Some(&state.family_id),
-        None,
+        Some(&format!("resource={}", state.resource)),
     )
     .await;
-    let ttl = ctx.state.config.access_token_ttl_secs;
-    Ok(Ok(response(&refresh, &access, ttl, scope)))
+    Ok(Ok(response(&refresh, &access, target.ttl, scope)))
 }
 
 /// Reuse of a rotated token: treated as theft, the family and its access tokens are revoked

@@ -15,6 +15,7 @@ use sqlx::{AnyPool, Executor};
 use crate::domain::secret::TokenHash;
 
 pub mod accounts;
+pub mod assertions;
 pub mod audit;
 pub mod audit_query;
 pub mod auth_cache;
@@ -29,10 +30,13 @@ pub mod postgres;
 pub mod projects;
 pub mod quotas;
 pub mod read_batches;
+pub mod resources;
 pub mod rotations;
 pub mod services;
 pub mod sessions;
+pub mod signing_keys;
 pub mod sqlite;
+pub mod upstreams;
 pub mod urls;
 
 pub use sessions::SessionBackend;
@@ -849,6 +853,10 @@ impl Store {
             ),
             ("DELETE FROM setup_tokens WHERE expires_at < $1", expired),
             ("DELETE FROM signin_devices WHERE expires_at < $1", expired),
+            (
+                "DELETE FROM client_assertion_jtis WHERE expires_at < $1",
+                now,
+            ),
             (
                 "DELETE FROM authorization_requests WHERE expires_at < $1",
                 expired,

@@ -17,7 +17,8 @@ use super::in_place::{self, FromSqliteRow};
 use super::rotations::RotationWrite;
 use super::{Flag, JsonStrings, JsonText, Store, StoreError, StoredHash, WriteTx, new_id};
 use crate::domain::refresh::RefreshFacts;
-use crate::domain::scope::{Scope, ScopeSet};
+use crate::domain::registry::scopes_within;
+use crate::domain::scope::ScopeSet;
 use crate::domain::secret::TokenHash;
 
 /// A registered client (RFC 7591 §2).
@@ -28,7 +29,8 @@ pub struct ClientRecord {
     /// SHA-256 of `client_secret`; `None` for public clients.
     #[sqlx(try_from = "StoredHash")]
     pub client_secret_hash: Option<TokenHash>,
-    /// `none`, `client_secret_basic` or `client_secret_post`.
+    /// `none`, `client_secret_basic`, `client_secret_post` or `private_key_jwt` (its keys
+    /// at `metadata.jwks_uri` or in `metadata.jwks`).
     #[sqlx(rename = "auth_method")]
     pub token_endpoint_auth_method: String,
     /// `client_name`, if given.
@@ -49,6 +51,15 @@ pub struct ClientRecord {
     pub can_introspect: bool,
     /// Unix seconds.
     pub created_at: i64,
+}
+
+impl ClientRecord {
+    /// Whether the client authenticates with a credential of its own: a secret
+    /// (`client_secret_basic`, `client_secret_post`) or a signed JWT (`private_key_jwt`).
+    pub fn is_confidential(&self) -> bool {
+        self.client_secret_hash.is_some()
+            || self.token_endpoint_auth_method == crate::domain::client_assertion::PRIVATE_KEY_JWT
+    }
 }
 
 /// The registered client whose `client_id` is `$1`, unless revoked (`gatehouse client
@@ -98,15 +109,30 @@ impl FromSqliteRow for ClientRecord {
 /// Whether `held` (space-delimited scopes of a code, family or token) stays within `granted`
 /// (the live consent's scopes): every held scope is granted or implied by a granted one
 /// (`mcp:write` implies `mcp:read`); `offline_access` is not a permission and is ignored. A
-/// scope string that does not parse is never within (RFC 6749 §3.3: a token carries at most
-/// the scope the resource owner granted).
+/// token outside the scope grammar is never within (RFC 6749 §3.3: a token carries at most
+/// the scope the resource owner granted). Tokens are compared one by one
+/// ([`scopes_within`]), so a registered resource's own scopes follow the same rule.
 fn within_approval(granted: &str, held: &str) -> bool {
-    let (Ok(granted), Ok(held)) = (ScopeSet::parse(granted), ScopeSet::parse(held)) else {
-        return false;
-    };
-    held.iter()
-        .filter(|s| *s != Scope::OfflineAccess)
-        .all(|s| granted.satisfies(s))
+    scopes_within(granted, held)
+}
+
+/// The consent resource of the built-in resource (Gatehouse's own MCP endpoint): consents for a
+/// registered resource hold its URL instead.
+pub const BUILT_IN: &str = "";
+
+/// The scopes of a widened consent: `granted` and `requested` together, in the fixed order when
+/// both are the built-in scopes, else the granted tokens then the new ones.
+fn scope_union(granted: &str, requested: &str) -> String {
+    if let (Ok(a), Ok(b)) = (ScopeSet::parse(granted), ScopeSet::parse(requested)) {
+        return a.union(&b).to_string();
+    }
+    let mut tokens: Vec<&str> = granted.split_ascii_whitespace().collect();
+    for t in requested.split_ascii_whitespace() {
+        if !tokens.contains(&t) {
+            tokens.push(t);
+        }
+    }
+    tokens.join(" ")
 }
 
 pub use crate::domain::refresh::GrantRefusal;
@@ -431,6 +457,8 @@ pub struct ConnectedApp {
     pub redirect_uri: String,
     /// Scopes granted.
     pub scope: String,
+    /// The resource the grant is for: [`BUILT_IN`] (`""`) or a registered resource's URL.
+    pub resource: String,
     /// Unix seconds of the last approval.
     pub updated_at: i64,
 }
@@ -564,20 +592,36 @@ impl Store {
             .await?)
     }
 
-    /// The live consent of `account_id` for `client_id` at `redirect_uri`, if any.
+    /// The live consent of `account_id` for `client_id` at `redirect_uri` for the built-in
+    /// resource, if any ([`Store::consent_for`] with [`BUILT_IN`]).
     pub async fn consent(
         &self,
         account_id: &str,
         client_id: &str,
         redirect_uri: &str,
     ) -> Result<Option<Consent>, StoreError> {
+        self.consent_for(account_id, client_id, redirect_uri, BUILT_IN)
+            .await
+    }
+
+    /// The live consent of `account_id` for `client_id` at `redirect_uri` for `resource`
+    /// ([`BUILT_IN`] or a registered resource's URL), if any: remembered consent is per client
+    /// and resource.
+    pub async fn consent_for(
+        &self,
+        account_id: &str,
+        client_id: &str,
+        redirect_uri: &str,
+        resource: &str,
+    ) -> Result<Option<Consent>, StoreError> {
         Ok(sqlx::query_as(
             "SELECT id, scope FROM consents WHERE account_id = $1 AND client_id = $2 AND redirect_uri = $3 \
-             AND revoked_at IS NULL",
+             AND resource = $4 AND revoked_at IS NULL",
         )
         .bind(account_id)
         .bind(client_id)
         .bind(redirect_uri)
+        .bind(resource)
         .fetch_optional(&self.pool())
         .await?)
     }
@@ -599,11 +643,33 @@ impl Store {
         requested: &str,
         now: i64,
     ) -> Result<String, StoreError> {
-        if let Some(live) = self.consent(account_id, client_id, redirect_uri).await? {
-            let union = ScopeSet::parse(&live.scope)
-                .unwrap_or_default()
-                .union(&ScopeSet::parse(requested).unwrap_or_default())
-                .to_string();
+        self.approve_consent_for(
+            account_id,
+            client_id,
+            redirect_uri,
+            BUILT_IN,
+            requested,
+            now,
+        )
+        .await
+    }
+
+    /// [`Store::approve_consent`] for `resource` ([`BUILT_IN`] or a registered resource's URL):
+    /// the consent widened or created is the one of that resource only.
+    pub async fn approve_consent_for(
+        &self,
+        account_id: &str,
+        client_id: &str,
+        redirect_uri: &str,
+        resource: &str,
+        requested: &str,
+        now: i64,
+    ) -> Result<String, StoreError> {
+        if let Some(live) = self
+            .consent_for(account_id, client_id, redirect_uri, resource)
+            .await?
+        {
+            let union = scope_union(&live.scope, requested);
             let widened: Option<String> = sqlx::query_scalar(
                 "UPDATE consents SET scope = $1, updated_at = $2 WHERE id = $3 AND revoked_at IS NULL \
                  RETURNING id",
@@ -619,9 +685,9 @@ impl Store {
             }
         }
         let id: String = sqlx::query_scalar(
-            "INSERT INTO consents (id, account_id, client_id, redirect_uri, scope, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $6) \
-             ON CONFLICT (account_id, client_id, redirect_uri) WHERE revoked_at IS NULL DO UPDATE \
+            "INSERT INTO consents (id, account_id, client_id, redirect_uri, resource, scope, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $7) \
+             ON CONFLICT (account_id, client_id, redirect_uri, resource) WHERE revoked_at IS NULL DO UPDATE \
              SET scope = excluded.scope, updated_at = excluded.updated_at \
              RETURNING id",
         )
@@ -629,6 +695,7 @@ impl Store {
         .bind(account_id)
         .bind(client_id)
         .bind(redirect_uri)
+        .bind(resource)
         .bind(requested)
         .bind(now)
         .fetch_one(&self.writer())
@@ -948,7 +1015,7 @@ impl Store {
     pub async fn connected_apps(&self, account_id: &str) -> Result<Vec<ConnectedApp>, StoreError> {
         Ok(sqlx::query_as(
             "SELECT c.id AS consent_id, c.client_id AS client_id, k.client_name AS client_name, c.redirect_uri AS redirect_uri, \
-             c.scope AS scope, c.updated_at AS updated_at FROM consents c JOIN oauth_clients k ON k.client_id = c.client_id \
+             c.scope AS scope, c.resource AS resource, c.updated_at AS updated_at FROM consents c JOIN oauth_clients k ON k.client_id = c.client_id \
              WHERE c.account_id = $1 AND c.revoked_at IS NULL ORDER BY c.updated_at DESC, c.id",
         )
         .bind(account_id)
@@ -1034,11 +1101,13 @@ impl Store {
     pub async fn upsert_metadata_client(&self, c: &ClientRecord) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO oauth_clients (client_id, client_secret_hash, auth_method, client_name, redirect_uris, \
-             grant_types, scope, metadata, can_introspect, created_at) VALUES ($1, NULL, 'none', $2, $3, $4, NULL, $5, 0, $6) \
+             grant_types, scope, metadata, can_introspect, created_at) VALUES ($1, NULL, $2, $3, $4, $5, NULL, $6, 0, $7) \
              ON CONFLICT (client_id) DO UPDATE SET client_name = excluded.client_name, \
-             redirect_uris = excluded.redirect_uris, grant_types = excluded.grant_types, metadata = excluded.metadata",
+             redirect_uris = excluded.redirect_uris, grant_types = excluded.grant_types, metadata = excluded.metadata, \
+             auth_method = excluded.auth_method",
         )
         .bind(&c.client_id)
+        .bind(&c.token_endpoint_auth_method)
         .bind(&c.client_name)
         .bind(serde_json::to_string(&c.redirect_uris).unwrap_or_default())
         .bind(serde_json::to_string(&c.grant_types).unwrap_or_default())

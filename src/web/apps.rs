@@ -23,7 +23,7 @@ use crate::error::AppError;
 use crate::state::AppState;
 use crate::store::audit::AuditEvent;
 use crate::store::now;
-use crate::store::oauth::ConnectedApp;
+use crate::store::oauth::{BUILT_IN, ConnectedApp};
 
 struct AppRow {
     consent_id: String,
@@ -32,7 +32,9 @@ struct AppRow {
     /// The host of a client ID metadata document URL; `None`: the name is unverified.
     publisher: Option<String>,
     host: String,
-    abilities: Vec<&'static str>,
+    /// The MCP server (resource) the app may use: its host, and its name when registered.
+    server: String,
+    abilities: Vec<String>,
     granted: String,
     last_used: Option<String>,
 }
@@ -67,26 +69,44 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
         .await?
         .into_iter()
         .collect();
+    let resources = state.store.resources().await?;
     let apps = state
         .store
         .connected_apps(&account.id)
         .await?
         .into_iter()
-        .map(|a| AppRow {
-            name: display_name(&a),
-            publisher: is_url_client_id(&a.client_id).then(|| host_for_display(&a.client_id)),
-            host: host_for_display(&a.redirect_uri),
-            abilities: ScopeSet::parse(&a.scope)
-                .map(|s| {
-                    s.iter()
-                        .map(super::super::domain::scope::Scope::describe)
-                        .collect()
-                })
-                .unwrap_or_default(),
-            granted: when(a.updated_at),
-            last_used: last_used.get(&a.client_id).copied().map(when),
-            consent_id: a.consent_id,
-            client_id: a.client_id,
+        .map(|a| {
+            let registered = resources.iter().find(|r| r.url == a.resource);
+            let (server, abilities) = match registered {
+                None if a.resource == BUILT_IN => (
+                    format!(
+                        "{} (this Gatehouse)",
+                        host_for_display(&state.config.mcp_server_url)
+                    ),
+                    ScopeSet::parse(&a.scope)
+                        .map(|s| s.iter().map(|s| s.describe().to_string()).collect())
+                        .unwrap_or_default(),
+                ),
+                None => (host_for_display(&a.resource), Vec::new()),
+                Some(r) => (
+                    format!("{} ({})", host_for_display(&r.url), r.name),
+                    a.scope
+                        .split_ascii_whitespace()
+                        .filter_map(|s| r.describe(s).map(ToString::to_string))
+                        .collect(),
+                ),
+            };
+            AppRow {
+                name: display_name(&a),
+                publisher: is_url_client_id(&a.client_id).then(|| host_for_display(&a.client_id)),
+                host: host_for_display(&a.redirect_uri),
+                server,
+                abilities,
+                granted: when(a.updated_at),
+                last_used: last_used.get(&a.client_id).copied().map(when),
+                consent_id: a.consent_id,
+                client_id: a.client_id,
+            }
         })
         .collect();
     render(

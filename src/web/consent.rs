@@ -36,7 +36,9 @@ struct ConsentPage<'a> {
     client_id: &'a str,
     redirect_host: &'a str,
     loopback: bool,
-    scopes: Vec<&'static str>,
+    /// A registered resource the request is for: its host and name.
+    server: Option<String>,
+    scopes: Vec<String>,
     email: &'a str,
     csrf_token: &'a str,
     request_id: &'a str,
@@ -70,6 +72,14 @@ fn redirect_error(state: &AppState, e: AuthorizeError) -> Response {
     match e {
         AuthorizeError::Storage { unavailable: true } => crate::error::unavailable_page(),
         AuthorizeError::Storage { unavailable: false } => crate::error::internal_error_page(),
+        AuthorizeError::ClientUnavailable => super::retry_after(
+            error_page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again in a moment",
+                "This application's identity could not be checked right now: its metadata document could not be fetched. Try again in a minute.",
+            ),
+            http::HeaderValue::from_static(crate::oauth::error::RETRY_AFTER_SECS),
+        ),
         AuthorizeError::Throttled { retry_after } => super::retry_after(
             error_page(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -171,9 +181,14 @@ async fn authorize(
     if !forced
         && let Some(consent) = state
             .store
-            .consent(&account.id, &req.client_id, &req.registered_redirect_uri)
+            .consent_for(
+                &account.id,
+                &req.client_id,
+                &req.registered_redirect_uri,
+                req.consent_resource(),
+            )
             .await?
-        && consent_covers(&consent.scope, &req.scopes())
+        && consent_covers(&consent.scope, &req.scope)
     {
         let location = issue_code(&state, &req, &account.id, &consent.id, now).await?;
         return Ok(see_other(&location));
@@ -213,11 +228,11 @@ async fn authorize(
             client_id: &req.client_id,
             redirect_host: &host,
             loopback,
-            scopes: req
-                .scopes()
-                .iter()
-                .map(super::super::domain::scope::Scope::describe)
-                .collect(),
+            server: req
+                .registered
+                .as_ref()
+                .map(|r| format!("{} ({})", host_for_display(&req.resource), r.name)),
+            scopes: req.abilities(),
             email: &account.email,
             csrf_token: &csrf,
             request_id: &request_id,

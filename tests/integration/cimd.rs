@@ -29,7 +29,7 @@ impl MetadataFetcher for FakeFetcher {
     async fn fetch(&self, url: &Url) -> Result<Fetched, CimdError> {
         self.fetches.fetch_add(1, Ordering::SeqCst);
         if self.fail_next.lock().unwrap().take().as_deref() == Some(url.as_str()) {
-            return Err(CimdError::Fetch("HTTP status 503".into()));
+            return Err(CimdError::Unavailable("HTTP status 503".into()));
         }
         match self.docs.lock().unwrap().get(url.as_str()) {
             Some((doc, cc)) => Ok(Fetched {
@@ -125,8 +125,17 @@ async fn bad_documents_show_an_error_page_and_errors_are_not_cached() {
     *fetcher.fail_next.lock().unwrap() = Some(CLIENT.into());
     let app = spawn_app_full(|_| {}, fetcher.clone()).await;
     let (_, challenge) = pkce();
+    // A fetch that fails for now (a 503) is a "try again" page, never a redirect.
+    let r = app
+        .client
+        .get(authorize_url(&app, CLIENT, &challenge, &[]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE, "fetch fails");
+    assert!(r.headers().get("location").is_none());
+    assert!(r.headers().get("retry-after").is_some());
     for (client, why) in [
-        (CLIENT, "fetch fails"),
         (other, "client_id mismatch"),
         (foreign, "secret in document"),
         ("https://app.example.com/missing.json", "404"),
@@ -184,14 +193,18 @@ async fn documents_on_private_or_loopback_addresses_are_never_fetched() {
             .send()
             .await
             .unwrap();
-        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{client}");
+        // Answered like a fetch that failed for now (503, "try again"), so the page cannot
+        // tell which names resolve to internal addresses (issue 30, finding 11).
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE, "{client}");
         let page = r.text().await.unwrap();
-        // One message for a forbidden address and a failed fetch (issue 30, finding 11): the
-        // page must not tell which names resolve to internal addresses.
+        // One message for a forbidden address and a failed fetch.
         assert!(page.contains("could not be fetched"), "{client}: {page}");
         assert!(!page.contains("private"), "{client}: {page}");
     }
-    let (s, b, _) = exchange(&app, "https://127.0.0.1/client.json", "gate_ac_x", "v", &[]).await;
-    assert_eq!(s, StatusCode::UNAUTHORIZED);
-    assert_eq!(b["error"], "invalid_client");
+    // At the token endpoint a forbidden address is answered like a lookup or connection that
+    // failed: 503 `temporarily_unavailable`, never `invalid_client`.
+    let (s, b, h) = exchange(&app, "https://127.0.0.1/client.json", "gate_ac_x", "v", &[]).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(b["error"], "temporarily_unavailable");
+    assert!(h.get("retry-after").is_some());
 }

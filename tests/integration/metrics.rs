@@ -25,7 +25,7 @@ pub(crate) async fn scrape(app: &TestApp) -> String {
 }
 
 /// Whether a sample line of `name` carries every one of `labels` and a value above zero.
-fn has_sample(body: &str, name: &str, labels: &[&str]) -> bool {
+pub(crate) fn has_sample(body: &str, name: &str, labels: &[&str]) -> bool {
     body.lines().any(|l| {
         l.starts_with(&format!("{name}{{"))
             && labels.iter().all(|lab| l.contains(lab))

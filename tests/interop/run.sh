@@ -29,6 +29,8 @@ FAILED=0
 RESULTS=()
 SERVER_PID=""
 PROXY_PID=""
+RS_PID=""
+EVERYTHING_PID=""
 WORK=""
 
 say() { printf '%s\n' "$*"; }
@@ -67,6 +69,8 @@ summary() {
 cleanup() {
   local rc=$?
   if [ -n "$PROXY_PID" ]; then kill "$PROXY_PID" 2>/dev/null || true; wait "$PROXY_PID" 2>/dev/null || true; fi
+  if [ -n "$RS_PID" ]; then kill "$RS_PID" 2>/dev/null || true; wait "$RS_PID" 2>/dev/null || true; fi
+  if [ -n "$EVERYTHING_PID" ]; then kill "$EVERYTHING_PID" 2>/dev/null || true; wait "$EVERYTHING_PID" 2>/dev/null || true; fi
   if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
   if [ -n "$WORK" ] && [ -d "$WORK" ]; then
     if [ "${KEEP_WORK:-0}" = "1" ] || [ "$FAILED" -gt 0 ]; then
@@ -100,7 +104,7 @@ command -v "$NODE" >/dev/null 2>&1 || fatal "node not found ($NODE)"
 node_major() { "$1" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
 [ "$(node_major "$NODE")" -ge 20 ] || fatal "NODE must be >= 20 (got $("$NODE" --version))"
 
-if [ ! -f node_modules/.package-lock.json ]; then
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   say "npm ci ..."
   npm ci --no-audit --no-fund --loglevel=error || fatal "npm ci failed"
 fi
@@ -172,6 +176,54 @@ step "sdk-v1 client (@modelcontextprotocol/sdk 1.32.2)" \
 step "client-v2 (@modelcontextprotocol/client 2.4.0)" \
   "$NODE" client-v2.mjs
 
+# --- another MCP server using Gatehouse as its authorization server ----------------------
+# The Python SDK's resource server (python-resource-server.py, introspection checking the
+# audience), registered with `gatehouse resource add … --introspect`; the TypeScript SDK client
+# finds Gatehouse from its 401, and tokens do not cross between it and Gatehouse.
+PYTHON="${PYTHON:-python3}"
+PY_MCP_VERSION="2.3.0"
+python_venv() { # the official Python SDK, installed into .venv/ next to this script
+  local venv="$HERE/.venv"
+  if [ ! -x "$venv/bin/python" ]; then
+    "$PYTHON" -m venv "$venv" || return 1
+  fi
+  "$venv/bin/pip" install -q --disable-pip-version-check "mcp==$PY_MCP_VERSION"
+}
+RS_PORT="$("$NODE" lib/tools.mjs free-port)"
+RS_URL="http://127.0.0.1:$RS_PORT/mcp"
+resource_server_start() {
+  local out
+  python_venv || return 1
+  out="$(MCP_SERVER_URL="$MCP_URL" "$GATEHOUSE_BIN" resource add files --url "$RS_URL" \
+    --scope files:read --scope-description 'Read your files' --introspect 2>"$WORK/cli.err")" || {
+    cat "$WORK/cli.err"; return 1; }
+  printf '%s\n' "$out" | grep -v '^client_secret:'
+  ISSUER="$ISSUER" RS_URL="$RS_URL" RS_PORT="$RS_PORT" \
+    RS_CLIENT_ID="$(printf '%s\n' "$out" | sed -n 's/^client_id: //p')" \
+    RS_CLIENT_SECRET="$(printf '%s\n' "$out" | sed -n 's/^client_secret: //p')" \
+    "$HERE/.venv/bin/python" python-resource-server.py >"$WORK/resource-server.log" 2>&1 &
+  RS_PID=$!
+  "$NODE" lib/tools.mjs wait-ready "http://127.0.0.1:$RS_PORT/.well-known/oauth-protected-resource/mcp" 30 \
+    || { tail -n 20 "$WORK/resource-server.log"; return 1; }
+}
+say ""
+say "=== cli: gatehouse resource add; Python SDK resource server (mcp $PY_MCP_VERSION)"
+rc=0; resource_server_start || rc=$?
+record "cli: gatehouse resource add; Python SDK resource server (mcp $PY_MCP_VERSION)" "$rc"
+step "sdk-v1 client against the Python SDK resource server, Gatehouse as its authorization server" \
+  env TOKEN_FILE="$TOKEN_FILE" RS_URL="$RS_URL" "$NODE" sdk-v1-resource-server.mjs
+
+# JWT access tokens (RFC 9068) for a resource registered with --token-format jwt, verified by
+# the npm package jose against the published JWKS, before and after a key rotation.
+JWT_RS_URL="http://127.0.0.1:1/files-jwt/mcp"
+jwt_resource_add() {
+  MCP_SERVER_URL="$MCP_URL" "$GATEHOUSE_BIN" resource add files-jwt --url "$JWT_RS_URL" \
+    --scope files:read --scope-description 'Read your files' --token-format jwt --token-ttl 300
+}
+step "cli: gatehouse resource add --token-format jwt" jwt_resource_add
+step "JWT access tokens verified by jose against the JWKS, before and after signing-key rotate" \
+  env JWT_RS_URL="$JWT_RS_URL" GATEHOUSE_BIN="$GATEHOUSE_BIN" DATABASE_URL="$DATABASE_URL" "$NODE" jwt-verify.mjs
+
 # --- credentials without a browser: an API key and a personal URL (made with the CLI) ---
 credentials_add() {
   local key_out url_out
@@ -201,16 +253,36 @@ secret_not_logged() {
 }
 step "server log holds no personal URL secret" secret_not_logged
 
+# --- an upstream MCP server behind Gatehouse: server-everything over Streamable HTTP --------
+EVERYTHING_VERSION="$("$NODE" -p 'require("./node_modules/@modelcontextprotocol/server-everything/package.json").version')"
+upstream_add() {
+  local port key_out
+  port="$("$NODE" lib/tools.mjs free-port)"
+  PORT="$port" "$NODE" node_modules/@modelcontextprotocol/server-everything/dist/index.js streamableHttp \
+    >"$WORK/everything.log" 2>&1 &
+  EVERYTHING_PID=$!
+  for _ in $(seq 1 50); do
+    grep -q "listening on port" "$WORK/everything.log" 2>/dev/null && break
+    sleep 0.1
+  done
+  "$GATEHOUSE_BIN" upstream add everything --url "http://127.0.0.1:$port/mcp" --trust-definitions || return 1
+  key_out="$("$GATEHOUSE_BIN" key create --account "$EMAIL" --name upstream --write 2>"$WORK/cli.err")" || {
+    cat "$WORK/cli.err"; return 1; }
+  GATEHOUSE_WRITE_KEY="$(printf '%s\n' "$key_out" | sed -n 's/^key: //p')"
+  [ -n "$GATEHOUSE_WRITE_KEY" ]
+}
+say ""
+say "=== cli: gatehouse upstream add everything (server-everything $EVERYTHING_VERSION, Streamable HTTP)"
+rc=0; upstream_add || rc=$?
+record "cli: gatehouse upstream add everything (server-everything $EVERYTHING_VERSION)" "$rc"
+export GATEHOUSE_WRITE_KEY
+step "sdk-v1 client calls server-everything's echo through Gatehouse (upstream everything)" \
+  "$NODE" upstream-everything.mjs
+
 # --- stdio: the SDKs' stdio clients launch `gatehouse stdio` with the API key ------------
-PYTHON="${PYTHON:-python3}"
-PY_MCP_VERSION="2.3.0"
-python_stdio() { # the official Python SDK, installed into .venv/ next to this script
-  local venv="$HERE/.venv"
-  if [ ! -x "$venv/bin/python" ]; then
-    "$PYTHON" -m venv "$venv" || return 1
-  fi
-  "$venv/bin/pip" install -q --disable-pip-version-check "mcp==$PY_MCP_VERSION" || return 1
-  "$venv/bin/python" python-stdio.py
+python_stdio() { # the official Python SDK client (see python_venv)
+  python_venv || return 1
+  "$HERE/.venv/bin/python" python-stdio.py
 }
 python_bridge() { # the same client launching `gatehouse stdio --url` (no database)
   BRIDGE_URL="$MCP_URL" python_stdio

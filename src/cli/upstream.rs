@@ -1,0 +1,354 @@
+//! `gatehouse upstream add|list|approve|disable|enable|remove`: the registry of upstream MCP
+//! servers whose tools Gatehouse serves behind its own authorization (README "Put your MCP
+//! servers behind Gatehouse"). Every change raises the registry's version, which running
+//! instances poll, so it reaches them without a restart. Header and `--env` values are sealed
+//! with the server key and never printed.
+
+use clap::{Args, Subcommand};
+
+use super::{CliError, cli_audit};
+use crate::config::Config;
+use crate::domain::server_key::Keyring;
+use crate::domain::upstream::{
+    DEFAULT_MAX_CONCURRENCY, UpstreamName, check_max_concurrency, parse_command, parse_env,
+    parse_headers, parse_timeout, parse_url, seal_context,
+};
+use crate::store::upstreams::{NewUpstream, Transport, UpstreamRecord};
+use crate::store::{Store, StoreError};
+
+/// `gatehouse upstream …`
+#[derive(Debug, Subcommand)]
+pub enum UpstreamCommand {
+    /// Register an upstream MCP server: Streamable HTTP with --url, or a local stdio server
+    /// run as a child process with --command. Its tools are listed as `NAME__TOOL` once their
+    /// definitions are approved (`upstream approve NAME`).
+    Add(AddArgs),
+    /// List the upstreams: transport, target, status, tool counts, pending definitions and the
+    /// last error (never a header or --env value).
+    List,
+    /// Approve the upstream's tool definitions as last seen (new and changed ones).
+    Approve {
+        /// The upstream's name.
+        name: String,
+    },
+    /// Stop serving an upstream (its tools leave the catalog on every instance).
+    Disable {
+        /// The upstream's name.
+        name: String,
+    },
+    /// Serve a disabled upstream again.
+    Enable {
+        /// The upstream's name.
+        name: String,
+    },
+    /// Remove an upstream and the definitions seen on it.
+    Remove {
+        /// The upstream's name.
+        name: String,
+    },
+}
+
+/// `gatehouse upstream add`.
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// The upstream's name, `[a-z0-9-]{1,20}`: its tools are listed as `NAME__TOOL`.
+    pub name: String,
+    /// The upstream's Streamable HTTP endpoint (http:// or https://).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// A header sent with every request to the upstream, e.g. 'Authorization: Bearer …'
+    /// (repeatable); the value is sealed with the server key and never shown.
+    #[arg(long = "header", value_name = "'NAME: VALUE'")]
+    pub header: Vec<String>,
+    /// A local stdio MCP server to run, e.g. 'npx -y @modelcontextprotocol/server-memory'
+    /// (split like a shell's words, run without a shell).
+    #[arg(long, value_name = "'PROGRAM ARGS…'")]
+    pub command: Option<String>,
+    /// A variable of the child's environment, which otherwise holds only PATH (repeatable);
+    /// the value is sealed with the server key and never shown.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// Per-call timeout: ms, s or m, from 1s to 600s.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub timeout: String,
+    /// Calls in flight to this upstream per instance; more are answered "busy, retry".
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONCURRENCY)]
+    pub max_concurrency: u32,
+    /// List the upstream's tool definitions without approval (for development: a changed
+    /// definition is then served at once).
+    #[arg(long)]
+    pub trust_definitions: bool,
+}
+
+/// Runs one `gatehouse upstream` command; returns what to print.
+pub(super) async fn run(
+    config: &Config,
+    store: &Store,
+    command: UpstreamCommand,
+    now: i64,
+) -> Result<String, CliError> {
+    match command {
+        UpstreamCommand::Add(args) => add(config, store, args, now).await,
+        UpstreamCommand::List => Ok(list(&store.upstreams().await?)),
+        UpstreamCommand::Approve { name } => {
+            let name = parse_name(&name)?;
+            let approved = store
+                .approve_upstream_tools(name.as_str(), now)
+                .await
+                .map_err(|e| not_found(e, &name))?;
+            cli_audit(
+                store,
+                "upstream_approved",
+                None,
+                Some(name.as_str()),
+                Some(&format!("tools={approved}")),
+                now,
+            )
+            .await;
+            Ok(match approved {
+                0 => format!("upstream {name}: no definition was waiting for approval"),
+                1 => format!("upstream {name}: 1 tool definition approved"),
+                n => format!("upstream {name}: {n} tool definitions approved"),
+            })
+        }
+        UpstreamCommand::Disable { name } => set_enabled(store, &name, false, now).await,
+        UpstreamCommand::Enable { name } => set_enabled(store, &name, true, now).await,
+        UpstreamCommand::Remove { name } => {
+            let name = parse_name(&name)?;
+            store
+                .remove_upstream(name.as_str())
+                .await
+                .map_err(|e| not_found(e, &name))?;
+            cli_audit(
+                store,
+                "upstream_removed",
+                None,
+                Some(name.as_str()),
+                None,
+                now,
+            )
+            .await;
+            Ok(format!("removed upstream {name}"))
+        }
+    }
+}
+
+fn parse_name(text: &str) -> Result<UpstreamName, CliError> {
+    UpstreamName::parse(text).map_err(|e| CliError(e.0))
+}
+
+fn not_found(e: StoreError, name: &UpstreamName) -> CliError {
+    match e {
+        StoreError::NotFound(_) => CliError(format!("no upstream named {name}")),
+        other => other.into(),
+    }
+}
+
+/// The server key, which `--header` and `--env` values need.
+fn keyring(config: &Config) -> Result<Keyring, CliError> {
+    config
+        .server_key
+        .load()
+        .map_err(|e| CliError(e.to_string()))?
+        .ok_or_else(|| CliError(crate::state::NO_SERVER_KEY.to_string()))
+}
+
+/// Seals `pairs` (name, value) as a JSON array of pairs for `name`'s `what`.
+fn seal_pairs(
+    keys: &Keyring,
+    name: &UpstreamName,
+    what: &str,
+    pairs: &[(String, String)],
+) -> String {
+    let plain = serde_json::to_vec(pairs).unwrap_or_default();
+    keys.seal(&seal_context(name, what), &plain)
+}
+
+async fn add(config: &Config, store: &Store, args: AddArgs, now: i64) -> Result<String, CliError> {
+    let err = |e: crate::domain::upstream::UpstreamInputError| CliError(e.0);
+    let name = UpstreamName::parse(&args.name).map_err(err)?;
+    // Checked here rather than by the argument parser, so that every mistake is one line and
+    // exit status 1.
+    if args.url.is_some() == args.command.is_some() {
+        return Err(CliError(
+            "give either --url (Streamable HTTP) or --command (stdio)".to_string(),
+        ));
+    }
+    if args.url.is_none() && !args.header.is_empty() {
+        return Err(CliError("--header goes with --url".to_string()));
+    }
+    if args.command.is_none() && !args.env.is_empty() {
+        return Err(CliError("--env goes with --command".to_string()));
+    }
+    let timeout = parse_timeout(&args.timeout).map_err(err)?;
+    let max_concurrency = check_max_concurrency(args.max_concurrency).map_err(err)?;
+    let mut new = NewUpstream {
+        name: name.as_str().to_string(),
+        transport: Transport::Http,
+        url: None,
+        header_names: Vec::new(),
+        headers_sealed: None,
+        command: Vec::new(),
+        env_names: Vec::new(),
+        env_sealed: None,
+        timeout_ms: i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX),
+        max_concurrency: i64::from(max_concurrency),
+        trust_definitions: args.trust_definitions,
+        accounts: None,
+        projects: None,
+    };
+    let target = match (&args.url, &args.command) {
+        (Some(url), None) => {
+            let url = parse_url(url).map_err(err)?;
+            let headers = parse_headers(&args.header).map_err(err)?;
+            if !headers.is_empty() {
+                let keys = keyring(config)?;
+                let pairs: Vec<(String, String)> = headers
+                    .iter()
+                    .map(|h| (h.name.clone(), h.value.clone()))
+                    .collect();
+                new.headers_sealed = Some(seal_pairs(&keys, &name, "headers", &pairs));
+                new.header_names = headers.into_iter().map(|h| h.name).collect();
+            }
+            new.url = Some(url.to_string());
+            url.to_string()
+        }
+        (None, Some(command)) => {
+            let words = parse_command(command).map_err(err)?;
+            let env = parse_env(&args.env).map_err(err)?;
+            if !env.is_empty() {
+                let keys = keyring(config)?;
+                let pairs: Vec<(String, String)> = env
+                    .iter()
+                    .map(|p| (p.name.clone(), p.value.clone()))
+                    .collect();
+                new.env_sealed = Some(seal_pairs(&keys, &name, "env", &pairs));
+                new.env_names = env.into_iter().map(|p| p.name).collect();
+            }
+            new.transport = Transport::Stdio;
+            new.command = words;
+            new.command.join(" ")
+        }
+        _ => {
+            return Err(CliError(
+                "give either --url (Streamable HTTP) or --command (stdio)".to_string(),
+            ));
+        }
+    };
+    store
+        .create_upstream(&new, now)
+        .await
+        .map_err(|e| match e {
+            StoreError::Conflict(_) => CliError(format!(
+                "an upstream named {name} exists; remove it first to change it"
+            )),
+            other => other.into(),
+        })?;
+    cli_audit(
+        store,
+        "upstream_added",
+        None,
+        Some(name.as_str()),
+        Some(&format!("transport={}", new.transport.as_str())),
+        now,
+    )
+    .await;
+    let approval = if new.trust_definitions {
+        "its tool definitions are trusted without approval".to_string()
+    } else {
+        format!("its tools are listed once approved: gatehouse upstream approve {name}")
+    };
+    Ok(format!(
+        "added upstream {name} ({} {target}); {approval}",
+        new.transport.as_str()
+    ))
+}
+
+async fn set_enabled(
+    store: &Store,
+    name: &str,
+    enabled: bool,
+    now: i64,
+) -> Result<String, CliError> {
+    let name = parse_name(name)?;
+    let changed = store
+        .set_upstream_enabled(name.as_str(), enabled, now)
+        .await
+        .map_err(|e| not_found(e, &name))?;
+    let word = if enabled { "enabled" } else { "disabled" };
+    if changed {
+        cli_audit(
+            store,
+            if enabled {
+                "upstream_enabled"
+            } else {
+                "upstream_disabled"
+            },
+            None,
+            Some(name.as_str()),
+            None,
+            now,
+        )
+        .await;
+        Ok(format!("upstream {name} {word}"))
+    } else {
+        Ok(format!("upstream {name} was already {word}"))
+    }
+}
+
+/// The listing: one line per upstream, then its last error indented, if any.
+fn list(upstreams: &[UpstreamRecord]) -> String {
+    if upstreams.is_empty() {
+        return "no upstreams (add one with: gatehouse upstream add NAME --url URL)".to_string();
+    }
+    let mut out = String::new();
+    for u in upstreams {
+        let target = match u.transport {
+            Transport::Http => u.url.clone().unwrap_or_default(),
+            Transport::Stdio => u.command.join(" "),
+        };
+        let status = if !u.enabled {
+            "disabled"
+        } else if u.last_error.is_some() {
+            "unreachable"
+        } else {
+            "enabled"
+        };
+        let mut line = format!(
+            "{}  {}  {target}  {status}  tools={} pending={}  timeout={}ms max-concurrency={}",
+            u.name,
+            u.transport.as_str(),
+            if u.trust_definitions {
+                u.tools_seen
+            } else {
+                u.tools_approved
+            },
+            if u.trust_definitions {
+                0
+            } else {
+                u.tools_pending()
+            },
+            u.timeout_ms,
+            u.max_concurrency,
+        );
+        if !u.header_names.is_empty() {
+            line.push_str(&format!("  headers={}", u.header_names.join(",")));
+        }
+        if !u.env_names.is_empty() {
+            line.push_str(&format!("  env={}", u.env_names.join(",")));
+        }
+        if u.trust_definitions {
+            line.push_str("  trust-definitions");
+        }
+        out.push_str(&line);
+        out.push('\n');
+        if let Some((error, at)) = &u.last_error {
+            out.push_str(&format!(
+                "    last error at {}: {error}\n",
+                super::timestamp(*at)
+            ));
+        }
+    }
+    out.truncate(out.trim_end().len());
+    out
+}
