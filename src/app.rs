@@ -34,15 +34,35 @@ pub fn router(state: AppState) -> Router {
         app = app.merge(crate::oauth::router(state.clone()));
     }
     // Per route, so the metrics see the route template (`MatchedPath`).
-    app.layer(axum::middleware::from_fn_with_state(state.clone(), every_route))
-        // A panicking handler answers 500 (and is logged) instead of leaving the request hanging.
-        .layer(tower_http::catch_panic::CatchPanicLayer::new())
-        .layer(
-            TraceLayer::new_for_http().make_span_with(|req: &http::Request<_>| {
-                tracing::info_span!("http", method = %req.method(), path = %span_path(req))
-            }),
-        )
+    app.layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        every_route,
+    ))
+    // A panicking handler answers 500 (and is logged) instead of leaving the request hanging.
+    .layer(tower_http::catch_panic::CatchPanicLayer::new())
+    .layer(
+        // The span gives every line logged while serving a request its method, path (never
+        // a secret: [`span_path`]) and request id; the one line per request is
+        // [`crate::metrics::RequestMetrics::finish`]'s, so the layer itself logs nothing
+        // (by default it logged every 5xx, deliberate 503s included, at ERROR).
+        TraceLayer::new_for_http()
+            .make_span_with(|req: &http::Request<_>| {
+                tracing::info_span!(
+                    "http",
+                    method = %req.method(),
+                    path = %span_path(req),
+                    request_id = tracing::field::Empty
+                )
+            })
+            .on_request(())
+            .on_response(())
+            .on_failure(()),
+    )
 }
+
+/// `X-Request-Id`: the id of the request's log line, sent back so an operator can find the line
+/// a user reports. Always our own (a client's header is not trusted into the log).
+const REQUEST_ID: header::HeaderName = header::HeaderName::from_static("x-request-id");
 
 /// The security headers of every response, each set unless the handler set its own.
 const SECURITY_HEADERS: [(header::HeaderName, &str); 3] = [
@@ -67,9 +87,14 @@ async fn every_route(
     );
     crate::client_addr::attach(&state, &mut request);
     let metrics = crate::metrics::RequestMetrics::start(&request);
+    let request_id = metrics.request_id().to_string();
+    tracing::Span::current().record("request_id", request_id.as_str());
     let mut response = next.run(request).await;
     metrics.finish(&response);
     let headers = response.headers_mut();
+    if let Ok(id) = HeaderValue::from_str(&request_id) {
+        headers.insert(REQUEST_ID, id);
+    }
     for (name, value) in SECURITY_HEADERS {
         if !headers.contains_key(&name) {
             headers.insert(name, HeaderValue::from_static(value));

@@ -346,6 +346,8 @@ pub struct RequestMetrics {
     method: &'static str,
     route: String,
     started: Instant,
+    client: Option<std::net::IpAddr>,
+    request_id: String,
 }
 
 impl RequestMetrics {
@@ -358,20 +360,72 @@ impl RequestMetrics {
                 .get::<MatchedPath>()
                 .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned()),
             started: Instant::now(),
+            client: req
+                .extensions()
+                .get::<crate::client_addr::ClientAddr>()
+                .map(|c| c.0),
+            request_id: uuid::Uuid::new_v4().simple().to_string(),
         }
+    }
+
+    /// This request's id (random, 32 hex digits): in its log line, its span and the
+    /// `X-Request-Id` response header.
+    pub fn request_id(&self) -> &str {
+        &self.request_id
     }
 
     /// Counts the request as answered with `response`'s status, and records how long it took;
     /// a `503` is also counted in [`UNAVAILABLE`] by the cause marked on it ([`Unavailable`]),
     /// `other` when none was.
+    ///
+    /// Logs the request's one line: method, route template (never the raw path, which for a
+    /// personal MCP URL holds its secret), status, latency in milliseconds, client address
+    /// and request id; at INFO, a `503` (deliberate: busy or unavailable, with its cause) at
+    /// WARN, any other 5xx at ERROR.
     pub fn finish(self, response: &Response) {
         let status = response.status();
+        let latency_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        let client = self
+            .client
+            .map_or_else(|| "-".to_string(), |c| c.to_string());
+        let (method, route, request_id) = (self.method, self.route.as_str(), &self.request_id);
+        let code = status.as_u16();
         if status == StatusCode::SERVICE_UNAVAILABLE {
             let cause = response
                 .extensions()
                 .get::<Unavailable>()
                 .map_or("other", |c| c.label());
             metrics::counter!(UNAVAILABLE, "cause" => cause).increment(1);
+            tracing::warn!(
+                method,
+                route,
+                status = code,
+                latency_ms,
+                client,
+                request_id,
+                cause,
+                "request"
+            );
+        } else if status.is_server_error() {
+            tracing::error!(
+                method,
+                route,
+                status = code,
+                latency_ms,
+                client,
+                request_id,
+                "request"
+            );
+        } else {
+            tracing::info!(
+                method,
+                route,
+                status = code,
+                latency_ms,
+                client,
+                request_id,
+                "request"
+            );
         }
         let class = match status.as_u16() / 100 {
             1 => "1xx",

@@ -1,0 +1,172 @@
+//! The request log (issue 39, item 5), read from the real binary's standard error: one line
+//! per request with method, route template, status, latency, client address and request id;
+//! deliberate 503s at WARN with their cause; never a secret or a personal URL's path; JSON with
+//! `GATEHOUSE_LOG_FORMAT=json`; no colour codes when standard error is not a terminal.
+
+use std::collections::HashMap;
+use std::process::Command;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::config_startup::{start_server, wait_ready};
+use crate::helpers::{hidden_input, new_client};
+
+/// Stops `child` with SIGTERM; its standard error.
+fn stop(child: std::process::Child) -> String {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+const PERSONAL_SECRET: &str = "gate_url_ThisIsTheSecretPartOfThePath0123";
+const CODE_SECRET: &str = "a-code-value-that-must-not-be-logged";
+
+#[tokio::test]
+async fn one_json_line_per_request_with_503s_at_warn_and_no_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("g.db").display());
+    let (child, port) = start_server(&[
+        ("DATABASE_URL", &db),
+        ("GATEHOUSE_LOG_FORMAT", "json"),
+        ("RUST_LOG", "info"),
+        ("GATEHOUSE_PASSWORD_WORKERS", "1"),
+        ("GATEHOUSE_PASSWORD_QUEUE", "1"),
+    ]);
+    wait_ready(port);
+    let base = format!("http://127.0.0.1:{port}");
+    // Each answer's X-Request-Id and status, to find its line.
+    let mut answers: Vec<(String, u16, &str)> = Vec::new();
+    let client = new_client();
+    let r = client.get(format!("{base}/healthz")).send().await.unwrap();
+    let id = |r: &reqwest::Response| r.headers()["x-request-id"].to_str().unwrap().to_string();
+    answers.push((id(&r), r.status().as_u16(), "/healthz"));
+    let r = client
+        .post(format!("{base}/mcp/{PERSONAL_SECRET}"))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_client_error());
+    answers.push((id(&r), r.status().as_u16(), "/mcp/{secret}"));
+    let r = client
+        .post(format!("{base}/oauth/token"))
+        .form(&[("grant_type", "authorization_code"), ("code", CODE_SECRET)])
+        .send()
+        .await
+        .unwrap();
+    answers.push((id(&r), r.status().as_u16(), "/oauth/token"));
+    // A sign-in burst on one password worker: some are turned away with 503.
+    let mut burst = Vec::new();
+    for i in 0..16 {
+        let url = format!("{base}/signin");
+        burst.push(tokio::spawn(async move {
+            let client = new_client();
+            let page = client.get(&url).send().await.unwrap().text().await.unwrap();
+            let csrf = hidden_input(&page, "csrf_token").unwrap();
+            let r = client
+                .post(&url)
+                .form(&[
+                    ("csrf_token", csrf.as_str()),
+                    ("next", "/"),
+                    ("email", format!("nobody{i}@example.com").as_str()),
+                    ("password", "wrong-password"),
+                ])
+                .send()
+                .await
+                .unwrap();
+            (
+                r.headers()["x-request-id"].to_str().unwrap().to_string(),
+                r.status().as_u16(),
+            )
+        }));
+    }
+    let mut busy = 0;
+    for t in burst {
+        let (id, status) = t.await.unwrap();
+        if status == StatusCode::SERVICE_UNAVAILABLE.as_u16() {
+            busy += 1;
+        }
+        answers.push((id, status, "/signin"));
+    }
+    assert!(busy >= 1, "no sign-in was turned away");
+    let stderr = stop(child);
+    assert!(
+        !stderr.contains(PERSONAL_SECRET),
+        "a personal URL's secret in the log"
+    );
+    assert!(
+        !stderr.contains("ThisIsTheSecretPart"),
+        "part of a secret in the log"
+    );
+    assert!(!stderr.contains(CODE_SECRET), "a code in the log");
+    assert!(!stderr.contains("wrong-password"), "a password in the log");
+    let mut lines: HashMap<String, Vec<Value>> = HashMap::new();
+    for l in stderr.lines().filter(|l| !l.trim().is_empty()) {
+        let v: Value = serde_json::from_str(l).unwrap_or_else(|_| panic!("JSON log line: {l}"));
+        assert_ne!(
+            v["level"], "ERROR",
+            "a deliberate answer logged as an error: {l}"
+        );
+        if v["fields"]["message"] == "request" {
+            let id = v["fields"]["request_id"].as_str().unwrap().to_string();
+            lines.entry(id).or_default().push(v);
+        }
+    }
+    for (id, status, route) in &answers {
+        let found = lines
+            .get(id)
+            .unwrap_or_else(|| panic!("no line for {route} {id}"));
+        assert_eq!(found.len(), 1, "one line per request: {found:?}");
+        let f = &found[0]["fields"];
+        assert_eq!(f["route"], *route, "{f}");
+        assert_eq!(f["status"], *status, "{f}");
+        assert!(f["method"] == "GET" || f["method"] == "POST", "{f}");
+        assert!(f["latency_ms"].as_f64().is_some_and(|ms| ms >= 0.0), "{f}");
+        assert_eq!(f["client"], "127.0.0.1", "{f}");
+        if *status == 503 {
+            assert_eq!(found[0]["level"], "WARN", "{f}");
+            assert_eq!(f["cause"], "password_workers", "{f}");
+        } else {
+            assert_eq!(found[0]["level"], "INFO", "{f}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn text_lines_carry_no_colour_codes_when_not_written_to_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("g.db").display());
+    let (child, port) = start_server(&[("DATABASE_URL", &db), ("RUST_LOG", "info")]);
+    wait_ready(port);
+    let r = new_client()
+        .get(format!("http://127.0.0.1:{port}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
+    let stderr = stop(child);
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "colour codes in a log file: {stderr:?}"
+    );
+    let line = stderr
+        .lines()
+        .find(|l| l.contains(&id))
+        .unwrap_or_else(|| panic!("no line for {id}: {stderr}"));
+    for part in [
+        " INFO ",
+        "request",
+        "method=\"GET\"",
+        "route=\"/healthz\"",
+        "status=200",
+        "client=\"127.0.0.1\"",
+    ] {
+        assert!(line.contains(part), "{part} missing: {line}");
+    }
+}
