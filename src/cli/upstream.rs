@@ -318,8 +318,16 @@ fn list(upstreams: &[UpstreamRecord]) -> String {
             "{}  {}  {target}  {status}  tools={} pending={}  timeout={}ms max-concurrency={}",
             u.name,
             u.transport.as_str(),
-            u.tools_approved,
-            u.tools_pending(),
+            if u.trust_definitions {
+                u.tools_seen
+            } else {
+                u.tools_approved
+            },
+            if u.trust_definitions {
+                0
+            } else {
+                u.tools_pending()
+            },
             u.timeout_ms,
             u.max_concurrency,
         );

@@ -67,6 +67,7 @@ pub mod stdio;
 pub mod stepup;
 pub mod tool_meta;
 pub mod tools;
+pub mod upstream;
 pub mod views;
 
 /// What the MCP layers share. Cheap to clone.
@@ -96,6 +97,8 @@ pub struct McpParts {
     pub key_use: Arc<auth::KeyUseTracker>,
     /// This process's count of each account's tool calls ([`quota`]).
     pub quotas: Arc<quota::QuotaTracker>,
+    /// The upstream MCP servers whose tools join the catalog ([`upstream`]).
+    pub upstreams: Arc<upstream::Upstreams>,
 }
 
 async fn method_not_allowed() -> impl IntoResponse {
@@ -131,7 +134,10 @@ pub fn mcp_state(state: AppState) -> McpState {
         Err(e) => panic!("refusing to start: {e}"),
     };
     let config = state.config.clone();
+    let upstreams = upstream::Upstreams::new(state.clone());
+    upstreams.start();
     McpState(Arc::new(McpParts {
+        upstreams,
         app: state,
         catalog,
         hosts: Arc::new(guard::HostPolicy::new(&config)),

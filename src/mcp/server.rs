@@ -125,6 +125,69 @@ impl GatehouseMcp {
     }
 }
 
+impl GatehouseMcp {
+    /// A `tools/call` of an upstream's tool ([`super::upstream`]): the same scope check,
+    /// quota and audit as a built-in tool (the audit's detail names the upstream), then the
+    /// call forwarded with the upstream's own credential only. Every failure is an `isError`
+    /// result naming the upstream.
+    async fn call_upstream(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        principal: &Principal,
+        server: &super::upstream::server::UpstreamServer,
+        tool: &super::upstream::server::UpstreamTool,
+        arguments: Option<rmcp::model::JsonObject>,
+    ) -> CallToolResult {
+        let name = tool.tool.name.as_ref();
+        if !principal.scopes.satisfies(tool.scope) {
+            // The authentication layer answers 403 before this; kept as a second line.
+            return CallToolResult::error(vec![ContentBlock::text(format!(
+                "This tool needs the {} scope; authorize again with it.",
+                tool.scope
+            ))]);
+        }
+        let now = crate::store::now();
+        let ip = source_ip(ctx);
+        if let Some(refusal) =
+            super::quota::refuse_over_budget(&self.mcp, principal, name, ip.as_deref(), now).await
+        {
+            return refusal;
+        }
+        let started = Instant::now();
+        let (result, outcome) = server.call(tool, arguments).await;
+        let elapsed = started.elapsed();
+        let upstream = server.name().to_string();
+        metrics::counter!(crate::metrics::UPSTREAM_CALLS, "upstream" => upstream.clone(), "outcome" => outcome)
+            .increment(1);
+        metrics::histogram!(crate::metrics::UPSTREAM_CALL_SECONDS, "upstream" => upstream)
+            .record(elapsed.as_secs_f64());
+        self.mcp.quotas.refund(&principal.account_id, outcome, now);
+        let detail = format!(
+            "{} upstream={} duration_ms={}",
+            principal.audit_credential(),
+            server.name(),
+            elapsed.as_millis()
+        );
+        self.mcp
+            .app
+            .store
+            .audit_batched(
+                AuditEvent {
+                    event: "tool_call",
+                    outcome,
+                    account_id: Some(&principal.account_id),
+                    client_id: principal.client_id.as_deref(),
+                    subject: Some(name),
+                    source_ip: ip.as_deref(),
+                    detail: Some(&detail),
+                },
+                now,
+            )
+            .await;
+        result
+    }
+}
+
 /// The audit outcome of a `resources/read` answer.
 fn read_outcome(result: &Result<rmcp::model::ReadResourceResult, ErrorData>) -> &'static str {
     match result {
@@ -150,7 +213,10 @@ impl ServerHandler for GatehouseMcp {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.mcp.catalog.get(name).map(|def| def.tool().clone())
+        match self.mcp.catalog.get(name) {
+            Some(def) => Some(def.tool().clone()),
+            None => self.mcp.upstreams.cached_tool(name),
+        }
     }
 
     /// The tools this caller's scopes allow and whose data it can have, in catalog order
@@ -170,7 +236,8 @@ impl ServerHandler for GatehouseMcp {
                 DataProbe::Unknown
             }
         };
-        let tools = self.mcp.catalog.listed(&principal.scopes, probe);
+        let mut tools = self.mcp.catalog.listed(&principal.scopes, probe);
+        tools.extend(self.mcp.upstreams.listed(&principal.scopes).await);
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -181,6 +248,12 @@ impl ServerHandler for GatehouseMcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let principal = principal(&ctx)?;
         let Some(def) = self.mcp.catalog.get(&request.name) else {
+            if let Some((server, tool)) = self.mcp.upstreams.find(&request.name).await {
+                return Ok(self
+                    .call_upstream(&ctx, &principal, &server, &tool, request.arguments)
+                    .await
+                    .into());
+            }
             return Err(ErrorData::invalid_params(
                 format!("Unknown tool: {}", request.name),
                 Some(serde_json::json!({ "name": request.name })),

@@ -50,6 +50,17 @@ pub fn needed_scope(mcp: &McpState, message: &Value) -> Option<(String, Scope)> 
     }
 }
 
+/// The scope a `tools/call` of a listed upstream tool needs ([`super::upstream`]): `mcp:read`
+/// for a tool annotated `readOnlyHint: true`, else `mcp:write`.
+async fn upstream_scope(mcp: &McpState, message: &Value) -> Option<(String, Scope)> {
+    let name = called_tool(message)?;
+    if mcp.catalog.get(name).is_some() {
+        return None;
+    }
+    let scope = mcp.upstreams.scope_of(name).await?;
+    Some((name.to_string(), scope))
+}
+
 /// `Err` with the refusal (`403 insufficient_scope`, audited) of an operation the request's
 /// [`Principal`] does not cover; everything else is given back to go on. A request without a principal or
 /// a parsed body (never the case behind [`super::auth`] and [`super::body::read`]) passes.
@@ -58,11 +69,18 @@ pub async fn step_up(mcp: &McpState, request: Request) -> Result<Request, Respon
         request.extensions().get::<Principal>(),
         request.extensions().get::<Parsed>(),
     ) {
-        (Some(principal), Some(parsed)) => parsed
-            .message()
-            .and_then(|message| needed_scope(mcp, message))
-            .filter(|(_, scope)| !principal.scopes.satisfies(*scope))
-            .map(|(operation, _)| (principal.clone(), operation)),
+        (Some(principal), Some(parsed)) => {
+            let needed = match parsed.message() {
+                Some(message) => match needed_scope(mcp, message) {
+                    Some(needed) => Some(needed),
+                    None => upstream_scope(mcp, message).await,
+                },
+                None => None,
+            };
+            needed
+                .filter(|(_, scope)| !principal.scopes.satisfies(*scope))
+                .map(|(operation, _)| (principal.clone(), operation))
+        }
         _ => None,
     };
     let Some((principal, operation)) = refused else {

@@ -10,6 +10,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use crate::state::AppState;
 
 pub mod authorize;
+pub mod client_assertion;
 pub mod client_auth;
 pub mod clients;
 pub mod error;

@@ -301,7 +301,7 @@ async fn audit(
 async fn client_credentials(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
     let store = &ctx.state.store;
     let client_id = &ctx.client.client_id;
-    if ctx.client.client_secret_hash.is_none() || !store.is_service_client(client_id).await? {
+    if !ctx.client.is_confidential() || !store.is_service_client(client_id).await? {
         return Err(OAuthError::UnauthorizedClient(
             "only service clients made with gatehouse client add --service may use client_credentials".into(),
         ));

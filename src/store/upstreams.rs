@@ -310,4 +310,104 @@ impl Store {
             .await?;
         Ok(row.try_get("version")?)
     }
+
+    /// The approved hash of every (upstream, tool) that has one.
+    pub async fn approved_upstream_tools(
+        &self,
+    ) -> Result<std::collections::HashMap<(String, String), String>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT upstream, tool, approved_hash FROM upstream_tools WHERE approved_hash IS NOT NULL",
+        )
+        .fetch_all(&self.pool())
+        .await?;
+        let mut out = std::collections::HashMap::with_capacity(rows.len());
+        for row in rows {
+            out.insert(
+                (row.try_get("upstream")?, row.try_get("tool")?),
+                row.try_get("approved_hash")?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// Records the definitions `seen` on upstream `name` (tool, definition JSON, SHA-256
+    /// hex): a new tool is stored pending, a changed definition replaces the one last seen
+    /// (the approved one stays, so the tool is withheld until approved again); an unchanged
+    /// one is not written. Returns how many were new or changed.
+    pub async fn record_upstream_tools(
+        &self,
+        name: &str,
+        seen: &[(String, String, String)],
+        now: i64,
+    ) -> Result<u64, StoreError> {
+        let rows = sqlx::query("SELECT tool, hash FROM upstream_tools WHERE upstream = $1")
+            .bind(name)
+            .fetch_all(&self.pool())
+            .await?;
+        let mut known = std::collections::HashMap::with_capacity(rows.len());
+        for row in rows {
+            known.insert(
+                row.try_get::<String, _>("tool")?,
+                row.try_get::<String, _>("hash")?,
+            );
+        }
+        let changes: Vec<&(String, String, String)> = seen
+            .iter()
+            .filter(|(tool, _, hash)| known.get(tool) != Some(hash))
+            .collect();
+        if changes.is_empty() {
+            return Ok(0);
+        }
+        let mut tx = self.begin_write().await?;
+        for (tool, definition, hash) in &changes {
+            let updated = sqlx::query(
+                "UPDATE upstream_tools SET definition = $3, hash = $4, changed_at = $5 \
+                 WHERE upstream = $1 AND tool = $2",
+            )
+            .bind(name)
+            .bind(tool)
+            .bind(definition)
+            .bind(hash)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if updated == 0 {
+                // The upstream may have been removed meanwhile: then nothing is recorded.
+                sqlx::query(
+                    "INSERT INTO upstream_tools (upstream, tool, definition, hash, first_seen_at, changed_at) \
+                     SELECT $1, $2, $3, $4, $5, $5 WHERE EXISTS (SELECT 1 FROM upstreams WHERE name = $1)",
+                )
+                .bind(name)
+                .bind(tool)
+                .bind(definition)
+                .bind(hash)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(changes.len() as u64)
+    }
+
+    /// Records the last failure seen on upstream `name` (`None`: it answered again). The
+    /// text must name no secret.
+    pub async fn set_upstream_error(
+        &self,
+        name: &str,
+        error: Option<&str>,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let error: Option<String> = error.map(|e| e.chars().take(500).collect());
+        let mut tx = self.begin_write().await?;
+        sqlx::query("UPDATE upstreams SET last_error = $2, last_error_at = $3 WHERE name = $1")
+            .bind(name)
+            .bind(error.as_deref())
+            .bind(error.as_ref().map(|_| now))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
 }

@@ -30,6 +30,7 @@ RESULTS=()
 SERVER_PID=""
 PROXY_PID=""
 RS_PID=""
+EVERYTHING_PID=""
 WORK=""
 
 say() { printf '%s\n' "$*"; }
@@ -69,6 +70,7 @@ cleanup() {
   local rc=$?
   if [ -n "$PROXY_PID" ]; then kill "$PROXY_PID" 2>/dev/null || true; wait "$PROXY_PID" 2>/dev/null || true; fi
   if [ -n "$RS_PID" ]; then kill "$RS_PID" 2>/dev/null || true; wait "$RS_PID" 2>/dev/null || true; fi
+  if [ -n "$EVERYTHING_PID" ]; then kill "$EVERYTHING_PID" 2>/dev/null || true; wait "$EVERYTHING_PID" 2>/dev/null || true; fi
   if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
   if [ -n "$WORK" ] && [ -d "$WORK" ]; then
     if [ "${KEEP_WORK:-0}" = "1" ] || [ "$FAILED" -gt 0 ]; then
@@ -102,7 +104,7 @@ command -v "$NODE" >/dev/null 2>&1 || fatal "node not found ($NODE)"
 node_major() { "$1" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
 [ "$(node_major "$NODE")" -ge 20 ] || fatal "NODE must be >= 20 (got $("$NODE" --version))"
 
-if [ ! -f node_modules/.package-lock.json ]; then
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   say "npm ci ..."
   npm ci --no-audit --no-fund --loglevel=error || fatal "npm ci failed"
 fi
@@ -250,6 +252,32 @@ secret_not_logged() {
   say "the server log names the route only: $(grep -c '/mcp/…' "$WORK/server.log" || true) line(s) with /mcp/…"
 }
 step "server log holds no personal URL secret" secret_not_logged
+
+# --- an upstream MCP server behind Gatehouse: server-everything over Streamable HTTP --------
+EVERYTHING_VERSION="$("$NODE" -p 'require("./node_modules/@modelcontextprotocol/server-everything/package.json").version')"
+upstream_add() {
+  local port key_out
+  port="$("$NODE" lib/tools.mjs free-port)"
+  PORT="$port" "$NODE" node_modules/@modelcontextprotocol/server-everything/dist/index.js streamableHttp \
+    >"$WORK/everything.log" 2>&1 &
+  EVERYTHING_PID=$!
+  for _ in $(seq 1 50); do
+    grep -q "listening on port" "$WORK/everything.log" 2>/dev/null && break
+    sleep 0.1
+  done
+  "$GATEHOUSE_BIN" upstream add everything --url "http://127.0.0.1:$port/mcp" --trust-definitions || return 1
+  key_out="$("$GATEHOUSE_BIN" key create --account "$EMAIL" --name upstream --write 2>"$WORK/cli.err")" || {
+    cat "$WORK/cli.err"; return 1; }
+  GATEHOUSE_WRITE_KEY="$(printf '%s\n' "$key_out" | sed -n 's/^key: //p')"
+  [ -n "$GATEHOUSE_WRITE_KEY" ]
+}
+say ""
+say "=== cli: gatehouse upstream add everything (server-everything $EVERYTHING_VERSION, Streamable HTTP)"
+rc=0; upstream_add || rc=$?
+record "cli: gatehouse upstream add everything (server-everything $EVERYTHING_VERSION)" "$rc"
+export GATEHOUSE_WRITE_KEY
+step "sdk-v1 client calls server-everything's echo through Gatehouse (upstream everything)" \
+  "$NODE" upstream-everything.mjs
 
 # --- stdio: the SDKs' stdio clients launch `gatehouse stdio` with the API key ------------
 python_stdio() { # the official Python SDK client (see python_venv)

@@ -1,6 +1,8 @@
 //! Upstream MCP servers behind Gatehouse (issue "Upstream MCP servers behind Gatehouse"):
-//! the registry and its command line ([`registry`]).
+//! the registry and its command line ([`registry`]), forwarding to an HTTP upstream
+//! ([`forwarding`]).
 
+mod forwarding;
 mod registry;
 
 use crate::helpers::{TestApp, spawn_app_with};

@@ -1,0 +1,238 @@
+//! The HTTP side of rmcp's Streamable HTTP client transport
+//! ([`rmcp::transport::StreamableHttpClientTransport`]) over the `reqwest` 0.12 client the
+//! crate already uses (rmcp's own adapter needs `reqwest` 0.13: a second HTTP and TLS stack).
+//! rmcp keeps the protocol (handshake, sessions, request ids, SSE events); this file sends the
+//! POSTs and DELETEs and hands back what came (MCP `basic/transports` §Streamable HTTP).
+//!
+//! What it adds for an upstream that is not trusted:
+//! - redirects are not followed (a configured header never reaches another host);
+//! - a JSON body is read up to [`UpstreamHttp::max_body`] bytes, and an SSE response stops
+//!   with an error once that many bytes came, so an endless or huge answer costs one bounded
+//!   call (the per-call timeout bounds a slow one);
+//! - a standalone GET stream is not opened (Gatehouse only calls; `list_changed` is not
+//!   waited for on HTTP, listings are cached for a short time instead).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
+use http::{HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::streamable_http_client::{
+    HttpStatusError, SseError, StreamableHttpClient, StreamableHttpError,
+    StreamableHttpPostResponse,
+};
+use sse_stream::{Sse, SseStream};
+
+const SESSION_ID: &str = "mcp-session-id";
+
+/// One upstream's HTTP client: its configured headers are sent with every request, nothing
+/// of the caller's.
+#[derive(Clone)]
+pub struct UpstreamHttp {
+    client: reqwest::Client,
+    /// The most bytes one response may bring.
+    pub max_body: usize,
+}
+
+/// A failure below the MCP layer: the connection, the body, or a body over the bound.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The request could not be sent or its answer read.
+    #[error("{0}")]
+    Request(#[from] reqwest::Error),
+    /// The answer was larger than the bound.
+    #[error("the answer exceeded {0} bytes")]
+    TooLarge(usize),
+}
+
+type Failure = StreamableHttpError<HttpError>;
+
+impl UpstreamHttp {
+    /// A client that answers within `connect_timeout` to connect, sends `headers` (the
+    /// upstream's own credential), follows no redirect and reads at most `max_body` bytes per
+    /// response.
+    ///
+    /// Errors: the TLS backend could not be set up.
+    pub fn new(
+        headers: http::HeaderMap,
+        connect_timeout: std::time::Duration,
+        max_body: usize,
+    ) -> Result<UpstreamHttp, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(connect_timeout)
+            .default_headers(headers)
+            .user_agent(concat!("gatehouse/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(UpstreamHttp { client, max_body })
+    }
+
+    fn request(
+        &self,
+        method: reqwest::Method,
+        uri: &str,
+        session_id: Option<&str>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> reqwest::RequestBuilder {
+        let mut request = self.client.request(method, uri);
+        for (name, value) in custom_headers {
+            request = request.header(name, value);
+        }
+        if let Some(session) = session_id {
+            request = request.header(SESSION_ID, session);
+        }
+        request
+    }
+}
+
+/// Reads `response`'s body, failing beyond `max` bytes.
+async fn bounded_body(response: reqwest::Response, max: usize) -> Result<Vec<u8>, Failure> {
+    if response.content_length().is_some_and(|n| n > max as u64) {
+        return Err(StreamableHttpError::Client(HttpError::TooLarge(max)));
+    }
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| StreamableHttpError::Client(HttpError::Request(e)))?;
+        if body.len() + chunk.len() > max {
+            return Err(StreamableHttpError::Client(HttpError::TooLarge(max)));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// The SSE events of `response`, ending with an error once more than `max` bytes came.
+fn bounded_events(
+    response: reqwest::Response,
+    max: usize,
+) -> BoxStream<'static, Result<Sse, SseError>> {
+    let mut seen = 0usize;
+    let bytes = response.bytes_stream().map(move |chunk| match chunk {
+        Ok(chunk) => {
+            seen = seen.saturating_add(chunk.len());
+            if seen > max {
+                Err(HttpError::TooLarge(max))
+            } else {
+                Ok(chunk)
+            }
+        }
+        Err(e) => Err(HttpError::Request(e)),
+    });
+    SseStream::from_bytes_stream(bytes).boxed()
+}
+
+fn media_type(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+impl StreamableHttpClient for UpstreamHttp {
+    type Error = HttpError;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        // Never set by Gatehouse: the upstream's credential is one of its configured headers.
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, Failure> {
+        let response = self
+            .request(
+                reqwest::Method::POST,
+                &uri,
+                session_id.as_deref(),
+                custom_headers,
+            )
+            .header(http::header::ACCEPT, "application/json, text/event-stream")
+            .json(&message)
+            .send()
+            .await
+            .map_err(|e| StreamableHttpError::Client(HttpError::Request(e)))?;
+        let status = response.status();
+        if matches!(
+            status,
+            reqwest::StatusCode::ACCEPTED | reqwest::StatusCode::NO_CONTENT
+        ) {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        if status == reqwest::StatusCode::NOT_FOUND && session_id.is_some() {
+            return Err(StreamableHttpError::SessionExpired);
+        }
+        let session = response
+            .headers()
+            .get(SESSION_ID)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let media = media_type(&response);
+        if !status.is_success() {
+            // A JSON-RPC error in a failure status is still the answer to the request.
+            if media == "application/json" {
+                let body = bounded_body(response, self.max_body).await?;
+                if let Ok(message) = serde_json::from_slice(&body) {
+                    return Ok(StreamableHttpPostResponse::Json(message, session));
+                }
+            }
+            let retry_after = None;
+            return Err(HttpStatusError::new(status.as_u16(), retry_after).into());
+        }
+        match media.as_str() {
+            "text/event-stream" => Ok(StreamableHttpPostResponse::Sse(
+                bounded_events(response, self.max_body),
+                session,
+            )),
+            "application/json" => {
+                let body = bounded_body(response, self.max_body).await?;
+                let message = serde_json::from_slice(&body)?;
+                Ok(StreamableHttpPostResponse::Json(message, session))
+            }
+            _ if response.content_length() == Some(0) => Ok(StreamableHttpPostResponse::Accepted),
+            other => Err(StreamableHttpError::UnexpectedContentType(Some(
+                other.chars().take(100).collect(),
+            ))),
+        }
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), Failure> {
+        let response = self
+            .request(
+                reqwest::Method::DELETE,
+                &uri,
+                Some(&session_id),
+                custom_headers,
+            )
+            .send()
+            .await
+            .map_err(|e| StreamableHttpError::Client(HttpError::Request(e)))?;
+        if response.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED {
+            return Err(StreamableHttpError::ServerDoesNotSupportDeleteSession);
+        }
+        Ok(())
+    }
+
+    async fn get_stream(
+        &self,
+        _uri: Arc<str>,
+        _session_id: Option<Arc<str>>,
+        _last_event_id: Option<String>,
+        _auth_header: Option<String>,
+        _custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Failure> {
+        Err(StreamableHttpError::ServerDoesNotSupportSse)
+    }
+}

@@ -1,0 +1,217 @@
+//! Upstream MCP servers behind Gatehouse: the registry the operator keeps with
+//! `gatehouse upstream …` ([`crate::store::upstreams`]), loaded into every instance and
+//! reloaded within a second of a change ([`Upstreams::start`] polls the registry's version),
+//! and one MCP client per upstream ([`server::UpstreamServer`]) that lists its tools and
+//! forwards calls to it.
+//!
+//! Their tools join Gatehouse's catalog as `NAME__TOOL` ([`crate::domain::upstream`]), after
+//! the built-in tools, by upstream name then tool name (a stable order). A tool is listed only
+//! while the definition the upstream shows is the one the operator approved (or the upstream
+//! is registered with `--trust-definitions`); every definition seen is stored with its hash,
+//! new or changed ones as pending ([`crate::store::upstreams`]).
+
+pub mod http;
+pub mod result;
+pub mod server;
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock, Weak};
+use std::time::Duration;
+
+use rmcp::model::Tool;
+
+use crate::domain::scope::{Scope, ScopeSet};
+use crate::domain::upstream::split_namespaced;
+use crate::state::AppState;
+use crate::store::StoreError;
+use server::{UpstreamServer, UpstreamTool};
+
+/// How often each instance looks at the registry's version (a change reaches it within this).
+pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// What this instance serves: the registry at one version.
+struct Snapshot {
+    /// The registry's version this was read at; `None` before the first read.
+    version: Option<i64>,
+    /// Enabled upstreams by name.
+    servers: Vec<Arc<UpstreamServer>>,
+    /// The approved hash of each (upstream, tool) that has one.
+    approved: Arc<HashMap<(String, String), String>>,
+}
+
+/// Every upstream this instance serves. One per process, shared by the MCP handlers.
+pub struct Upstreams {
+    app: AppState,
+    snapshot: RwLock<Arc<Snapshot>>,
+    /// One reload at a time.
+    reloading: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Upstreams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstreams").finish_non_exhaustive()
+    }
+}
+
+impl Upstreams {
+    /// An empty registry over `app`; [`Upstreams::refresh`] or [`Upstreams::start`] loads it.
+    pub fn new(app: AppState) -> Arc<Upstreams> {
+        Arc::new(Upstreams {
+            app,
+            snapshot: RwLock::new(Arc::new(Snapshot {
+                version: None,
+                servers: Vec::new(),
+                approved: Arc::default(),
+            })),
+            reloading: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// Polls the registry's version every [`POLL_INTERVAL`] on the current runtime and reloads
+    /// what changed, until `self` is dropped. Does nothing outside a runtime.
+    pub fn start(self: &Arc<Self>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let weak: Weak<Upstreams> = Arc::downgrade(self);
+        runtime.spawn(async move {
+            let mut tick = tokio::time::interval(POLL_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(upstreams) = weak.upgrade() else {
+                    return;
+                };
+                if let Err(e) = upstreams.refresh().await {
+                    tracing::warn!(error = %e, "could not read the upstream registry");
+                }
+            }
+        });
+    }
+
+    fn current(&self) -> Arc<Snapshot> {
+        match self.snapshot.read() {
+            Ok(s) => Arc::clone(&s),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// Reloads the registry when its version changed since the last read: upstreams whose
+    /// settings did not change keep their connection and cached listing.
+    ///
+    /// Errors: the database could not be read (the previous registry is kept).
+    pub async fn refresh(&self) -> Result<(), StoreError> {
+        let _one = self.reloading.lock().await;
+        let version = self.app.store.upstream_registry_version().await?;
+        let old = self.current();
+        if old.version == Some(version) {
+            return Ok(());
+        }
+        let records = self.app.store.upstreams().await?;
+        let approved = self.app.store.approved_upstream_tools().await?;
+        let mut servers = Vec::new();
+        for record in records.into_iter().filter(|r| r.enabled) {
+            if let Some(same) = old.servers.iter().find(|s| s.same_settings(&record)) {
+                servers.push(Arc::clone(same));
+                continue;
+            }
+            match UpstreamServer::new(self.app.clone(), record) {
+                Ok(server) => servers.push(Arc::new(server)),
+                Err(e) => tracing::warn!(error = %e, "upstream not served"),
+            }
+        }
+        let next = Arc::new(Snapshot {
+            version: Some(version),
+            servers,
+            approved: Arc::new(approved),
+        });
+        match self.snapshot.write() {
+            Ok(mut s) => *s = next,
+            Err(poisoned) => *poisoned.into_inner() = next,
+        }
+        Ok(())
+    }
+
+    /// The current registry, read once if it never was.
+    async fn loaded(&self) -> Arc<Snapshot> {
+        let snapshot = self.current();
+        if snapshot.version.is_some() {
+            return snapshot;
+        }
+        if let Err(e) = self.refresh().await {
+            tracing::warn!(error = %e, "could not read the upstream registry");
+        }
+        self.current()
+    }
+
+    /// The listed tools of every enabled upstream, by upstream name then tool name, that
+    /// `scopes` may call. An upstream that cannot be listed now drops out (logged and counted
+    /// in `gatehouse_upstream_list_failures_total`) without failing the rest.
+    pub async fn listed(&self, scopes: &ScopeSet) -> Vec<Tool> {
+        let snapshot = self.loaded().await;
+        let listings = futures::future::join_all(
+            snapshot
+                .servers
+                .iter()
+                .map(|s| async move { (s, s.tools().await) }),
+        )
+        .await;
+        let mut out = Vec::new();
+        for (server, listing) in listings {
+            match listing {
+                Ok(tools) => out.extend(
+                    tools
+                        .iter()
+                        .filter(|t| server.is_listed(t, &snapshot.approved))
+                        .filter(|t| scopes.satisfies(t.scope))
+                        .map(|t| t.tool.clone()),
+                ),
+                Err(e) => {
+                    tracing::warn!(upstream = server.name(), error = %e, "upstream left out of tools/list");
+                    metrics::counter!(crate::metrics::UPSTREAM_LIST_FAILURES, "upstream" => server.name().to_string())
+                        .increment(1);
+                }
+            }
+        }
+        out
+    }
+
+    /// The upstream and listed tool a catalog name `NAME__TOOL` stands for, if any (listing
+    /// the upstream first when this instance has not yet).
+    pub async fn find(&self, name: &str) -> Option<(Arc<UpstreamServer>, UpstreamTool)> {
+        let (upstream, _) = split_namespaced(name)?;
+        let snapshot = self.loaded().await;
+        let server = snapshot
+            .servers
+            .iter()
+            .find(|s| s.name() == upstream.as_str())?;
+        let tools = server.tools().await.ok()?;
+        let tool = tools
+            .iter()
+            .find(|t| t.tool.name == name && server.is_listed(t, &snapshot.approved))?
+            .clone();
+        Some((Arc::clone(server), tool))
+    }
+
+    /// The scope a listed upstream tool needs ([`crate::mcp::tool_meta::ToolMeta::for_upstream`]).
+    pub async fn scope_of(&self, name: &str) -> Option<Scope> {
+        self.find(name).await.map(|(_, tool)| tool.scope)
+    }
+
+    /// The published definition of a listed upstream tool from this instance's cache,
+    /// without waiting (rmcp's header checks ask for it synchronously); `None` when it is not
+    /// cached.
+    pub fn cached_tool(&self, name: &str) -> Option<Tool> {
+        let (upstream, _) = split_namespaced(name)?;
+        let snapshot = self.current();
+        let server = snapshot
+            .servers
+            .iter()
+            .find(|s| s.name() == upstream.as_str())?;
+        let tools = server.cached_tools()?;
+        tools
+            .iter()
+            .find(|t| t.tool.name == name && server.is_listed(t, &snapshot.approved))
+            .map(|t| t.tool.clone())
+    }
+}

@@ -1,0 +1,387 @@
+//! One upstream MCP server as this instance speaks to it: an rmcp client over Streamable HTTP
+//! ([`super::http`]), connected on first use and again after a failure, its tool listing
+//! cached for [`LISTING_TTL`] (a failed listing is remembered for [`FAILURE_MEMORY`], so an
+//! unreachable upstream costs one bounded attempt per that time, not one per request), and
+//! its calls bounded in number (`--max-concurrency`; beyond it "busy, retry") and in time
+//! (`--timeout`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::ServiceExt as _;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ContentBlock,
+    Implementation, JsonObject, Tool,
+};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use sha2::{Digest as _, Sha256};
+
+use super::http::UpstreamHttp;
+use crate::domain::scope::Scope;
+use crate::domain::upstream::{UpstreamName, namespaced_tool, seal_context};
+use crate::mcp::tool_meta::ToolMeta;
+use crate::state::AppState;
+use crate::store::upstreams::{Transport, UpstreamRecord};
+
+/// How long a listing is served from the cache.
+pub const LISTING_TTL: Duration = Duration::from_secs(30);
+/// How long a failed listing or connection is remembered before the next attempt.
+pub const FAILURE_MEMORY: Duration = Duration::from_secs(5);
+/// The longest wait to connect or list, whatever the per-call timeout.
+pub const LIST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An upstream's tool as Gatehouse publishes it.
+#[derive(Debug, Clone)]
+pub struct UpstreamTool {
+    /// The upstream's own name for it.
+    pub upstream_name: String,
+    /// The definition published: named `NAME__TOOL`, with Gatehouse's `_meta`.
+    pub tool: Tool,
+    /// The scope a call needs.
+    pub scope: Scope,
+    /// SHA-256 hex of the definition the upstream showed.
+    pub hash: String,
+}
+
+/// Why an upstream could not be used; the text names no secret.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct UpstreamError(pub String);
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+struct Listing {
+    at: Instant,
+    result: Result<Arc<Vec<UpstreamTool>>, UpstreamError>,
+}
+
+/// One upstream and this instance's connection to it.
+pub struct UpstreamServer {
+    app: AppState,
+    record: UpstreamRecord,
+    name: UpstreamName,
+    http: Option<UpstreamHttp>,
+    calls: Arc<tokio::sync::Semaphore>,
+    client: tokio::sync::Mutex<Option<Arc<Client>>>,
+    listing: tokio::sync::Mutex<Option<Listing>>,
+    /// The last error this instance recorded (`None`: none, or cleared).
+    noted_error: tokio::sync::Mutex<Option<String>>,
+}
+
+impl UpstreamServer {
+    /// The server of `record`, its header values opened with the server key.
+    ///
+    /// Errors: a stdio upstream (not served by this version), no server key, or a header
+    /// that does not open.
+    pub fn new(app: AppState, record: UpstreamRecord) -> Result<UpstreamServer, UpstreamError> {
+        let name = UpstreamName::parse(&record.name).map_err(|e| UpstreamError(e.0))?;
+        if record.transport != Transport::Http {
+            return Err(UpstreamError(format!(
+                "upstream {name}: stdio upstreams are not served yet"
+            )));
+        }
+        let mut headers = http::HeaderMap::new();
+        if let Some(sealed) = &record.headers_sealed {
+            let keys = app
+                .keyring()
+                .map_err(|e| UpstreamError(format!("upstream {name}: {e}")))?;
+            let plain = keys
+                .open(&seal_context(&name, "headers"), sealed)
+                .map_err(|e| UpstreamError(format!("upstream {name}: headers: {e}")))?;
+            let pairs: Vec<(String, String)> = serde_json::from_slice(&plain)
+                .map_err(|_| UpstreamError(format!("upstream {name}: headers unreadable")))?;
+            for (n, v) in pairs {
+                let (Ok(n), Ok(mut v)) = (
+                    http::HeaderName::from_bytes(n.as_bytes()),
+                    http::HeaderValue::from_str(&v),
+                ) else {
+                    return Err(UpstreamError(format!(
+                        "upstream {name}: a header is invalid"
+                    )));
+                };
+                v.set_sensitive(true);
+                headers.insert(n, v);
+            }
+        }
+        // A whole answer may carry the result twice (structured and as text), plus framing.
+        let max_body = app.config.max_result_bytes.saturating_mul(4).max(1 << 20);
+        let http = UpstreamHttp::new(headers, LIST_TIMEOUT, max_body)
+            .map_err(|e| UpstreamError(format!("upstream {name}: {e}")))?;
+        let permits = usize::try_from(record.max_concurrency.max(1)).unwrap_or(1);
+        Ok(UpstreamServer {
+            app,
+            name,
+            http: Some(http),
+            calls: Arc::new(tokio::sync::Semaphore::new(permits)),
+            client: tokio::sync::Mutex::new(None),
+            listing: tokio::sync::Mutex::new(None),
+            noted_error: tokio::sync::Mutex::new(
+                record.last_error.as_ref().map(|(e, _)| e.clone()),
+            ),
+            record,
+        })
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    /// Whether `record` has the settings this server was made with (then it is kept, with its
+    /// connection and listing, across a reload).
+    pub fn same_settings(&self, record: &UpstreamRecord) -> bool {
+        let a = &self.record;
+        a.name == record.name
+            && a.transport == record.transport
+            && a.url == record.url
+            && a.headers_sealed == record.headers_sealed
+            && a.command == record.command
+            && a.env_sealed == record.env_sealed
+            && a.timeout_ms == record.timeout_ms
+            && a.max_concurrency == record.max_concurrency
+            && a.trust_definitions == record.trust_definitions
+            && a.accounts == record.accounts
+            && a.projects == record.projects
+    }
+
+    /// Whether `tool` is listed: its definition is the approved one, or the upstream's
+    /// definitions are trusted.
+    pub fn is_listed(
+        &self,
+        tool: &UpstreamTool,
+        approved: &HashMap<(String, String), String>,
+    ) -> bool {
+        self.record.trust_definitions
+            || approved
+                .get(&(self.record.name.clone(), tool.upstream_name.clone()))
+                .is_some_and(|hash| *hash == tool.hash)
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(u64::try_from(self.record.timeout_ms).unwrap_or(30_000))
+    }
+
+    /// The connected client, connecting first if there is none.
+    async fn connect(&self) -> Result<Arc<Client>, UpstreamError> {
+        let mut slot = self.client.lock().await;
+        if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(Arc::clone(client));
+        }
+        let (Some(http), Some(url)) = (&self.http, &self.record.url) else {
+            return Err(UpstreamError(format!("upstream {}: no URL", self.name)));
+        };
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+        config.max_json_response_size = http.max_body;
+        config.max_sse_event_size = http.max_body;
+        config.reinit_on_expired_session = true;
+        let transport = StreamableHttpClientTransport::with_client(http.clone(), config);
+        let info = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("gatehouse", env!("CARGO_PKG_VERSION")),
+        );
+        let client = tokio::time::timeout(
+            LIST_TIMEOUT.min(self.timeout().max(Duration::from_secs(1))),
+            info.serve(transport),
+        )
+        .await
+        .map_err(|_| {
+            UpstreamError(format!(
+                "upstream {} did not answer the handshake in time",
+                self.name
+            ))
+        })?
+        .map_err(|e| UpstreamError(format!("upstream {} refused the handshake: {e}", self.name)))?;
+        let client = Arc::new(client);
+        *slot = Some(Arc::clone(&client));
+        Ok(client)
+    }
+
+    /// Records the upstream's last error (`None`: it answered) for `upstream list`, writing
+    /// only when it changed since this instance last wrote it.
+    async fn note_error(&self, error: Option<&str>) {
+        let mut noted = self.noted_error.lock().await;
+        if noted.as_deref() == error {
+            return;
+        }
+        let now = crate::store::now();
+        match self
+            .app
+            .store
+            .set_upstream_error(self.name(), error, now)
+            .await
+        {
+            Ok(()) => *noted = error.map(str::to_string),
+            Err(e) => {
+                tracing::warn!(upstream = self.name(), error = %e, "could not record an upstream's error");
+            }
+        }
+    }
+
+    /// The listing in the cache, if any and without waiting.
+    pub fn cached_tools(&self) -> Option<Arc<Vec<UpstreamTool>>> {
+        let listing = self.listing.try_lock().ok()?;
+        listing.as_ref()?.result.as_ref().ok().cloned()
+    }
+
+    /// Forgets the connection (the next use connects again).
+    async fn disconnect(&self) {
+        self.client.lock().await.take();
+    }
+
+    /// The upstream's tools as Gatehouse publishes them, from the cache while it is fresh;
+    /// each definition seen is recorded ([`crate::store::Store::record_upstream_tools`]).
+    ///
+    /// Errors: the upstream could not be reached or listed (remembered for
+    /// [`FAILURE_MEMORY`]).
+    pub async fn tools(&self) -> Result<Arc<Vec<UpstreamTool>>, UpstreamError> {
+        let mut listing = self.listing.lock().await;
+        if let Some(l) = listing.as_ref() {
+            let fresh = match &l.result {
+                Ok(_) => l.at.elapsed() < LISTING_TTL,
+                Err(_) => l.at.elapsed() < FAILURE_MEMORY,
+            };
+            if fresh {
+                return l.result.clone();
+            }
+        }
+        let result = self.list_now().await;
+        if result.is_err() {
+            self.disconnect().await;
+        }
+        self.note_error(result.as_ref().err().map(|e| e.0.as_str()))
+            .await;
+        *listing = Some(Listing {
+            at: Instant::now(),
+            result: result.clone(),
+        });
+        result
+    }
+
+    async fn list_now(&self) -> Result<Arc<Vec<UpstreamTool>>, UpstreamError> {
+        let client = self.connect().await?;
+        let tools = tokio::time::timeout(LIST_TIMEOUT, client.peer().list_all_tools())
+            .await
+            .map_err(|_| {
+                UpstreamError(format!(
+                    "upstream {} did not list its tools in time",
+                    self.name
+                ))
+            })?
+            .map_err(|e| {
+                UpstreamError(format!(
+                    "upstream {} could not list its tools: {e}",
+                    self.name
+                ))
+            })?;
+        let mut published = Vec::new();
+        let mut seen = Vec::new();
+        for tool in tools {
+            let original = tool.name.to_string();
+            let Some(public) = namespaced_tool(&self.name, &original) else {
+                tracing::warn!(upstream = self.name(), tool = %original.escape_debug(), "upstream tool refused: its name is not [A-Za-z0-9_-] within 64 characters once namespaced");
+                continue;
+            };
+            if seen
+                .iter()
+                .any(|(t, _, _): &(String, String, String)| *t == original)
+            {
+                tracing::warn!(upstream = self.name(), tool = %original, "upstream tool listed twice; the first is kept");
+                continue;
+            }
+            let definition = serde_json::to_string(&tool).unwrap_or_default();
+            let hash = hex::encode(Sha256::digest(definition.as_bytes()));
+            let meta = ToolMeta::for_upstream(tool.annotations.as_ref(), &hash);
+            let mut out = tool;
+            out.name = public.into();
+            out.meta = Some(meta.to_meta());
+            seen.push((original.clone(), definition, hash.clone()));
+            published.push(UpstreamTool {
+                upstream_name: original,
+                tool: out,
+                scope: meta.scopes.first().copied().unwrap_or(Scope::McpWrite),
+                hash,
+            });
+        }
+        published.sort_by(|a, b| a.tool.name.cmp(&b.tool.name));
+        if let Err(e) = self
+            .app
+            .store
+            .record_upstream_tools(self.name(), &seen, crate::store::now())
+            .await
+        {
+            tracing::warn!(upstream = self.name(), error = %e, "could not record the upstream's definitions");
+        }
+        Ok(Arc::new(published))
+    }
+
+    /// Calls `tool` with `arguments` on the upstream, within the concurrency bound and the
+    /// per-call timeout. Every failure is an `isError` result naming the upstream, never an
+    /// error of the whole request. Returns the result and the audit outcome.
+    pub async fn call(
+        &self,
+        tool: &UpstreamTool,
+        arguments: Option<JsonObject>,
+    ) -> (CallToolResult, &'static str) {
+        let Ok(_permit) = Arc::clone(&self.calls).try_acquire_owned() else {
+            return (
+                failure(format!(
+                    "The upstream server {} is busy (all {} of its call slots are in use); retry shortly.",
+                    self.name, self.record.max_concurrency
+                )),
+                "busy",
+            );
+        };
+        let timeout = self.timeout();
+        let attempt = async {
+            let client = self.connect().await.map_err(|e| (true, e))?;
+            let mut params = CallToolRequestParams::new(tool.upstream_name.clone());
+            params.arguments = arguments;
+            client.peer().call_tool(params).await.map_err(|e| match e {
+                // The upstream answered with a JSON-RPC error: the connection is fine.
+                rmcp::ServiceError::McpError(error) => {
+                    (false, UpstreamError(error.message.to_string()))
+                }
+                other => (true, UpstreamError(other.to_string())),
+            })
+        };
+        match tokio::time::timeout(timeout, attempt).await {
+            Ok(Ok(result)) => {
+                let max = self.app.config.max_result_bytes;
+                let outcome = if result.is_error == Some(true) {
+                    "tool_error"
+                } else {
+                    "success"
+                };
+                (super::result::bound(result, max, self.name()), outcome)
+            }
+            Ok(Err((broken, e))) => {
+                if broken {
+                    self.disconnect().await;
+                }
+                tracing::warn!(upstream = self.name(), error = %e, "upstream call failed");
+                (
+                    failure(format!(
+                        "The upstream server {} failed this call: {e}",
+                        self.name
+                    )),
+                    "upstream_error",
+                )
+            }
+            Err(_) => (
+                failure(format!(
+                    "The upstream server {} did not answer within {} ms; try again later.",
+                    self.name,
+                    timeout.as_millis()
+                )),
+                "timeout",
+            ),
+        }
+    }
+}
+
+fn failure(text: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
