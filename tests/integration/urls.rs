@@ -240,8 +240,8 @@ async fn the_secret_never_reaches_the_servers_log() {
         ("GATEHOUSE_BOOTSTRAP_EMAIL", ALICE),
         ("GATEHOUSE_BOOTSTRAP_PASSWORD", "a-long-password"),
     ]);
-    wait_ready(port);
-    // The log is read while the server runs, so a full pipe never blocks it.
+    // The log is read from the start while the server runs, so a full pipe never blocks it
+    // (at trace level the migrations alone log more than a pipe holds).
     let stderr = child.stderr.take().unwrap();
     let reader = std::thread::spawn(move || {
         use std::io::Read;
@@ -249,6 +249,7 @@ async fn the_secret_never_reaches_the_servers_log() {
         let _ = { stderr }.read_to_string(&mut log);
         log
     });
+    wait_ready(port);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         .args(["url", "create", "--account", ALICE])
         .env("DATABASE_URL", &db.url)
