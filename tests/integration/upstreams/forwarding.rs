@@ -400,3 +400,65 @@ async fn upstream_failures_are_error_results_naming_the_upstream_and_never_fail_
         "{busy}"
     );
 }
+
+#[tokio::test]
+async fn untrusted_definitions_are_bounded_and_destructive_tools_stay_hidden() {
+    let seen = Arc::new(Seen::default());
+    let mut wide = tool("wide", "A schema too large.", false);
+    let mut properties = serde_json::Map::new();
+    for i in 0..600 {
+        properties.insert(format!("field_number_{i:04}"), json!({"type": "string"}));
+    }
+    wide.input_schema = Arc::new(
+        json!({"type": "object", "properties": properties})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let mut wipe = tool("wipe", "Deletes everything.", true);
+    wipe.annotations = Some(ToolAnnotations::new().read_only(false).destructive(true));
+    let mut bare = tool("bare", "Says nothing about itself.", true);
+    bare.annotations = None;
+    *seen.tools.lock().unwrap() = vec![
+        tool("fine", "Reads something.", false),
+        tool("write", "Writes something, not destructively.", true),
+        tool("long", &"d".repeat(2049), false),
+        wide,
+        tool("same", "One of two names that differ by case.", false),
+        tool("SAME", "The other.", false),
+        wipe,
+        bare,
+    ];
+    let url = start_upstream(Arc::clone(&seen)).await;
+    let many = Arc::new(Seen::default());
+    *many.tools.lock().unwrap() = (0..201)
+        .map(|i| tool(&format!("t{i}"), "One of many.", false))
+        .collect();
+    let many_url = start_upstream(Arc::clone(&many)).await;
+    let app = spawn_with_key().await;
+    let a = alice(&app).await;
+    for (name, url) in [("t", &url), ("many", &many_url)] {
+        cli_ok(
+            &app,
+            &["upstream", "add", name, "--url", url, "--trust-definitions"],
+        )
+        .await;
+    }
+    let listing = list_until(&app, &a.token, |n| !n.is_empty()).await;
+    // Over the bounds (description 2 KiB, schema 16 KiB), colliding by case, destructive or
+    // unannotated (possibly destructive): not listed. An upstream with over 200 tools: left
+    // out whole.
+    assert_eq!(upstream_names(&listing), ["t__fine", "t__write"]);
+    let (status, _, body) = send(modern(
+        &app,
+        Some(&a.token),
+        "tools/call",
+        json!({"name": "t__wipe", "arguments": {}}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    assert_eq!(seen.calls.load(Ordering::SeqCst), 0);
+    let list_out = cli_ok(&app, &["upstream", "list"]).await;
+    assert!(list_out.contains("more than 200 tools"), "{list_out}");
+}
