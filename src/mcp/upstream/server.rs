@@ -169,6 +169,32 @@ impl UpstreamServer {
                 .is_some_and(|hash| *hash == tool.hash)
     }
 
+    /// Whether the upstream is restricted to some accounts or projects (`--accounts`,
+    /// `--projects`).
+    pub fn is_restricted(&self) -> bool {
+        self.record.accounts.is_some() || self.record.projects.is_some()
+    }
+
+    /// Whether `account_id`, reaching the projects `reachable`, may use the upstream: anyone
+    /// when it is not restricted; else an account it names, or a caller reaching a project it
+    /// names.
+    pub fn allows(&self, account_id: &str, reachable: &[String]) -> bool {
+        if !self.is_restricted() {
+            return true;
+        }
+        let by_account = self
+            .record
+            .accounts
+            .as_ref()
+            .is_some_and(|a| a.iter().any(|id| id == account_id));
+        let by_project = self
+            .record
+            .projects
+            .as_ref()
+            .is_some_and(|p| p.iter().any(|id| reachable.contains(id)));
+        by_account || by_project
+    }
+
     fn timeout(&self) -> Duration {
         Duration::from_millis(u64::try_from(self.record.timeout_ms).unwrap_or(30_000))
     }
