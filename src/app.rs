@@ -68,7 +68,7 @@ async fn every_route(
     crate::client_addr::attach(&state, &mut request);
     let metrics = crate::metrics::RequestMetrics::start(&request);
     let mut response = next.run(request).await;
-    metrics.finish(response.status());
+    metrics.finish(&response);
     let headers = response.headers_mut();
     for (name, value) in SECURITY_HEADERS {
         if !headers.contains_key(&name) {
@@ -122,16 +122,20 @@ async fn healthz() -> impl IntoResponse {
 }
 
 /// `GET /readyz`: the database answers (503 otherwise).
-async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+async fn readyz(State(state): State<AppState>) -> axum::response::Response {
     if state.store.ping().await {
         (
             http::StatusCode::OK,
             Json(serde_json::json!({"status": "ready", "database": "ok"})),
         )
+            .into_response()
     } else {
-        (
-            http::StatusCode::SERVICE_UNAVAILABLE,
-            Json(serde_json::json!({"status": "unavailable", "database": "unreachable"})),
+        crate::metrics::Unavailable::Database.mark(
+            (
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                Json(serde_json::json!({"status": "unavailable", "database": "unreachable"})),
+            )
+                .into_response(),
         )
     }
 }

@@ -1,6 +1,7 @@
 //! The command line: `serve` (default), `migrate`, `account add|disable`,
-//! `project add|add-member`, `client add`, `key create|list|revoke`,
-//! `url create|list|revoke` ([`url`]), `resource add|list|remove` ([`resource`]). Every command works on both
+//! `project add|list|add-member|remove-member`, `client add|list|revoke`, `key create|list|revoke`,
+//! `url create|list|revoke` ([`url`]), `resource add|list|remove` ([`resource`]), `upstream …`
+//! ([`upstream`]). Every command works on both
 //! databases and exits non-zero with one clear message on bad input.
 
 use std::io::BufRead;
@@ -15,6 +16,7 @@ use crate::domain::account::{AccountStatus, Email, Role, validate_password};
 use crate::domain::api_key::{
     DEFAULT_NAME, access_label, parse_allow_list, parse_lifetime, parse_name, status_label,
 };
+use crate::domain::client_assertion::{PRIVATE_KEY_JWT, validate_jwks_uri};
 use crate::domain::principal::key_scopes;
 use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
 use crate::domain::text::check_line;
@@ -27,6 +29,7 @@ use crate::store::{StoreError, now};
 pub mod audit;
 pub mod resource;
 pub mod secret_key;
+pub mod serve;
 pub mod upstream;
 pub mod url;
 
@@ -45,8 +48,9 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Start the server (the default).
-    Serve,
+    /// Start the server (the default). Every setting is an option here and an environment
+    /// variable; `gatehouse serve --help` lists them with their defaults.
+    Serve(Box<serve::ServeArgs>),
     /// Speak MCP over stdin/stdout for a local client that launches this process (Claude
     /// Desktop, Cursor), as the holder of the API key in `GATEHOUSE_API_KEY`, on this
     /// machine's database; or, with `--url`, bridged to a remote deployment (no database).
@@ -86,6 +90,9 @@ pub enum Command {
     /// Other MCP servers that use Gatehouse as their authorization server.
     #[command(subcommand)]
     Resource(resource::ResourceCommand),
+    /// The key JWT access tokens (RFC 9068) are signed with.
+    #[command(subcommand)]
+    SigningKey(resource::SigningKeyCommand),
 }
 
 /// `gatehouse key …` (product spec "API keys").
@@ -151,6 +158,19 @@ pub enum ClientCommand {
         /// Let a service client write (mcp:write); the owner's role still limits it.
         #[arg(long, requires = "service")]
         write: bool,
+        /// The https URL of the service's public keys (a JWK Set): it authenticates with
+        /// `private_key_jwt` assertions it signs (RFC 7523 §2.2) instead of a secret.
+        #[arg(long, value_name = "URL", requires = "service")]
+        jwks_uri: Option<String>,
+    },
+    /// List registered clients, newest first (never a secret): id, name, kind, authentication
+    /// method, live grants, when created, status.
+    List,
+    /// Revoke a client for good: it is refused from now on (unknown to the authorization,
+    /// token and introspection endpoints), and every grant and token it held ends at once.
+    Revoke {
+        /// The `client_id`, as printed by `client add` and `client list`.
+        client_id: String,
     },
 }
 
@@ -210,6 +230,20 @@ pub enum ProjectCommand {
         #[arg(long)]
         role: String,
     },
+    /// List projects, oldest first: id, name, owner, status, members, when created.
+    List {
+        /// Only the projects this account belongs to.
+        #[arg(long)]
+        account: Option<String>,
+    },
+    /// Remove an account from a project (never its owner); the project keys, personal URLs
+    /// and project-bound service clients it held for the project end at once.
+    RemoveMember {
+        /// Project id, as printed by `project add` and `project list`.
+        project_id: String,
+        /// Email of the member.
+        email: String,
+    },
 }
 
 /// A command's failure: printed as one line, exit status 1.
@@ -238,7 +272,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         .map_err(|e| CliError(e.to_string()))?;
     let now = now();
     let out = match command {
-        Command::Serve
+        Command::Serve(_)
         | Command::Stdio(_)
         | Command::Doctor(_)
         | Command::Login(_)
@@ -398,6 +432,106 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             .await;
             format!("{email} is now a {} member of {project_id}", role.as_str())
         }
+        Command::Project(ProjectCommand::List { account }) => {
+            let member = account_filter(&store, account.as_deref()).await?;
+            let projects = store.project_listing(member.as_deref()).await?;
+            listing(
+                "ID\tNAME\tOWNER\tSTATUS\tMEMBERS\tCREATED",
+                projects.iter().map(|p| {
+                    [
+                        p.project_id.clone(),
+                        p.name.clone(),
+                        p.owner_email.clone(),
+                        p.status.clone(),
+                        p.members.to_string(),
+                        timestamp(p.created_at),
+                    ]
+                    .join("\t")
+                }),
+                "no projects",
+            )
+        }
+        Command::Project(ProjectCommand::RemoveMember { project_id, email }) => {
+            let account = find_account(&store, &email).await?;
+            let Some(owner) = store.project_owner(&project_id).await? else {
+                return Err(CliError(format!("no project with id {project_id}")));
+            };
+            if owner == account {
+                return Err(CliError(format!(
+                    "{email} owns project {project_id}; the owner cannot be removed"
+                )));
+            }
+            if !store.remove_member(&project_id, &account, now).await? {
+                return Err(CliError(format!(
+                    "{email} is not a member of project {project_id}"
+                )));
+            }
+            cli_audit(
+                &store,
+                "member_removed",
+                Some(&account),
+                Some(&project_id),
+                None,
+                now,
+            )
+            .await;
+            format!("removed {email} from {project_id}")
+        }
+        Command::Client(ClientCommand::List) => {
+            let clients = store.clients().await?;
+            listing(
+                "CLIENT_ID\tNAME\tKIND\tAUTH\tGRANTS\tCREATED\tSTATUS",
+                clients.iter().map(|c| {
+                    let kind = if c.service {
+                        "service"
+                    } else if c.auth_method == "none" {
+                        "public"
+                    } else {
+                        "confidential"
+                    };
+                    let status = c.revoked_at.map_or_else(
+                        || "active".to_string(),
+                        |at| format!("revoked {}", timestamp(at)),
+                    );
+                    [
+                        c.client_id.clone(),
+                        c.client_name.clone().unwrap_or_else(|| "-".into()),
+                        kind.to_string(),
+                        c.auth_method.clone(),
+                        c.grants.to_string(),
+                        timestamp(c.created_at),
+                        status,
+                    ]
+                    .join("\t")
+                }),
+                "no clients",
+            )
+        }
+        Command::Client(ClientCommand::Revoke { client_id }) => {
+            use crate::store::oauth::ClientRevocation;
+            match store.revoke_client(&client_id, now).await? {
+                ClientRevocation::Revoked => {}
+                ClientRevocation::AlreadyRevoked => {
+                    return Err(CliError(format!("client {client_id} is already revoked")));
+                }
+                ClientRevocation::NotFound => {
+                    return Err(CliError(format!("no client with id {client_id}")));
+                }
+            }
+            store
+                .audit(
+                    AuditEvent {
+                        event: "client_revoked",
+                        outcome: "success",
+                        client_id: Some(&client_id),
+                        detail: Some("actor=cli"),
+                        ..Default::default()
+                    },
+                    now,
+                )
+                .await;
+            format!("revoked client {client_id} and every grant and token it held")
+        }
         Command::Client(ClientCommand::Add {
             name,
             introspect,
@@ -405,6 +539,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             owner,
             project,
             write,
+            jwks_uri,
         }) => {
             let name = name.trim();
             if name.is_empty() || name.chars().count() > 200 {
@@ -413,17 +548,31 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 ));
             }
             check_line(name).map_err(|e| CliError(format!("client name {e}")))?;
+            if let Some(uri) = &jwks_uri {
+                validate_jwks_uri(uri).map_err(|e| CliError(format!("--jwks-uri: {e}")))?;
+            }
             let client_id = format!("gc_{}", random_urlsafe(18));
-            let secret = Secret::generate(TokenKind::ClientSecret);
+            // A service with published keys signs assertions; any other client gets a secret.
+            let secret = jwks_uri
+                .is_none()
+                .then(|| Secret::generate(TokenKind::ClientSecret));
+            let mut metadata = serde_json::json!({"client_name": name});
+            if let Some(uri) = &jwks_uri {
+                metadata["jwks_uri"] = serde_json::json!(uri);
+            }
             let mut record = ClientRecord {
                 client_id: client_id.clone(),
-                client_secret_hash: Some(secret.hash()),
-                token_endpoint_auth_method: "client_secret_basic".into(),
+                client_secret_hash: secret.as_ref().map(Secret::hash),
+                token_endpoint_auth_method: if jwks_uri.is_some() {
+                    PRIVATE_KEY_JWT.into()
+                } else {
+                    "client_secret_basic".into()
+                },
                 client_name: Some(name.to_string()),
                 redirect_uris: Vec::new(),
                 grant_types: Vec::new(),
                 scope: None,
-                metadata: serde_json::json!({"client_name": name}),
+                metadata,
                 can_introspect: introspect,
                 created_at: now,
             };
@@ -489,16 +638,23 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                         .await;
                 }
             }
-            format!(
-                "client_id: {client_id}\nclient_secret: {}\n(the secret is shown once; it is stored hashed)",
-                secret.expose()
-            )
+            match &secret {
+                Some(secret) => format!(
+                    "client_id: {client_id}\nclient_secret: {}\n(the secret is shown once; it is stored hashed)",
+                    secret.expose()
+                ),
+                None => format!(
+                    "client_id: {client_id}\ntoken_endpoint_auth_method: private_key_jwt\n(assertions signed with a key of {})",
+                    jwks_uri.as_deref().unwrap_or_default()
+                ),
+            }
         }
         Command::Key(command) => run_key(&store, command, now).await?,
         Command::Url(command) => url::run(config, &store, command, now).await?,
         Command::Audit(args) => audit::run(&store, args, now).await?,
         Command::Upstream(command) => upstream::run(config, &store, command, now).await?,
         Command::Resource(command) => resource::run(config, &store, command, now).await?,
+        Command::SigningKey(command) => resource::run_signing_key(&store, command, now).await?,
     };
     store.close().await;
     Ok(out)

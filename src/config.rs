@@ -230,12 +230,24 @@ impl Config {
     ///
     /// Errors: [`ConfigError`] naming the first bad variable (or `--config` for an unreadable file).
     pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        Config::load_with(file, &HashMap::new())
+    }
+
+    /// [`Config::load`], then `given` (settings given as `gatehouse serve` options, by variable
+    /// name) over both.
+    pub fn load_with(
+        file: Option<&Path>,
+        given: &HashMap<String, String>,
+    ) -> Result<Config, ConfigError> {
         let mut vars = match file {
             Some(path) => read_file(path)?,
             None => HashMap::new(),
         };
         for (k, v) in std::env::vars() {
             vars.insert(k, v);
+        }
+        for (k, v) in given {
+            vars.insert(k.clone(), v.clone());
         }
         Config::from_vars(&vars)
     }

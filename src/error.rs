@@ -48,7 +48,7 @@ impl IntoResponse for AppError {
         {
             // Every password worker busy: the same 503 with Retry-After.
             tracing::warn!(error = %e, "password work not done in time");
-            return unavailable_page();
+            return crate::metrics::Unavailable::PasswordWorkers.mark(unavailable_page());
         }
         tracing::error!(error = %self, "internal error");
         internal_error_page()
@@ -71,7 +71,7 @@ pub fn body_stalled(error: &axum::Error) -> bool {
 }
 
 /// The page of a database busy, unreachable, full or read-only for now: 503 with
-/// `Retry-After` (RFC 9110 §15.6.4, §10.2.3).
+/// `Retry-After` (RFC 9110 §15.6.4, §10.2.3), counted as [`crate::metrics::Unavailable::Database`].
 pub fn unavailable_page() -> Response {
     let mut r = crate::web::error_page(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -82,7 +82,7 @@ pub fn unavailable_page() -> Response {
         header::RETRY_AFTER,
         HeaderValue::from_static(crate::oauth::error::RETRY_AFTER_SECS),
     );
-    r
+    crate::metrics::Unavailable::Database.mark(r)
 }
 
 /// The answer to a failure of the server's own (already logged): 500, never cached.

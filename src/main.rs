@@ -6,9 +6,8 @@
 //! that is still running, and a watchdog ends the process at
 //! [`gatehouse::app::SHUTDOWN_BOUND`] if anything still holds it.
 
-use clap::Parser;
 use gatehouse::app::Application;
-use gatehouse::cli::{Cli, Command, run_admin};
+use gatehouse::cli::{Command, run_admin};
 use gatehouse::config::Config;
 
 /// How long the runtime waits, once serving has stopped, for leftover tasks (a request past
@@ -49,7 +48,8 @@ fn start_watchdog(bound: std::time::Duration) {
 }
 
 async fn run() {
-    let cli = Cli::parse();
+    let (cli, given) = gatehouse::cli::serve::parse();
+    let given = given.unwrap_or_else(|e| fail(&e));
     if let Some(Command::Doctor(args)) = &cli.command {
         // A client of any server: needs no configuration or database of its own.
         let report = gatehouse::doctor::run(&args.into()).await;
@@ -73,7 +73,7 @@ async fn run() {
         remote_stdio(url, credentials.clone()).await;
         return;
     }
-    let config = match Config::load(cli.config.as_deref()) {
+    let config = match Config::load_with(cli.config.as_deref(), &given) {
         Ok(c) => c,
         Err(e) => fail(&e.to_string()),
     };
@@ -89,8 +89,8 @@ async fn run() {
             "MCP_SERVER_URL is plain http on a non-loopback host: passwords and tokens would cross the network unencrypted; serve it over https"
         );
     }
-    match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => {
+    match cli.command.unwrap_or(Command::Serve(Default::default())) {
+        Command::Serve(_) => {
             let signal = gatehouse::app::shutdown_signal();
             let stop = async move {
                 signal.await;

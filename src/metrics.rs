@@ -4,6 +4,11 @@
 //! Labels carry only values from fixed sets: route templates (axum's [`MatchedPath`], never the
 //! raw path), methods, status classes, tool names from the catalog and outcomes. No label holds
 //! an id, an email, a query string or a secret.
+//!
+//! Every series has its `# HELP` and `# TYPE` lines ([`describe`]); the counters of fixed label
+//! sets are present from zero, before their first event; `gatehouse_build_info` carries the
+//! version; the `process_*` series (CPU seconds, resident and virtual memory, open and allowed
+//! files, read from `/proc/self` on Linux) are read at each scrape.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -45,6 +50,46 @@ pub const UPSTREAM_LIST_FAILURES: &str = "gatehouse_upstream_list_failures_total
 /// `GATEHOUSE_MAX_CONNECTIONS_PER_ADDRESS` open ones (no labels).
 pub const CONNECTIONS_REFUSED: &str = "gatehouse_connections_refused_total";
 
+/// 503 answers by cause (label `cause`: `database` — busy, unreachable, ended by a failover, full
+/// or read-only —, `password_workers` — every password worker busy —, or `other`).
+pub const UNAVAILABLE: &str = "gatehouse_unavailable_total";
+/// Build information: always 1, the version in the label `version`.
+pub const BUILD_INFO: &str = "gatehouse_build_info";
+/// Password jobs waiting for a worker (gauge).
+pub const PASSWORD_QUEUE_DEPTH: &str = "gatehouse_password_queue_depth";
+/// The database pool's connections (gauge, label `state`: `idle`, `in_use`).
+pub const DB_POOL_CONNECTIONS: &str = "gatehouse_db_pool_connections";
+/// Rows deleted by retention (label `what`, e.g. `audit_events`).
+pub const PRUNED_ROWS: &str = "gatehouse_pruned_rows_total";
+
+/// Why a request was answered `503` on purpose, for [`UNAVAILABLE`]: put in the answer's
+/// extensions ([`Unavailable::mark`]) where the 503 is decided, read when the request is
+/// counted ([`RequestMetrics::finish`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unavailable {
+    /// The database is busy, out of reach, ended the connection, or (`SQLite`) full or
+    /// read-only.
+    Database,
+    /// Every password worker is busy.
+    PasswordWorkers,
+}
+
+impl Unavailable {
+    /// The `cause` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Unavailable::Database => "database",
+            Unavailable::PasswordWorkers => "password_workers",
+        }
+    }
+
+    /// `response` marked as a 503 of this cause.
+    pub fn mark(self, mut response: Response) -> Response {
+        response.extensions_mut().insert(self);
+        response
+    }
+}
+
 /// Latency buckets, in seconds.
 const DURATION_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -83,6 +128,7 @@ pub fn recorder() -> Option<PrometheusHandle> {
                     if let Err(e) = started {
                         tracing::error!(error = %e, "could not start the metrics upkeep");
                     }
+                    describe();
                     Some(handle)
                 }
                 Err(e) => {
@@ -92,6 +138,173 @@ pub fn recorder() -> Option<PrometheusHandle> {
             }
         })
         .clone()
+}
+
+/// Gives every series its `# HELP` text (the exporter writes `# TYPE` for each), sets
+/// [`BUILD_INFO`], and makes the counters of fixed label sets present at zero, so a rate or an
+/// alert on them works before their first event. Called once, when the recorder is installed.
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        HTTP_REQUESTS,
+        "HTTP requests answered, by method, route template and status class."
+    );
+    describe_histogram!(
+        HTTP_DURATION,
+        metrics::Unit::Seconds,
+        "Time to answer an HTTP request, by method and route template."
+    );
+    describe_counter!(
+        TOKENS,
+        "Token events: issued (code redeemed), refreshed, reused (a rotated refresh token replayed), revoked."
+    );
+    describe_counter!(
+        REGISTRATIONS,
+        "Dynamic client registrations (RFC 7591), by outcome."
+    );
+    describe_counter!(SIGNINS, "Sign-in attempts, by outcome.");
+    describe_counter!(TOOL_CALLS, "MCP tool calls, by tool and outcome.");
+    describe_counter!(
+        CONNECTIONS_REFUSED,
+        "Connections closed on arrival: their source address already held the most open connections allowed."
+    );
+    describe_counter!(
+        UNAVAILABLE,
+        "Requests answered 503 with Retry-After, by cause (database, password_workers, other)."
+    );
+    describe_gauge!(
+        BUILD_INFO,
+        "Build information: always 1; the version in the label."
+    );
+    describe_gauge!(PASSWORD_QUEUE_DEPTH, "Password jobs waiting for a worker.");
+    describe_gauge!(
+        DB_POOL_CONNECTIONS,
+        "Connections of the database pool, by state (idle, in_use)."
+    );
+    describe_counter!(
+        PRUNED_ROWS,
+        "Rows deleted by retention, by what was pruned."
+    );
+    describe_counter!(
+        crate::events::EVENTS_SENT,
+        "Account events delivered to the events receiver."
+    );
+    describe_counter!(
+        crate::events::EVENTS_DROPPED,
+        "Account events dropped, by reason (queue_full, undeliverable, refused)."
+    );
+    metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    let zero = |name: &'static str, label: &'static str, values: &[&'static str]| {
+        for value in values {
+            metrics::counter!(name, label => *value).increment(0);
+        }
+    };
+    zero(
+        TOKENS,
+        "event",
+        &["issued", "refreshed", "reused", "revoked"],
+    );
+    zero(REGISTRATIONS, "outcome", &["success", "throttled"]);
+    zero(
+        SIGNINS,
+        "outcome",
+        &["success", "failure", "throttled", "busy"],
+    );
+    zero(
+        UNAVAILABLE,
+        "cause",
+        &["database", "password_workers", "other"],
+    );
+    zero(
+        crate::events::EVENTS_DROPPED,
+        "reason",
+        &["queue_full", "undeliverable", "refused"],
+    );
+    zero(
+        PRUNED_ROWS,
+        "what",
+        &[crate::store::audit_query::AUDIT_RETENTION.name],
+    );
+    metrics::counter!(CONNECTIONS_REFUSED).increment(0);
+    metrics::counter!(crate::events::EVENTS_SENT).increment(0);
+}
+
+/// The `process_*` series of the Prometheus client conventions, read now from `/proc/self`
+/// (Linux; elsewhere nothing): `process_cpu_seconds_total` (user and system CPU, seconds),
+/// `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_open_fds`,
+/// `process_max_fds` (the soft limit), each with its `# HELP` and `# TYPE`.
+pub fn process_metrics() -> String {
+    let mut out = String::new();
+    let mut series = |name: &str, kind: &str, help: &str, value: f64| {
+        out.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n\n"
+        ));
+    };
+    if let Some(cpu) = cpu_seconds() {
+        series(
+            "process_cpu_seconds_total",
+            "counter",
+            "User and system CPU time spent, in seconds.",
+            cpu,
+        );
+    }
+    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+        if let Some(kib) = status_kib(&status, "VmRSS:") {
+            series(
+                "process_resident_memory_bytes",
+                "gauge",
+                "Resident memory size, in bytes.",
+                (kib * 1024) as f64,
+            );
+        }
+        if let Some(kib) = status_kib(&status, "VmSize:") {
+            series(
+                "process_virtual_memory_bytes",
+                "gauge",
+                "Virtual memory size, in bytes.",
+                (kib * 1024) as f64,
+            );
+        }
+    }
+    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+        series(
+            "process_open_fds",
+            "gauge",
+            "Open file descriptors.",
+            fds.count() as f64,
+        );
+        if let Some(max) = rustix::process::getrlimit(rustix::process::Resource::Nofile).current {
+            series(
+                "process_max_fds",
+                "gauge",
+                "The most file descriptors the process may open (soft limit).",
+                max as f64,
+            );
+        }
+    }
+    out
+}
+
+/// User plus system CPU time of the whole process, in seconds: fields 14 and 15 of
+/// `/proc/self/stat` (proc(5)), in clock ticks. The command name (field 2) may hold spaces and
+/// parentheses, so fields are counted after its last `)`.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after_name.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    let ticks = rustix::param::clock_ticks_per_second();
+    (ticks > 0).then(|| (utime + stime) as f64 / ticks as f64)
+}
+
+/// The value in KiB of a `/proc/self/status` line such as `VmRSS:    1234 kB`.
+fn status_kib(status: &str, key: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
 }
 
 /// Counts one connection of [`CONNECTIONS_REFUSED`].
@@ -148,8 +361,18 @@ impl RequestMetrics {
         }
     }
 
-    /// Counts the request as answered with `status`, and records how long it took.
-    pub fn finish(self, status: StatusCode) {
+    /// Counts the request as answered with `response`'s status, and records how long it took;
+    /// a `503` is also counted in [`UNAVAILABLE`] by the cause marked on it ([`Unavailable`]),
+    /// `other` when none was.
+    pub fn finish(self, response: &Response) {
+        let status = response.status();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            let cause = response
+                .extensions()
+                .get::<Unavailable>()
+                .map_or("other", |c| c.label());
+            metrics::counter!(UNAVAILABLE, "cause" => cause).increment(1);
+        }
         let class = match status.as_u16() / 100 {
             1 => "1xx",
             2 => "2xx",
@@ -166,17 +389,19 @@ impl RequestMetrics {
 
 /// `GET /metrics`: the gauges read now (password queue, database pool), then everything.
 async fn render(State((state, handle)): State<(AppState, PrometheusHandle)>) -> Response {
-    metrics::gauge!("gatehouse_password_queue_depth").set(state.passwords.queue_depth() as f64);
+    metrics::gauge!(PASSWORD_QUEUE_DEPTH).set(state.passwords.queue_depth() as f64);
     let pool = state.store.pool();
     let (size, idle) = (pool.size() as f64, pool.num_idle() as f64);
-    metrics::gauge!("gatehouse_db_pool_connections", "state" => "idle").set(idle);
-    metrics::gauge!("gatehouse_db_pool_connections", "state" => "in_use").set(size - idle);
+    metrics::gauge!(DB_POOL_CONNECTIONS, "state" => "idle").set(idle);
+    metrics::gauge!(DB_POOL_CONNECTIONS, "state" => "in_use").set(size - idle);
+    let mut body = handle.render();
+    body.push_str(&process_metrics());
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        handle.render(),
+        body,
     )
         .into_response()
 }
@@ -197,6 +422,40 @@ pub async fn serve(listener: TcpListener, state: AppState, handle: PrometheusHan
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The process series read `/proc/self` as proc(5) lays it out: CPU time is counted
+    /// (this test has spent some), memory is at least a megabyte, and this process has files
+    /// open (its standard streams at least) under a limit above that.
+    #[test]
+    fn process_metrics_read_proc_self() {
+        let text = process_metrics();
+        let value = |name: &str| -> f64 {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("{name} missing: {text}"));
+            line.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        assert!(
+            text.contains("# TYPE process_cpu_seconds_total counter"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# HELP process_resident_memory_bytes "),
+            "{text}"
+        );
+        // Spin until a clock tick of CPU is counted (at most 5 s on a loaded machine).
+        let spin = Instant::now();
+        while cpu_seconds().unwrap() == 0.0 && spin.elapsed() < Duration::from_secs(5) {
+            std::hint::black_box(spin.elapsed());
+        }
+        assert!(cpu_seconds().unwrap() > 0.0);
+        assert!(value("process_resident_memory_bytes") > 1_048_576.0);
+        assert!(value("process_virtual_memory_bytes") >= value("process_resident_memory_bytes"));
+        assert!(value("process_open_fds") >= 3.0);
+        assert!(value("process_max_fds") >= value("process_open_fds"));
+        assert_eq!(status_kib("VmRSS:\t  2048 kB\n", "VmRSS:"), Some(2048));
+    }
 
     /// Once installed, the recorder's histograms are drained by a thread of its own, whether
     /// or not a metrics listener runs: the recorder keeps every latency sample until drained,

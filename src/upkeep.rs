@@ -99,7 +99,7 @@ pub async fn prune_round(
                 }
             }
         }
-        metrics::counter!("gatehouse_pruned_rows_total", "what" => p.retention.name)
+        metrics::counter!(crate::metrics::PRUNED_ROWS, "what" => p.retention.name)
             .increment(pruned.deleted);
         if pruned.deleted > 0 {
             tracing::info!(pruning = pruned.name, deleted = pruned.deleted, "pruned");

@@ -16,6 +16,49 @@ use crate::store::oauth::ClientRecord;
 use crate::store::resources::ResourceRecord;
 use crate::store::{Store, StoreError};
 
+/// `gatehouse signing-key …`
+#[derive(Debug, Subcommand)]
+pub enum SigningKeyCommand {
+    /// Retire the key JWT access tokens are signed with: the server signs the next token (and
+    /// publishes its JWKS) with a new key; the old one stays published until every token it
+    /// signed has expired (at most a day), then is dropped.
+    Rotate,
+}
+
+/// Runs one `gatehouse signing-key` command.
+pub(super) async fn run_signing_key(
+    store: &Store,
+    command: SigningKeyCommand,
+    now: i64,
+) -> Result<String, CliError> {
+    match command {
+        SigningKeyCommand::Rotate => {
+            let retired = store
+                .retire_signing_key(now, now - crate::domain::registry::MAX_TOKEN_TTL_SECS)
+                .await?;
+            store
+                .audit(
+                    AuditEvent {
+                        event: "signing_key_rotated",
+                        outcome: "success",
+                        subject: retired.as_deref(),
+                        detail: Some("actor=cli"),
+                        ..Default::default()
+                    },
+                    now,
+                )
+                .await;
+            Ok(match retired {
+                Some(kid) => format!(
+                    "retired signing key {kid}: the next JWT access token is signed with a new key; {kid} stays published until {} (its tokens have expired by then)",
+                    timestamp(now + crate::domain::registry::MAX_TOKEN_TTL_SECS)
+                ),
+                None => "no signing key yet: the first JWT access token creates one".to_string(),
+            })
+        }
+    }
+}
+
 /// `gatehouse resource …`
 #[derive(Debug, Subcommand)]
 pub enum ResourceCommand {
@@ -81,11 +124,6 @@ pub(super) async fn run(
             }
             let scopes = parse_scopes(&scopes, &descriptions).map_err(bad)?;
             let token_format = TokenFormat::parse(&token_format).map_err(bad)?;
-            if token_format == TokenFormat::Jwt {
-                return Err(CliError(
-                    "--token-format jwt is not available yet; register the resource with opaque tokens (checked by introspection)".into(),
-                ));
-            }
             let token_ttl = check_token_ttl(token_ttl).map_err(bad)?;
             let introspector = introspect.then(|| {
                 let client_id = format!("gc_{}", random_urlsafe(18));
@@ -153,6 +191,12 @@ pub(super) async fn run(
                     config.url("/oauth/introspect"),
                     client.client_id,
                     secret.expose()
+                ));
+            }
+            if token_format == TokenFormat::Jwt {
+                out.push_str(&format!(
+                    "\njwks_uri: {}\n(access tokens are JWTs (RFC 9068, ES256, typ at+jwt) checked offline against the keys at jwks_uri: revoking one takes effect at its expiry, after at most {token_ttl} seconds; refresh tokens stay opaque and are revoked at once)",
+                    config.url("/oauth/jwks")
                 ));
             }
             out.push_str(&format!(

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use url::Url;
 
+use super::client_assertion::{PRIVATE_KEY_JWT, validate_jwks_uri, validate_public_jwks};
 use super::redirect_uri::validate_registration;
 use super::text::{check_line, forbidden_char};
 
@@ -169,6 +170,8 @@ pub struct ClientMetadata {
     pub client_name: String,
     /// `redirect_uris`, each valid for registration.
     pub redirect_uris: Vec<String>,
+    /// `none`, or `private_key_jwt` with its keys at `jwks_uri` or in `jwks` (RFC 7523 §2.2).
+    pub token_endpoint_auth_method: String,
     /// The document itself.
     pub document: Value,
 }
@@ -176,8 +179,9 @@ pub struct ClientMetadata {
 /// Validates a fetched document (§3.1): a JSON object whose `client_id` equals the URL by simple
 /// string comparison, with `client_name` (at most 200 characters, passing
 /// [`super::text::check_line`]: nothing invisible, something visible) and `redirect_uris`, no
-/// invisible or formatting characters in the [`DISPLAY_MEMBERS`], no shared secret, and (as a
-/// public client) `token_endpoint_auth_method` absent or `none`.
+/// invisible or formatting characters in the [`DISPLAY_MEMBERS`], no shared secret, and
+/// `token_endpoint_auth_method` absent, `none` (a public client), or `private_key_jwt` with
+/// exactly one of an https `jwks_uri` and public `jwks` (the client signs assertions).
 pub fn validate_document(client_id: &str, body: &[u8]) -> Result<ClientMetadata, CimdError> {
     let bad = |m: &str| CimdError::BadDocument(m.to_string());
     let doc: Value = serde_json::from_slice(body).map_err(|_| bad("not JSON"))?;
@@ -190,17 +194,31 @@ pub fn validate_document(client_id: &str, body: &[u8]) -> Result<ClientMetadata,
     if obj.contains_key("client_secret") || obj.contains_key("client_secret_expires_at") {
         return Err(bad("it must not contain a client secret"));
     }
-    match obj
+    let token_endpoint_auth_method = match obj
         .get("token_endpoint_auth_method")
         .and_then(Value::as_str)
     {
-        None | Some("none") => {}
+        None | Some("none") => "none",
+        Some(PRIVATE_KEY_JWT) => {
+            match (obj.get("jwks_uri"), obj.get("jwks")) {
+                (Some(Value::String(uri)), None) => {
+                    validate_jwks_uri(uri).map_err(bad)?;
+                }
+                (None, Some(jwks)) => validate_public_jwks(jwks).map_err(bad)?,
+                _ => {
+                    return Err(bad(
+                        "private_key_jwt needs its keys: a jwks_uri (or jwks), not both",
+                    ));
+                }
+            }
+            PRIVATE_KEY_JWT
+        }
         Some(other) => {
             return Err(CimdError::BadDocument(format!(
-                "token_endpoint_auth_method {other} is not supported for metadata-document clients (use none)"
+                "token_endpoint_auth_method {other} is not supported for metadata-document clients (use none or private_key_jwt)"
             )));
         }
-    }
+    };
     let client_name = match obj.get("client_name").and_then(Value::as_str) {
         Some(n) if n.chars().count() <= MAX_CLIENT_NAME_CHARS => {
             check_line(n).map_err(|e| CimdError::BadDocument(format!("client_name {e}")))?;
@@ -241,6 +259,7 @@ pub fn validate_document(client_id: &str, body: &[u8]) -> Result<ClientMetadata,
     Ok(ClientMetadata {
         client_name,
         redirect_uris,
+        token_endpoint_auth_method: token_endpoint_auth_method.to_string(),
         document: doc,
     })
 }

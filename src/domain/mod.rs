@@ -5,6 +5,7 @@ pub mod api_key;
 pub mod authorization;
 pub mod cimd;
 pub mod client;
+pub mod client_assertion;
 pub mod forwarded;
 pub mod loopback;
 pub mod notes;

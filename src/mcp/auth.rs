@@ -612,12 +612,14 @@ pub async fn authenticate_personal(mcp: &McpState, request: Request) -> Result<R
 
 /// `503`: the database could not be asked.
 fn unavailable() -> Response {
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        [(header::RETRY_AFTER, "5")],
-        "The server cannot check credentials right now; try again shortly.",
+    crate::metrics::Unavailable::Database.mark(
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "5")],
+            "The server cannot check credentials right now; try again shortly.",
+        )
+            .into_response(),
     )
-        .into_response()
 }
 
 /// After authentication: the principal attached for the next steps ([`super::body::read`],

@@ -143,6 +143,9 @@ pub async fn json_rpc_errors(request: Request, next: Next) -> Response {
             {
                 let seconds = message["error"]["data"][RETRY_AFTER_DATA].to_string();
                 parts.status = StatusCode::SERVICE_UNAVAILABLE;
+                parts
+                    .extensions
+                    .insert(crate::metrics::Unavailable::Database);
                 if let Ok(v) = HeaderValue::from_str(&seconds) {
                     parts.headers.insert(header::RETRY_AFTER, v);
                 }

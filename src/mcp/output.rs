@@ -18,9 +18,10 @@
 //! the rest (issue "The rest of the MCP surface", part 4): a tool result whose list is paged
 //! ([`super::catalog::ToolOk::paged`]) carries `nextCursor` for the same call, also named in the
 //! note; a document read with [`resource_document_pages`] carries `next_page`, the URI of the
-//! items after those it holds. Only when the first item alone does not fit are texts cut, and the
-//! cursor then points past the items the cut kept (none when it kept none, so paging never
-//! repeats a page).
+//! items after those it holds. At the lowest limits the note and links give way to whole items
+//! (issue 38, part 3). Only when the first item alone does not fit is it sent alone, its texts
+//! cut alike as long as the room allows (ids and URIs whole, [`cap_to_fit`]), with the cursor
+//! or `next_page` past it, so paging always moves on and ends.
 
 use rmcp::model::{CallToolResult, ContentBlock, ReadResourceResult, Resource, ResourceContents};
 use serde_json::Value;
@@ -93,9 +94,10 @@ const MIN_CUT: usize = 64;
 const ELLIPSIS: char = '…';
 /// Room kept for the note and the JSON-RPC envelope.
 const OVERHEAD: usize = 256;
-/// Room kept, whenever a result is cut to the limit, for what rmcp adds to it after it is
-/// measured (`"resultType":"complete"` for 2026-07-28 peers).
-const ENVELOPE: usize = 32;
+/// Room kept, whenever a result is measured against the limit, for what is added to it after
+/// it is measured: `"resultType":"complete"` for 2026-07-28 peers, and on resource reads
+/// their cache hints (`"ttlMs":0`, `"cacheScope":"private"`).
+const ENVELOPE: usize = 64;
 
 fn size<T: serde::Serialize + ?Sized>(v: &T) -> usize {
     serde_json::to_string(v).map(|s| s.len()).unwrap_or(0)
@@ -220,6 +222,70 @@ fn cut_to_fit<T: serde::Serialize>(
         }
         budget = budget.saturating_sub(((n - max_bytes) / 2 + 16).max(budget / 16));
     }
+}
+
+/// `v` with every string longer than `chars` characters cut to its first `chars` characters
+/// and the ellipsis, except the ids and links ([`KEEP_WHOLE`]).
+fn cap_texts(v: &Value, chars: usize) -> Value {
+    match v {
+        Value::String(s) if s.chars().nth(chars).is_some() => {
+            let mut cut: String = s.chars().take(chars).collect();
+            cut.push(ELLIPSIS);
+            Value::String(cut)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|i| cap_texts(i, chars)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, x)| {
+                    let x = if KEEP_WHOLE.contains(&k.as_str()) {
+                        x.clone()
+                    } else {
+                        cap_texts(x, chars)
+                    };
+                    (k.clone(), x)
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// The longest string of `v`, in characters.
+fn longest_text(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.chars().count(),
+        Value::Array(items) => items.iter().map(longest_text).max().unwrap_or(0),
+        Value::Object(map) => map.values().map(longest_text).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// `build(v)` with the texts of `v` capped ([`cap_texts`]) at the most characters that let it
+/// fit `max_bytes` with [`ENVELOPE`] to spare, found by binary search (O(size × log longest
+/// text)); nothing is dropped, so a page cut this way still holds its one item. `None` when
+/// even texts of no characters do not fit.
+fn cap_to_fit<T: serde::Serialize>(
+    value: &Value,
+    max_bytes: usize,
+    build: impl Fn(&Value) -> T,
+) -> Option<T> {
+    let attempt = |chars: usize| {
+        let out = build(&cap_texts(value, chars));
+        (size(&out) + ENVELOPE <= max_bytes).then_some(out)
+    };
+    let mut best = attempt(0)?;
+    let (mut lo, mut hi) = (1, longest_text(value));
+    while lo <= hi {
+        let mid = lo + (hi - lo) / 2;
+        match attempt(mid) {
+            Some(out) => {
+                best = out;
+                lo = mid + 1;
+            }
+            None => hi = mid - 1,
+        }
+    }
+    Some(best)
 }
 
 /// Results whose JSON is at most this many bytes (by [`is_small`]) are prepared on the async
@@ -357,12 +423,12 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
     let links: Vec<ContentBlock> = produced.links.iter().cloned().map(link_block).collect();
     let value = produced.value;
     let text = serde_json::to_string(&value).unwrap_or_default();
-    if size_bound(&text, &links) <= max_bytes {
+    if size_bound(&text, &links) + ENVELOPE <= max_bytes {
         return assemble_with_text(value, text, &links, None);
     }
     let whole = assemble_with_text(value.clone(), text, &links, None);
     let whole_size = size(&whole);
-    if whole_size <= max_bytes {
+    if whole_size + ENVELOPE <= max_bytes {
         return whole;
     }
     drop(whole);
@@ -376,33 +442,58 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
             .map(|l| link_block(short_link(l)))
             .collect()
     };
-    // A resumable result keeps whole items and says how to get the rest.
+    // A resumable result keeps whole items and says how to get the rest: as many as fit with
+    // the long note and the items' links, with the short note, or with the short note and no
+    // links (at the lowest limits the links and the note take the room of whole items), the
+    // variant keeping the most items winning (the richer one on a tie).
     if let Some((paging, tool)) = &produced.paging {
         let total = value
             .get(paging.list)
             .and_then(Value::as_array)
             .map_or(0, Vec::len);
-        let continued = |mut v: Value, kept: usize| {
+        let continued = |mut v: Value, kept: usize, short: bool, with_links: bool| {
             let cursor = (paging.resume)(kept);
             if let Value::Object(map) = &mut v {
                 map.insert("truncated".to_string(), Value::Bool(true));
                 map.insert("nextCursor".to_string(), Value::String(cursor.clone()));
             }
-            let note = format!(
-                "[Result cut to fit {max_bytes} bytes: it holds the first {kept} of these {total} \
-                 {list}. For the rest, call {tool} again with the same arguments and \
-                 \"cursor\": \"{cursor}\" (also in structuredContent.nextCursor); repeat while a \
-                 nextCursor is returned.]",
-                list = paging.list
-            );
-            let kept_links = links_in(&v);
+            let list = paging.list;
+            let note = if short {
+                format!(
+                    "[Cut to fit {max_bytes} bytes: the first {kept} of {total} {list}. For the \
+                     rest call {tool} again with the same arguments and \"cursor\": \
+                     \"{cursor}\".]"
+                )
+            } else {
+                format!(
+                    "[Result cut to fit {max_bytes} bytes: it holds the first {kept} of these \
+                     {total} {list}. For the rest, call {tool} again with the same arguments \
+                     and \"cursor\": \"{cursor}\" (also in structuredContent.nextCursor); \
+                     repeat while a nextCursor is returned.]"
+                )
+            };
+            let kept_links = if with_links { links_in(&v) } else { Vec::new() };
             assemble(v, &kept_links, Some(&note))
         };
-        if let Some((out, _)) = keep_whole_items(&value, &[paging.list], max_bytes, continued) {
+        let best = [(false, true), (true, true), (true, false)]
+            .into_iter()
+            .filter_map(|(short, with_links)| {
+                keep_whole_items(&value, &[paging.list], max_bytes, |v, kept| {
+                    continued(v, kept, short, with_links)
+                })
+            })
+            .fold(
+                None::<(CallToolResult, usize)>,
+                |best, (out, kept)| match best {
+                    Some((_, most)) if most >= kept => best,
+                    _ => Some((out, kept)),
+                },
+            );
+        if let Some((out, _)) = best {
             return out;
         }
-        // The first item alone does not fit: texts are cut below, and the cursor is set after
-        // the items the cut keeps.
+        // The first item alone does not fit: it is the one item kept, its texts are cut below
+        // and the cursor points past it.
     }
     let total = produced
         .paging
@@ -410,23 +501,37 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
         .and_then(|(p, _)| value.get(p.list))
         .and_then(Value::as_array)
         .map_or(0, Vec::len);
-    // The cursor past the `kept` items a cut left and the sentence naming it; none when the
-    // cut kept every item or none (a cursor past nothing would repeat this page).
+    // A paged result whose first item alone does not fit keeps only that item, cut, with no
+    // links (they would take the room of its texts), and the cursor points past it.
+    let mut value = value;
+    if let Some((paging, _)) = &produced.paging
+        && let Some(list) = list_at(&mut value, &[paging.list])
+    {
+        list.truncate(1);
+    }
+    let links_in = |v: &Value| -> Vec<ContentBlock> {
+        if produced.paging.is_some() {
+            Vec::new()
+        } else {
+            links_in(v)
+        }
+    };
+    // The cursor past the item the cut left (past the first item even if the cut could not
+    // keep it, so paging always moves on) and the sentence naming it; none when the result
+    // held one item only.
     let resume = |v: &Value| -> Option<(String, String)> {
         let (paging, tool) = produced.paging.as_ref()?;
         let kept = v
             .get(paging.list)
             .and_then(Value::as_array)
-            .map_or(0, Vec::len);
-        if kept == 0 || kept >= total {
+            .map_or(0, Vec::len)
+            .max(1);
+        if kept >= total {
             return None;
         }
         let cursor = (paging.resume)(kept);
-        let sentence = format!(
-            " For the {list} after these, call {tool} again with the same arguments and \
-             \"cursor\": \"{cursor}\".",
-            list = paging.list
-        );
+        let sentence =
+            format!(" For the rest, call {tool} again with \"cursor\" set to nextCursor.");
         Some((cursor, sentence))
     };
     let note = format!(
@@ -462,7 +567,12 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
     // A carried-out write must still say it succeeded and name what it made: as a last step,
     // every member but the ids and links ([`KEEP_WHOLE`]) is dropped.
     // Below a few KiB the long note would take room from the items themselves.
-    let first = if max_bytes < 4 * 1024 {
+    // A paged result is already down to its first item: the shortest note leaves its texts
+    // the most room (the sentence naming the cursor is added to it).
+    let paged_note = format!("[Cut to fit {max_bytes} bytes.]");
+    let first = if produced.paging.is_some() {
+        &paged_note
+    } else if max_bytes < 4 * 1024 {
         &short_note
     } else {
         &note
@@ -472,29 +582,54 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
             .or_else(|| attempt(value.clone(), &short_note, with_cursor))
             .or_else(|| attempt(ids_only(&value), &ids_note, with_cursor))
     };
-    // At the lowest limits the cursor itself may leave no room for one item: then one item
-    // (cut) without a cursor is more use than a cursor and no item.
-    let list_emptied = |r: &CallToolResult| {
-        produced.paging.as_ref().is_some_and(|(p, _)| {
-            total > 0
-                && r.structured_content
-                    .as_ref()
-                    .and_then(|sc| sc.get(p.list))
-                    .and_then(Value::as_array)
-                    .is_some_and(Vec::is_empty)
+    // A paged result's one item keeps its texts as long as the room allows, all cut alike.
+    let capped = || {
+        cap_to_fit(&value, max_bytes, |v| {
+            let mut marked = v.clone();
+            let mut note = paged_note.clone();
+            if let Value::Object(map) = &mut marked {
+                map.insert("truncated".to_string(), Value::Bool(true));
+                if let Some((cursor, sentence)) = resume(v) {
+                    map.insert("nextCursor".to_string(), Value::String(cursor));
+                    note.insert_str(note.len() - 1, &sentence);
+                }
+            }
+            assemble(marked, &[], Some(&note))
         })
     };
-    match chain(true) {
-        Some(r) if list_emptied(&r) => chain(false).or(Some(r)),
-        other => other.or_else(|| chain(false)),
-    }
-    .unwrap_or_else(|| {
-        CallToolResult::error(vec![ContentBlock::text(format!(
-            "The result ({whole_size} bytes) does not fit the server's limit of {max_bytes} \
+    produced
+        .paging
+        .as_ref()
+        .and_then(|_| capped())
+        .or_else(|| chain(true))
+        .or_else(|| chain(false))
+        .unwrap_or_else(|| {
+            CallToolResult::error(vec![ContentBlock::text(format!(
+                "The result ({whole_size} bytes) does not fit the server's limit of {max_bytes} \
                  bytes even when cut. The call itself was carried out; ask for less (e.g. a \
                  smaller limit) or read one item at a time."
-        ))])
-    })
+            ))])
+        })
+}
+
+/// The JSON size, in bytes, of the result [`render`] sends uncut for `value` and `links`, plus
+/// the room kept for what rmcp adds after it is measured ([`ENVELOPE`]): a tool that sizes its
+/// own parts (`get_note`) keeps this within `GATEHOUSE_MAX_RESULT_BYTES`, so they are never cut.
+pub fn sent_size(value: &Value, links: &[Link]) -> usize {
+    let blocks: Vec<ContentBlock> = links.iter().cloned().map(link_block).collect();
+    size(&assemble(value.clone(), &blocks, None)) + ENVELOPE
+}
+
+/// The bytes one character of a string member adds to [`sent_size`]: its JSON escape in the
+/// structured copy plus the escape of that escape in the text copy — 2 for most ASCII, 5 for a
+/// line break or tab, 6 for `"` and `\`, twice its UTF-8 length for other characters (8 at
+/// most for printable text; 13 for other control characters).
+pub fn char_cost(c: char) -> usize {
+    let mut buf = [0u8; 4];
+    let once = serde_json::to_string(c.encode_utf8(&mut buf) as &str).unwrap_or_default();
+    let twice = serde_json::to_string(&once).unwrap_or_default();
+    // `once` is quoted (2 bytes); `twice` holds those quotes escaped (4) and its own (2).
+    once.len().saturating_sub(2) + twice.len().saturating_sub(6)
 }
 
 /// Longest link name kept in a cut result, in characters.
@@ -564,25 +699,31 @@ fn cut_document(
     let build = |v: &Value| json_contents(uri, v);
     let whole = build(&value);
     let whole_size = size(&whole);
-    if whole_size <= max_bytes {
+    // A paged document reaches here with its list cut to one item, which must name the page
+    // after it even when it fits.
+    if whole_size + ENVELOPE <= max_bytes && paged.is_none() {
         return whole;
     }
     drop(whole);
-    let notice = format!(
-        "This document was cut to fit {max_bytes} bytes (it was {whole_size}): the last list \
-         items and the end of long texts are missing. {rest}"
-    );
+    // A page whose one item is cut is already short of room: its notice is short too.
+    let notice = if paged.is_some() {
+        format!("Texts cut to fit {max_bytes} bytes. {rest}")
+    } else {
+        format!(
+            "This document was cut to fit {max_bytes} bytes (it was {whole_size}): the last \
+             list items and the end of long texts are missing. {rest}"
+        )
+    };
     let mark = |v: &Value, notice: &str| {
         let mut marked = v.clone();
-        let mut notice = notice.to_string();
+        let notice = notice.to_string();
         if let Some((path, total, next_page)) = paged {
             let mut probe = v.clone();
-            let kept = list_at(&mut probe, path).map_or(0, |l| l.len());
-            if kept > 0 && kept < total {
+            // Past the first item even if the cut could not keep it, so paging moves on.
+            // (`next_page` speaks for itself: the page has no room for a sentence about it.)
+            let kept = list_at(&mut probe, path).map_or(0, |l| l.len()).max(1);
+            if kept < total {
                 let next = next_page(kept);
-                notice.push_str(&format!(
-                    " Read the resource {next} for the items after these."
-                ));
                 if let Value::Object(map) = &mut marked {
                     map.insert("next_page".to_string(), Value::String(next));
                 }
@@ -602,7 +743,7 @@ fn cut_document(
     .unwrap_or_else(|| {
         let empty = Value::Object(serde_json::Map::new());
         let out = mark(&empty, &notice);
-        if size(&out) <= max_bytes {
+        if size(&out) + ENVELOPE <= max_bytes {
             out
         } else {
             mark(
@@ -628,7 +769,7 @@ pub fn resource_document_pages(
 ) -> ReadResourceResult {
     let build = |v: &Value| json_contents(uri, v);
     let whole = build(&value);
-    if size(&whole) <= max_bytes {
+    if size(&whole) + ENVELOPE <= max_bytes {
         return whole;
     }
     drop(whole);
@@ -636,28 +777,62 @@ pub fn resource_document_pages(
     if let Some(list) = list_at(&mut value, path) {
         total = list.len();
     }
-    let continued = |mut v: Value, kept: usize| {
+    let list = path.join(".");
+    let continued = |mut v: Value, kept: usize, short: bool| {
         let next = next_page(kept);
+        let notice = if short {
+            format!(
+                "Cut to fit {max_bytes} bytes: the first {kept} of {total} {list}. Read \
+                 {next} for the rest."
+            )
+        } else {
+            format!(
+                "This document was cut to fit {max_bytes} bytes: it holds the first {kept} of \
+                 these {total} items of {list}, whole. Read the resource {next} for the items \
+                 after them; repeat while a next_page is given."
+            )
+        };
         if let Value::Object(map) = &mut v {
             map.insert("truncated".to_string(), Value::Bool(true));
-            map.insert("next_page".to_string(), Value::String(next.clone()));
-            map.insert(
-                "truncation_notice".to_string(),
-                Value::String(format!(
-                    "This document was cut to fit {max_bytes} bytes: it holds the first {kept} of \
-                     these {total} items of {list}, whole. Read the resource {next} for the \
-                     items after them; repeat while a next_page is given.",
-                    list = path.join(".")
-                )),
-            );
+            map.insert("truncation_notice".to_string(), Value::String(notice));
+            map.insert("next_page".to_string(), Value::String(next));
         }
         build(&v)
     };
-    if let Some((out, _)) = keep_whole_items(&value, path, max_bytes, continued) {
+    // As many whole items as fit with the long notice or the short one (at the lowest limits
+    // the notice takes the room of whole items): the one keeping more wins, the long on a tie.
+    let long = keep_whole_items(&value, path, max_bytes, |v, k| continued(v, k, false));
+    let short = keep_whole_items(&value, path, max_bytes, |v, k| continued(v, k, true));
+    let best = match (long, short) {
+        (Some(l), Some(s)) if s.1 > l.1 => Some(s),
+        (Some(l), _) => Some(l),
+        (None, s) => s,
+    };
+    if let Some((out, _)) = best {
         return out;
     }
-    // The first item alone does not fit: texts are cut, and next_page follows what is kept.
-    cut_document(uri, value, max_bytes, rest, Some((path, total, &next_page)))
+    // The first item alone does not fit: it is the one item kept, its texts cut, and
+    // next_page points past it.
+    if let Some(list) = list_at(&mut value, path) {
+        list.truncate(1);
+    }
+    let notice = format!("Texts cut to fit {max_bytes} bytes. {rest}");
+    let next = (total > 1).then(|| next_page(1));
+    cap_to_fit(&value, max_bytes, |v| {
+        let mut marked = v.clone();
+        if let Value::Object(map) = &mut marked {
+            map.insert("truncated".to_string(), Value::Bool(true));
+            map.insert(
+                "truncation_notice".to_string(),
+                Value::String(notice.clone()),
+            );
+            if let Some(next) = &next {
+                map.insert("next_page".to_string(), Value::String(next.clone()));
+            }
+        }
+        build(&marked)
+    })
+    .unwrap_or_else(|| cut_document(uri, value, max_bytes, rest, Some((path, total, &next_page))))
 }
 
 #[cfg(test)]
@@ -1002,6 +1177,187 @@ mod tests {
         })
     }
 
+    const PROJECT: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+
+    /// The `k`-th id, as the server mints them.
+    fn uuid(k: usize) -> String {
+        format!("3f1c2b9e-7d4a-4c8e-9b1a-{k:012}")
+    }
+
+    /// The page of `search_notes` holding the hits from `offset` on (as the tool builds it,
+    /// with a link per hit), continued at `offset + kept`.
+    fn search_page(hits: &[Value], offset: usize) -> Produced {
+        let paging = crate::mcp::catalog::Paging {
+            list: "results",
+            // As long as the real cursors (base64url of the offset, end and fingerprint).
+            resume: std::sync::Arc::new(move |kept| format!("{:038}", offset + kept)),
+        };
+        Produced {
+            value: json!({"project_id": PROJECT, "query": "q", "results": hits[offset..]}),
+            links: hits[offset..]
+                .iter()
+                .map(|h| Link {
+                    uri: h["uri"].as_str().unwrap().into(),
+                    name: h["title"].as_str().unwrap().into(),
+                })
+                .collect(),
+            paging: Some((paging, "search_notes")),
+        }
+    }
+
+    /// Pages through `hits` at `max` as a client does: every page fits and moves on, a page
+    /// holds whole hits unless its one hit alone cannot fit (then its ids are whole), and the
+    /// hits come back once each, in order. The number of pages.
+    fn page_search(hits: &[Value], max: usize) -> usize {
+        let (mut offset, mut pages, mut ids) = (0, 0, Vec::new());
+        loop {
+            let r = render(Ok(search_page(hits, offset)), max);
+            let sent = serde_json::to_string(&r).unwrap().len();
+            assert!(sent <= max, "page of {sent} bytes > {max}");
+            let sc = r.structured_content.unwrap();
+            let kept = sc["results"].as_array().unwrap();
+            for (i, hit) in kept.iter().enumerate() {
+                let original = &hits[offset + i];
+                if kept.len() > 1 || hit == original {
+                    assert_eq!(hit, original, "whole hits");
+                } else {
+                    assert_eq!(hit["id"], original["id"]);
+                    assert_eq!(hit["uri"], original["uri"]);
+                    assert_eq!(sc["truncated"], true);
+                }
+                ids.push(hit["id"].clone());
+            }
+            pages += 1;
+            match sc.get("nextCursor").and_then(Value::as_str) {
+                Some(next) => {
+                    let next: usize = next.parse().unwrap();
+                    assert!(!kept.is_empty(), "a page with a cursor holds a hit");
+                    assert_eq!(next, offset + kept.len(), "the cursor follows the page");
+                    offset = next;
+                }
+                None => break,
+            }
+        }
+        let all: Vec<Value> = hits.iter().map(|h| h["id"].clone()).collect();
+        assert_eq!(ids, all, "every hit once, in order, at {max}");
+        pages
+    }
+
+    fn hit(k: usize, title: &str, snippet: &str) -> Value {
+        json!({
+            "id": uuid(k),
+            "title": title,
+            "snippet": snippet,
+            "uri": format!("gatehouse://projects/{PROJECT}/notes/{}", uuid(k)),
+        })
+    }
+
+    /// The export job's resource from note `from` on, as the resource reader builds it.
+    fn export_page(notes: &[Value], from: usize, max: usize) -> ReadResourceResult {
+        let base = "gatehouse://jobs/export/9e0f1a2b-3c4d-4a6b-8c7d-0a1b2c3d4e5f";
+        let mut document = json!({
+            "project_id": PROJECT, "exported_at": 1_700_000_000, "notes": notes[from..],
+        });
+        if from > 0 {
+            document["notes_from"] = json!(from);
+        }
+        let value = json!({
+            "kind": "export", "id": "9e0f1a2b-3c4d-4a6b-8c7d-0a1b2c3d4e5f",
+            "status": "completed", "project_id": PROJECT, "created_at": 1_700_000_000,
+            "finished_at": 1_700_000_001, "note_count": notes.len(), "resource": base,
+            "document": document,
+        });
+        let uri = if from > 0 {
+            format!("{base}?from={from}")
+        } else {
+            base.to_string()
+        };
+        resource_document_pages(
+            &uri,
+            value,
+            max,
+            "Read the note whole with get_note.",
+            &["document", "notes"],
+            |k| format!("{base}?from={}", from + k),
+        )
+    }
+
+    /// Reads the export page by page at `max`: every page fits and moves on, whole notes
+    /// except a note that alone cannot fit (alone on its page, ids whole), every note once in
+    /// order. The number of pages.
+    fn page_export(notes: &[Value], max: usize) -> usize {
+        let (mut from, mut pages, mut ids) = (0, 0, Vec::new());
+        loop {
+            let r = export_page(notes, from, max);
+            assert!(size(&r) <= max, "page of {} bytes > {max}", size(&r));
+            let d = document_of(&r);
+            let kept = d["document"]["notes"].as_array().unwrap();
+            for (i, note) in kept.iter().enumerate() {
+                let original = &notes[from + i];
+                if kept.len() > 1 || note == original {
+                    assert_eq!(note, original, "whole notes");
+                } else {
+                    assert_eq!(note["id"], original["id"]);
+                }
+                ids.push(note["id"].clone());
+            }
+            pages += 1;
+            match d.get("next_page").and_then(Value::as_str) {
+                Some(next) => {
+                    let (_, n) = next.split_once("?from=").unwrap();
+                    let n: usize = n.parse().unwrap();
+                    assert!(!kept.is_empty(), "a page with a next_page holds a note");
+                    assert_eq!(n, from + kept.len(), "next_page follows the page");
+                    // A page of whole notes names the next page in its notice too.
+                    let notice = d["truncation_notice"].as_str().unwrap();
+                    assert!(kept.len() == 1 || notice.contains(next), "{notice}");
+                    from = n;
+                }
+                None => break,
+            }
+        }
+        let all: Vec<Value> = notes.iter().map(|n| n["id"].clone()).collect();
+        assert_eq!(ids, all, "every note once, in order, at {max}");
+        pages
+    }
+
+    fn export_note(k: usize, title: &str, body: &str, tags: &[String]) -> Value {
+        json!({
+            "id": uuid(k), "title": title, "body": body, "tags": tags,
+            "created_at": 1_700_000_000, "updated_at": 1_700_000_000,
+        })
+    }
+
+    /// The issue's case at the lowest bound: 12 hits and 12 notes page to the end (before: one
+    /// hit and no cursor; no note and no `next_page`).
+    #[test]
+    fn twelve_hits_and_twelve_notes_page_to_the_end_at_the_lowest_bound() {
+        let hits: Vec<Value> = (0..12)
+            .map(|k| {
+                hit(
+                    k,
+                    &format!("Alpha {k:03}"),
+                    &format!("alpha note {k}: lorem ipsum dolor sit amet"),
+                )
+            })
+            .collect();
+        assert_eq!(page_search(&hits, 1024), 12);
+        let notes: Vec<Value> = (0..12)
+            .map(|k| {
+                export_note(
+                    k,
+                    &format!("Alpha {k:03}"),
+                    &"lorem ipsum ".repeat(25),
+                    &[format!("t{k}")],
+                )
+            })
+            .collect();
+        assert_eq!(page_export(&notes, 1024), 12);
+        // Short notes share pages.
+        let notes: Vec<Value> = (0..12).map(|k| export_note(k, "A", "b", &[])).collect();
+        assert!(page_export(&notes, 1024) < 12);
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(128))]
 
@@ -1024,6 +1380,27 @@ mod tests {
             let n = size(&r);
             prop_assert!(n <= max, "resource {} > {}", n, max);
             document_of(&r);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// Every bound from the lowest up, multibyte and escaped texts: search results and the
+        /// export document page to the end and reassemble exactly.
+        #[test]
+        fn search_and_export_reassemble_exactly_at_every_bound(
+            items in proptest::collection::vec(
+                ("[a-zé😀 \"]{1,200}", "[a-z \n\"\\\\é€😀]{0,600}",
+                 proptest::collection::vec("[a-z😀]{1,40}", 0..=3)),
+                0..=30,
+            ),
+            max in prop_oneof![Just(1024usize), 1024usize..4096, 1024usize..=70_000],
+        ) {
+            let hits: Vec<Value> = items.iter().enumerate().map(|(k, (t, b, _))| hit(k, t, b)).collect();
+            page_search(&hits, max);
+            let notes: Vec<Value> = items.iter().enumerate().map(|(k, (t, b, tags))| export_note(k, t, b, tags)).collect();
+            page_export(&notes, max);
         }
     }
 }

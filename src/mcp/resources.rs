@@ -311,10 +311,8 @@ pub async fn read(
                 job: JobView,
                 document: Option<serde_json::Value>,
             }
-            let rest = format!(
-                "note_count is the number of notes exported. Read the notes one at a time with get_note (project_id \"{}\" and the note ids, or search_notes to find them), or as the resources gatehouse://projects/{}/notes/{{note_id}}.",
-                job.project_id, job.project_id
-            );
+            // Said only when one note alone does not fit a page: short, the page has no room.
+            let rest = "Read the note whole with get_note.".to_string();
             let view = JobView::from(&job);
             let result = job.result;
             let from = from.unwrap_or(0);

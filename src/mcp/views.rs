@@ -63,16 +63,6 @@ pub struct NoteView {
     pub updated_at: i64,
     /// MCP resource URI of the note.
     pub uri: String,
-    /// Set when `body` holds only part of the text (`get_note` pages a text too long for one
-    /// result): the character offset in the whole text where `body` starts.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub body_from: Option<usize>,
-    /// Set when the text continues after `body`: call `get_note` again with this `body_from`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_body_from: Option<usize>,
-    /// Set with `body_from`: the length of the whole text, in characters.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub body_chars: Option<usize>,
 }
 
 impl From<Note> for NoteView {
@@ -86,9 +76,6 @@ impl From<Note> for NoteView {
             tags: n.tags,
             created_at: n.created_at,
             updated_at: n.updated_at,
-            body_from: None,
-            next_body_from: None,
-            body_chars: None,
         }
     }
 }

@@ -11,6 +11,7 @@ use base64::Engine;
 use super::OAuthError;
 use super::clients::{ClientLookupError, FetchFor};
 use crate::domain::client::ClientId;
+use crate::domain::client_assertion::PRIVATE_KEY_JWT;
 use crate::domain::secret::{Secret, constant_time_eq};
 use crate::request_body::declared_over;
 use crate::state::AppState;
@@ -170,8 +171,9 @@ pub fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>
 /// Authenticates the calling client with any method the metadata advertises (RFC 8414 §2
 /// `*_endpoint_auth_methods_supported`): a client that was issued a secret presents it with
 /// `client_secret_basic` (which RFC 6749 §2.3.1 requires the server to accept from every such
-/// client, whatever it registered) or `client_secret_post`; a public client sends only its
-/// `client_id` (`none`). Secrets are compared as SHA-256 digests in constant time.
+/// client, whatever it registered) or `client_secret_post`; a `private_key_jwt` client sends a
+/// signed assertion ([`super::client_assertion::authenticate`]); a public client sends only
+/// its `client_id` (`none`). Secrets are compared as SHA-256 digests in constant time.
 ///
 /// Returns the client and the validation-cache ticket it was looked up with
 /// ([`ClientResolver::lookup_ticketed`](super::clients::ClientResolver::lookup_ticketed)).
@@ -192,6 +194,14 @@ pub async fn authenticate_client(
 ) -> Result<(ClientRecord, CacheTicket), OAuthError> {
     let basic = basic_credentials(headers)?;
     let used_basic = basic.is_some();
+    if params.contains_key("client_assertion") || params.contains_key("client_assertion_type") {
+        if used_basic || params.contains_key("client_secret") {
+            return Err(OAuthError::InvalidRequest(
+                "use one client authentication method, not two".into(),
+            ));
+        }
+        return super::client_assertion::authenticate(app, params, for_whom).await;
+    }
     let (client_id, secret, method) = match basic {
         Some((id, secret)) => {
             if params.contains_key("client_secret") {
@@ -238,6 +248,11 @@ pub async fn authenticate_client(
         Err(e @ ClientLookupError::Throttled(_)) => return Err(fail(&e.to_string())),
         Err(ClientLookupError::Store(e)) => return Err(e.into()),
     };
+    if client.token_endpoint_auth_method == PRIVATE_KEY_JWT {
+        return Err(fail(
+            "this client authenticates with private_key_jwt: send client_assertion_type and client_assertion",
+        ));
+    }
     let confidential = client.client_secret_hash.is_some();
     if confidential != (method != "none") {
         return Err(fail(&if confidential {

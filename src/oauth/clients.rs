@@ -24,6 +24,7 @@ use crate::domain::cimd::{
     validate_document,
 };
 use crate::domain::client::ClientId;
+use crate::domain::client_assertion::validate_jwks_uri;
 use crate::store::auth_cache::CacheTicket;
 use crate::store::limits::{Admission, Limit};
 use crate::store::oauth::ClientRecord;
@@ -38,12 +39,23 @@ pub struct Fetched {
     pub cache_control: Option<String>,
 }
 
-/// Fetches client metadata documents. The real one is [`HttpsFetcher`]; tests supply their own.
+/// Fetches client metadata documents and clients' key sets. The real one is
+/// [`HttpsFetcher`]; tests supply their own.
 #[async_trait]
 pub trait MetadataFetcher: Send + Sync + 'static {
     /// Fetches `url` (already validated by [`validate_client_id_url`]).
     async fn fetch(&self, url: &Url) -> Result<Fetched, CimdError>;
+
+    /// Fetches a client's JSON Web Key Set at `url` (its `jwks_uri`, already validated by
+    /// [`validate_jwks_uri`]), with the same protections as [`MetadataFetcher::fetch`]. By
+    /// default the same fetch.
+    async fn fetch_jwks(&self, url: &Url) -> Result<Fetched, CimdError> {
+        self.fetch(url).await
+    }
 }
+
+/// Largest key set fetched from a `jwks_uri`, in bytes (a few RSA keys fit many times over).
+pub const MAX_JWKS_BYTES: usize = 64 * 1024;
 
 /// Fetches over HTTPS with a 5-second budget, no redirects, a 5 KiB cap, and only after every
 /// address the host resolves to has been checked against [`is_forbidden_ip`]; the connection is
@@ -56,16 +68,24 @@ pub struct HttpsFetcher;
 #[async_trait]
 impl MetadataFetcher for HttpsFetcher {
     async fn fetch(&self, url: &Url) -> Result<Fetched, CimdError> {
-        let result = self.fetch_inner(url).await;
+        let result = self.fetch_inner(url, MAX_DOCUMENT_BYTES).await;
         if let Err(CimdError::Fetch(detail) | CimdError::Unavailable(detail)) = &result {
             tracing::warn!(client_id = %url, detail = %detail, "client metadata document fetch failed");
+        }
+        result
+    }
+
+    async fn fetch_jwks(&self, url: &Url) -> Result<Fetched, CimdError> {
+        let result = self.fetch_inner(url, MAX_JWKS_BYTES).await;
+        if let Err(CimdError::Fetch(detail) | CimdError::Unavailable(detail)) = &result {
+            tracing::warn!(jwks_uri = %url, detail = %detail, "client key set fetch failed");
         }
         result
     }
 }
 
 impl HttpsFetcher {
-    async fn fetch_inner(&self, url: &Url) -> Result<Fetched, CimdError> {
+    async fn fetch_inner(&self, url: &Url, max_bytes: usize) -> Result<Fetched, CimdError> {
         let host = url
             .host_str()
             .ok_or(CimdError::BadUrl("it has no host"))?
@@ -127,9 +147,9 @@ impl HttpsFetcher {
             .map_err(|e| CimdError::Unavailable(e.without_url().to_string()))?
         {
             body.extend_from_slice(&chunk);
-            if body.len() > MAX_DOCUMENT_BYTES {
+            if body.len() > max_bytes {
                 return Err(CimdError::Fetch(format!(
-                    "the document is larger than {MAX_DOCUMENT_BYTES} bytes"
+                    "the document is larger than {max_bytes} bytes"
                 )));
             }
         }
@@ -173,7 +193,23 @@ pub enum FetchFor {
 pub struct ClientResolver {
     fetcher: Arc<dyn MetadataFetcher>,
     cache: Mutex<HashMap<String, (ClientRecord, Instant)>>,
+    key_sets: Mutex<HashMap<String, CachedKeySet>>,
 }
+
+/// A fetched key set: its text, until when it may be used, and when a `kid` it lacked last
+/// made it be fetched again.
+#[derive(Debug, Clone)]
+struct CachedKeySet {
+    body: Arc<Vec<u8>>,
+    until: Instant,
+    refreshed: Option<Instant>,
+}
+
+/// Shortest time between two fetches of one `jwks_uri` asked for by unknown `kid`s, so that
+/// assertions naming made-up keys cannot make the server fetch without end.
+pub const JWKS_REFETCH_INTERVAL: Duration = Duration::from_secs(30);
+/// Most key sets kept in memory at once.
+pub const MAX_CACHED_KEY_SETS: usize = 1_000;
 
 /// Keeps `record` for `ttl` in `cache`, pruning expired documents when the cache is full; a
 /// cache still full of live documents keeps what it has (the next use fetches again).
@@ -204,7 +240,51 @@ impl ClientResolver {
         Self {
             fetcher,
             cache: Mutex::new(HashMap::new()),
+            key_sets: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The key set (JSON text) at `jwks_uri`: the cached one while its HTTP lifetime lasts
+    /// ([`cache_lifetime`]; a response that forbids caching is kept for
+    /// [`JWKS_REFETCH_INTERVAL`]), else fetched through the same protected fetcher as
+    /// metadata documents. `refresh` (a `kid` the cached set lacks: the client rotated its
+    /// keys) fetches again, unless another `kid` did less than [`JWKS_REFETCH_INTERVAL`] ago.
+    /// Errors are never cached.
+    ///
+    /// Errors: [`CimdError::BadUrl`] for a `jwks_uri` that is not an https URL, else the
+    /// fetcher's ([`CimdError::is_temporary`] tells a failure for now).
+    pub async fn key_set(&self, jwks_uri: &str, refresh: bool) -> Result<Arc<Vec<u8>>, CimdError> {
+        let url = validate_jwks_uri(jwks_uri).map_err(CimdError::BadUrl)?;
+        let now = Instant::now();
+        let mut refreshed = None;
+        if let Some(cached) = self.key_sets.lock().expect("key set lock").get(jwks_uri) {
+            let refreshed_lately = cached
+                .refreshed
+                .is_some_and(|at| now.duration_since(at) < JWKS_REFETCH_INTERVAL);
+            if (!refresh && cached.until > now) || (refresh && refreshed_lately) {
+                return Ok(cached.body.clone());
+            }
+            refreshed = if refresh { Some(now) } else { cached.refreshed };
+        }
+        let fetched = self.fetcher.fetch_jwks(&url).await?;
+        let body = Arc::new(fetched.body);
+        let until =
+            now + cache_lifetime(fetched.cache_control.as_deref()).unwrap_or(JWKS_REFETCH_INTERVAL);
+        let mut sets = self.key_sets.lock().expect("key set lock");
+        if sets.len() >= MAX_CACHED_KEY_SETS && !sets.contains_key(jwks_uri) {
+            sets.retain(|_, c| c.until > now);
+        }
+        if sets.len() < MAX_CACHED_KEY_SETS || sets.contains_key(jwks_uri) {
+            sets.insert(
+                jwks_uri.to_string(),
+                CachedKeySet {
+                    body: body.clone(),
+                    until,
+                    refreshed,
+                },
+            );
+        }
+        Ok(body)
     }
 
     /// The client for `client_id`: `Ok(None)` when no such registered client exists. A
@@ -275,7 +355,7 @@ impl ClientResolver {
         let record = ClientRecord {
             client_id: client_id.to_string(),
             client_secret_hash: None,
-            token_endpoint_auth_method: "none".into(),
+            token_endpoint_auth_method: meta.token_endpoint_auth_method,
             client_name: Some(meta.client_name),
             redirect_uris: meta.redirect_uris,
             grant_types: vec!["authorization_code".into(), "refresh_token".into()],

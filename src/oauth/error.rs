@@ -127,6 +127,11 @@ impl IntoResponse for OAuthError {
                 HeaderValue::from_static("Basic realm=\"gatehouse\""),
             );
         }
+        if let OAuthError::TemporarilyUnavailable = self {
+            // Only the store's unavailability becomes this code.
+            r.extensions_mut()
+                .insert(crate::metrics::Unavailable::Database);
+        }
         r
     }
 }

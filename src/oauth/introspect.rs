@@ -38,7 +38,7 @@ pub async fn introspect(
         ticket,
     }: ClientForm,
 ) -> Result<impl IntoResponse, OAuthError> {
-    if !client.can_introspect || client.client_secret_hash.is_none() {
+    if !client.can_introspect || !client.is_confidential() {
         return Err(OAuthError::UnauthorizedClient(
             "this client is not allowed to introspect tokens".into(),
         ));

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::OAuthError;
 use crate::config::Config;
+use crate::domain::client_assertion::SIGNING_ALGS;
 use crate::domain::scope::Scope;
 use crate::state::AppState;
 use crate::store::resources::ResourceRecord;
@@ -38,8 +39,20 @@ pub fn permits_grant(registered: &[String], grant: &str) -> bool {
     effective_grant_types(registered).iter().any(|g| g == grant)
 }
 
-/// The client authentication methods the token endpoint accepts.
-pub const AUTH_METHODS: [&str; 3] = ["none", "client_secret_basic", "client_secret_post"];
+/// The client authentication methods the token endpoint accepts (`private_key_jwt`: RFC 7523
+/// §2.2, `OpenID` Connect Core §9).
+pub const AUTH_METHODS: [&str; 4] = [
+    "none",
+    "client_secret_basic",
+    "client_secret_post",
+    "private_key_jwt",
+];
+/// The methods of confidential clients, accepted at the introspection endpoint.
+pub const CONFIDENTIAL_AUTH_METHODS: [&str; 3] = [
+    "client_secret_basic",
+    "client_secret_post",
+    "private_key_jwt",
+];
 
 /// The authorization-server metadata document (RFC 8414 §2). `issuer` is byte-identical to
 /// the configured issuer (§3.3), and only what the server accepts is advertised.
@@ -57,6 +70,8 @@ pub struct AuthorizationServerMetadata {
     pub revocation_endpoint: String,
     /// RFC 7662 §2.
     pub introspection_endpoint: String,
+    /// The JWK Set of the keys JWT access tokens (RFC 9068) are signed with (RFC 8414 §2).
+    pub jwks_uri: String,
     /// Only `code`.
     pub response_types_supported: [&'static str; 1],
     /// Only `query`.
@@ -66,11 +81,17 @@ pub struct AuthorizationServerMetadata {
     /// Only `S256` (RFC 7636 §4.2).
     pub code_challenge_methods_supported: [&'static str; 1],
     /// [`AUTH_METHODS`].
-    pub token_endpoint_auth_methods_supported: [&'static str; 3],
+    pub token_endpoint_auth_methods_supported: [&'static str; 4],
+    /// The algorithms of `private_key_jwt` assertions ([`SIGNING_ALGS`]).
+    pub token_endpoint_auth_signing_alg_values_supported: [&'static str; 4],
     /// [`AUTH_METHODS`].
-    pub revocation_endpoint_auth_methods_supported: [&'static str; 3],
-    /// Confidential clients only.
-    pub introspection_endpoint_auth_methods_supported: [&'static str; 2],
+    pub revocation_endpoint_auth_methods_supported: [&'static str; 4],
+    /// [`SIGNING_ALGS`].
+    pub revocation_endpoint_auth_signing_alg_values_supported: [&'static str; 4],
+    /// Confidential clients only ([`CONFIDENTIAL_AUTH_METHODS`]).
+    pub introspection_endpoint_auth_methods_supported: [&'static str; 3],
+    /// [`SIGNING_ALGS`].
+    pub introspection_endpoint_auth_signing_alg_values_supported: [&'static str; 4],
     /// [`Scope::ALL`], then every registered resource's scopes (each once).
     pub scopes_supported: Vec<String>,
     /// RFC 9207 §3.
@@ -92,16 +113,17 @@ impl AuthorizationServerMetadata {
             registration_endpoint: config.url("/oauth/register"),
             revocation_endpoint: config.url("/oauth/revoke"),
             introspection_endpoint: config.url("/oauth/introspect"),
+            jwks_uri: config.url("/oauth/jwks"),
             response_types_supported: ["code"],
             response_modes_supported: ["query"],
             grant_types_supported: SUPPORTED_GRANT_TYPES,
             code_challenge_methods_supported: ["S256"],
             token_endpoint_auth_methods_supported: AUTH_METHODS,
+            token_endpoint_auth_signing_alg_values_supported: SIGNING_ALGS,
             revocation_endpoint_auth_methods_supported: AUTH_METHODS,
-            introspection_endpoint_auth_methods_supported: [
-                "client_secret_basic",
-                "client_secret_post",
-            ],
+            revocation_endpoint_auth_signing_alg_values_supported: SIGNING_ALGS,
+            introspection_endpoint_auth_methods_supported: CONFIDENTIAL_AUTH_METHODS,
+            introspection_endpoint_auth_signing_alg_values_supported: SIGNING_ALGS,
             scopes_supported: Scope::ALL.iter().map(|s| s.as_str().to_string()).collect(),
             authorization_response_iss_parameter_supported: true,
             client_id_metadata_document_supported: true,

@@ -10,11 +10,13 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use crate::state::AppState;
 
 pub mod authorize;
+pub mod client_assertion;
 pub mod client_auth;
 pub mod clients;
 pub mod error;
 pub mod fallbacks;
 pub mod introspect;
+pub mod jwt;
 pub mod metadata;
 pub mod register;
 pub mod revoke;
@@ -46,7 +48,8 @@ pub fn router(state: AppState) -> Router {
         .route("/oauth/register", post(register::register))
         .route("/oauth/token", post(token::token))
         .route("/oauth/revoke", post(revoke::revoke))
-        .route("/oauth/introspect", post(introspect::introspect));
+        .route("/oauth/introspect", post(introspect::introspect))
+        .route("/oauth/jwks", get(jwt::jwks));
     // RFC 8414 §3.1: for an issuer with a path, the well-known segment goes before the path.
     let path = state.config.issuer_url.path().trim_end_matches('/');
     if !path.is_empty() {

@@ -14,6 +14,7 @@ use axum::body::Body;
 use axum::extract::State;
 
 use crate::client_addr::ClientAddr;
+use crate::domain::client_assertion::{PRIVATE_KEY_JWT, validate_jwks_uri, validate_public_jwks};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::de::Error as _;
@@ -101,7 +102,10 @@ async fn register_inner(
     let parsed = read_document(&bytes)?;
     let now = now();
     let client_id = format!("gc_{}", random_urlsafe(18));
-    let secret = (parsed.token_endpoint_auth_method != "none")
+    // A secret for the secret methods; `none` and `private_key_jwt` clients get none.
+    let secret = parsed
+        .token_endpoint_auth_method
+        .starts_with("client_secret_")
         .then(|| Secret::generate(TokenKind::ClientSecret));
 
     let mut echoed = Map::new();
@@ -290,6 +294,8 @@ pub struct RegistrationRequest {
     /// `contacts`.
     #[serde(deserialize_with = "string_list")]
     pub contacts: Option<Vec<String>>,
+    /// `jwks`: the client's public keys given inline (RFC 7591 §2), for `private_key_jwt`.
+    pub jwks: Option<Value>,
 }
 
 impl RegistrationRequest {
@@ -391,8 +397,24 @@ fn parse_metadata(req: &RegistrationRequest) -> Result<Parsed, OAuthError> {
         .unwrap_or_else(|| "client_secret_basic".to_string());
     if !super::metadata::AUTH_METHODS.contains(&token_endpoint_auth_method.as_str()) {
         return Err(bad(format!(
-            "token_endpoint_auth_method \"{token_endpoint_auth_method}\" is not supported (use none, client_secret_basic or client_secret_post)"
+            "token_endpoint_auth_method \"{token_endpoint_auth_method}\" is not supported (use none, client_secret_basic, client_secret_post or private_key_jwt)"
         )));
+    }
+    // RFC 7591 §2: `jwks_uri` and `jwks` MUST NOT both be present; `private_key_jwt` needs one.
+    let jwks = req.jwks.as_ref().filter(|v| !v.is_null());
+    if jwks.is_some() && req.jwks_uri.is_some() {
+        return Err(bad("send jwks_uri or jwks, not both"));
+    }
+    if let Some(uri) = &req.jwks_uri {
+        validate_jwks_uri(uri).map_err(bad)?;
+    }
+    if let Some(jwks) = jwks {
+        validate_public_jwks(jwks).map_err(bad)?;
+    }
+    if token_endpoint_auth_method == PRIVATE_KEY_JWT && jwks.is_none() && req.jwks_uri.is_none() {
+        return Err(bad(
+            "private_key_jwt needs the client's public keys: jwks_uri or jwks",
+        ));
     }
 
     let requested_grants = req
@@ -486,6 +508,9 @@ fn parse_metadata(req: &RegistrationRequest) -> Result<Parsed, OAuthError> {
         if !contacts.is_empty() {
             extra.push(("contacts".into(), json!(contacts)));
         }
+    }
+    if let Some(jwks) = jwks {
+        extra.push(("jwks".into(), jwks.clone()));
     }
     Ok(Parsed {
         redirect_uris,

@@ -20,15 +20,16 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 
-use super::OAuthError;
 use super::client_auth::ClientForm;
+use super::{OAuthError, jwt};
 use crate::client_addr::ClientAddr;
 use crate::domain::pkce::verify_s256;
 use crate::domain::refresh::{self, RefreshDecision};
+use crate::domain::registry::TokenFormat;
 use crate::domain::resource::ResourceIndicator;
 use crate::domain::scope::{Scope, ScopeSet, is_scope_token};
 use crate::domain::secret::TokenHash;
-use crate::domain::secret::{Secret, TokenKind};
+use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
 use crate::domain::successor;
 use crate::state::AppState;
 use crate::store::audit::AuditEvent;
@@ -117,27 +118,65 @@ async fn grant(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
     }
 }
 
+/// What the resource of a grant asks of the access tokens issued for it.
+struct Target {
+    /// Their lifetime, in seconds.
+    ttl: i64,
+    /// The key to sign them with when they are JWTs (RFC 9068); `None`: opaque.
+    jwt: Option<jwt::SigningKey>,
+}
+
+impl Target {
+    /// The access token for `account` and `client` with `scope` on `resource`, issued at
+    /// `now`: an opaque random string, or a signed JWT.
+    fn access_token(
+        &self,
+        ctx: &Ctx<'_>,
+        account: &str,
+        resource: &str,
+        scope: &str,
+    ) -> Result<Secret, OAuthError> {
+        let Some(key) = &self.jwt else {
+            return Ok(Secret::generate(TokenKind::AccessToken));
+        };
+        let claims = jwt::AccessClaims {
+            iss: &ctx.state.config.issuer,
+            sub: account,
+            aud: resource,
+            client_id: &ctx.client.client_id,
+            scope,
+            exp: ctx.now + self.ttl,
+            iat: ctx.now,
+            jti: random_urlsafe(16),
+        };
+        Ok(Secret::from_presented(jwt::sign(key, &claims)?))
+    }
+}
+
 /// RFC 8707 §2.2 on the token endpoint: a grant (code or refresh token) issued for `granted`
 /// (its resource) by `issuer` is redeemed only here if this server serves that resource (its
 /// own MCP endpoint, or a resource still registered), the `resource` parameter, when sent,
-/// names it, and this server is that issuer. Returns the lifetime of the access tokens for that
-/// resource, in seconds. The registry is read only for a registered resource's grant. Errors:
+/// names it, and this server is that issuer. Returns what that resource asks of its access
+/// tokens. The registry is read only for a registered resource's grant. Errors:
 /// `invalid_target` for another resource, `invalid_grant` for another issuer (`None` = a grant
 /// stored before issuers were recorded, judged by its resource alone).
 async fn check_target(
     ctx: &Ctx<'_>,
     granted: &str,
     issuer: Option<&str>,
-) -> Result<i64, OAuthError> {
+) -> Result<Target, OAuthError> {
     let config = &ctx.state.config;
     let asked = ctx.params.get("resource");
-    let ttl = if config.resource.matches(granted) {
+    let target = if config.resource.matches(granted) {
         if asked.is_some_and(|r| !config.resource.matches(r)) {
             return Err(OAuthError::InvalidTarget(format!(
                 "resource must be {granted}, the resource this grant was issued for"
             )));
         }
-        config.access_token_ttl_secs
+        Target {
+            ttl: config.access_token_ttl_secs,
+            jwt: None,
+        }
     } else {
         let Some(registered) = ctx.state.store.resource_by_url(granted).await? else {
             return Err(OAuthError::InvalidTarget(
@@ -152,14 +191,21 @@ async fn check_target(
                 "resource must be {granted}, the resource this grant was issued for"
             )));
         }
-        registered.token_ttl
+        let jwt = match registered.token_format {
+            TokenFormat::Jwt => Some(jwt::current_key(ctx.state, ctx.now).await?),
+            TokenFormat::Opaque => None,
+        };
+        Target {
+            ttl: registered.token_ttl,
+            jwt,
+        }
     };
     if issuer.is_some_and(|i| i != config.issuer) {
         return Err(OAuthError::InvalidGrant(
             "this grant was issued by another authorization server".into(),
         ));
     }
-    Ok(ttl)
+    Ok(target)
 }
 
 /// Audits a refused redemption or rotation and gives its `invalid_grant`.
@@ -182,17 +228,24 @@ async fn refused(
     OAuthError::InvalidGrant(format!("{}; authorize again", why.as_str()))
 }
 
-/// A new refresh and access token pair with `scope`, the access token lasting `ttl` seconds.
-fn new_pair(ctx: &Ctx<'_>, scope: &str, ttl: i64) -> (Secret, Secret, NewTokens) {
+/// A new refresh and access token pair for `account` on `resource` with `scope`, the access
+/// token made as `target` asks.
+fn new_pair(
+    ctx: &Ctx<'_>,
+    target: &Target,
+    account: &str,
+    resource: &str,
+    scope: &str,
+) -> Result<(Secret, Secret, NewTokens), OAuthError> {
     let refresh = Secret::generate(TokenKind::RefreshToken);
-    let access = Secret::generate(TokenKind::AccessToken);
+    let access = target.access_token(ctx, account, resource, scope)?;
     let tokens = NewTokens {
         refresh_hash: refresh.hash(),
         access_hash: access.hash(),
-        access_expires_at: ctx.now + ttl,
+        access_expires_at: ctx.now + target.ttl,
         scope: scope.to_string(),
     };
-    (refresh, access, tokens)
+    Ok((refresh, access, tokens))
 }
 
 fn response(refresh: &Secret, access: &Secret, ttl: i64, scope: &str) -> TokenResponse {
@@ -248,7 +301,7 @@ async fn audit(
 async fn client_credentials(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
     let store = &ctx.state.store;
     let client_id = &ctx.client.client_id;
-    if ctx.client.client_secret_hash.is_none() || !store.is_service_client(client_id).await? {
+    if !ctx.client.is_confidential() || !store.is_service_client(client_id).await? {
         return Err(OAuthError::UnauthorizedClient(
             "only service clients made with gatehouse client add --service may use client_credentials".into(),
         ));
@@ -347,13 +400,13 @@ fn invalid_code() -> OAuthError {
 
 /// The checks of an unused code against the token request (OAuth 2.1 §4.1.3): the redirect URI
 /// of the authorization request when one is sent, the resource and issuer it was issued for,
-/// the PKCE verifier (RFC 7636 §4.6), then its expiry. Returns the access-token lifetime of its
-/// resource ([`check_target`]).
+/// the PKCE verifier (RFC 7636 §4.6), then its expiry. Returns what its resource asks of its
+/// access tokens ([`check_target`]).
 async fn check_unused_code(
     ctx: &Ctx<'_>,
     record: &CodeRecord,
     verifier: Option<&str>,
-) -> Result<i64, OAuthError> {
+) -> Result<Target, OAuthError> {
     if let Some(uri) = ctx.params.get("redirect_uri")
         && uri != &record.redirect_uri
     {
@@ -361,7 +414,7 @@ async fn check_unused_code(
             "redirect_uri differs from the one in the authorization request".into(),
         ));
     }
-    let ttl = check_target(ctx, &record.resource, record.issuer.as_deref()).await?;
+    let target = check_target(ctx, &record.resource, record.issuer.as_deref()).await?;
     match verifier {
         None => {
             return Err(OAuthError::InvalidGrant(
@@ -379,7 +432,7 @@ async fn check_unused_code(
     if record.expires_at <= ctx.now {
         return Err(invalid_code());
     }
-    Ok(ttl)
+    Ok(target)
 }
 
 /// The `authorization_code` grant (OAuth 2.1 §4.1.3): the code is bound to the client, the
@@ -401,12 +454,21 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
         // The same answer as for an unknown code: a stolen code is not confirmed as real.
         return Err(invalid_code());
     }
-    // A used code is a replay: no token is issued, so its lifetime does not matter.
-    let ttl = match record.used_at {
+    // A used code is a replay: no token is issued, so its form does not matter.
+    let target = match record.used_at {
         None => check_unused_code(ctx, &record, verifier.map(String::as_str)).await?,
-        Some(_) => ctx.state.config.access_token_ttl_secs,
+        Some(_) => Target {
+            ttl: ctx.state.config.access_token_ttl_secs,
+            jwt: None,
+        },
     };
-    let (refresh, access, tokens) = new_pair(ctx, &record.scope, ttl);
+    let (refresh, access, tokens) = new_pair(
+        ctx,
+        &target,
+        &record.account_id,
+        &record.resource,
+        &record.scope,
+    )?;
     match ctx
         .state
         .store
@@ -424,7 +486,7 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
                 Some(&format!("resource={}", record.resource)),
             )
             .await;
-            Ok(response(&refresh, &access, ttl, &record.scope))
+            Ok(response(&refresh, &access, target.ttl, &record.scope))
         }
         Redeemed::Replayed { family_id } => {
             audit(
@@ -544,10 +606,10 @@ async fn refresh_token(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
         return Err(refresh_refused(ctx, &state, why).await);
     }
     // Validation comes before rotation, replay and reuse, and leaves the token as it is.
-    let ttl = check_target(ctx, &state.resource, state.issuer.as_deref()).await?;
+    let target = check_target(ctx, &state.resource, state.issuer.as_deref()).await?;
     let scope = refreshed_scope(ctx, &state.scope)?;
     if decision == RefreshDecision::Rotate {
-        match rotate(ctx, &hash, &state, presented, &scope, ttl).await? {
+        match rotate(ctx, &hash, &state, presented, &scope, &target).await? {
             Ok(pair) => return Ok(pair),
             Err(Rotation::Refused(why)) => decision = RefreshDecision::Refuse(why),
             Err(_) => {
@@ -580,9 +642,10 @@ async fn rotate(
     state: &RefreshState,
     presented: &str,
     scope: &str,
-    ttl: i64,
+    target: &Target,
 ) -> Result<Result<TokenResponse, Rotation>, OAuthError> {
-    let (refresh, access, tokens) = new_pair(ctx, scope, ttl);
+    let (refresh, access, tokens) =
+        new_pair(ctx, target, &state.account_id, &state.resource, scope)?;
     let sealed = successor::seal(
         presented,
         &serde_json::to_vec(&SealedPair {
@@ -611,7 +674,7 @@ async fn rotate(
         Some(&format!("resource={}", state.resource)),
     )
     .await;
-    Ok(Ok(response(&refresh, &access, ttl, scope)))
+    Ok(Ok(response(&refresh, &access, target.ttl, scope)))
 }
 
 /// Reuse of a rotated token: treated as theft, the family and its access tokens are revoked

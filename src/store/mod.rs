@@ -15,6 +15,7 @@ use sqlx::{AnyPool, Executor};
 use crate::domain::secret::TokenHash;
 
 pub mod accounts;
+pub mod assertions;
 pub mod audit;
 pub mod audit_query;
 pub mod auth_cache;
@@ -33,6 +34,7 @@ pub mod resources;
 pub mod rotations;
 pub mod services;
 pub mod sessions;
+pub mod signing_keys;
 pub mod sqlite;
 pub mod upstreams;
 pub mod urls;
@@ -851,6 +853,10 @@ impl Store {
             ),
             ("DELETE FROM setup_tokens WHERE expires_at < $1", expired),
             ("DELETE FROM signin_devices WHERE expires_at < $1", expired),
+            (
+                "DELETE FROM client_assertion_jtis WHERE expires_at < $1",
+                now,
+            ),
             (
                 "DELETE FROM authorization_requests WHERE expires_at < $1",
                 expired,

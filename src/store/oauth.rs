@@ -29,7 +29,8 @@ pub struct ClientRecord {
     /// SHA-256 of `client_secret`; `None` for public clients.
     #[sqlx(try_from = "StoredHash")]
     pub client_secret_hash: Option<TokenHash>,
-    /// `none`, `client_secret_basic` or `client_secret_post`.
+    /// `none`, `client_secret_basic`, `client_secret_post` or `private_key_jwt` (its keys
+    /// at `metadata.jwks_uri` or in `metadata.jwks`).
     #[sqlx(rename = "auth_method")]
     pub token_endpoint_auth_method: String,
     /// `client_name`, if given.
@@ -52,9 +53,19 @@ pub struct ClientRecord {
     pub created_at: i64,
 }
 
-/// The registered client whose `client_id` is `$1`: a [`ClientRecord`].
+impl ClientRecord {
+    /// Whether the client authenticates with a credential of its own: a secret
+    /// (`client_secret_basic`, `client_secret_post`) or a signed JWT (`private_key_jwt`).
+    pub fn is_confidential(&self) -> bool {
+        self.client_secret_hash.is_some()
+            || self.token_endpoint_auth_method == crate::domain::client_assertion::PRIVATE_KEY_JWT
+    }
+}
+
+/// The registered client whose `client_id` is `$1`, unless revoked (`gatehouse client
+/// revoke`): a [`ClientRecord`].
 const CLIENT_LOOKUP: &str = "SELECT client_id, client_secret_hash, auth_method, client_name, redirect_uris, grant_types, scope, \
-     metadata, can_introspect, created_at FROM oauth_clients WHERE client_id = $1";
+     metadata, can_introspect, created_at FROM oauth_clients WHERE client_id = $1 AND revoked_at IS NULL";
 
 impl FromSqliteRow for ClientRecord {
     const COLUMNS: &'static [&'static str] = &[
@@ -1090,11 +1101,13 @@ impl Store {
     pub async fn upsert_metadata_client(&self, c: &ClientRecord) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO oauth_clients (client_id, client_secret_hash, auth_method, client_name, redirect_uris, \
-             grant_types, scope, metadata, can_introspect, created_at) VALUES ($1, NULL, 'none', $2, $3, $4, NULL, $5, 0, $6) \
+             grant_types, scope, metadata, can_introspect, created_at) VALUES ($1, NULL, $2, $3, $4, $5, NULL, $6, 0, $7) \
              ON CONFLICT (client_id) DO UPDATE SET client_name = excluded.client_name, \
-             redirect_uris = excluded.redirect_uris, grant_types = excluded.grant_types, metadata = excluded.metadata",
+             redirect_uris = excluded.redirect_uris, grant_types = excluded.grant_types, metadata = excluded.metadata, \
+             auth_method = excluded.auth_method",
         )
         .bind(&c.client_id)
+        .bind(&c.token_endpoint_auth_method)
         .bind(&c.client_name)
         .bind(serde_json::to_string(&c.redirect_uris).unwrap_or_default())
         .bind(serde_json::to_string(&c.grant_types).unwrap_or_default())
@@ -1148,6 +1161,98 @@ impl Store {
         .bind(now)
         .fetch_optional(&self.writer())
         .await?)
+    }
+}
+
+/// A registered client as `gatehouse client list` shows it (never its secret).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ClientListing {
+    /// The `client_id`.
+    pub client_id: String,
+    /// Its `client_name`, if any.
+    pub client_name: Option<String>,
+    /// Its `token_endpoint_auth_method` (RFC 7591 §2): `none`, `client_secret_basic`,
+    /// `client_secret_post`.
+    pub auth_method: String,
+    /// Whether it is a service client (`client_credentials`, acting for one account).
+    #[sqlx(try_from = "Flag")]
+    pub service: bool,
+    /// Live consents (grants) given to it.
+    pub grants: i64,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// When it was revoked (Unix seconds), if it was.
+    pub revoked_at: Option<i64>,
+}
+
+/// What [`Store::revoke_client`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientRevocation {
+    /// Revoked now, with every grant it held.
+    Revoked,
+    /// It was revoked before.
+    AlreadyRevoked,
+    /// No client has this id.
+    NotFound,
+}
+
+impl Store {
+    /// Every registered client, newest first, with its count of live grants.
+    pub async fn clients(&self) -> Result<Vec<ClientListing>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT k.client_id AS client_id, k.client_name AS client_name, k.auth_method AS auth_method, \
+             EXISTS (SELECT 1 FROM service_clients s WHERE s.client_id = k.client_id) AS service, \
+             (SELECT COUNT(*) FROM consents c WHERE c.client_id = k.client_id AND c.revoked_at IS NULL) AS grants, \
+             k.created_at AS created_at, k.revoked_at AS revoked_at \
+             FROM oauth_clients k ORDER BY k.created_at DESC, k.client_id",
+        )
+        .fetch_all(&self.pool())
+        .await?)
+    }
+
+    /// Revokes a client for good, in one transaction: its lookup finds nothing from now on (the
+    /// authorization endpoint, the token endpoint and introspection refuse it as unknown), its
+    /// consents are revoked, its unused codes used up, and every token family and access token
+    /// issued to it revoked (RFC 7009 §2.1: revoking a grant ends its tokens).
+    pub async fn revoke_client(
+        &self,
+        client_id: &str,
+        now: i64,
+    ) -> Result<ClientRevocation, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let state: Option<Option<i64>> =
+            sqlx::query_scalar("SELECT revoked_at FROM oauth_clients WHERE client_id = $1")
+                .bind(client_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        match state {
+            None => {
+                tx.rollback().await?;
+                return Ok(ClientRevocation::NotFound);
+            }
+            Some(Some(_)) => {
+                tx.rollback().await?;
+                return Ok(ClientRevocation::AlreadyRevoked);
+            }
+            Some(None) => {}
+        }
+        for sql in [
+            "UPDATE oauth_clients SET revoked_at = $2 WHERE client_id = $1",
+            "UPDATE consents SET revoked_at = $2 WHERE client_id = $1 AND revoked_at IS NULL",
+            "UPDATE authorization_codes SET used_at = $2 WHERE client_id = $1 AND used_at IS NULL",
+            "UPDATE access_tokens SET revoked_at = $2 WHERE client_id = $1 AND revoked_at IS NULL",
+            "UPDATE token_families SET revoked_at = $2, revoked_reason = 'client revoked' \
+             WHERE client_id = $1 AND revoked_at IS NULL",
+        ] {
+            sqlx::query(sql)
+                .bind(client_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        self.auth_changed().await;
+        Ok(ClientRevocation::Revoked)
     }
 }
 

@@ -325,6 +325,54 @@ impl Store {
     }
 }
 
+/// A project as `gatehouse project list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ProjectListing {
+    /// Project id (UUID text).
+    #[sqlx(rename = "id")]
+    pub project_id: String,
+    /// Project name.
+    pub name: String,
+    /// The owner's email.
+    pub owner_email: String,
+    /// `active` or `archived`.
+    pub status: String,
+    /// How many members it has, the owner included.
+    pub members: i64,
+    /// Unix seconds.
+    pub created_at: i64,
+}
+
+impl Store {
+    /// Every project, oldest first; with `member`, only the projects that account belongs to.
+    pub async fn project_listing(
+        &self,
+        member: Option<&str>,
+    ) -> Result<Vec<ProjectListing>, StoreError> {
+        const ALL: &str = "SELECT p.id AS id, p.name AS name, a.email AS owner_email, p.status AS status, \
+             (SELECT COUNT(*) FROM memberships m WHERE m.project_id = p.id) AS members, \
+             p.created_at AS created_at \
+             FROM projects p JOIN accounts a ON a.id = p.owner_account_id";
+        const ORDER: &str = " ORDER BY p.created_at, p.id";
+        Ok(match member {
+            None => {
+                sqlx::query_as(&format!("{ALL}{ORDER}"))
+                    .fetch_all(&self.pool())
+                    .await?
+            }
+            Some(account_id) => {
+                sqlx::query_as(&format!(
+                    "{ALL} WHERE EXISTS (SELECT 1 FROM memberships m \
+                     WHERE m.project_id = p.id AND m.account_id = $1){ORDER}"
+                ))
+                .bind(account_id)
+                .fetch_all(&self.pool())
+                .await?
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::session::{csrf_token, keep_after_epoch, set_notice, signed_in, take_notice};
-use super::{CsrfForm, NoFields, render, retry_after, see_other};
+use super::{CsrfForm, NoFields, render, see_other};
 use crate::client_addr::ClientAddr;
 use crate::domain::account::validate_password;
 use crate::error::AppError;
@@ -125,7 +125,7 @@ pub async fn change_password(
         async move {
             let r = account_page(state, session, account, status, Some(&error), end_others).await?;
             if status == StatusCode::SERVICE_UNAVAILABLE {
-                return Ok(retry_after(r, crate::signin::BUSY_RETRY_AFTER_SECS));
+                return Ok(super::password_busy(r));
             }
             Ok::<_, AppError>(r)
         }

@@ -97,6 +97,14 @@ pub fn retry_after(mut response: Response, secs: impl Into<HeaderValue>) -> Resp
     response
 }
 
+/// `response` (a 503 page) as every password worker busy: `Retry-After` of
+/// [`crate::signin::BUSY_RETRY_AFTER_SECS`], counted as
+/// [`crate::metrics::Unavailable::PasswordWorkers`].
+pub fn password_busy(response: Response) -> Response {
+    crate::metrics::Unavailable::PasswordWorkers
+        .mark(retry_after(response, crate::signin::BUSY_RETRY_AFTER_SECS))
+}
+
 #[derive(Template)]
 #[template(path = "error.html")]
 struct ErrorPage<'a> {

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::session::PageCsrf;
-use super::{CsrfForm, PageQuery, error_page, render, retry_after, see_other};
+use super::{CsrfForm, PageQuery, error_page, render, see_other};
 use crate::domain::account::{Email, validate_password};
 use crate::domain::secret::Secret;
 use crate::error::AppError;
@@ -120,7 +120,7 @@ pub async fn submit(
                 })
                 .await?;
             if status == StatusCode::SERVICE_UNAVAILABLE {
-                return Ok(retry_after(r, crate::signin::BUSY_RETRY_AFTER_SECS));
+                return Ok(super::password_busy(r));
             }
             return Ok(r);
         }

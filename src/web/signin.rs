@@ -118,7 +118,7 @@ pub async fn submit(
     let Ok(slot) = state.passwords.try_reserve() else {
         signin::count("busy");
         let r = page(StatusCode::SERVICE_UNAVAILABLE, BUSY.to_string()).await?;
-        return Ok(retry_after(r, signin::BUSY_RETRY_AFTER_SECS));
+        return Ok(super::password_busy(r));
     };
     let password = form.password.clone();
     let attempt = signin::attempt(
@@ -152,7 +152,7 @@ pub async fn submit(
         }
         Attempt::Busy => {
             let r = page(StatusCode::SERVICE_UNAVAILABLE, BUSY.to_string()).await?;
-            return Ok(retry_after(r, signin::BUSY_RETRY_AFTER_SECS));
+            return Ok(super::password_busy(r));
         }
     };
     super::session::sign_in(&session, &verified.account).await?;
@@ -208,7 +208,7 @@ async fn refuse_unread(
     if state.passwords.is_full() {
         signin::count("busy");
         let r = page(StatusCode::SERVICE_UNAVAILABLE, BUSY.to_string()).await?;
-        return Ok(Some(retry_after(r, signin::BUSY_RETRY_AFTER_SECS)));
+        return Ok(Some(super::password_busy(r)));
     }
     if let Some(wait) = state
         .store

@@ -382,3 +382,100 @@ fn bad_metrics_address_stops_the_start() {
         "address and port",
     );
 }
+
+/// `gatehouse serve --help` lists every setting with its environment variable and, where it
+/// is a fixed value, its default (clap's `[env: …]` and `[default: …]`); a secret's value set
+/// in the environment is never shown; an option on the command line wins over the
+/// environment; a secret given as an option is refused without being echoed.
+#[test]
+fn serve_help_lists_every_variable_with_its_default_and_options_win() {
+    let r = run(
+        &["serve", "--help"],
+        &[
+            ("GATEHOUSE_SECRET_KEY", "sekrit-value-in-env"),
+            ("DATABASE_URL", "postgres://u:pw-in-env@db/x"),
+        ],
+        None,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let help = r.stdout.replace('\n', " ");
+    for variable in [
+        "MCP_SERVER_URL",
+        "GATEHOUSE_ISSUER",
+        "FRONTEND_URL",
+        "DATABASE_URL",
+        "GATEHOUSE_BIND",
+        "GATEHOUSE_METRICS_BIND",
+        "OPENAI_APPS_CHALLENGE",
+        "GATEHOUSE_OAUTH",
+        "GATEHOUSE_AUTH_CACHE",
+        "GATEHOUSE_LISTEN_DATABASE_URL",
+        "GATEHOUSE_ALLOWED_ORIGINS",
+        "GATEHOUSE_ACCESS_TOKEN_TTL",
+        "GATEHOUSE_REFRESH_GRACE_SECONDS",
+        "GATEHOUSE_MAX_RESULT_BYTES",
+        "GATEHOUSE_QUOTA_CALLS_PER_HOUR",
+        "GATEHOUSE_BOOTSTRAP_EMAIL",
+        "GATEHOUSE_BOOTSTRAP_PASSWORD",
+        "GATEHOUSE_LOG_FORMAT",
+        "GATEHOUSE_PASSWORD_WORKERS",
+        "GATEHOUSE_PASSWORD_QUEUE",
+        "GATEHOUSE_REGISTRATIONS_PER_HOUR",
+        "GATEHOUSE_REGISTRATION_BYTES_PER_HOUR",
+        "GATEHOUSE_UNUSED_CLIENT_MAX_AGE",
+        "GATEHOUSE_HEADER_READ_TIMEOUT",
+        "GATEHOUSE_BODY_READ_TIMEOUT",
+        "GATEHOUSE_MAX_CONNECTIONS",
+        "GATEHOUSE_MAX_CONNECTIONS_PER_ADDRESS",
+        "GATEHOUSE_TRUSTED_PROXIES",
+        "GATEHOUSE_SECRET_KEY",
+        "GATEHOUSE_SECRET_KEY_FILE",
+        "GATEHOUSE_SECRET_KEY_PREVIOUS",
+        "GATEHOUSE_SERVER_NAME",
+        "GATEHOUSE_SERVER_TITLE",
+        "GATEHOUSE_AUDIT_RETENTION_DAYS",
+        "GATEHOUSE_EVENTS_URL",
+        "GATEHOUSE_EVENTS_TOKEN",
+    ] {
+        assert!(
+            help.contains(&format!("[env: {variable}")),
+            "{variable} missing: {help}"
+        );
+    }
+    for default in [
+        "[default: http://127.0.0.1:8080/mcp]",
+        "[default: sqlite://gatehouse.db?mode=rwc]",
+        "[default: 127.0.0.1:8080]",
+        "[default: 3600]",
+        "[default: 90]",
+    ] {
+        assert!(help.contains(default), "{default} missing: {help}");
+    }
+    assert!(
+        !help.contains("sekrit-value-in-env") && !help.contains("pw-in-env"),
+        "{help}"
+    );
+    // An option wins over the environment: a bad value given as an option is the one refused.
+    let r = run(
+        &["serve", "--access-token-ttl", "5"],
+        &[("GATEHOUSE_ACCESS_TOKEN_TTL", "600")],
+        None,
+    );
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("GATEHOUSE_ACCESS_TOKEN_TTL"),
+        "{}",
+        r.stderr
+    );
+    let r = run(
+        &["serve", "--bootstrap-password", "hunter2-on-argv"],
+        &[],
+        None,
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("GATEHOUSE_BOOTSTRAP_PASSWORD") && !r.stderr.contains("hunter2"),
+        "{}",
+        r.stderr
+    );
+}

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, spawn_app};
+use crate::helpers::{TestApp, spawn_app_with};
 use crate::mcp::{alice, modern, send};
+use crate::metrics::{sample, scrape};
 use crate::oauth_helpers::{REDIRECT, full_grant, refresh};
 
 fn on_postgres() -> bool {
@@ -102,8 +103,14 @@ async fn terminated_database_connections_answer_503_with_retry_after_and_recover
     if !on_postgres() {
         return;
     }
-    let app = spawn_app().await;
+    let app = spawn_app_with(|v| {
+        v.insert("GATEHOUSE_METRICS_BIND".into(), "127.0.0.1:0".into());
+    })
+    .await;
     let a = alice(&app).await;
+    let database_503s =
+        |body: &str| sample(body, "gatehouse_unavailable_total{cause=\"database\"}").unwrap_or(0.0);
+    let counted_before = database_503s(&scrape(&app).await);
     let (client_id, tokens) = full_grant(&app).await;
     let mut refresh_token = tokens["refresh_token"].as_str().unwrap().to_string();
     let mut wrong = Vec::new();
@@ -124,6 +131,12 @@ async fn terminated_database_connections_answer_503_with_retry_after_and_recover
     }
     assert!(wrong.is_empty(), "after terminated connections: {wrong:#?}");
     eprintln!("503 with Retry-After: {unavailable} of {} answers", 6 * 5);
+    // Each is counted as the database's (other tests may add theirs: at least).
+    let counted = database_503s(&scrape(&app).await) - counted_before;
+    assert!(
+        counted >= f64::from(unavailable),
+        "{unavailable} answered, {counted} counted"
+    );
     // Recovery without a restart: within a few seconds every route succeeds again.
     let start = Instant::now();
     loop {

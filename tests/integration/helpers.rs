@@ -171,6 +171,26 @@ pub(crate) async fn spawn_instance(
     .await
 }
 
+/// Another instance of `first`'s deployment: its database, its issuer and `MCP_SERVER_URL`
+/// (one public name in front of both), on a port of its own, with a chosen fetcher of client
+/// metadata documents and key sets.
+pub(crate) async fn spawn_twin_with_fetcher(
+    first: &TestApp,
+    fetcher: Arc<dyn MetadataFetcher>,
+) -> TestApp {
+    let mcp = first.config.mcp_server_url.clone();
+    let issuer = first.config.issuer.clone();
+    spawn_on(
+        TestDb::shared(&first.db.url),
+        |v| {
+            v.insert("MCP_SERVER_URL".into(), mcp);
+            v.insert("GATEHOUSE_ISSUER".into(), issuer);
+        },
+        fetcher,
+    )
+    .await
+}
+
 async fn spawn_on(
     db: TestDb,
     adjust: impl FnOnce(&mut HashMap<String, String>),

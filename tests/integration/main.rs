@@ -10,6 +10,7 @@ mod cache;
 mod cancelled_writes;
 mod cimd;
 mod cimd_budget;
+mod cli_admin;
 mod cli_audit;
 mod client_errors;
 mod config_startup;
@@ -37,6 +38,7 @@ mod oauth;
 #[allow(dead_code)]
 mod oauth_helpers;
 mod paging;
+mod private_key_jwt;
 mod prompts;
 mod proxies;
 mod quota_reach;

@@ -167,3 +167,145 @@ async fn metrics_count_requests_by_route_template_tokens_sign_ins_and_tools() {
         "a secret or an email in a label"
     );
 }
+
+/// The value of the sample line `series` (name and labels exactly as written), if present.
+pub(crate) fn sample(body: &str, series: &str) -> Option<f64> {
+    body.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Every series of the scrape has its `# HELP` and `# TYPE` lines (Prometheus text format
+/// 0.0.4; a histogram's `_bucket`, `_sum` and `_count` samples belong to its base name); the
+/// counters of fixed label sets are there before their first event; `gatehouse_build_info`
+/// carries the crate's version; the process series are read from `/proc/self`.
+#[tokio::test]
+async fn every_series_has_help_and_type_and_counters_start_at_zero() {
+    let app = spawn_app_with(|v| {
+        v.insert("GATEHOUSE_METRICS_BIND".into(), "127.0.0.1:0".into());
+    })
+    .await;
+    // One request, so the request series exist too.
+    app.client.get(app.url("/healthz")).send().await.unwrap();
+    let body = scrape(&app).await;
+    let mut missing = Vec::new();
+    for line in body
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let name = line.split(['{', ' ']).next().unwrap();
+        let histogram = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix))
+            .filter(|base| body.contains(&format!("# TYPE {base} histogram")));
+        let base = histogram.unwrap_or(name);
+        for kind in ["HELP", "TYPE"] {
+            if !body.contains(&format!("# {kind} {base} ")) {
+                missing.push(format!("{kind} {base}"));
+            }
+        }
+    }
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "series without HELP/TYPE: {missing:?}\n{body}"
+    );
+    // Present from zero (other tests in this process may have counted some already).
+    for series in [
+        "gatehouse_tokens_total{event=\"issued\"}",
+        "gatehouse_tokens_total{event=\"refreshed\"}",
+        "gatehouse_tokens_total{event=\"reused\"}",
+        "gatehouse_tokens_total{event=\"revoked\"}",
+        "gatehouse_registrations_total{outcome=\"success\"}",
+        "gatehouse_registrations_total{outcome=\"throttled\"}",
+        "gatehouse_signins_total{outcome=\"success\"}",
+        "gatehouse_signins_total{outcome=\"failure\"}",
+        "gatehouse_signins_total{outcome=\"throttled\"}",
+        "gatehouse_signins_total{outcome=\"busy\"}",
+        "gatehouse_unavailable_total{cause=\"database\"}",
+        "gatehouse_unavailable_total{cause=\"password_workers\"}",
+        "gatehouse_unavailable_total{cause=\"other\"}",
+        "gatehouse_connections_refused_total",
+        "gatehouse_events_sent_total",
+        "gatehouse_events_dropped_total{reason=\"queue_full\"}",
+        "gatehouse_pruned_rows_total{what=\"audit_events\"}",
+    ] {
+        assert!(
+            sample(&body, series).is_some_and(|v| v >= 0.0),
+            "{series} missing\n{body}"
+        );
+    }
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        sample(
+            &body,
+            &format!("gatehouse_build_info{{version=\"{version}\"}}")
+        ),
+        Some(1.0),
+        "{body}"
+    );
+    assert!(
+        body.contains("# TYPE process_cpu_seconds_total counter"),
+        "{body}"
+    );
+    assert!(sample(&body, "process_cpu_seconds_total").is_some_and(|v| v > 0.0));
+    // The test process holds a few MiB at least, and its database and sockets open.
+    assert!(sample(&body, "process_resident_memory_bytes").is_some_and(|v| v > 4.0 * 1048576.0));
+    assert!(sample(&body, "process_open_fds").is_some_and(|v| v >= 5.0));
+    assert!(sample(&body, "process_max_fds").is_some());
+}
+
+/// A 503 is counted by its cause: sign-ins turned away because every password worker is
+/// busy are `cause="password_workers"`.
+#[tokio::test]
+async fn busy_password_workers_are_counted_as_503s_by_cause() {
+    let app = spawn_app_with(|v| {
+        v.insert("GATEHOUSE_METRICS_BIND".into(), "127.0.0.1:0".into());
+        v.insert("GATEHOUSE_PASSWORD_WORKERS".into(), "1".into());
+        v.insert("GATEHOUSE_PASSWORD_QUEUE".into(), "1".into());
+    })
+    .await;
+    let counted = |body: &str| {
+        sample(
+            body,
+            "gatehouse_unavailable_total{cause=\"password_workers\"}",
+        )
+        .unwrap_or(0.0)
+    };
+    let before = counted(&scrape(&app).await);
+    let mut burst = Vec::new();
+    for i in 0..16 {
+        let url = app.url("/signin");
+        burst.push(tokio::spawn(async move {
+            let client = new_client();
+            let page = client.get(&url).send().await.unwrap().text().await.unwrap();
+            let csrf = crate::helpers::hidden_input(&page, "csrf_token").unwrap();
+            client
+                .post(&url)
+                .form(&[
+                    ("csrf_token", csrf.as_str()),
+                    ("next", "/"),
+                    ("email", format!("nobody{i}@example.com").as_str()),
+                    ("password", "wrong-password"),
+                ])
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }));
+    }
+    let mut busy = 0.0;
+    for t in burst {
+        if t.await.unwrap() == StatusCode::SERVICE_UNAVAILABLE {
+            busy += 1.0;
+        }
+    }
+    assert!(busy >= 1.0, "no attempt was turned away");
+    let after = counted(&scrape(&app).await);
+    assert!(
+        after - before >= busy,
+        "{busy} busy answers, counted {}",
+        after - before
+    );
+}

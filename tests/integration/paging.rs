@@ -280,3 +280,169 @@ async fn a_note_too_long_for_one_result_is_read_in_parts_to_its_end() {
         assert!(whole.get(member).is_none(), "{member}: {whole}");
     }
 }
+
+/// Pages through `search_notes` for "alpha" with `limit` 50: the ids of every hit, in the
+/// order they came, and the number of calls.
+async fn search_to_the_end(
+    app: &TestApp,
+    key: &str,
+    project: &str,
+    max: usize,
+) -> (Vec<Value>, usize) {
+    let (mut ids, mut calls, mut cursor) = (Vec::new(), 0, None::<String>);
+    loop {
+        let mut args = json!({"project_id": project, "query": "alpha", "limit": 50});
+        if let Some(c) = &cursor {
+            args["cursor"] = json!(c);
+        }
+        let result = call(app, key, "search_notes", args).await;
+        assert!(serde_json::to_string(&result).unwrap().len() <= max);
+        assert_eq!(result["isError"], false, "{result}");
+        let sc = &result["structuredContent"];
+        ids.extend(
+            sc["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["id"].clone()),
+        );
+        calls += 1;
+        assert!(calls <= 60, "paging ends");
+        match sc.get("nextCursor").and_then(Value::as_str) {
+            Some(next) => cursor = Some(next.to_string()),
+            None => return (ids, calls),
+        }
+    }
+}
+
+/// Reads the export job's resource page by page: its notes, and the number of reads.
+async fn export_to_the_end(
+    app: &TestApp,
+    key: &str,
+    job_id: &str,
+    max: usize,
+) -> (Vec<Value>, usize) {
+    let mut uri = format!("gatehouse://jobs/export/{job_id}");
+    let (mut notes, mut reads) = (Vec::new(), 0);
+    loop {
+        let body = rpc(app, key, "resources/read", json!({"uri": uri})).await;
+        let sent = serde_json::to_string(&body["result"]).unwrap();
+        assert!(sent.len() <= max, "{} bytes: {sent}", sent.len());
+        let text = body["result"]["contents"][0]["text"].as_str().unwrap();
+        let document: Value = serde_json::from_str(text).unwrap();
+        notes.extend(
+            document["document"]["notes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .cloned(),
+        );
+        reads += 1;
+        assert!(reads <= 60, "paging ends");
+        match document.get("next_page").and_then(Value::as_str) {
+            Some(next) => uri = next.to_string(),
+            None => return (notes, reads),
+        }
+    }
+}
+
+/// Reads a note with `get_note` part by part: its text and the number of calls.
+async fn note_to_the_end(
+    app: &TestApp,
+    key: &str,
+    project: &str,
+    note_id: &str,
+    max: usize,
+) -> (String, usize) {
+    let (mut text, mut calls, mut from) = (String::new(), 0, None::<u64>);
+    loop {
+        let mut args = json!({"project_id": project, "note_id": note_id});
+        if let Some(f) = from {
+            args["body_from"] = json!(f);
+        }
+        let result = call(app, key, "get_note", args).await;
+        assert!(serde_json::to_string(&result).unwrap().len() <= max);
+        let sc = ok(&result);
+        text.push_str(sc["body"].as_str().unwrap());
+        calls += 1;
+        assert!(calls <= 400, "reading ends");
+        match sc.get("next_body_from").and_then(Value::as_u64) {
+            Some(next) => from = Some(next),
+            None => return (text, calls),
+        }
+    }
+}
+
+/// The figures at `GATEHOUSE_MAX_RESULT_BYTES=1024`, the lowest bound (before: one hit
+/// of 12 and no `nextCursor`; no note of the export and no `next_page`; one character per
+/// `get_note` call) and at 4096 (before: 20,000 characters in 88 calls).
+#[tokio::test]
+async fn every_tool_pages_to_the_end_at_the_lowest_bound() {
+    for (max, most_calls) in [(1024, 90), (4096, 40)] {
+        let (app, project, key) = app_with_notes(&max.to_string(), 12, 300).await;
+        let expected: Vec<Value> = app
+            .store
+            .search_notes_from(&project, "alpha", 0, 50)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|h| json!(h.id))
+            .collect();
+        let (ids, calls) = search_to_the_end(&app, &key, &project, max).await;
+        assert_eq!(ids, expected, "every hit once, in order, at {max}");
+        eprintln!("search at {max}: 12 hits in {calls} calls");
+
+        let receipt = ok(&call(&app, &key, "export_project", json!({"project_id": project})).await);
+        let job_id = receipt["id"].as_str().unwrap().to_string();
+        for _ in 0..200 {
+            let job = ok(&call(&app, &key, "get_job", json!({"job_id": job_id})).await);
+            if job["status"] == "completed" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let stored = app.store.job(&job_id).await.unwrap().unwrap();
+        let whole: Value = serde_json::from_str(stored.result.as_deref().unwrap()).unwrap();
+        let (notes, reads) = export_to_the_end(&app, &key, &job_id, max).await;
+        let ids = |notes: &[Value]| notes.iter().map(|n| n["id"].clone()).collect::<Vec<_>>();
+        assert_eq!(
+            ids(&notes),
+            ids(whole["notes"].as_array().unwrap()),
+            "every note once at {max}"
+        );
+        if max == 4096 {
+            assert_eq!(
+                &notes,
+                whole["notes"].as_array().unwrap(),
+                "whole notes at {max}"
+            );
+        }
+        eprintln!("export at {max}: 12 notes in {reads} reads");
+
+        let alice = app
+            .store
+            .account_by_email(&gatehouse::domain::account::Email::parse(ALICE).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        let body: String = "lorem ipsum ".repeat(2000).chars().take(20_000).collect();
+        let note = app
+            .store
+            .create_note(
+                &NewNote {
+                    project_id: &project,
+                    author_account_id: &alice.id,
+                    title: "Long",
+                    body: &body,
+                    tags: &[],
+                },
+                gatehouse::store::now(),
+            )
+            .await
+            .unwrap();
+        let (text, calls) = note_to_the_end(&app, &key, &project, &note.id, max).await;
+        assert_eq!(text, body, "the whole text, once, in order, at {max}");
+        assert!(calls <= most_calls, "{calls} calls at {max}");
+        eprintln!("get_note at {max}: 20,000 characters in {calls} calls");
+    }
+}

@@ -546,3 +546,164 @@ async fn tokens_are_audited_and_counted_per_resource() {
         );
     }
 }
+
+/// Checks a JWT's ES256 signature against the JWK Set `jwks` with `ring` (not the library that
+/// signed it); returns its header and claims.
+fn verify_es256(token: &str, jwks: &Value) -> (Value, Value) {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let parts: Vec<&str> = token.split('.').collect();
+    assert_eq!(parts.len(), 3, "a JWS in compact form");
+    let decode = |p: &str| URL_SAFE_NO_PAD.decode(p).unwrap();
+    let header: Value = serde_json::from_slice(&decode(parts[0])).unwrap();
+    let claims: Value = serde_json::from_slice(&decode(parts[1])).unwrap();
+    let kid = header["kid"].as_str().expect("a kid");
+    let jwk = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kid"] == kid)
+        .unwrap_or_else(|| panic!("kid {kid} published in {jwks}"));
+    assert_eq!(jwk["kty"], "EC");
+    assert_eq!(jwk["crv"], "P-256");
+    let mut point = vec![4u8];
+    point.extend(decode(jwk["x"].as_str().unwrap()));
+    point.extend(decode(jwk["y"].as_str().unwrap()));
+    ring::signature::UnparsedPublicKey::new(&ring::signature::ECDSA_P256_SHA256_FIXED, point)
+        .verify(
+            format!("{}.{}", parts[0], parts[1]).as_bytes(),
+            &decode(parts[2]),
+        )
+        .expect("a valid ES256 signature");
+    (header, claims)
+}
+
+async fn get_json(app: &TestApp, url: &str) -> Value {
+    let r = app.client.get(url).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "{url}");
+    r.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn jwt_access_tokens_verify_against_the_published_keys_across_a_rotation() {
+    let app = crate::helpers::spawn_app_with(|v| {
+        // PostgreSQL has no key file: every instance is given the key.
+        v.insert(
+            "GATEHOUSE_SECRET_KEY".into(),
+            "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=".into(),
+        );
+    })
+    .await;
+    let out = add_files(
+        &app,
+        &[
+            "--token-format",
+            "jwt",
+            "--token-ttl",
+            "300",
+            "--introspect",
+        ],
+    );
+    assert!(out.contains("takes effect at its expiry"), "{out}");
+    let creds = (field(&out, "client_id"), field(&out, "client_secret"));
+    let jwks_uri =
+        get_json(&app, &app.url("/.well-known/oauth-authorization-server")).await["jwks_uri"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    assert_eq!(jwks_uri, app.url("/oauth/jwks"));
+
+    let client_id = register_public(&app, &[REDIRECT]).await;
+    let browser = signed_in_browser(&app).await;
+    let tokens = files_tokens(&app, &browser, &client_id, "files:read").await;
+    assert_eq!(tokens["expires_in"], 300);
+    let first = tokens["access_token"].as_str().unwrap();
+    let jwks = get_json(&app, &jwks_uri).await;
+    let (header, claims) = verify_es256(first, &jwks);
+    assert_eq!(header["typ"], "at+jwt");
+    assert_eq!(header["alg"], "ES256");
+    assert_eq!(claims["iss"], app.config.issuer);
+    assert_eq!(claims["sub"], crate::mcp::account_id(&app, EMAIL).await);
+    assert_eq!(claims["aud"], FILES);
+    assert_eq!(claims["client_id"], client_id);
+    assert_eq!(claims["scope"], "files:read");
+    assert_eq!(
+        claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(),
+        300
+    );
+    assert!(claims["jti"].as_str().is_some_and(|j| j.len() >= 16));
+    assert!(
+        tokens["refresh_token"]
+            .as_str()
+            .unwrap()
+            .starts_with("gate_rt_"),
+        "refresh tokens stay opaque"
+    );
+    // Introspection knows it too, and Gatehouse's own endpoint refuses it.
+    assert_eq!(introspect_with(&app, &creds, first).await["active"], true);
+    assert!(!mcp_accepts(&app, first).await);
+
+    // Rotation: the next token has a new key; the old key stays published.
+    let (success, out, err) = gatehouse(&app, &["signing-key", "rotate"]);
+    assert!(success, "{err}");
+    let old_kid = header["kid"].as_str().unwrap().to_string();
+    assert!(out.contains(&old_kid), "{out}");
+    let (status, body) = refresh(
+        &app,
+        &client_id,
+        tokens["refresh_token"].as_str().unwrap(),
+        &[],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let second = body["access_token"].as_str().unwrap();
+    let jwks = get_json(&app, &jwks_uri).await;
+    assert_eq!(jwks["keys"].as_array().unwrap().len(), 2, "{jwks}");
+    let (header2, claims2) = verify_es256(second, &jwks);
+    assert_ne!(header2["kid"], old_kid);
+    assert_ne!(claims2["jti"], claims["jti"]);
+    verify_es256(first, &jwks);
+}
+
+#[tokio::test]
+async fn every_running_instance_takes_a_registration_and_a_removal_up_at_once() {
+    let one = spawn_app().await;
+    let two = crate::helpers::spawn_instance(&one, |_| {}).await;
+    let client_id = register_public(&one, &[REDIRECT]).await;
+    let browser = signed_in_browser(&two).await;
+    let (_, challenge) = pkce();
+    let ask = || {
+        authorize_url(
+            &two,
+            &client_id,
+            &challenge,
+            &[("resource", FILES), ("scope", "files:read")],
+        )
+    };
+    let refused = |r: &reqwest::Response| {
+        r.status() == StatusCode::SEE_OTHER
+            && query_of(r.headers()["location"].to_str().unwrap())
+                .get("error")
+                .is_some_and(|e| e == "invalid_target")
+    };
+    assert!(refused(&browser.get(ask()).send().await.unwrap()));
+
+    add_files(&one, &[]);
+    let page = browser.get(ask()).send().await.unwrap();
+    assert_eq!(
+        page.status(),
+        StatusCode::OK,
+        "the other instance shows the consent page"
+    );
+    assert!(page.text().await.unwrap().contains("Read your files"));
+    assert!(
+        metadata(&two).await["scopes_supported"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "files:read")
+    );
+
+    resource(&one, &["remove", "files"]);
+    assert!(refused(&browser.get(ask()).send().await.unwrap()));
+}

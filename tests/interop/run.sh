@@ -29,6 +29,7 @@ FAILED=0
 RESULTS=()
 SERVER_PID=""
 PROXY_PID=""
+RS_PID=""
 EVERYTHING_PID=""
 WORK=""
 
@@ -68,6 +69,7 @@ summary() {
 cleanup() {
   local rc=$?
   if [ -n "$PROXY_PID" ]; then kill "$PROXY_PID" 2>/dev/null || true; wait "$PROXY_PID" 2>/dev/null || true; fi
+  if [ -n "$RS_PID" ]; then kill "$RS_PID" 2>/dev/null || true; wait "$RS_PID" 2>/dev/null || true; fi
   if [ -n "$EVERYTHING_PID" ]; then kill "$EVERYTHING_PID" 2>/dev/null || true; wait "$EVERYTHING_PID" 2>/dev/null || true; fi
   if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
   if [ -n "$WORK" ] && [ -d "$WORK" ]; then
@@ -174,6 +176,54 @@ step "sdk-v1 client (@modelcontextprotocol/sdk 1.32.2)" \
 step "client-v2 (@modelcontextprotocol/client 2.4.0)" \
   "$NODE" client-v2.mjs
 
+# --- another MCP server using Gatehouse as its authorization server ----------------------
+# The Python SDK's resource server (python-resource-server.py, introspection checking the
+# audience), registered with `gatehouse resource add … --introspect`; the TypeScript SDK client
+# finds Gatehouse from its 401, and tokens do not cross between it and Gatehouse.
+PYTHON="${PYTHON:-python3}"
+PY_MCP_VERSION="2.3.0"
+python_venv() { # the official Python SDK, installed into .venv/ next to this script
+  local venv="$HERE/.venv"
+  if [ ! -x "$venv/bin/python" ]; then
+    "$PYTHON" -m venv "$venv" || return 1
+  fi
+  "$venv/bin/pip" install -q --disable-pip-version-check "mcp==$PY_MCP_VERSION"
+}
+RS_PORT="$("$NODE" lib/tools.mjs free-port)"
+RS_URL="http://127.0.0.1:$RS_PORT/mcp"
+resource_server_start() {
+  local out
+  python_venv || return 1
+  out="$(MCP_SERVER_URL="$MCP_URL" "$GATEHOUSE_BIN" resource add files --url "$RS_URL" \
+    --scope files:read --scope-description 'Read your files' --introspect 2>"$WORK/cli.err")" || {
+    cat "$WORK/cli.err"; return 1; }
+  printf '%s\n' "$out" | grep -v '^client_secret:'
+  ISSUER="$ISSUER" RS_URL="$RS_URL" RS_PORT="$RS_PORT" \
+    RS_CLIENT_ID="$(printf '%s\n' "$out" | sed -n 's/^client_id: //p')" \
+    RS_CLIENT_SECRET="$(printf '%s\n' "$out" | sed -n 's/^client_secret: //p')" \
+    "$HERE/.venv/bin/python" python-resource-server.py >"$WORK/resource-server.log" 2>&1 &
+  RS_PID=$!
+  "$NODE" lib/tools.mjs wait-ready "http://127.0.0.1:$RS_PORT/.well-known/oauth-protected-resource/mcp" 30 \
+    || { tail -n 20 "$WORK/resource-server.log"; return 1; }
+}
+say ""
+say "=== cli: gatehouse resource add; Python SDK resource server (mcp $PY_MCP_VERSION)"
+rc=0; resource_server_start || rc=$?
+record "cli: gatehouse resource add; Python SDK resource server (mcp $PY_MCP_VERSION)" "$rc"
+step "sdk-v1 client against the Python SDK resource server, Gatehouse as its authorization server" \
+  env TOKEN_FILE="$TOKEN_FILE" RS_URL="$RS_URL" "$NODE" sdk-v1-resource-server.mjs
+
+# JWT access tokens (RFC 9068) for a resource registered with --token-format jwt, verified by
+# the npm package jose against the published JWKS, before and after a key rotation.
+JWT_RS_URL="http://127.0.0.1:1/files-jwt/mcp"
+jwt_resource_add() {
+  MCP_SERVER_URL="$MCP_URL" "$GATEHOUSE_BIN" resource add files-jwt --url "$JWT_RS_URL" \
+    --scope files:read --scope-description 'Read your files' --token-format jwt --token-ttl 300
+}
+step "cli: gatehouse resource add --token-format jwt" jwt_resource_add
+step "JWT access tokens verified by jose against the JWKS, before and after signing-key rotate" \
+  env JWT_RS_URL="$JWT_RS_URL" GATEHOUSE_BIN="$GATEHOUSE_BIN" DATABASE_URL="$DATABASE_URL" "$NODE" jwt-verify.mjs
+
 # --- credentials without a browser: an API key and a personal URL (made with the CLI) ---
 credentials_add() {
   local key_out url_out
@@ -230,15 +280,9 @@ step "sdk-v1 client calls server-everything's echo through Gatehouse (upstream e
   "$NODE" upstream-everything.mjs
 
 # --- stdio: the SDKs' stdio clients launch `gatehouse stdio` with the API key ------------
-PYTHON="${PYTHON:-python3}"
-PY_MCP_VERSION="2.3.0"
-python_stdio() { # the official Python SDK, installed into .venv/ next to this script
-  local venv="$HERE/.venv"
-  if [ ! -x "$venv/bin/python" ]; then
-    "$PYTHON" -m venv "$venv" || return 1
-  fi
-  "$venv/bin/pip" install -q --disable-pip-version-check "mcp==$PY_MCP_VERSION" || return 1
-  "$venv/bin/python" python-stdio.py
+python_stdio() { # the official Python SDK client (see python_venv)
+  python_venv || return 1
+  "$HERE/.venv/bin/python" python-stdio.py
 }
 python_bridge() { # the same client launching `gatehouse stdio --url` (no database)
   BRIDGE_URL="$MCP_URL" python_stdio

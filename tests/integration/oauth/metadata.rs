@@ -113,7 +113,16 @@ async fn metadata_advertises_exactly_what_is_accepted() {
     );
     assert_eq!(
         m["token_endpoint_auth_methods_supported"],
-        json!(["none", "client_secret_basic", "client_secret_post"])
+        json!([
+            "none",
+            "client_secret_basic",
+            "client_secret_post",
+            "private_key_jwt"
+        ])
+    );
+    assert_eq!(
+        m["token_endpoint_auth_signing_alg_values_supported"],
+        json!(["RS256", "PS256", "ES256", "EdDSA"])
     );
     assert_eq!(
         m["scopes_supported"],
