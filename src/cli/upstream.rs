@@ -78,6 +78,22 @@ pub struct AddArgs {
     /// definition is then served at once).
     #[arg(long)]
     pub trust_definitions: bool,
+    /// Only these accounts may use the upstream (comma-separated emails); with neither this
+    /// nor --projects, every account may.
+    #[arg(long, value_name = "EMAILS")]
+    pub accounts: Option<String>,
+    /// Members of these projects may use the upstream (comma-separated project ids), through
+    /// credentials that reach the project.
+    #[arg(long, value_name = "PROJECT_IDS")]
+    pub projects: Option<String>,
+}
+
+/// The non-empty items of a comma-separated list.
+fn items(list: &str) -> Vec<&str> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 /// Runs one `gatehouse upstream` command; returns what to print.
@@ -197,6 +213,29 @@ async fn add(config: &Config, store: &Store, args: AddArgs, now: i64) -> Result<
         accounts: None,
         projects: None,
     };
+    if let Some(list) = &args.accounts {
+        let mut ids = Vec::new();
+        for email in items(list) {
+            ids.push(super::find_account(store, email).await?);
+        }
+        if ids.is_empty() {
+            return Err(CliError("--accounts names no account".to_string()));
+        }
+        new.accounts = Some(ids);
+    }
+    if let Some(list) = &args.projects {
+        let mut ids = Vec::new();
+        for id in items(list) {
+            if store.project_owner(id).await?.is_none() {
+                return Err(CliError(format!("no project with id {id}")));
+            }
+            ids.push(id.to_string());
+        }
+        if ids.is_empty() {
+            return Err(CliError("--projects names no project".to_string()));
+        }
+        new.projects = Some(ids);
+    }
     let target = match (&args.url, &args.command) {
         (Some(url), None) => {
             let url = parse_url(url).map_err(err)?;
@@ -339,6 +378,12 @@ fn list(upstreams: &[UpstreamRecord]) -> String {
         }
         if u.trust_definitions {
             line.push_str("  trust-definitions");
+        }
+        if let Some(accounts) = &u.accounts {
+            line.push_str(&format!("  accounts={}", accounts.len()));
+        }
+        if let Some(projects) = &u.projects {
+            line.push_str(&format!("  projects={}", projects.join(",")));
         }
         out.push_str(&line);
         out.push('\n');

@@ -24,6 +24,12 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
 pub const DEFAULT_MAX_CONCURRENCY: u32 = 16;
 /// The most calls in flight per upstream and instance accepted.
 pub const MAX_CONCURRENCY: u32 = 1024;
+/// The longest tool description accepted from an upstream, in bytes.
+pub const MAX_DESCRIPTION_BYTES: usize = 2048;
+/// The largest input or output schema accepted from an upstream, in bytes of JSON.
+pub const MAX_SCHEMA_BYTES: usize = 16 * 1024;
+/// The most tools one upstream may list; beyond, the upstream is left out whole.
+pub const MAX_TOOLS: usize = 200;
 /// The most headers one upstream may be given.
 pub const MAX_HEADERS: usize = 32;
 /// The most `--env` variables one stdio upstream may be given.
@@ -339,6 +345,13 @@ pub fn namespaced_tool(upstream: &UpstreamName, tool: &str) -> Option<String> {
     ok.then_some(full)
 }
 
+/// Whether a tool with these annotations may destroy data (MCP `server/tools` §Tool
+/// annotations: `destructiveHint` defaults to `true` and means something only when
+/// `readOnlyHint` is not `true`; a tool without annotations is possibly destructive).
+pub fn is_destructive(read_only: Option<bool>, destructive: Option<bool>) -> bool {
+    read_only != Some(true) && destructive != Some(false)
+}
+
 /// Splits a catalog name into the upstream's name and its tool's name, if it has the
 /// `NAME__TOOL` shape with a valid upstream name.
 pub fn split_namespaced(name: &str) -> Option<(UpstreamName, &str)> {
@@ -436,6 +449,16 @@ mod tests {
         assert!(check_max_concurrency(0).is_err());
         assert!(check_max_concurrency(1025).is_err());
         assert_eq!(check_max_concurrency(16).unwrap(), 16);
+    }
+
+    #[test]
+    fn tools_are_destructive_unless_read_only_or_said_otherwise() {
+        assert!(is_destructive(None, None));
+        assert!(is_destructive(Some(false), None));
+        assert!(is_destructive(Some(false), Some(true)));
+        assert!(!is_destructive(Some(false), Some(false)));
+        assert!(!is_destructive(Some(true), None));
+        assert!(!is_destructive(Some(true), Some(true)));
     }
 
     #[test]

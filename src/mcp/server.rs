@@ -126,6 +126,27 @@ impl GatehouseMcp {
 }
 
 impl GatehouseMcp {
+    /// Whether `principal` may use `server` (`--accounts`/`--projects`); an upstream it may
+    /// not use answers like an unknown tool.
+    async fn may_use(
+        &self,
+        principal: &Principal,
+        server: &super::upstream::server::UpstreamServer,
+    ) -> Result<bool, ErrorData> {
+        if !server.is_restricted() {
+            return Ok(true);
+        }
+        let reachable: Vec<String> = match self.mcp.app.store.reachable_projects(principal).await {
+            Ok(projects) => projects.into_iter().map(|p| p.project_id).collect(),
+            Err(e) if e.is_unavailable() => return Err(super::errors::unavailable()),
+            Err(e) => {
+                tracing::error!(error = %e, "could not read memberships for an upstream call");
+                return Err(ErrorData::internal_error("memberships unreadable", None));
+            }
+        };
+        Ok(server.allows(&principal.account_id, &reachable))
+    }
+
     /// A `tools/call` of an upstream's tool ([`super::upstream`]): the same scope check,
     /// quota and audit as a built-in tool (the audit's detail names the upstream), then the
     /// call forwarded with the upstream's own credential only. Every failure is an `isError`
@@ -229,15 +250,24 @@ impl ServerHandler for GatehouseMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let principal = principal(&ctx)?;
+        let mut reachable = Vec::new();
         let probe = match self.mcp.app.store.reachable_projects(&principal).await {
-            Ok(projects) => DataProbe::of(&projects),
+            Ok(projects) => {
+                reachable = projects.iter().map(|p| p.project_id.clone()).collect();
+                DataProbe::of(&projects)
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "could not read memberships for tools/list; listing every tool");
                 DataProbe::Unknown
             }
         };
         let mut tools = self.mcp.catalog.listed(&principal.scopes, probe);
-        tools.extend(self.mcp.upstreams.listed(&principal.scopes).await);
+        tools.extend(
+            self.mcp
+                .upstreams
+                .listed(&principal.scopes, &principal.account_id, &reachable)
+                .await,
+        );
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -248,7 +278,9 @@ impl ServerHandler for GatehouseMcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let principal = principal(&ctx)?;
         let Some(def) = self.mcp.catalog.get(&request.name) else {
-            if let Some((server, tool)) = self.mcp.upstreams.find(&request.name).await {
+            if let Some((server, tool)) = self.mcp.upstreams.find(&request.name).await
+                && self.may_use(&principal, &server).await?
+            {
                 return Ok(self
                     .call_upstream(&ctx, &principal, &server, &tool, request.arguments)
                     .await

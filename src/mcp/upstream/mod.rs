@@ -147,12 +147,21 @@ impl Upstreams {
     /// The listed tools of every enabled upstream, by upstream name then tool name, that
     /// `scopes` may call. An upstream that cannot be listed now drops out (logged and counted
     /// in `gatehouse_upstream_list_failures_total`) without failing the rest.
-    pub async fn listed(&self, scopes: &ScopeSet) -> Vec<Tool> {
+    ///
+    /// An upstream restricted with `--accounts`/`--projects` is listed only to the accounts it
+    /// names and to callers reaching (`reachable`) a project it names.
+    pub async fn listed(
+        &self,
+        scopes: &ScopeSet,
+        account_id: &str,
+        reachable: &[String],
+    ) -> Vec<Tool> {
         let snapshot = self.loaded().await;
         let listings = futures::future::join_all(
             snapshot
                 .servers
                 .iter()
+                .filter(|s| s.allows(account_id, reachable))
                 .map(|s| async move { (s, s.tools().await) }),
         )
         .await;

@@ -21,7 +21,10 @@ use sha2::{Digest as _, Sha256};
 
 use super::http::UpstreamHttp;
 use crate::domain::scope::Scope;
-use crate::domain::upstream::{UpstreamName, namespaced_tool, seal_context};
+use crate::domain::upstream::{
+    MAX_DESCRIPTION_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS, UpstreamName, is_destructive,
+    namespaced_tool, seal_context,
+};
 use crate::mcp::tool_meta::ToolMeta;
 use crate::state::AppState;
 use crate::store::upstreams::{Transport, UpstreamRecord};
@@ -44,6 +47,9 @@ pub struct UpstreamTool {
     pub scope: Scope,
     /// SHA-256 hex of the definition the upstream showed.
     pub hash: String,
+    /// It may destroy data ([`is_destructive`]): never listed nor called (seed 000:
+    /// destructive operations stay off the public surface).
+    pub destructive: bool,
 }
 
 /// Why an upstream could not be used; the text names no secret.
@@ -147,17 +153,46 @@ impl UpstreamServer {
             && a.projects == record.projects
     }
 
-    /// Whether `tool` is listed: its definition is the approved one, or the upstream's
-    /// definitions are trusted.
+    /// Whether `tool` is listed: it is not destructive, and its definition is the approved
+    /// one or the upstream's definitions are trusted.
     pub fn is_listed(
         &self,
         tool: &UpstreamTool,
         approved: &HashMap<(String, String), String>,
     ) -> bool {
+        if tool.destructive {
+            return false;
+        }
         self.record.trust_definitions
             || approved
                 .get(&(self.record.name.clone(), tool.upstream_name.clone()))
                 .is_some_and(|hash| *hash == tool.hash)
+    }
+
+    /// Whether the upstream is restricted to some accounts or projects (`--accounts`,
+    /// `--projects`).
+    pub fn is_restricted(&self) -> bool {
+        self.record.accounts.is_some() || self.record.projects.is_some()
+    }
+
+    /// Whether `account_id`, reaching the projects `reachable`, may use the upstream: anyone
+    /// when it is not restricted; else an account it names, or a caller reaching a project it
+    /// names.
+    pub fn allows(&self, account_id: &str, reachable: &[String]) -> bool {
+        if !self.is_restricted() {
+            return true;
+        }
+        let by_account = self
+            .record
+            .accounts
+            .as_ref()
+            .is_some_and(|a| a.iter().any(|id| id == account_id));
+        let by_project = self
+            .record
+            .projects
+            .as_ref()
+            .is_some_and(|p| p.iter().any(|id| reachable.contains(id)));
+        by_account || by_project
     }
 
     fn timeout(&self) -> Duration {
@@ -276,6 +311,19 @@ impl UpstreamServer {
                     self.name
                 ))
             })?;
+        if tools.len() > MAX_TOOLS {
+            return Err(UpstreamError(format!(
+                "upstream {} lists {} tools, more than {MAX_TOOLS} tools; it is left out",
+                self.name,
+                tools.len()
+            )));
+        }
+        // Names equal but for case would confuse people and some clients: both are refused,
+        // as is a name listed twice.
+        let mut folded: HashMap<String, usize> = HashMap::new();
+        for tool in &tools {
+            *folded.entry(tool.name.to_ascii_lowercase()).or_default() += 1;
+        }
         let mut published = Vec::new();
         let mut seen = Vec::new();
         for tool in tools {
@@ -284,16 +332,21 @@ impl UpstreamServer {
                 tracing::warn!(upstream = self.name(), tool = %original.escape_debug(), "upstream tool refused: its name is not [A-Za-z0-9_-] within 64 characters once namespaced");
                 continue;
             };
-            if seen
-                .iter()
-                .any(|(t, _, _): &(String, String, String)| *t == original)
-            {
-                tracing::warn!(upstream = self.name(), tool = %original, "upstream tool listed twice; the first is kept");
+            if folded.get(&original.to_ascii_lowercase()) != Some(&1) {
+                tracing::warn!(upstream = self.name(), tool = %original, "upstream tool refused: another tool's name differs from it only by case, or it is listed twice");
+                continue;
+            }
+            if let Some(why) = over_bounds(&tool) {
+                tracing::warn!(upstream = self.name(), tool = %original, "upstream tool refused: {why}");
                 continue;
             }
             let definition = serde_json::to_string(&tool).unwrap_or_default();
             let hash = hex::encode(Sha256::digest(definition.as_bytes()));
             let meta = ToolMeta::for_upstream(tool.annotations.as_ref(), &hash);
+            let destructive = is_destructive(
+                tool.annotations.as_ref().and_then(|a| a.read_only_hint),
+                tool.annotations.as_ref().and_then(|a| a.destructive_hint),
+            );
             let mut out = tool;
             out.name = public.into();
             out.meta = Some(meta.to_meta());
@@ -303,6 +356,7 @@ impl UpstreamServer {
                 tool: out,
                 scope: meta.scopes.first().copied().unwrap_or(Scope::McpWrite),
                 hash,
+                destructive,
             });
         }
         published.sort_by(|a, b| a.tool.name.cmp(&b.tool.name));
@@ -380,6 +434,27 @@ impl UpstreamServer {
             ),
         }
     }
+}
+
+/// Why an upstream's definition is over the bounds, if it is: description over
+/// [`MAX_DESCRIPTION_BYTES`], an input or output schema over [`MAX_SCHEMA_BYTES`] of JSON.
+fn over_bounds(tool: &Tool) -> Option<String> {
+    let description = tool.description.as_deref().map_or(0, str::len);
+    if description > MAX_DESCRIPTION_BYTES {
+        return Some(format!(
+            "its description is {description} bytes, over {MAX_DESCRIPTION_BYTES}"
+        ));
+    }
+    let schemas = [Some(&tool.input_schema), tool.output_schema.as_ref()];
+    for schema in schemas.into_iter().flatten() {
+        let size = serde_json::to_vec(schema.as_ref()).map_or(usize::MAX, |v| v.len());
+        if size > MAX_SCHEMA_BYTES {
+            return Some(format!(
+                "a schema is {size} bytes of JSON, over {MAX_SCHEMA_BYTES}"
+            ));
+        }
+    }
+    None
 }
 
 fn failure(text: String) -> CallToolResult {

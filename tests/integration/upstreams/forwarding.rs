@@ -400,3 +400,161 @@ async fn upstream_failures_are_error_results_naming_the_upstream_and_never_fail_
         "{busy}"
     );
 }
+
+#[tokio::test]
+async fn untrusted_definitions_are_bounded_and_destructive_tools_stay_hidden() {
+    let seen = Arc::new(Seen::default());
+    let mut wide = tool("wide", "A schema too large.", false);
+    let mut properties = serde_json::Map::new();
+    for i in 0..600 {
+        properties.insert(format!("field_number_{i:04}"), json!({"type": "string"}));
+    }
+    wide.input_schema = Arc::new(
+        json!({"type": "object", "properties": properties})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let mut wipe = tool("wipe", "Deletes everything.", true);
+    wipe.annotations = Some(ToolAnnotations::new().read_only(false).destructive(true));
+    let mut bare = tool("bare", "Says nothing about itself.", true);
+    bare.annotations = None;
+    *seen.tools.lock().unwrap() = vec![
+        tool("fine", "Reads something.", false),
+        tool("write", "Writes something, not destructively.", true),
+        tool("long", &"d".repeat(2049), false),
+        wide,
+        tool("same", "One of two names that differ by case.", false),
+        tool("SAME", "The other.", false),
+        wipe,
+        bare,
+    ];
+    let url = start_upstream(Arc::clone(&seen)).await;
+    let many = Arc::new(Seen::default());
+    *many.tools.lock().unwrap() = (0..201)
+        .map(|i| tool(&format!("t{i}"), "One of many.", false))
+        .collect();
+    let many_url = start_upstream(Arc::clone(&many)).await;
+    let app = spawn_with_key().await;
+    let a = alice(&app).await;
+    for (name, url) in [("t", &url), ("many", &many_url)] {
+        cli_ok(
+            &app,
+            &["upstream", "add", name, "--url", url, "--trust-definitions"],
+        )
+        .await;
+    }
+    let listing = list_until(&app, &a.token, |n| !n.is_empty()).await;
+    // Over the bounds (description 2 KiB, schema 16 KiB), colliding by case, destructive or
+    // unannotated (possibly destructive): not listed. An upstream with over 200 tools: left
+    // out whole.
+    assert_eq!(upstream_names(&listing), ["t__fine", "t__write"]);
+    let (status, _, body) = send(modern(
+        &app,
+        Some(&a.token),
+        "tools/call",
+        json!({"name": "t__wipe", "arguments": {}}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    assert_eq!(seen.calls.load(Ordering::SeqCst), 0);
+    let list_out = cli_ok(&app, &["upstream", "list"]).await;
+    assert!(list_out.contains("more than 200 tools"), "{list_out}");
+}
+
+#[tokio::test]
+async fn an_upstream_restricted_to_accounts_or_projects_is_seen_and_called_by_them_only() {
+    let seen = Arc::new(Seen::default());
+    *seen.tools.lock().unwrap() = vec![tool("echo", "Echoes the message.", false)];
+    let url = start_upstream(Arc::clone(&seen)).await;
+    let app = spawn_with_key().await;
+    let a = alice(&app).await;
+    let (_, bob_token, _) = bob(&app, "mcp:read mcp:write").await;
+
+    // Unknown accounts and projects: one line, exit 1, nothing added.
+    let run = super::cli(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "x",
+            "--url",
+            &url,
+            "--accounts",
+            "nobody@example.com",
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.stderr,
+        "gatehouse: no account with email nobody@example.com\n"
+    );
+    let run = super::cli(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "x",
+            "--url",
+            &url,
+            "--projects",
+            "no-such-project",
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.stderr,
+        "gatehouse: no project with id no-such-project\n"
+    );
+
+    cli_ok(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "bobs",
+            "--url",
+            &url,
+            "--trust-definitions",
+            "--accounts",
+            "bob@example.com",
+        ],
+    )
+    .await;
+    cli_ok(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "research",
+            "--url",
+            &url,
+            "--trust-definitions",
+            "--projects",
+            &a.project,
+        ],
+    )
+    .await;
+    let listing = list_until(&app, &a.token, |n| !n.is_empty()).await;
+    assert_eq!(upstream_names(&listing), ["research__echo"]);
+    let listing = list_until(&app, &bob_token, |n| !n.is_empty()).await;
+    assert_eq!(upstream_names(&listing), ["bobs__echo"]);
+    // A call to an upstream the caller may not use answers like an unknown tool.
+    let (status, _, body) = send(modern(
+        &app,
+        Some(&a.token),
+        "tools/call",
+        json!({"name": "bobs__echo", "arguments": {"message": "x"}}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    assert_eq!(seen.calls.load(Ordering::SeqCst), 0);
+    let result = call(&app, &bob_token, "bobs__echo", json!({"message": "mine"})).await;
+    assert_eq!(result["content"][0]["text"], "Echo: mine");
+    let result = call(&app, &a.token, "research__echo", json!({"message": "ours"})).await;
+    assert_eq!(result["content"][0]["text"], "Echo: ours");
+}
