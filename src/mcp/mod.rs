@@ -96,6 +96,8 @@ pub struct McpParts {
     pub key_use: Arc<auth::KeyUseTracker>,
     /// This process's count of each account's tool calls ([`quota`]).
     pub quotas: Arc<quota::QuotaTracker>,
+    /// Continuations of reads that are not counted again ([`quota::Continuations`]).
+    pub continuations: Arc<quota::Continuations>,
 }
 
 async fn method_not_allowed() -> impl IntoResponse {
@@ -138,6 +140,7 @@ pub fn mcp_state(state: AppState) -> McpState {
         origins: Arc::new(guard::OriginPolicy::new(&config)),
         key_use: Arc::new(auth::KeyUseTracker::default()),
         quotas: Arc::new(quota::QuotaTracker::default()),
+        continuations: Arc::new(quota::Continuations::default()),
     }))
 }
 
