@@ -531,6 +531,127 @@ pub enum CatalogError {
     /// A name clients cannot use.
     #[error("tool name \"{0}\" must be 1-64 characters of letters, digits, '_', '-' and '.'")]
     BadName(String),
+    /// A definition that breaks one of the catalog's contract rules (docs/adding-a-tool.md):
+    /// an input that takes unknown members, an unbounded string, list or number, hints that
+    /// contradict the scope, a background tool that does not answer a job receipt, or a
+    /// `project_id` argument that does not match the declared project access.
+    #[error("tool \"{tool}\": {rule}")]
+    Contract {
+        /// The tool's name.
+        tool: String,
+        /// The rule it breaks and where.
+        rule: String,
+    },
+}
+
+/// The members of a job receipt, which a background tool must answer (SPEC: `{kind, id,
+/// status, resource}`).
+pub const RECEIPT_MEMBERS: [&str; 4] = ["kind", "id", "status", "resource"];
+
+/// Where `schema` (an input schema) accepts something unbounded: a string without
+/// `maxLength` (and no `enum`/`const`), an array without `maxItems`, a number without
+/// `maximum`, or an object that takes unknown members. Walks every subschema, `$defs`
+/// included.
+fn unbounded(schema: &serde_json::Value, at: &str, found: &mut Vec<String>) {
+    use serde_json::Value;
+    match schema {
+        Value::Object(map) => {
+            let closed = map.contains_key("enum") || map.contains_key("const");
+            let has = |k: &str| map.contains_key(k);
+            match map.get("type").and_then(Value::as_str) {
+                Some("string") if !closed && !has("maxLength") => {
+                    found.push(format!("{at}: a string without maxLength"));
+                }
+                Some("array") if !has("maxItems") => {
+                    found.push(format!("{at}: an array without maxItems"));
+                }
+                Some("integer" | "number") if !closed && !has("maximum") => {
+                    found.push(format!("{at}: a number without maximum"));
+                }
+                Some("object") if map.get("additionalProperties") != Some(&Value::Bool(false)) => {
+                    found.push(format!(
+                        "{at}: an object that takes unknown members (deny_unknown_fields)"
+                    ));
+                }
+                _ => {}
+            }
+            for (key, value) in map {
+                match key.as_str() {
+                    "properties" | "$defs" | "definitions" | "patternProperties" => {
+                        if let Some(members) = value.as_object() {
+                            for (name, sub) in members {
+                                unbounded(sub, &format!("{at}/{key}/{name}"), found);
+                            }
+                        }
+                    }
+                    "const" | "enum" | "default" | "examples" | "required" => {}
+                    _ => unbounded(value, &format!("{at}/{key}"), found),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                unbounded(item, &format!("{at}/{i}"), found);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The members `schema` requires at its top.
+fn required(schema: &JsonObject) -> Vec<&str> {
+    schema
+        .get("required")
+        .and_then(|r| r.as_array())
+        .map(|r| r.iter().filter_map(|n| n.as_str()).collect())
+        .unwrap_or_default()
+}
+
+impl ToolDef {
+    /// The catalog's contract rules for one definition (docs/adding-a-tool.md). Errors:
+    /// [`CatalogError::Contract`] naming the first rule broken.
+    fn check_contract(&self) -> Result<(), CatalogError> {
+        let spec = &self.spec;
+        let broken = |rule: String| CatalogError::Contract {
+            tool: spec.name.to_string(),
+            rule,
+        };
+        let input = serde_json::Value::Object((*self.tool.input_schema).clone());
+        let mut found = Vec::new();
+        unbounded(&input, "inputSchema", &mut found);
+        if let Some(first) = found.into_iter().next() {
+            return Err(broken(first));
+        }
+        let read_scope = spec.scope == Scope::McpRead;
+        if spec.read_only != read_scope {
+            return Err(broken(format!(
+                "readOnlyHint {} contradicts its scope {} (read-only tools need mcp:read, the others mcp:write)",
+                spec.read_only, spec.scope
+            )));
+        }
+        if spec.background {
+            let output = self
+                .tool
+                .output_schema
+                .as_deref()
+                .map(required)
+                .unwrap_or_default();
+            if let Some(missing) = RECEIPT_MEMBERS.iter().find(|m| !output.contains(m)) {
+                return Err(broken(format!(
+                    "a background tool answers a job receipt, whose output requires `{missing}`"
+                )));
+            }
+        }
+        let takes_project = required(&self.tool.input_schema).contains(&"project_id");
+        if takes_project != (spec.project != ProjectAccess::None) {
+            return Err(broken(format!(
+                "project access {:?} but `project_id` {} a required argument",
+                spec.project,
+                if takes_project { "is" } else { "is not" }
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// The destructive word in `text`, if any (see [`DESTRUCTIVE_STEMS`]).
@@ -548,7 +669,8 @@ pub struct Catalog {
 
 impl Catalog {
     /// Checks and registers `tools`. Errors: [`CatalogError`] for a destructive tool, a
-    /// duplicate or a bad name — the server does not start with such a catalog.
+    /// duplicate, a bad name or a broken contract rule ([`CatalogError::Contract`]) — the
+    /// server does not start with such a catalog.
     pub fn new(tools: Vec<ToolDef>) -> Result<Catalog, CatalogError> {
         for (i, def) in tools.iter().enumerate() {
             let spec = &def.spec;
@@ -577,6 +699,7 @@ impl Catalog {
                     });
                 }
             }
+            def.check_contract()?;
         }
         Ok(Catalog { tools })
     }
@@ -897,6 +1020,154 @@ mod tests {
             );
             assert!(err.to_string().contains("destructive"));
         }
+    }
+
+    /// The rule a catalog of this one definition breaks, if any.
+    fn broken(def: ToolDef) -> Option<String> {
+        match Catalog::new(vec![def]) {
+            Ok(_) => None,
+            Err(CatalogError::Contract { rule, .. }) => Some(rule),
+            Err(other) => panic!("not a contract rule: {other}"),
+        }
+    }
+
+    #[test]
+    fn refuses_inputs_that_take_unknown_members_or_unbounded_values() {
+        #[derive(Deserialize, JsonSchema)]
+        #[allow(dead_code)]
+        struct Open {
+            n: crate::mcp::args::Count<1, 5>,
+        }
+        let def = ToolDef::new(spec("open", "Open", "x"), |_ctx, _i: Open| async {
+            Ok(ToolOk::new(Nothing {}))
+        });
+        assert!(broken(def).unwrap().contains("unknown members"));
+
+        #[derive(Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Unbounded {
+            text: String,
+        }
+        let def = ToolDef::new(spec("text", "Text", "x"), |_ctx, _i: Unbounded| async {
+            Ok(ToolOk::new(Nothing {}))
+        });
+        let rule = broken(def).unwrap();
+        assert!(
+            rule.contains("properties/text: a string without maxLength"),
+            "{rule}"
+        );
+
+        #[derive(Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Many {
+            ids: Vec<crate::mcp::args::Id>,
+        }
+        let def = ToolDef::new(spec("many", "Many", "x"), |_ctx, _i: Many| async {
+            Ok(ToolOk::new(Nothing {}))
+        });
+        assert!(broken(def).unwrap().contains("an array without maxItems"));
+
+        #[derive(Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Number {
+            n: u32,
+        }
+        let def = ToolDef::new(spec("number", "Number", "x"), |_ctx, _i: Number| async {
+            Ok(ToolOk::new(Nothing {}))
+        });
+        assert!(broken(def).unwrap().contains("a number without maximum"));
+
+        // Bounded types pass.
+        #[derive(Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Bounded {
+            text: crate::mcp::args::Text<1, 10>,
+            tags: crate::mcp::args::List<crate::mcp::args::Text<1, 5>, 3>,
+            n: Option<crate::mcp::args::Count<1, 5>>,
+        }
+        let def = ToolDef::new(spec("bounded", "Bounded", "x"), |_ctx, _i: Bounded| async {
+            Ok(ToolOk::new(Nothing {}))
+        });
+        assert_eq!(broken(def), None);
+    }
+
+    #[test]
+    fn refuses_hints_that_contradict_the_scope() {
+        let mut writes_read_only = spec("w", "W", "x");
+        writes_read_only.scope = Scope::McpWrite;
+        assert!(
+            broken(def(writes_read_only))
+                .unwrap()
+                .contains("readOnlyHint true")
+        );
+        let mut reads_writing = spec("r", "R", "x");
+        reads_writing.read_only = false;
+        assert!(
+            broken(def(reads_writing))
+                .unwrap()
+                .contains("readOnlyHint false")
+        );
+    }
+
+    #[test]
+    fn a_background_tool_must_answer_a_job_receipt() {
+        let mut background = spec("bg", "Background", "x");
+        background.background = true;
+        let rule = broken(def(background)).unwrap();
+        assert!(
+            rule.contains("job receipt") && rule.contains("`kind`"),
+            "{rule}"
+        );
+
+        #[derive(Serialize, JsonSchema)]
+        struct Receipt {
+            kind: String,
+            id: String,
+            status: String,
+            resource: String,
+        }
+        let def = ToolDef::new(background, |_ctx, _i: NoInput| async {
+            Ok(ToolOk::new(Receipt {
+                kind: "export".into(),
+                id: "j".into(),
+                status: "pending".into(),
+                resource: "gatehouse://jobs/export/j".into(),
+            }))
+        });
+        assert_eq!(broken(def), None);
+    }
+
+    #[test]
+    fn project_access_and_the_project_id_argument_go_together() {
+        let mut project = spec("p", "P", "x");
+        project.project = ProjectAccess::Read;
+        assert!(
+            broken(def(project))
+                .unwrap()
+                .contains("is not a required argument")
+        );
+
+        #[derive(Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct InProject {
+            project_id: crate::mcp::args::Id,
+        }
+        let takes = |spec: ToolSpec| {
+            ToolDef::new(spec, |_ctx, _i: InProject| async {
+                Ok(ToolOk::new(Nothing {}))
+            })
+        };
+        assert!(
+            broken(takes(spec("q", "Q", "x")))
+                .unwrap()
+                .contains("is a required argument")
+        );
+        assert_eq!(broken(takes(project)), None);
     }
 
     #[test]

@@ -99,6 +99,8 @@ pub struct McpParts {
     pub quotas: Arc<quota::QuotaTracker>,
     /// The upstream MCP servers whose tools join the catalog ([`upstream`]).
     pub upstreams: Arc<upstream::Upstreams>,
+    /// Continuations of reads that are not counted again ([`quota::Continuations`]).
+    pub continuations: Arc<quota::Continuations>,
 }
 
 async fn method_not_allowed() -> impl IntoResponse {
@@ -144,6 +146,7 @@ pub fn mcp_state(state: AppState) -> McpState {
         origins: Arc::new(guard::OriginPolicy::new(&config)),
         key_use: Arc::new(auth::KeyUseTracker::default()),
         quotas: Arc::new(quota::QuotaTracker::default()),
+        continuations: Arc::new(quota::Continuations::default()),
     }))
 }
 

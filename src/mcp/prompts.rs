@@ -955,4 +955,60 @@ mod tests {
             quoted_data(&serde_json::json!({ "notes": [{ "title": hostile }] }))
         );
     }
+
+    /// The text of a prompt's first message.
+    fn first_text(result: &GetPromptResult) -> String {
+        let value = serde_json::to_value(&result.messages[0]).unwrap();
+        value["content"]["text"].as_str().unwrap().to_string()
+    }
+
+    /// Prompts only coordinate tools (docs/adding-a-tool.md): every tool a prompt names is in
+    /// the catalog; a prompt that needs only `mcp:read` leads the model to read-only tools; the
+    /// one that needs the write role asks for approval before its one write.
+    #[test]
+    fn prompts_only_coordinate_catalog_tools() {
+        let catalog = crate::mcp::tools::catalog().unwrap();
+        let p = ProjectMembership {
+            project_id: "p1".into(),
+            name: "Research".into(),
+            role: Role::Write,
+            created_at: 0,
+        };
+        for (name, result) in [
+            ("summarize_project", summarize(&p, None)),
+            ("draft_note", draft_note(&p, None)),
+        ] {
+            let spec = find(name).unwrap();
+            let text = first_text(&result);
+            let words: Vec<&str> = text
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| {
+                    w.contains('_') && w.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                })
+                .collect();
+            for word in &words {
+                // Apart from argument and data names, a snake_case word is a catalog tool.
+                let data = ["project_id", "project_name", "note_id"].contains(word);
+                assert!(catalog.get(word).is_some() || data, "{name} names {word}");
+            }
+            let named: Vec<_> = catalog
+                .all()
+                .iter()
+                .filter(|d| words.contains(&d.spec.name))
+                .collect();
+            assert!(!named.is_empty(), "{name} names no tool");
+            for tool in named {
+                if spec.scope == Scope::McpRead {
+                    assert!(tool.spec.read_only, "{name} leads to {}", tool.spec.name);
+                }
+            }
+        }
+        let draft = first_text(&draft_note(&p, None));
+        let wait = draft.find("wait for my answer").unwrap();
+        let write = draft.find("call create_note").unwrap();
+        assert!(
+            wait < write,
+            "the approval checkpoint comes before the write"
+        );
+    }
 }

@@ -181,6 +181,111 @@ impl QuotaTracker {
     }
 }
 
+/// The audit outcome of a successful call that continued a read already counted: not counted
+/// against the budget, here or from the audit rows.
+pub const CONTINUED: &str = "continued";
+/// How long an offered continuation stays free, in seconds.
+pub const CONTINUATION_SECS: i64 = 600;
+/// Continuations remembered at once; past this, new ones are not offered (their calls count).
+const MAX_CONTINUATIONS: usize = 50_000;
+
+/// Continuation calls of one read count once against the quota (issue 38, part 3): when a
+/// result names its continuation — the next part of a note (`next_body_from`), the next page of
+/// a search (`nextCursor`) or of an export (`next_page`) — this process remembers that exact
+/// next call for the account for [`CONTINUATION_SECS`], and that call, made once, is admitted
+/// without spending the budget (audited [`CONTINUED`]). Only the SHA-256 of the account and
+/// the call is kept. A continuation that reaches another instance is counted like any call.
+#[derive(Default)]
+pub struct Continuations {
+    offered: Mutex<HashMap<[u8; 32], i64>>,
+}
+
+impl Continuations {
+    fn key(account_id: &str, call: &str) -> [u8; 32] {
+        use sha2::Digest;
+        sha2::Sha256::digest(format!("{account_id}\n{call}").as_bytes()).into()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], i64>> {
+        match self.offered.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Remembers `call` ([`tool_continuation`], [`read_continuation`]) as free for
+    /// `account_id` until `now` + [`CONTINUATION_SECS`].
+    pub fn offer(&self, account_id: &str, call: &str, now: i64) {
+        let mut offered = self.lock();
+        if offered.len() >= MAX_CONTINUATIONS {
+            offered.retain(|_, until| *until > now);
+            if offered.len() >= MAX_CONTINUATIONS {
+                return;
+            }
+        }
+        offered.insert(Self::key(account_id, call), now + CONTINUATION_SECS);
+    }
+
+    /// Whether `call` was offered to `account_id` and is still free; it is free once.
+    pub fn take(&self, account_id: &str, call: &str, now: i64) -> bool {
+        self.lock()
+            .remove(&Self::key(account_id, call))
+            .is_some_and(|until| until > now)
+    }
+}
+
+/// The continuation a `tools/call` of `tool` with `arguments` makes, if it continues a read:
+/// a `cursor` (it names its search), or a `body_from` of a note.
+pub fn call_continuation(
+    tool: &str,
+    arguments: Option<&rmcp::model::JsonObject>,
+) -> Option<String> {
+    let args = arguments?;
+    if let Some(cursor) = args.get("cursor").and_then(serde_json::Value::as_str) {
+        return Some(format!("{tool} cursor={cursor}"));
+    }
+    let from = args.get("body_from").and_then(serde_json::Value::as_u64)?;
+    let project = args.get("project_id").and_then(serde_json::Value::as_str)?;
+    let note = args.get("note_id").and_then(serde_json::Value::as_str)?;
+    Some(format!("{tool} note={project}/{note} body_from={from}"))
+}
+
+/// The continuation a tool result offers: the call [`call_continuation`] would see for the
+/// next page (`nextCursor`) or part (`next_body_from` of the note `project_id`/`id`).
+pub fn tool_continuation(tool: &str, result: &CallToolResult) -> Option<String> {
+    let sc = result.structured_content.as_ref()?;
+    if let Some(cursor) = sc.get("nextCursor").and_then(serde_json::Value::as_str) {
+        return Some(format!("{tool} cursor={cursor}"));
+    }
+    let from = sc
+        .get("next_body_from")
+        .and_then(serde_json::Value::as_u64)?;
+    let project = sc.get("project_id").and_then(serde_json::Value::as_str)?;
+    let note = sc.get("id").and_then(serde_json::Value::as_str)?;
+    Some(format!("{tool} note={project}/{note} body_from={from}"))
+}
+
+/// The continuation of a `resources/read` of `uri`: a page (`?from=N`) of a document.
+pub fn read_continuation(uri: &str) -> Option<String> {
+    uri.contains("?from=")
+        .then(|| format!("resources/read {uri}"))
+}
+
+/// The page a `resources/read` result names (`next_page` of its JSON document), as the
+/// continuation its read would make.
+pub fn next_page_continuation(result: &rmcp::model::ReadResourceResult) -> Option<String> {
+    let rmcp::model::ResourceContents::TextResourceContents { text, .. } =
+        result.contents.first()?
+    else {
+        return None;
+    };
+    if !text.contains("\"next_page\"") {
+        return None;
+    }
+    let document: serde_json::Value = serde_json::from_str(text).ok()?;
+    read_continuation(document.get("next_page")?.as_str()?)
+}
+
 /// The quota step of a `resources/read` or `prompts/get` (`event`, the audit event, and
 /// `subject`, what it names): `None` when it may run (it is counted), or the JSON-RPC error to
 /// answer (these methods have no `isError` result), after auditing the refusal.

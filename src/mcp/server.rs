@@ -302,14 +302,22 @@ impl ServerHandler for GatehouseMcp {
         }
         let now = crate::store::now();
         let ip = source_ip(&ctx);
-        if let Some(refusal) = super::quota::refuse_over_budget(
-            &self.mcp,
-            &principal,
-            def.spec.name,
-            ip.as_deref(),
-            now,
-        )
-        .await
+        // The next part or page a previous result of this account offered is not counted again.
+        let continued = super::quota::call_continuation(def.spec.name, request.arguments.as_ref())
+            .is_some_and(|call| {
+                self.mcp
+                    .continuations
+                    .take(&principal.account_id, &call, now)
+            });
+        if !continued
+            && let Some(refusal) = super::quota::refuse_over_budget(
+                &self.mcp,
+                &principal,
+                def.spec.name,
+                ip.as_deref(),
+                now,
+            )
+            .await
         {
             return Ok(refusal.into());
         }
@@ -323,15 +331,19 @@ impl ServerHandler for GatehouseMcp {
         let outcome = def.call(tool_ctx, request.arguments).await;
         let elapsed_ms = started.elapsed().as_millis();
         let audit_outcome = match &outcome.result {
+            Ok(_) if continued => super::quota::CONTINUED,
             Ok(_) => "success",
             Err(e) => e.outcome(),
         };
         metrics::counter!(crate::metrics::TOOL_CALLS, "tool" => def.spec.name, "outcome" => audit_outcome)
             .increment(1);
-        // A call refused for its reach or role does not spend the account's budget.
-        self.mcp
-            .quotas
-            .refund(&principal.account_id, audit_outcome, now);
+        // A call refused for its reach or role does not spend the account's budget (a
+        // continuation spent none).
+        if !continued {
+            self.mcp
+                .quotas
+                .refund(&principal.account_id, audit_outcome, now);
+        }
         if let Err(ToolError::Internal(cause)) = &outcome.result {
             tracing::error!(tool = def.spec.name, error = %cause, "MCP tool failed");
         }
@@ -374,6 +386,11 @@ impl ServerHandler for GatehouseMcp {
                     ErrorData::internal_error("the result could not be prepared", None)
                 })?
         };
+        if let Some(next) = super::quota::tool_continuation(def.spec.name, &rendered) {
+            self.mcp
+                .continuations
+                .offer(&principal.account_id, &next, now);
+        }
         Ok(rendered.into())
     }
 
@@ -416,21 +433,42 @@ impl ServerHandler for GatehouseMcp {
         let parsed = ResourceUri::parse(&request.uri);
         let template = parsed.as_ref().map_or("unknown", ResourceUri::template);
         let ip = source_ip(&ctx);
-        if let Some(refusal) = super::quota::refuse_read_over_budget(
-            &self.mcp,
-            &principal,
-            "resource_read",
-            template,
-            ip.as_deref(),
-            now,
-        )
-        .await
+        // The next page a previous read of this account offered is not counted again.
+        let continued = super::quota::read_continuation(&request.uri).is_some_and(|call| {
+            self.mcp
+                .continuations
+                .take(&principal.account_id, &call, now)
+        });
+        if !continued
+            && let Some(refusal) = super::quota::refuse_read_over_budget(
+                &self.mcp,
+                &principal,
+                "resource_read",
+                template,
+                ip.as_deref(),
+                now,
+            )
+            .await
         {
             return Err(refusal);
         }
         let result = resources::read(&self.mcp.app, &principal, &request.uri).await;
-        let outcome = read_outcome(&result);
-        self.mcp.quotas.refund(&principal.account_id, outcome, now);
+        let outcome = match read_outcome(&result) {
+            "success" if continued => super::quota::CONTINUED,
+            other => other,
+        };
+        if !continued {
+            self.mcp.quotas.refund(&principal.account_id, outcome, now);
+        }
+        if let Some(next) = result
+            .as_ref()
+            .ok()
+            .and_then(super::quota::next_page_continuation)
+        {
+            self.mcp
+                .continuations
+                .offer(&principal.account_id, &next, now);
+        }
         let project_id = parsed
             .as_ref()
             .filter(|_| result.is_ok())

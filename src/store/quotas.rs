@@ -9,7 +9,15 @@ use crate::domain::quota::{BUCKET_SECS, WINDOW_SECS};
 /// budget, a scope missing), or refused for the caller's reach or role (a project out of reach,
 /// a write the role does not allow: issue 30, finding 8), so that one credential's refused
 /// calls do not spend the account's budget.
-const NOT_COUNTED: [&str; 4] = ["over_quota", "insufficient_scope", "forbidden", "not_found"];
+/// `continued` is a successful continuation of a read already counted (the next part of a
+/// note, the next page of a search or an export: issue 38, part 3).
+const NOT_COUNTED: [&str; 5] = [
+    "over_quota",
+    "insufficient_scope",
+    "forbidden",
+    "not_found",
+    "continued",
+];
 
 impl Store {
     /// The account's own budget: `Some(n)` calls per hour (0 = unlimited), `None` for the
@@ -60,7 +68,7 @@ impl Store {
             "SELECT at / 60 AS minute, COUNT(*) AS calls FROM audit_events \
              WHERE account_id = $1 AND at >= $2 \
              AND event IN ('tool_call', 'resource_read', 'prompt_get') \
-             AND outcome NOT IN ($3, $4, $5, $6) GROUP BY at / 60",
+             AND outcome NOT IN ($3, $4, $5, $6, $7) GROUP BY at / 60",
         )
         .bind(account_id)
         .bind(since)
@@ -68,6 +76,7 @@ impl Store {
         .bind(NOT_COUNTED[1])
         .bind(NOT_COUNTED[2])
         .bind(NOT_COUNTED[3])
+        .bind(NOT_COUNTED[4])
         .fetch_all(&self.pool())
         .await?;
         Ok(rows

@@ -446,3 +446,83 @@ async fn every_tool_pages_to_the_end_at_the_lowest_bound() {
         eprintln!("get_note at {max}: 20,000 characters in {calls} calls");
     }
 }
+
+/// Continuation calls of one read count once against the quota: with a budget of 3 calls an
+/// hour at the lowest bound, a 20,000-character note read in many parts and a search paged to
+/// its end spend one call each; a part no answer offered counts like any call; the next call
+/// is over budget. The audit rows count the same (outcome `continued` is not counted).
+#[tokio::test]
+async fn continuation_calls_of_one_read_count_once_against_the_quota() {
+    let app = spawn_app_with(|vars| {
+        vars.insert("GATEHOUSE_MAX_RESULT_BYTES".into(), "1024".into());
+        vars.insert("GATEHOUSE_QUOTA_CALLS_PER_HOUR".into(), "3".into());
+    })
+    .await;
+    let alice = app.create_account(ALICE, "a-long-password").await;
+    let now = gatehouse::store::now();
+    let project = app
+        .store
+        .create_project("Research", &alice, now)
+        .await
+        .unwrap();
+    for i in 0..12 {
+        let body = format!("alpha note {i}: {}", "lorem ipsum ".repeat(25));
+        app.store
+            .create_note(
+                &NewNote {
+                    project_id: &project,
+                    author_account_id: &alice,
+                    title: &format!("Alpha {i:03}"),
+                    body: &body,
+                    tags: &[],
+                },
+                now,
+            )
+            .await
+            .unwrap();
+    }
+    let body: String = "lorem ipsum ".repeat(2000).chars().take(20_000).collect();
+    let note = app
+        .store
+        .create_note(
+            &NewNote {
+                project_id: &project,
+                author_account_id: &alice,
+                title: "Long",
+                body: &body,
+                tags: &[],
+            },
+            now,
+        )
+        .await
+        .unwrap();
+    let (_, key) = create_key(&app, &["--account", ALICE]);
+
+    let (text, parts) = note_to_the_end(&app, &key, &project, &note.id, 1024).await;
+    assert_eq!(text, body);
+    assert!(parts > 3, "more parts ({parts}) than the budget");
+    let (hits, pages) = search_to_the_end(&app, &key, &project, 1024).await;
+    assert_eq!(hits.len(), 12);
+    assert!(pages > 3, "more pages ({pages}) than the budget");
+
+    // A body_from no answer offered is not a continuation: it counts (the third call).
+    let again = json!({"project_id": project, "note_id": note.id, "body_from": 1});
+    let replay = call(&app, &key, "get_note", again.clone()).await;
+    assert_eq!(replay["isError"], false, "{replay}");
+    let over = call(&app, &key, "get_note", again).await;
+    assert!(
+        error_text(&over).contains("budget of 3 tool calls per rolling hour is spent"),
+        "{over}"
+    );
+
+    app.store.flush_audit().await;
+    let counted: u64 = app
+        .store
+        .tool_calls_per_minute(&alice, gatehouse::store::now())
+        .await
+        .unwrap()
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(counted, 3, "the audit rows count the same three calls");
+}
