@@ -353,7 +353,17 @@ async fn upstream_failures_are_error_results_naming_the_upstream_and_never_fail_
         upstream_names(&listing),
         ["flaky__big", "flaky__fail", "flaky__slow"]
     );
-    let list_out = cli_ok(&app, &["upstream", "list"]).await;
+    // The registry reload that brings "down" in may come after the listing above: list again
+    // until its failure is recorded.
+    let mut list_out = String::new();
+    for _ in 0..40 {
+        list_out = cli_ok(&app, &["upstream", "list"]).await;
+        if list_out.contains("down  http  http://127.0.0.1:9/mcp  unreachable") {
+            break;
+        }
+        list(&app, &a.token).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(
         list_out.contains("down  http  http://127.0.0.1:9/mcp  unreachable"),
         "{list_out}"
@@ -459,7 +469,16 @@ async fn untrusted_definitions_are_bounded_and_destructive_tools_stay_hidden() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["error"]["code"], -32602, "{body}");
     assert_eq!(seen.calls.load(Ordering::SeqCst), 0);
-    let list_out = cli_ok(&app, &["upstream", "list"]).await;
+    // The registry reload that brings "many" in may come after the listing above.
+    let mut list_out = String::new();
+    for _ in 0..40 {
+        list_out = cli_ok(&app, &["upstream", "list"]).await;
+        if list_out.contains("more than 200 tools") {
+            break;
+        }
+        list(&app, &a.token).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(list_out.contains("more than 200 tools"), "{list_out}");
 }
 
