@@ -165,6 +165,23 @@ fn describe() {
     describe_counter!(SIGNINS, "Sign-in attempts, by outcome.");
     describe_counter!(TOOL_CALLS, "MCP tool calls, by tool and outcome.");
     describe_counter!(
+        RESOURCE_TOKENS,
+        "Tokens for registered resources, by resource URL and event (issued, refreshed, introspected)."
+    );
+    describe_counter!(
+        UPSTREAM_CALLS,
+        "Tool calls forwarded to upstream MCP servers, by upstream and outcome."
+    );
+    describe_histogram!(
+        UPSTREAM_CALL_SECONDS,
+        metrics::Unit::Seconds,
+        "Time a forwarded tool call took, by upstream."
+    );
+    describe_counter!(
+        UPSTREAM_LIST_FAILURES,
+        "Listings of an upstream that failed, leaving its tools out of tools/list, by upstream."
+    );
+    describe_counter!(
         CONNECTIONS_REFUSED,
         "Connections closed on arrival: their source address already held the most open connections allowed."
     );
@@ -476,6 +493,37 @@ pub async fn serve(listener: TcpListener, state: AppState, handle: PrometheusHan
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every series name declared in this file (`pub const NAME: &str = "gatehouse_…"`) gets
+    /// its `# HELP` text in [`describe`]: a series added without one fails here, whichever
+    /// tests happen to make it appear in a scrape.
+    #[test]
+    fn every_declared_series_is_described() {
+        let source = include_str!("metrics.rs");
+        let start = source
+            .find("fn describe()")
+            .expect("describe() is in this file");
+        let end = start + source[start..].find("metrics::gauge!(BUILD_INFO").unwrap();
+        let body: String = source[start..end]
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        let names: Vec<&str> = source
+            .lines()
+            .filter_map(|line| line.strip_prefix("pub const "))
+            .filter(|rest| rest.contains(": &str = \"gatehouse_"))
+            .filter_map(|rest| rest.split(':').next())
+            .collect();
+        assert!(names.contains(&"HTTP_REQUESTS") && names.contains(&"UPSTREAM_CALLS"));
+        let undescribed: Vec<&str> = names
+            .into_iter()
+            .filter(|name| !body.contains(&format!("!({name},")))
+            .collect();
+        assert!(
+            undescribed.is_empty(),
+            "series without HELP: {undescribed:?}"
+        );
+    }
 
     /// The process series read `/proc/self` as proc(5) lays it out: CPU time is counted
     /// (this test has spent some), memory is at least a megabyte, and this process has files
