@@ -39,6 +39,9 @@ pub mod sqlite;
 pub mod upstreams;
 pub mod urls;
 
+#[cfg(test)]
+mod trigger_coverage;
+
 pub use sessions::SessionBackend;
 
 /// Errors from the storage layer.
