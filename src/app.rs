@@ -11,10 +11,10 @@ use axum::{Json, Router};
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
 
+use crate::clients::{ClientResolver, HttpsFetcher, MetadataFetcher};
 use crate::config::Config;
 use crate::domain::account::{Email, validate_password};
 use crate::domain::secret::{Secret, TokenKind};
-use crate::oauth::clients::{ClientResolver, HttpsFetcher, MetadataFetcher};
 use crate::password::PasswordPool;
 use crate::state::{AppParts, AppState};
 use crate::store::Store;
@@ -85,7 +85,7 @@ async fn every_route(
         request,
         std::time::Duration::from_secs(state.config.body_read_timeout_secs as u64),
     );
-    crate::client_addr::attach(&state, &mut request);
+    crate::client_addr::attach(&state.config.trusted_proxies, &mut request);
     let metrics = crate::metrics::RequestMetrics::start(&request);
     let request_id = metrics.request_id().to_string();
     tracing::Span::current().record("request_id", request_id.as_str());
@@ -334,7 +334,12 @@ impl Application {
         // every request records.
         let metrics = self.metrics_listener.and_then(|listener| {
             crate::metrics::recorder().map(|handle| {
-                tokio::spawn(crate::metrics::serve(listener, self.state.clone(), handle))
+                tokio::spawn(crate::metrics::serve(
+                    listener,
+                    self.state.passwords.clone(),
+                    self.state.store.clone(),
+                    handle,
+                ))
             })
         });
         let served = serve(

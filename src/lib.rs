@@ -7,6 +7,7 @@
 pub mod app;
 pub mod cli;
 pub mod client_addr;
+pub mod clients;
 pub mod config;
 pub mod connections;
 pub mod cors;

@@ -189,6 +189,14 @@ fn note_cannot_write() {
     }
 }
 
+/// How long after its file was last found read-only or unopenable (`SQLITE_READONLY`,
+/// `SQLITE_IOERR`, `SQLITE_CANTOPEN`) every read goes through the pool, with no connection of
+/// [`in_place`] left open. `SQLite` shares one shared-memory index per file among a process's
+/// connections, read-only if the first of them opened it on a read-only file system, for as
+/// long as any of them stays open; the pool recovers by replacing its connections one by one
+/// ([`note_cannot_write`]), which works only if no connection here holds that index.
+pub const UNWRITABLE_PAUSE: Duration = Duration::from_secs(5);
+
 /// Whether the last [`note_cannot_write`] was less than `within` ago.
 pub(super) fn cannot_write_within(within: Duration) -> bool {
     CANNOT_WRITE_SEEN
