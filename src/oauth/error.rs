@@ -91,8 +91,13 @@ impl OAuthError {
     }
 }
 
-/// The `Retry-After` of a `503` (RFC 9110 §10.2.3), in seconds.
-pub const RETRY_AFTER_SECS: &str = "5";
+/// The `error_description` of `invalid_client` for an unknown client and for a wrong
+/// credential alike (a secret or a client assertion, RFC 6749 §5.2, RFC 7523 §3.2), so that
+/// the answer does not tell which `client_id`s exist.
+pub const AUTHENTICATION_FAILED: &str = "client authentication failed";
+
+/// The `Retry-After` of a `503` (RFC 9110 §10.2.3), in seconds: [`crate::error::RETRY_AFTER_SECS`].
+pub use crate::error::RETRY_AFTER_SECS;
 
 impl From<crate::store::StoreError> for OAuthError {
     fn from(e: crate::store::StoreError) -> Self {

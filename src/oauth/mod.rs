@@ -12,7 +12,8 @@ use crate::state::AppState;
 pub mod authorize;
 pub mod client_assertion;
 pub mod client_auth;
-pub mod clients;
+/// The client resolver ([`crate::clients`]), here under the name it has always had.
+pub use crate::clients;
 pub mod error;
 pub mod fallbacks;
 pub mod introspect;

@@ -34,7 +34,7 @@ use crate::store::now;
 use crate::store::oauth::ClientRecord;
 
 /// Largest registration body accepted, in bytes.
-pub const MAX_BODY_BYTES: usize = 16 * 1024;
+pub const MAX_BODY_BYTES: usize = crate::domain::client::MAX_REGISTRATION_BYTES;
 /// Most redirect URIs one client may register.
 pub const MAX_REDIRECT_URIS: usize = 20;
 /// Longest `client_name`, in characters.
