@@ -477,3 +477,19 @@ async fn a_device_code_started_on_one_instance_is_approved_and_redeemed_on_anoth
         (StatusCode::BAD_REQUEST, "invalid_grant")
     );
 }
+
+#[tokio::test]
+async fn an_unused_device_client_expires_and_one_with_a_pending_code_stays() {
+    let app = spawn_app().await;
+    let (unused, _) = register_device_client(&app, "none").await;
+    let (waiting, _) = register_device_client(&app, "none").await;
+    let (status, _) = start(&app, &waiting, None, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    let now = gatehouse::store::now();
+    assert_eq!(
+        app.store.expire_unused_clients(now + 1, now).await.unwrap(),
+        1
+    );
+    assert!(app.store.client(&unused).await.unwrap().is_none());
+    assert!(app.store.client(&waiting).await.unwrap().is_some());
+}
