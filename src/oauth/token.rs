@@ -497,7 +497,11 @@ async fn redeem(
                 "success",
                 Some(&record.account_id),
                 Some(&family_id),
-                Some(&format!("resource={}", record.resource)),
+                Some(&if record.redirect_uri == DEVICE_CODE_GRANT {
+                    format!("grant=device_code resource={}", record.resource)
+                } else {
+                    format!("resource={}", record.resource)
+                }),
             )
             .await;
             Ok(response(&refresh, &access, target.ttl, &record.scope))

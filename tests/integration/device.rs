@@ -215,6 +215,19 @@ async fn a_public_device_client_gets_tokens_after_the_person_approves_on_the_con
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
 
+    // Audited as a redemption of the device grant.
+    let detail: String = sqlx::query_scalar(
+        "SELECT detail FROM audit_events WHERE event = 'code_redeemed' AND client_id = $1",
+    )
+    .bind(&client_id)
+    .fetch_one(app.db.pool().await)
+    .await
+    .unwrap();
+    assert_eq!(
+        detail,
+        format!("grant=device_code resource={}", app.config.mcp_server_url)
+    );
+
     // The device code is single use; a replay revokes what it issued (as a code replay does).
     let (status, body) = poll(&app, &client_id, None, &device_code).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -492,4 +505,50 @@ async fn an_unused_device_client_expires_and_one_with_a_pending_code_stays() {
     );
     assert!(app.store.client(&unused).await.unwrap().is_none());
     assert!(app.store.client(&waiting).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn an_approval_revoked_on_connected_apps_before_the_poll_issues_nothing() {
+    let app = spawn_app().await;
+    let (client_id, _) = register_device_client(&app, "none").await;
+    let (_, started) = start(&app, &client_id, None, &[]).await;
+    let browser = signed_in_browser(&app).await;
+    let (status, _) = answer(
+        &app,
+        &browser,
+        started["user_code"].as_str().unwrap(),
+        "approve",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    crate::oauth_helpers::revoke_on_apps_page(&app, &browser).await;
+    let (status, body) = poll(
+        &app,
+        &client_id,
+        None,
+        started["device_code"].as_str().unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, err(&body)),
+        (StatusCode::BAD_REQUEST, "invalid_grant"),
+        "{body}"
+    );
+    // The redemption is audited with its grant when it succeeds; this one was refused.
+    let events: Vec<(String, String)> =
+        sqlx::query_as("SELECT event, outcome FROM audit_events WHERE client_id = $1 ORDER BY id")
+            .bind(&client_id)
+            .fetch_all(app.db.pool().await)
+            .await
+            .unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|(e, o)| e == "code_refused" && o == "denied"),
+        "{events:?}"
+    );
+    assert!(
+        !events.iter().any(|(e, _)| e == "code_redeemed"),
+        "{events:?}"
+    );
 }
