@@ -22,6 +22,7 @@ pub mod account;
 pub mod activity;
 pub mod apps;
 pub mod consent;
+pub mod device;
 pub mod keys;
 pub mod projects;
 pub mod session;
@@ -63,6 +64,7 @@ pub fn router(state: AppState) -> Router {
                 get(consent::authorize_get).post(consent::authorize_post),
             )
             .route("/oauth/authorize/decision", post(consent::decide))
+            .route("/device", get(device::show).post(device::submit))
             .route("/apps", get(apps::list))
             .route("/apps/revoke", post(apps::revoke))
             .route("/apps/{consent_id}", get(apps::activity));
