@@ -11,8 +11,8 @@ use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::session::{csrf_token, signed_in};
-use super::{CsrfForm, PageQuery, error_page, render, see_other, when};
+use super::session::{csrf_token, set_notice, signed_in, take_notice};
+use super::{Confirmation, CsrfForm, PageQuery, confirm_page, error_page, render, see_other, when};
 use crate::client_addr::ClientAddr;
 use crate::domain::account::{Email, Role};
 use crate::error::AppError;
@@ -71,6 +71,7 @@ struct ProjectPage<'a> {
     error: Option<&'a str>,
     member_email: &'a str,
     member_role: &'a str,
+    notice: Option<String>,
     csrf_token: &'a str,
     oauth_enabled: bool,
 }
@@ -161,6 +162,7 @@ async fn project_page(
             error,
             member_email: email,
             member_role: role,
+            notice: take_notice(session).await?,
             csrf_token: &csrf,
             oauth_enabled: state.config.oauth_enabled,
         },
@@ -309,11 +311,64 @@ pub async fn add_member(
     .await)
 }
 
-/// Body of `POST /projects/{id}/members/remove`.
+/// Body of `POST /projects/{id}/members/remove` and query of its confirmation page.
 #[derive(Deserialize)]
 pub struct RemoveMemberForm {
     #[serde(default)]
     account_id: String,
+}
+
+/// `GET /projects/{id}/members/remove?account_id=…`: the owner's confirmation page naming the
+/// member, the project and what removal does. Not a removable member (the owner, someone not
+/// in the project): the project page with the reason (422).
+pub async fn confirm_remove_member(
+    State(state): State<AppState>,
+    session: Session,
+    Path(project_id): Path<String>,
+    PageQuery(form): PageQuery<RemoveMemberForm>,
+) -> Result<Response, AppError> {
+    let (account, project) = match owned_project(&state, &session, &project_id).await? {
+        Ok(owned) => owned,
+        Err(response) => return Ok(response),
+    };
+    let member = state
+        .store
+        .members_of_project(&project.project_id)
+        .await?
+        .into_iter()
+        .find(|m| m.account_id == form.account_id && !m.is_owner);
+    let Some(member) = member else {
+        return project_page(
+            &state,
+            &session,
+            &account,
+            &project,
+            "",
+            Some(not_removable()),
+        )
+        .await;
+    };
+    let confirmation = Confirmation {
+        title: format!("Remove {} from {}?", member.email, project.name),
+        consequence: format!(
+            "{} will no longer read or change the notes of {}: not in the console, and not through any app, API key or personal URL, from their next request. You can add them again later.",
+            member.email, project.name
+        ),
+        action: format!("/projects/{}/members/remove", project.project_id),
+        fields: vec![("account_id", member.account_id)],
+        button: format!("Remove {}", member.email),
+        cancel: format!("/projects/{}", project.project_id),
+    };
+    confirm_page(&state, &session, &confirmation).await
+}
+
+fn not_removable() -> MemberFormState<'static> {
+    MemberFormState {
+        status: StatusCode::UNPROCESSABLE_ENTITY,
+        error: "That person is not a member who can be removed (the owner always stays).",
+        email: "",
+        role: "read",
+    }
 }
 
 /// `POST /projects/{id}/members/remove`: the owner removes a member (never the owner).
@@ -328,19 +383,37 @@ pub async fn remove_member(
         Ok(owned) => owned,
         Err(response) => return Ok(response),
     };
+    let email = state
+        .store
+        .members_of_project(&project.project_id)
+        .await?
+        .into_iter()
+        .find(|m| m.account_id == form.account_id)
+        .map(|m| m.email);
     if !state
         .store
         .remove_member(&project.project_id, &form.account_id, now())
         .await?
     {
-        let form_state = MemberFormState {
-            status: StatusCode::UNPROCESSABLE_ENTITY,
-            error: "That person is not a member who can be removed (the owner always stays).",
-            email: "",
-            role: "read",
-        };
-        return project_page(&state, &session, &account, &project, "", Some(form_state)).await;
+        return project_page(
+            &state,
+            &session,
+            &account,
+            &project,
+            "",
+            Some(not_removable()),
+        )
+        .await;
     }
+    set_notice(
+        &session,
+        &format!(
+            "{} was removed from {}.",
+            email.as_deref().unwrap_or("The member"),
+            project.name
+        ),
+    )
+    .await?;
     let detail = format!("member={}", form.account_id);
     Ok(member_changed(
         &state,

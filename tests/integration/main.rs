@@ -15,6 +15,8 @@ mod cli_audit;
 mod client_errors;
 mod config_startup;
 mod console;
+mod console_confirm;
+mod console_consent;
 mod credential_limits;
 #[allow(dead_code)]
 mod delay_proxy;
