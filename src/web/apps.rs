@@ -44,6 +44,7 @@ struct AppRow {
 struct AppsPage {
     apps: Vec<AppRow>,
     notice: Option<String>,
+    mcp_url: String,
     csrf_token: String,
     oauth_enabled: bool,
 }
@@ -115,6 +116,7 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
         &AppsPage {
             apps,
             notice: take_notice(&session).await?,
+            mcp_url: state.config.mcp_server_url.clone(),
             csrf_token: csrf_token(&session).await?,
             oauth_enabled: state.config.oauth_enabled,
         },

@@ -23,6 +23,7 @@ pub mod activity;
 pub mod apps;
 pub mod consent;
 pub mod keys;
+pub mod notes;
 pub mod projects;
 pub mod session;
 pub mod setup;
@@ -35,7 +36,9 @@ pub const SESSION_COOKIE: &str = "gatehouse_session";
 pub fn router(state: AppState) -> Router {
     let mut pages = Router::new()
         .route("/", get(projects::home))
+        .route("/projects", post(projects::create))
         .route("/projects/{id}", get(projects::show))
+        .route("/projects/{id}/notes/{note_id}", get(notes::show))
         .route("/projects/{id}/activity", get(activity::show))
         .route("/projects/{id}/members", post(projects::add_member))
         .route(

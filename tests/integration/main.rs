@@ -17,6 +17,7 @@ mod config_startup;
 mod console;
 mod console_confirm;
 mod console_consent;
+mod console_first_run;
 mod credential_limits;
 #[allow(dead_code)]
 mod delay_proxy;
