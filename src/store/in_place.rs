@@ -384,6 +384,18 @@ impl InPlace {
         }
     }
 
+    /// The `SQLite` file these connections open.
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Closes every connection of this file that is not in use right now (the idle readers
+    /// and the write connection); the next read or write opens fresh ones.
+    pub(crate) fn close_unused(&self) {
+        self.close_idle();
+        self.close_writer();
+    }
+
     fn close_idle(&self) {
         let idle = match self.idle.lock() {
             Ok(mut idle) => std::mem::take(&mut *idle),

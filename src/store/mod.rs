@@ -38,6 +38,7 @@ pub mod signing_keys;
 pub mod sqlite;
 pub mod upstreams;
 pub mod urls;
+mod writable_again;
 
 pub use sessions::SessionBackend;
 
@@ -184,6 +185,11 @@ fn note_cannot_write() {
     if let Ok(mut seen) = CANNOT_WRITE_SEEN.lock() {
         *seen = Some(std::time::Instant::now());
     }
+}
+
+/// When the last [`note_cannot_write`] was, if ever.
+fn last_cannot_write() -> Option<std::time::Instant> {
+    CANNOT_WRITE_SEEN.lock().ok().and_then(|seen| *seen)
 }
 
 /// Whether the last [`note_cannot_write`] was less than `within` ago.
@@ -462,7 +468,7 @@ impl Store {
         // on SQLite failed the read-only drill (docs/benchmarks.md).
         let sessions = SessionBackend::connect(backend, &url).await?;
         let write_turns = std::sync::Arc::new(tokio::sync::Semaphore::new(1));
-        Ok(Store(std::sync::Arc::new(StoreParts {
+        let store = Store(std::sync::Arc::new(StoreParts {
             pool,
             backend,
             sessions,
@@ -490,7 +496,14 @@ impl Store {
             },
             url: url.as_str().into(),
             lane_options,
-        })))
+        }));
+        if let Some(in_place) = &store.in_place {
+            writable_again::watch(
+                std::sync::Arc::downgrade(&store.0),
+                in_place.path().to_path_buf(),
+            );
+        }
+        Ok(store)
     }
 
     /// Applies the migrations of this backend's folder and the session table's schema.
