@@ -21,6 +21,7 @@ pub mod audit_query;
 pub mod auth_cache;
 pub mod checkpoints;
 pub mod devices;
+pub mod idps;
 pub mod in_place;
 pub mod keys;
 pub mod limits;

@@ -22,6 +22,7 @@ pub mod account;
 pub mod activity;
 pub mod apps;
 pub mod consent;
+pub mod idp;
 pub mod keys;
 pub mod projects;
 pub mod session;
@@ -55,6 +56,8 @@ pub fn router(state: AppState) -> Router {
         .route("/keys/urls/revoke", post(keys::revoke_url))
         .route("/signin", get(signin::show).post(signin::submit))
         .route("/signout", post(signin::sign_out))
+        .route("/signin/idp/{name}", get(idp::start))
+        .route("/signin/idp/{name}/callback", get(idp::callback))
         .route("/setup", get(setup::show).post(setup::submit));
     if state.config.oauth_enabled {
         pages = pages
