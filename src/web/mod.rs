@@ -23,6 +23,7 @@ pub mod activity;
 pub mod apps;
 pub mod consent;
 pub mod device;
+pub mod idp;
 pub mod keys;
 pub mod notes;
 pub mod projects;
@@ -66,6 +67,8 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/signin", get(signin::show).post(signin::submit))
         .route("/signout", post(signin::sign_out))
+        .route("/signin/idp/{name}", get(idp::start))
+        .route("/signin/idp/{name}/callback", get(idp::callback))
         .route("/setup", get(setup::show).post(setup::submit));
     if state.config.oauth_enabled {
         pages = pages

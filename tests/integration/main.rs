@@ -28,6 +28,7 @@ mod failover;
 mod fallbacks;
 mod grants;
 mod hostile;
+mod idp;
 mod keys;
 mod keys_page;
 mod lanes;
