@@ -515,6 +515,8 @@ impl ServerHandler for GatehouseMcp {
                 .listed(&principal.scopes, &principal.account_id, &reachable)
                 .await,
         );
+        // The credential's own tool list (`--tools` / `--deny-tools`).
+        tools.retain(|t| principal.tools.allows(&t.name));
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -524,6 +526,13 @@ impl ServerHandler for GatehouseMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let principal = principal(&ctx)?;
+        if !principal.tools.allows(&request.name) {
+            // Outside the credential's tool list: answered like an unknown tool.
+            return Err(ErrorData::invalid_params(
+                format!("Unknown tool: {}", request.name),
+                Some(serde_json::json!({ "name": request.name })),
+            ));
+        }
         let Some(def) = self.mcp.catalog.get(&request.name) else {
             if let Some((server, tool)) = self.mcp.upstreams.find(&request.name).await
                 && self.may_use(&principal, &server).await?
