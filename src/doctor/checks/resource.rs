@@ -98,7 +98,8 @@ pub async fn unauthenticated_post(
         };
         return fail(fetched.summary(), fix);
     }
-    if fetched.media_type() == "text/html" {
+    // A 404 is "nothing at this path" whatever its body: Gatehouse's own 404 is an HTML page.
+    if fetched.media_type() == "text/html" && fetched.status != 404 {
         return fail(
             fetched.summary(),
             "The MCP URL must answer clients itself, not with an HTML (sign-in) page: do not put the MCP route behind a single-sign-on proxy.",
