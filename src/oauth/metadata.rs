@@ -17,8 +17,12 @@ use crate::store::resources::ResourceRecord;
 pub const GRANT_TYPES: [&str; 2] = ["authorization_code", "refresh_token"];
 /// The grant types the token endpoint accepts: [`GRANT_TYPES`] and `client_credentials`, which
 /// only service clients made on the command line may use (RFC 6749 §4.4).
-pub const SUPPORTED_GRANT_TYPES: [&str; 3] =
-    ["authorization_code", "refresh_token", "client_credentials"];
+pub const SUPPORTED_GRANT_TYPES: [&str; 4] = [
+    "authorization_code",
+    "refresh_token",
+    "client_credentials",
+    super::id_jag::JWT_BEARER,
+];
 /// The grant types a client registered for `registered` may use (RFC 7591 §2 `grant_types`):
 /// the registered ones, plus `refresh_token` whenever `authorization_code` is there, since the
 /// token endpoint issues a refresh token with every code (OAuth 2.1 §4.1.3, §4.3) and a client
@@ -77,7 +81,7 @@ pub struct AuthorizationServerMetadata {
     /// Only `query`.
     pub response_modes_supported: [&'static str; 1],
     /// [`SUPPORTED_GRANT_TYPES`].
-    pub grant_types_supported: [&'static str; 3],
+    pub grant_types_supported: [&'static str; 4],
     /// Only `S256` (RFC 7636 §4.2).
     pub code_challenge_methods_supported: [&'static str; 1],
     /// [`AUTH_METHODS`].

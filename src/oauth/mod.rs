@@ -15,6 +15,7 @@ pub mod client_auth;
 pub mod clients;
 pub mod error;
 pub mod fallbacks;
+pub mod id_jag;
 pub mod introspect;
 pub mod jwt;
 pub mod metadata;

@@ -109,7 +109,12 @@ async fn metadata_advertises_exactly_what_is_accepted() {
     assert_eq!(m["code_challenge_methods_supported"], json!(["S256"]));
     assert_eq!(
         m["grant_types_supported"],
-        json!(["authorization_code", "refresh_token", "client_credentials"])
+        json!([
+            "authorization_code",
+            "refresh_token",
+            "client_credentials",
+            "urn:ietf:params:oauth:grant-type:jwt-bearer"
+        ])
     );
     assert_eq!(
         m["token_endpoint_auth_methods_supported"],
