@@ -389,13 +389,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             format!("account {email}: {budget}")
         }
         Command::Project(ProjectCommand::Add { name, owner }) => {
-            let name = name.trim();
-            if name.is_empty() || name.chars().count() > 200 {
-                return Err(CliError(
-                    "project name must be 1 to 200 characters".to_string(),
-                ));
-            }
-            check_line(name).map_err(|e| CliError(format!("project name {e}")))?;
+            let name = crate::domain::account::parse_project_name(&name).map_err(CliError)?;
             let account = find_account(&store, &owner).await?;
             let project = store.create_project(name, &account, now).await?;
             cli_audit(

@@ -15,9 +15,13 @@ mod cli_audit;
 mod client_errors;
 mod config_startup;
 mod console;
+mod console_confirm;
+mod console_consent;
+mod console_first_run;
 mod credential_limits;
 #[allow(dead_code)]
 mod delay_proxy;
+mod device;
 mod display_text;
 mod doctor;
 mod failover;
