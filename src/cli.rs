@@ -27,6 +27,7 @@ use crate::store::services::NewService;
 use crate::store::{StoreError, now};
 
 pub mod audit;
+pub mod idp;
 pub mod resource;
 pub mod secret_key;
 pub mod serve;
@@ -90,6 +91,9 @@ pub enum Command {
     /// Other MCP servers that use Gatehouse as their authorization server.
     #[command(subcommand)]
     Resource(resource::ResourceCommand),
+    /// Trusted identity providers: sign-in with OpenID Connect, identity assertions.
+    #[command(subcommand)]
+    Idp(idp::IdpCommand),
     /// The key JWT access tokens (RFC 9068) are signed with.
     #[command(subcommand)]
     SigningKey(resource::SigningKeyCommand),
@@ -120,6 +124,13 @@ pub enum KeyCommand {
         /// A name to recognise the key by.
         #[arg(long)]
         name: Option<String>,
+        /// Only these tools may be listed and called with it (comma-separated names as
+        /// tools/list shows them).
+        #[arg(long, value_name = "TOOLS")]
+        tools: Option<String>,
+        /// These tools are neither listed nor callable with it (comma-separated).
+        #[arg(long, value_name = "TOOLS")]
+        deny_tools: Option<String>,
     },
     /// List keys (never the secrets), all or one account's.
     List {
@@ -385,13 +396,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             format!("account {email}: {budget}")
         }
         Command::Project(ProjectCommand::Add { name, owner }) => {
-            let name = name.trim();
-            if name.is_empty() || name.chars().count() > 200 {
-                return Err(CliError(
-                    "project name must be 1 to 200 characters".to_string(),
-                ));
-            }
-            check_line(name).map_err(|e| CliError(format!("project name {e}")))?;
+            let name = crate::domain::account::parse_project_name(&name).map_err(CliError)?;
             let account = find_account(&store, &owner).await?;
             let project = store.create_project(name, &account, now).await?;
             cli_audit(
@@ -654,6 +659,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         Command::Audit(args) => audit::run(&store, args, now).await?,
         Command::Upstream(command) => upstream::run(config, &store, command, now).await?,
         Command::Resource(command) => resource::run(config, &store, command, now).await?,
+        Command::Idp(command) => idp::run(config, &store, command, now).await?,
         Command::SigningKey(command) => resource::run_signing_key(&store, command, now).await?,
     };
     store.close().await;
@@ -710,9 +716,16 @@ async fn run_key(
             allow_ip,
             expires,
             name,
+            tools,
+            deny_tools,
         } => {
             let name = parse_name(name.as_deref().unwrap_or(DEFAULT_NAME))
                 .map_err(|e| CliError(e.to_string()))?;
+            let tools = crate::domain::principal::ToolFilter::parse(
+                tools.as_deref(),
+                deny_tools.as_deref(),
+            )
+            .map_err(CliError)?;
             let lifetime = expires
                 .as_deref()
                 .map(parse_lifetime)
@@ -744,6 +757,7 @@ async fn run_key(
                     write,
                     allowed_ips: &allowed,
                     expires_at: lifetime.map(|secs| now + secs),
+                    tools: &tools,
                 },
                 Actor::Cli,
                 now,

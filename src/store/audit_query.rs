@@ -83,11 +83,12 @@ pub const REFRESH_REPLAY_WINDOW_SECS: i64 = 30 * 24 * 3600;
 ///   families revoked 30 days ago;
 /// - `token_families` revoked 30 days ago with no token left;
 /// - `authorization_codes` (used or not) and `authorization_requests` a day after they expired;
-/// - `setup_tokens` and `signin_devices` a day after they expired;
+/// - `setup_tokens`, `signin_devices` and `device_authorizations` (RFC 8628) a day after they
+///   expired, `idp_signins` (sign-ins waiting on an identity provider) once expired;
 /// - `client_assertion_jtis` once the assertion expired (RFC 7523 §3: a `jti` need only be
 ///   remembered until `exp`);
 /// - `rate_limits` counters once they no longer count.
-pub const CREDENTIAL_RETENTIONS: [(Retention, i64); 11] = [
+pub const CREDENTIAL_RETENTIONS: [(Retention, i64); 13] = [
     (
         Retention {
             name: "access_tokens",
@@ -164,6 +165,23 @@ pub const CREDENTIAL_RETENTIONS: [(Retention, i64); 11] = [
                            (SELECT device_hash FROM signin_devices WHERE expires_at < $1 LIMIT $2)",
         },
         super::EXPIRED_RETENTION_SECS,
+    ),
+    (
+        Retention {
+            name: "device_authorizations",
+            delete_batch: "DELETE FROM device_authorizations WHERE device_code_hash IN \
+                           (SELECT device_code_hash FROM device_authorizations \
+                            WHERE expires_at < $1 LIMIT $2)",
+        },
+        super::EXPIRED_RETENTION_SECS,
+    ),
+    (
+        Retention {
+            name: "idp_signins",
+            delete_batch: "DELETE FROM idp_signins WHERE state_hash IN \
+                           (SELECT state_hash FROM idp_signins WHERE expires_at < $1 LIMIT $2)",
+        },
+        0,
     ),
     (
         Retention {

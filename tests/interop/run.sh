@@ -224,6 +224,11 @@ step "cli: gatehouse resource add --token-format jwt" jwt_resource_add
 step "JWT access tokens verified by jose against the JWKS, before and after signing-key rotate" \
   env JWT_RS_URL="$JWT_RS_URL" GATEHOUSE_BIN="$GATEHOUSE_BIN" DATABASE_URL="$DATABASE_URL" "$NODE" jwt-verify.mjs
 
+# The device authorization grant (RFC 8628) by a client authenticating with private_key_jwt
+# assertions that the npm package jose signs; the person's side walked over plain HTTP.
+step "device grant with private_key_jwt assertions made by jose (register, /device, consent, poll, refresh)" \
+  "$NODE" device-jose.mjs
+
 # --- credentials without a browser: an API key and a personal URL (made with the CLI) ---
 credentials_add() {
   local key_out url_out
@@ -278,6 +283,21 @@ record "cli: gatehouse upstream add everything (server-everything $EVERYTHING_VE
 export GATEHOUSE_WRITE_KEY
 step "sdk-v1 client calls server-everything's echo through Gatehouse (upstream everything)" \
   "$NODE" upstream-everything.mjs
+
+# --- a stdio upstream behind Gatehouse: server-memory run as Gatehouse's child process ------
+MEMORY_VERSION="$("$NODE" -p 'require("./node_modules/@modelcontextprotocol/server-memory/package.json").version')"
+MEMORY_FILE="$WORK/memory.jsonl"
+memory_add() {
+  "$GATEHOUSE_BIN" upstream add memory \
+    --command "$NODE '$HERE/node_modules/@modelcontextprotocol/server-memory/dist/index.js'" \
+    --env "MEMORY_FILE_PATH=$MEMORY_FILE" --trust-definitions
+}
+say ""
+say "=== cli: gatehouse upstream add memory (server-memory $MEMORY_VERSION, stdio child process)"
+rc=0; memory_add || rc=$?
+record "cli: gatehouse upstream add memory (server-memory $MEMORY_VERSION)" "$rc"
+step "sdk-v1 client calls server-memory through Gatehouse (stdio upstream memory)" \
+  env MEMORY_FILE="$MEMORY_FILE" "$NODE" upstream-memory.mjs
 
 # --- stdio: the SDKs' stdio clients launch `gatehouse stdio` with the API key ------------
 python_stdio() { # the official Python SDK client (see python_venv)

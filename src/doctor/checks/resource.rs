@@ -90,7 +90,8 @@ pub async fn unauthenticated_post(
         };
         return fail(fetched.summary(), fix);
     }
-    if fetched.media_type() == "text/html" {
+    // A 404 is "nothing here" whatever its body (servers answer it with an HTML page too).
+    if fetched.media_type() == "text/html" && fetched.status != 404 {
         return fail(
             fetched.summary(),
             "The MCP URL must answer clients itself, not with an HTML (sign-in) page: do not put the MCP route behind a single-sign-on proxy.",
