@@ -127,7 +127,7 @@ async fn a_note_written_by_an_app_is_readable_in_the_console_with_who_changed_it
         "{note}"
     );
     assert!(
-        note.contains(&format!("by {EMAIL} through Test Client, ")),
+        note.contains(&format!(" by {EMAIL} through Test Client.</p>")),
         "{note}"
     );
     // A search shows where the words matched.
@@ -161,4 +161,45 @@ async fn a_note_written_by_an_app_is_readable_in_the_console_with_who_changed_it
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn the_navigation_marks_the_current_page_and_errors_name_their_field() {
+    let app = spawn_app().await;
+    let browser = signed_in_browser(&app).await;
+    for (path, current) in [
+        ("/", "/"),
+        ("/apps", "/apps"),
+        ("/keys", "/keys"),
+        ("/account", "/account"),
+    ] {
+        let html = page(&app, &browser, path).await;
+        let marked: Vec<&str> = html
+            .split("<a href=\"")
+            .skip(1)
+            .filter(|a| a.contains("aria-current=\"page\""))
+            .map(|a| &a[..a.find('"').unwrap()])
+            .collect();
+        assert_eq!(marked, vec![current], "{path}");
+    }
+    let r = post_form(
+        &app,
+        &browser,
+        "/keys",
+        "/keys/create",
+        &[
+            ("name", " "),
+            ("project", ""),
+            ("access", "read"),
+            ("expires", "none"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("id=\"key-error\""), "{html}");
+    assert!(
+        html.contains("id=\"key-name\" type=\"text\" name=\"name\" value=\" \" required maxlength=\"100\" aria-invalid=\"true\" aria-describedby=\"key-error\""),
+        "{html}"
+    );
 }
