@@ -20,7 +20,9 @@ pub mod audit;
 pub mod audit_query;
 pub mod auth_cache;
 pub mod checkpoints;
+pub mod device_grants;
 pub mod devices;
+pub mod idps;
 pub mod in_place;
 pub mod keys;
 pub mod limits;
@@ -39,6 +41,9 @@ pub mod sqlite;
 pub mod upstreams;
 pub mod urls;
 mod writable_again;
+
+#[cfg(test)]
+mod trigger_coverage;
 
 pub use sessions::SessionBackend;
 
@@ -186,6 +191,14 @@ fn note_cannot_write() {
         *seen = Some(std::time::Instant::now());
     }
 }
+
+/// How long after its file was last found read-only or unopenable (`SQLITE_READONLY`,
+/// `SQLITE_IOERR`, `SQLITE_CANTOPEN`) every read goes through the pool, with no connection of
+/// [`in_place`] left open. `SQLite` shares one shared-memory index per file among a process's
+/// connections, read-only if the first of them opened it on a read-only file system, for as
+/// long as any of them stays open; the pool recovers by replacing its connections one by one
+/// ([`note_cannot_write`]), which works only if no connection here holds that index.
+pub const UNWRITABLE_PAUSE: Duration = Duration::from_secs(5);
 
 /// When the last [`note_cannot_write`] was, if ever.
 fn last_cannot_write() -> Option<std::time::Instant> {
@@ -872,6 +885,10 @@ impl Store {
             ),
             (
                 "DELETE FROM authorization_requests WHERE expires_at < $1",
+                expired,
+            ),
+            (
+                "DELETE FROM device_authorizations WHERE expires_at < $1",
                 expired,
             ),
             (

@@ -22,6 +22,8 @@ pub mod account;
 pub mod activity;
 pub mod apps;
 pub mod consent;
+pub mod device;
+pub mod idp;
 pub mod keys;
 pub mod notes;
 pub mod projects;
@@ -65,6 +67,8 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/signin", get(signin::show).post(signin::submit))
         .route("/signout", post(signin::sign_out))
+        .route("/signin/idp/{name}", get(idp::start))
+        .route("/signin/idp/{name}/callback", get(idp::callback))
         .route("/setup", get(setup::show).post(setup::submit));
     if state.config.oauth_enabled {
         pages = pages
@@ -73,6 +77,7 @@ pub fn router(state: AppState) -> Router {
                 get(consent::authorize_get).post(consent::authorize_post),
             )
             .route("/oauth/authorize/decision", post(consent::decide))
+            .route("/device", get(device::show).post(device::submit))
             .route("/oauth/authorize/resume", get(consent::resume))
             .route("/apps", get(apps::list))
             .route("/apps/revoke", get(apps::confirm_revoke).post(apps::revoke))
@@ -116,50 +121,8 @@ pub fn password_busy(response: Response) -> Response {
         .mark(retry_after(response, crate::signin::BUSY_RETRY_AFTER_SECS))
 }
 
-#[derive(Template)]
-#[template(path = "error.html")]
-struct ErrorPage<'a> {
-    title: &'a str,
-    message: &'a str,
-    /// The page answers an authorization request (`/oauth/authorize…`): it says that nothing
-    /// was sent back to the application, and offers no console links.
-    in_authorization: bool,
-    /// A link to go on with (`(href, text)`), such as "Sign in to continue"; `href` is a path
-    /// on this server.
-    next: Option<(&'a str, &'a str)>,
-}
-
-/// An HTML error page of the console (never a redirect), with links to the console's pages.
-pub fn error_page(status: StatusCode, title: &str, message: &str) -> Response {
-    error_page_with(status, title, message, false, None)
-}
-
-/// An HTML error page shown during an authorization request (never a redirect): it says
-/// that nothing was sent back to the application (OAuth 2.1 §4.1.2.1: an unknown client or
-/// an unregistered redirect URI is never redirected to).
-pub fn authorization_error_page(status: StatusCode, title: &str, message: &str) -> Response {
-    error_page_with(status, title, message, true, None)
-}
-
-/// An HTML error page with a link to go on with (`next`: `(path on this server, text)`).
-pub fn error_page_with(
-    status: StatusCode,
-    title: &str,
-    message: &str,
-    in_authorization: bool,
-    next: Option<(&str, &str)>,
-) -> Response {
-    let page = ErrorPage {
-        title,
-        message,
-        in_authorization,
-        next,
-    };
-    match render(status, &page) {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
-    }
-}
+/// HTML error pages (never a redirect): [`crate::error::error_page`] and its kin.
+pub use crate::error::{authorization_error_page, error_page, error_page_with};
 
 /// The answer to a path that no route serves: Gatehouse's 404 page, with links to the
 /// console's pages.

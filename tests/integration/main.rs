@@ -21,12 +21,14 @@ mod console_first_run;
 mod credential_limits;
 #[allow(dead_code)]
 mod delay_proxy;
+mod device;
 mod display_text;
 mod doctor;
 mod failover;
 mod fallbacks;
 mod grants;
 mod hostile;
+mod idp;
 mod keys;
 mod keys_page;
 mod lanes;
