@@ -27,4 +27,5 @@ pub mod state;
 pub mod store;
 pub mod telemetry;
 pub mod upkeep;
+pub mod upstream_oauth;
 pub mod web;

@@ -38,6 +38,7 @@ pub mod signing_keys;
 pub mod sqlite;
 pub mod upstreams;
 pub mod urls;
+pub mod vault;
 
 pub use sessions::SessionBackend;
 

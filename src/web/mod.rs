@@ -21,6 +21,7 @@ use session::PageCsrf;
 pub mod account;
 pub mod activity;
 pub mod apps;
+pub mod connections;
 pub mod consent;
 pub mod keys;
 pub mod projects;
@@ -55,7 +56,21 @@ pub fn router(state: AppState) -> Router {
         .route("/keys/urls/revoke", post(keys::revoke_url))
         .route("/signin", get(signin::show).post(signin::submit))
         .route("/signout", post(signin::sign_out))
-        .route("/setup", get(setup::show).post(setup::submit));
+        .route("/setup", get(setup::show).post(setup::submit))
+        .route("/connections", get(connections::list))
+        .route(
+            "/connections/client-metadata.json",
+            get(connections::client_metadata),
+        )
+        .route("/connections/callback", get(connections::callback))
+        .route(
+            "/connections/{name}/start",
+            get(connections::start_page).post(connections::start),
+        )
+        .route(
+            "/connections/{name}/disconnect",
+            post(connections::disconnect),
+        );
     if state.config.oauth_enabled {
         pages = pages
             .route(

@@ -11,6 +11,7 @@
 //! new or changed ones as pending ([`crate::store::upstreams`]).
 
 pub mod http;
+mod per_person;
 pub mod result;
 pub mod server;
 
@@ -162,11 +163,14 @@ impl Upstreams {
                 .servers
                 .iter()
                 .filter(|s| s.allows(account_id, reachable))
-                .map(|s| async move { (s, s.tools().await) }),
+                .map(|s| async move { (s, self.tools_for(s, account_id).await) }),
         )
         .await;
         let mut out = Vec::new();
         for (server, listing) in listings {
+            let Some(listing) = listing else {
+                continue;
+            };
             match listing {
                 Ok(tools) => out.extend(
                     tools
@@ -193,7 +197,7 @@ impl Upstreams {
         let server = snapshot
             .servers
             .iter()
-            .find(|s| s.name() == upstream.as_str())?;
+            .find(|s| s.name() == upstream.as_str() && !s.is_per_person())?;
         let tools = server.tools().await.ok()?;
         let tool = tools
             .iter()
