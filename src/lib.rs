@@ -7,6 +7,7 @@
 pub mod app;
 pub mod cli;
 pub mod client_addr;
+pub mod clients;
 pub mod config;
 pub mod connections;
 pub mod cors;
@@ -22,6 +23,7 @@ pub mod oauth;
 pub mod password;
 pub mod remote;
 pub mod request_body;
+pub mod server;
 pub mod signin;
 pub mod state;
 pub mod store;
