@@ -213,14 +213,7 @@ impl GatehouseMcp {
             }
         };
         let result = self
-            .call_upstream(
-                ctx,
-                principal,
-                server,
-                &tool,
-                request.arguments,
-                Some(&token),
-            )
+            .call_upstream(ctx, principal, server, &tool, request, Some(&token))
             .await;
         let store = app.store.clone();
         let (account, upstream) = (principal.account_id.clone(), server.name().to_string());
@@ -232,7 +225,7 @@ impl GatehouseMcp {
                 tracing::debug!(error = %e, "could not note a connection's last use");
             }
         });
-        Ok(result.into())
+        Ok(result)
     }
 
     /// The answer to a call that needs the person to connect first (see the module
