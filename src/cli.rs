@@ -32,6 +32,7 @@ pub mod resource;
 pub mod secret_key;
 pub mod serve;
 pub mod upstream;
+mod upstream_per_person;
 pub mod url;
 
 /// Gatehouse: an OAuth 2.1 authorization server and MCP resource server.

@@ -30,4 +30,5 @@ pub mod state;
 pub mod store;
 pub mod telemetry;
 pub mod upkeep;
+pub mod upstream_oauth;
 pub mod web;

@@ -22,7 +22,7 @@ pub enum UpstreamCommand {
     /// Register an upstream MCP server: Streamable HTTP with --url, or a local stdio server
     /// run as a child process with --command. Its tools are listed as `NAME__TOOL` once their
     /// definitions are approved (`upstream approve NAME`).
-    Add(AddArgs),
+    Add(Box<AddArgs>),
     /// List the upstreams: transport, target, status, tool counts, pending definitions and the
     /// last error (never a header or --env value).
     List,
@@ -98,6 +98,22 @@ pub struct AddArgs {
     /// credentials that reach the project.
     #[arg(long, value_name = "PROJECT_IDS")]
     pub projects: Option<String>,
+    /// Each person connects their own account at the upstream (its OAuth authorization
+    /// server, found from its 401 challenge and metadata); Gatehouse keeps their tokens and
+    /// calls the upstream with them. Needs --url, no --header.
+    #[arg(long)]
+    pub per_person_oauth: bool,
+    /// With --per-person-oauth: a client registered beforehand at the upstream's
+    /// authorization server (otherwise Gatehouse registers itself there).
+    #[arg(long, value_name = "ID")]
+    pub client_id: Option<String>,
+    /// With --client-id: read its client secret from the first line of standard input.
+    #[arg(long)]
+    pub client_secret_stdin: bool,
+    /// With --per-person-oauth: the scope to ask people for (default: what the upstream's
+    /// challenge names, with `offline_access` when offered).
+    #[arg(long, value_name = "SCOPE")]
+    pub scope: Option<String>,
 }
 
 /// The non-empty items of a comma-separated list.
@@ -116,8 +132,11 @@ pub(super) async fn run(
     now: i64,
 ) -> Result<String, CliError> {
     match command {
-        UpstreamCommand::Add(args) => add(config, store, args, now).await,
-        UpstreamCommand::List => Ok(list(&store.upstreams().await?)),
+        UpstreamCommand::Add(args) => add(config, store, *args, now).await,
+        UpstreamCommand::List => Ok(list(
+            &store.upstreams().await?,
+            &store.upstream_oauths().await?,
+        )),
         UpstreamCommand::Approve { name } => {
             let name = parse_name(&name)?;
             let approved = store
@@ -211,6 +230,19 @@ async fn add(config: &Config, store: &Store, args: AddArgs, now: i64) -> Result<
     if args.command.is_none() && !args.env.is_empty() {
         return Err(CliError("--env goes with --command".to_string()));
     }
+    if args.per_person_oauth && (args.url.is_none() || !args.header.is_empty()) {
+        return Err(CliError(
+            "--per-person-oauth goes with --url and without --header (each person's own token is sent)"
+                .to_string(),
+        ));
+    }
+    if !args.per_person_oauth
+        && (args.client_id.is_some() || args.client_secret_stdin || args.scope.is_some())
+    {
+        return Err(CliError(
+            "--client-id, --client-secret-stdin and --scope go with --per-person-oauth".to_string(),
+        ));
+    }
     let timeout = parse_timeout(&args.timeout).map_err(err)?;
     let max_concurrency = check_max_concurrency(args.max_concurrency).map_err(err)?;
     let mut new = NewUpstream {
@@ -289,6 +321,14 @@ async fn add(config: &Config, store: &Store, args: AddArgs, now: i64) -> Result<
             ));
         }
     };
+    if args.per_person_oauth {
+        let per_person = super::upstream_per_person::PerPersonArgs {
+            client_id: args.client_id,
+            client_secret_stdin: args.client_secret_stdin,
+            scope: args.scope,
+        };
+        return super::upstream_per_person::add(config, store, &name, new, per_person, now).await;
+    }
     store
         .create_upstream(&new, now)
         .await
@@ -398,7 +438,7 @@ async fn set_enabled(
 }
 
 /// The listing: one line per upstream, then its last error indented, if any.
-fn list(upstreams: &[UpstreamRecord]) -> String {
+fn list(upstreams: &[UpstreamRecord], oauths: &[crate::store::vault::UpstreamOAuth]) -> String {
     if upstreams.is_empty() {
         return "no upstreams (add one with: gatehouse upstream add NAME --url URL)".to_string();
     }
@@ -446,6 +486,9 @@ fn list(upstreams: &[UpstreamRecord]) -> String {
         }
         if let Some(projects) = &u.projects {
             line.push_str(&format!("  projects={}", projects.join(",")));
+        }
+        if let Some(oauth) = oauths.iter().find(|o| o.upstream == u.name) {
+            line.push_str(&super::upstream_per_person::describe(oauth));
         }
         out.push_str(&line);
         out.push('\n');

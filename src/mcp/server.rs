@@ -11,6 +11,8 @@
 
 use std::time::Instant;
 
+mod per_person_call;
+
 use crate::client_addr::ClientAddr;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams,
@@ -166,6 +168,7 @@ impl GatehouseMcp {
         server: &super::upstream::server::UpstreamServer,
         tool: &super::upstream::server::UpstreamTool,
         request: CallToolRequestParams,
+        bearer: Option<&str>,
     ) -> CallToolResponse {
         let name = tool.tool.name.as_ref();
         if !principal.scopes.satisfies(tool.scope) {
@@ -216,7 +219,7 @@ impl GatehouseMcp {
             return refusal.into();
         }
         let started = Instant::now();
-        let (result, outcome) = server.call(tool, request.arguments).await;
+        let (result, outcome) = server.call(tool, request.arguments, bearer).await;
         let elapsed = started.elapsed();
         let upstream = server.name().to_string();
         metrics::counter!(crate::metrics::UPSTREAM_CALLS, "upstream" => upstream.clone(), "outcome" => outcome)
@@ -518,6 +521,26 @@ impl ServerHandler for GatehouseMcp {
         .with_instructions(INSTRUCTIONS)
     }
 
+    /// The default negotiation; remembers whether the client declared URL-mode elicitation
+    /// (2025-11-25 clients declare it only here), for per-person upstreams' links
+    /// ([`per_person_call`]).
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, ErrorData> {
+        if let Ok(principal) = principal(&context) {
+            let url = request
+                .capabilities
+                .elicitation
+                .as_ref()
+                .is_some_and(|e| e.url.is_some());
+            per_person_call::remember_initialize(&principal, url);
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
     fn get_tool(&self, name: &str) -> Option<Tool> {
         match self.mcp.catalog.get(name) {
             Some(def) => Some(def.tool().clone()),
@@ -572,11 +595,18 @@ impl ServerHandler for GatehouseMcp {
             ));
         }
         let Some(def) = self.mcp.catalog.get(&request.name) else {
+            if let Some(server) = self.mcp.upstreams.per_person_server(&request.name).await
+                && self.may_use(&principal, &server).await?
+            {
+                return self
+                    .call_per_person(&ctx, &principal, &server, request)
+                    .await;
+            }
             if let Some((server, tool)) = self.mcp.upstreams.find(&request.name).await
                 && self.may_use(&principal, &server).await?
             {
                 return Ok(self
-                    .call_upstream(&ctx, &principal, &server, &tool, request)
+                    .call_upstream(&ctx, &principal, &server, &tool, request, None)
                     .await);
             }
             return Err(ErrorData::invalid_params(

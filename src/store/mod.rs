@@ -40,6 +40,7 @@ pub mod signing_keys;
 pub mod sqlite;
 pub mod upstreams;
 pub mod urls;
+pub mod vault;
 mod writable_again;
 
 #[cfg(test)]

@@ -76,6 +76,9 @@ pub struct UpstreamRecord {
     pub tools_approved: i64,
     /// Created (Unix seconds).
     pub created_at: i64,
+    /// Each person connects their own account (`--per-person-oauth`; the client settings are
+    /// in [`crate::store::vault`]).
+    pub per_person: bool,
 }
 
 impl UpstreamRecord {
@@ -128,7 +131,8 @@ const UPSTREAM_COLUMNS: &str = "u.name, u.transport, u.url, u.header_names, u.he
      u.env_names, u.env_sealed, u.timeout_ms, u.max_concurrency, u.trust_definitions, u.enabled, \
      u.accounts, u.projects, u.last_error, u.last_error_at, u.created_at, \
      (SELECT COUNT(*) FROM upstream_tools t WHERE t.upstream = u.name) AS tools_seen, \
-     (SELECT COUNT(*) FROM upstream_tools t WHERE t.upstream = u.name AND t.approved_hash = t.hash) AS tools_approved";
+     (SELECT COUNT(*) FROM upstream_tools t WHERE t.upstream = u.name AND t.approved_hash = t.hash) AS tools_approved, \
+     (SELECT COUNT(*) FROM upstream_oauth o WHERE o.upstream = u.name) AS per_person";
 
 fn upstream_of(row: &sqlx::any::AnyRow) -> Result<UpstreamRecord, sqlx::Error> {
     let last_error: Option<String> = row.try_get("last_error")?;
@@ -152,6 +156,7 @@ fn upstream_of(row: &sqlx::any::AnyRow) -> Result<UpstreamRecord, sqlx::Error> {
         tools_seen: row.try_get("tools_seen")?,
         tools_approved: row.try_get("tools_approved")?,
         created_at: row.try_get("created_at")?,
+        per_person: row.try_get::<i64, _>("per_person")? != 0,
     })
 }
 

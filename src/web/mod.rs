@@ -21,6 +21,7 @@ use session::PageCsrf;
 pub mod account;
 pub mod activity;
 pub mod apps;
+pub mod connections;
 pub mod consent;
 pub mod device;
 pub mod idp;
@@ -69,7 +70,21 @@ pub fn router(state: AppState) -> Router {
         .route("/signout", post(signin::sign_out))
         .route("/signin/idp/{name}", get(idp::start))
         .route("/signin/idp/{name}/callback", get(idp::callback))
-        .route("/setup", get(setup::show).post(setup::submit));
+        .route("/setup", get(setup::show).post(setup::submit))
+        .route("/connections", get(connections::list))
+        .route(
+            "/connections/client-metadata.json",
+            get(connections::client_metadata),
+        )
+        .route("/connections/callback", get(connections::callback))
+        .route(
+            "/connections/{name}/start",
+            get(connections::start_page).post(connections::start),
+        )
+        .route(
+            "/connections/{name}/disconnect",
+            post(connections::disconnect),
+        );
     if state.config.oauth_enabled {
         pages = pages
             .route(

@@ -60,5 +60,6 @@ mod stdio;
 mod store_contract;
 mod surface;
 mod token;
+mod upstream_connections;
 mod upstreams;
 mod urls;

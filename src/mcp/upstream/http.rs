@@ -142,17 +142,21 @@ impl StreamableHttpClient for UpstreamHttp {
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
-        // Never set by Gatehouse: the upstream's credential is one of its configured headers.
-        _auth_header: Option<String>,
+        // Set only for a per-person upstream: the person's own access token from the vault
+        // (otherwise the upstream's credential is one of its configured headers).
+        auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, Failure> {
-        let response = self
-            .request(
-                reqwest::Method::POST,
-                &uri,
-                session_id.as_deref(),
-                custom_headers,
-            )
+        let mut request = self.request(
+            reqwest::Method::POST,
+            &uri,
+            session_id.as_deref(),
+            custom_headers,
+        );
+        if let Some(token) = auth_header {
+            request = request.bearer_auth(token);
+        }
+        let response = request
             .header(http::header::ACCEPT, "application/json, text/event-stream")
             .json(&message)
             .send()
@@ -206,16 +210,19 @@ impl StreamableHttpClient for UpstreamHttp {
         &self,
         uri: Arc<str>,
         session_id: Arc<str>,
-        _auth_header: Option<String>,
+        auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), Failure> {
-        let response = self
-            .request(
-                reqwest::Method::DELETE,
-                &uri,
-                Some(&session_id),
-                custom_headers,
-            )
+        let mut request = self.request(
+            reqwest::Method::DELETE,
+            &uri,
+            Some(&session_id),
+            custom_headers,
+        );
+        if let Some(token) = auth_header {
+            request = request.bearer_auth(token);
+        }
+        let response = request
             .send()
             .await
             .map_err(|e| StreamableHttpError::Client(HttpError::Request(e)))?;

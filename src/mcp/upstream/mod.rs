@@ -14,6 +14,7 @@
 pub mod confirm;
 pub mod extras;
 pub mod http;
+mod per_person;
 pub mod result;
 pub mod server;
 pub mod stdio;
@@ -178,11 +179,14 @@ impl Upstreams {
                 .servers
                 .iter()
                 .filter(|s| s.allows(account_id, reachable))
-                .map(|s| async move { (s, s.tools().await) }),
+                .map(|s| async move { (s, self.tools_for(s, account_id).await) }),
         )
         .await;
         let mut out = Vec::new();
         for (server, listing) in listings {
+            let Some(listing) = listing else {
+                continue;
+            };
             match listing {
                 Ok(tools) => out.extend(
                     tools
@@ -257,7 +261,7 @@ impl Upstreams {
         let server = snapshot
             .servers
             .iter()
-            .find(|s| s.name() == upstream.as_str())?;
+            .find(|s| s.name() == upstream.as_str() && !s.is_per_person())?;
         let tools = server.tools().await.ok()?;
         let tool = tools
             .iter()

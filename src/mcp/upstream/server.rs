@@ -193,6 +193,13 @@ impl UpstreamServer {
             && a.trust_definitions == record.trust_definitions
             && a.accounts == record.accounts
             && a.projects == record.projects
+            && a.per_person == record.per_person
+    }
+
+    /// Whether each person connects their own account (`--per-person-oauth`): the upstream is
+    /// listed and called with the caller's token from the vault, never without one.
+    pub fn is_per_person(&self) -> bool {
+        self.record.per_person
     }
 
     /// Whether `tool` is listed: it is not destructive or the operator allowed it
@@ -243,6 +250,21 @@ impl UpstreamServer {
     /// The connected client, connecting first if there is none (for a stdio upstream:
     /// starting its child, within the restart back-off).
     pub(super) async fn connect(&self) -> Result<Arc<Client>, UpstreamError> {
+        self.connect_as(None).await
+    }
+
+    /// [`UpstreamServer::connect`]; with `bearer` (a person's token at a per-person
+    /// upstream) a client of that call alone, never shared.
+    async fn connect_as(&self, bearer: Option<&str>) -> Result<Arc<Client>, UpstreamError> {
+        if let Some(token) = bearer {
+            return self.handshake(Some(token)).await.map(Arc::new);
+        }
+        if self.record.per_person {
+            return Err(UpstreamError(format!(
+                "upstream {} is per person: it is called with a person's own token",
+                self.name
+            )));
+        }
         let mut slot = self.client.lock().await;
         if let Some(client) = slot
             .as_ref()
@@ -250,6 +272,12 @@ impl UpstreamServer {
         {
             return Ok(Arc::clone(client));
         }
+        let client = Arc::new(self.handshake(None).await?);
+        *slot = Some(Arc::clone(&client));
+        Ok(client)
+    }
+
+    async fn handshake(&self, bearer: Option<&str>) -> Result<Client, UpstreamError> {
         let info = ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("gatehouse", env!("CARGO_PKG_VERSION")),
@@ -286,6 +314,7 @@ impl UpstreamServer {
                 return Err(UpstreamError(format!("upstream {}: no URL", self.name)));
             };
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+            config.auth_header = bearer.map(str::to_string);
             config.max_json_response_size = http.max_body;
             config.max_sse_event_size = http.max_body;
             config.reinit_on_expired_session = true;
@@ -302,8 +331,6 @@ impl UpstreamServer {
             .map_err(|e| {
                 UpstreamError(format!("upstream {} refused the handshake: {e}", self.name))
             })?;
-        let client = Arc::new(client);
-        *slot = Some(Arc::clone(&client));
         Ok(client)
     }
 
@@ -353,6 +380,17 @@ impl UpstreamServer {
     /// Errors: the upstream could not be reached or listed (remembered for
     /// [`FAILURE_MEMORY`]).
     pub async fn tools(&self) -> Result<Arc<Vec<UpstreamTool>>, UpstreamError> {
+        self.tools_as(None).await
+    }
+
+    /// [`UpstreamServer::tools`], listing with `bearer` (a person's token) when the cache is
+    /// not fresh. A per-person upstream without a token serves the last listing seen, however
+    /// old (definitions are the upstream's, the same for everyone, and pinned), else fails
+    /// without trying.
+    pub async fn tools_as(
+        &self,
+        bearer: Option<&str>,
+    ) -> Result<Arc<Vec<UpstreamTool>>, UpstreamError> {
         let mut listing = self.listing.lock().await;
         if let Some(l) = listing.as_ref() {
             let fresh = match &l.result {
@@ -363,7 +401,24 @@ impl UpstreamServer {
                 return l.result.clone();
             }
         }
-        let result = self.list_now().await;
+        if self.record.per_person && bearer.is_none() {
+            // Without a token, the last listing seen serves whatever its age.
+            if let Some(Listing {
+                result: Ok(tools), ..
+            }) = listing.as_ref()
+            {
+                return Ok(Arc::clone(tools));
+            }
+            return Err(UpstreamError(format!(
+                "upstream {} is listed with a connected person's token",
+                self.name
+            )));
+        }
+        let result = self.list_now(bearer).await;
+        if self.record.per_person && result.is_err() {
+            // One person's token failing says nothing of the listing for everyone else.
+            return result;
+        }
         if result.is_err() {
             self.disconnect().await;
         }
@@ -376,8 +431,11 @@ impl UpstreamServer {
         result
     }
 
-    async fn list_now(&self) -> Result<Arc<Vec<UpstreamTool>>, UpstreamError> {
-        let client = self.connect().await?;
+    async fn list_now(
+        &self,
+        bearer: Option<&str>,
+    ) -> Result<Arc<Vec<UpstreamTool>>, UpstreamError> {
+        let client = self.connect_as(bearer).await?;
         let tools = tokio::time::timeout(LIST_TIMEOUT, client.peer().list_all_tools())
             .await
             .map_err(|_| {
@@ -455,10 +513,13 @@ impl UpstreamServer {
     /// Calls `tool` with `arguments` on the upstream, within the concurrency bound and the
     /// per-call timeout. Every failure is an `isError` result naming the upstream, never an
     /// error of the whole request. Returns the result and the audit outcome.
+    ///
+    /// `bearer` is the caller's own token at a per-person upstream (`None` otherwise).
     pub async fn call(
         &self,
         tool: &UpstreamTool,
         arguments: Option<JsonObject>,
+        bearer: Option<&str>,
     ) -> (CallToolResult, &'static str) {
         let Ok(_permit) = Arc::clone(&self.calls).try_acquire_owned() else {
             return (
@@ -471,7 +532,7 @@ impl UpstreamServer {
         };
         let timeout = self.timeout();
         let attempt = async {
-            let client = self.connect().await.map_err(|e| (true, e))?;
+            let client = self.connect_as(bearer).await.map_err(|e| (true, e))?;
             let mut params = CallToolRequestParams::new(tool.upstream_name.clone());
             params.arguments = arguments;
             client.peer().call_tool(params).await.map_err(|e| match e {
