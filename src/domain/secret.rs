@@ -53,10 +53,13 @@ pub enum TokenKind {
     SetupToken,
     /// The secret path segment of a personal MCP URL (`<MCP path>/<secret>`), prefix `gate_pu_`.
     PersonalUrl,
+    /// Device verification code of the device authorization grant (RFC 8628 §3.2), prefix
+    /// `gate_dc_`.
+    DeviceCode,
 }
 
 impl TokenKind {
-    const ALL: [TokenKind; 7] = [
+    const ALL: [TokenKind; 8] = [
         TokenKind::AccessToken,
         TokenKind::RefreshToken,
         TokenKind::AuthorizationCode,
@@ -64,6 +67,7 @@ impl TokenKind {
         TokenKind::ApiKey,
         TokenKind::SetupToken,
         TokenKind::PersonalUrl,
+        TokenKind::DeviceCode,
     ];
 
     /// Whether secrets of this kind carry their issue time and have time-ordered storage
@@ -83,6 +87,7 @@ impl TokenKind {
             TokenKind::ApiKey => "gate_key_",
             TokenKind::SetupToken => "gate_setup_",
             TokenKind::PersonalUrl => "gate_pu_",
+            TokenKind::DeviceCode => "gate_dc_",
         }
     }
 }

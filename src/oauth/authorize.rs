@@ -14,12 +14,13 @@ use super::clients::{ClientLookupError, FetchFor};
 use crate::domain::authorization::AuthorizationErrorCode;
 use crate::domain::authorization::AuthorizationErrorCode as Code;
 use crate::domain::client::ClientId;
+use crate::domain::device::DEVICE_CODE_GRANT;
 use crate::domain::pkce::is_valid_challenge;
-use crate::domain::redirect_uri::{matches, uses_only_uri_characters};
+use crate::domain::redirect_uri::{host_for_display, matches, uses_only_uri_characters};
 use crate::domain::registry::{ResourceScope, granted_resource_scopes, scopes_within};
 use crate::domain::resource::ResourceIndicator;
 use crate::domain::scope::ScopeSet;
-use crate::domain::secret::{Secret, TokenKind};
+use crate::domain::secret::{Secret, TokenHash, TokenKind};
 use crate::domain::text::check_line;
 use crate::state::AppState;
 use crate::store::StoreError;
@@ -59,6 +60,57 @@ pub struct AuthorizationRequest {
     /// own MCP endpoint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registered: Option<RegisteredTarget>,
+    /// For a device authorization (RFC 8628) answered on the consent page: the SHA-256 of its
+    /// device code. Its `redirect_uri` is then [`DEVICE_CODE_GRANT`] (nothing is redirected
+    /// to) and it has no `code_challenge`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// What the client published about itself for the consent page (RFC 7591 §2).
+    #[serde(default)]
+    pub about: ClientAbout,
+}
+
+/// What a client says about itself (RFC 7591 §2 `client_uri`, `policy_uri`, `tos_uri`, each an
+/// `http(s)` URL or absent) and when this server first stored it (Unix seconds; `0`: unknown).
+/// Shown on the consent page as the client's claims, never as verified facts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ClientAbout {
+    /// `client_uri`: the client's homepage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub homepage: Option<String>,
+    /// `policy_uri`: how it treats the data it gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    /// `tos_uri`: its terms of service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terms: Option<String>,
+    /// When the client was registered (or its metadata document first fetched).
+    #[serde(default)]
+    pub registered_at: i64,
+}
+
+impl ClientAbout {
+    /// Reads the links of a client's registered metadata: only absolute `http`/`https` URLs
+    /// are kept (anything else is not offered as a link).
+    pub fn of(metadata: &serde_json::Value, registered_at: i64) -> ClientAbout {
+        let link = |member: &str| {
+            metadata
+                .get(member)
+                .and_then(serde_json::Value::as_str)
+                .filter(|u| {
+                    Url::parse(u).is_ok_and(|u| {
+                        matches!(u.scheme(), "http" | "https") && u.host_str().is_some()
+                    })
+                })
+                .map(str::to_string)
+        };
+        ClientAbout {
+            homepage: link("client_uri"),
+            policy: link("policy_uri"),
+            terms: link("tos_uri"),
+            registered_at,
+        }
+    }
 }
 
 /// A registered resource as an authorization request for it needs it.
@@ -84,6 +136,47 @@ impl AuthorizationRequest {
         } else {
             BUILT_IN
         }
+    }
+
+    /// Each scope granted on approval with its words for the consent page: `(scope token,
+    /// words)`.
+    pub fn ability_pairs(&self) -> Vec<(String, String)> {
+        match &self.registered {
+            Some(target) => target
+                .scopes
+                .iter()
+                .map(|s| (s.scope.clone(), s.description.clone()))
+                .collect(),
+            None => self
+                .scopes()
+                .iter()
+                .map(|s| (s.as_str().to_string(), s.describe().to_string()))
+                .collect(),
+        }
+    }
+
+    /// A step-up (the account already allowed this client some scopes, `granted`): what is
+    /// already allowed and what is new, in words. `offline_access` is never new (it is not a
+    /// permission, [`consent_covers`]).
+    pub fn step_up(&self, granted: &str) -> (Vec<String>, Vec<String>) {
+        let already = match &self.registered {
+            Some(_) => self
+                .ability_pairs()
+                .into_iter()
+                .filter(|(scope, _)| consent_covers(granted, scope))
+                .map(|(_, words)| words)
+                .collect(),
+            None => ScopeSet::parse(granted)
+                .map(|set| set.iter().map(|s| s.describe().to_string()).collect())
+                .unwrap_or_default(),
+        };
+        let new = self
+            .ability_pairs()
+            .into_iter()
+            .filter(|(scope, _)| !consent_covers(granted, scope))
+            .map(|(_, words)| words)
+            .collect();
+        (already, new)
     }
 
     /// What the approval lets the application do, in words, for the consent page.
@@ -170,24 +263,20 @@ pub async fn validate(
     let Some(client_id) = params.get("client_id") else {
         return Err(page("The request has no client_id."));
     };
+    let unknown = || page(&unknown_client_message(client_id));
     let Ok(client_id) = ClientId::parse(client_id) else {
-        return Err(page(
-            "This application is not registered with this server (unknown client_id).",
-        ));
+        return Err(unknown());
     };
     let client = match app.clients.lookup(&app.store, &client_id, for_whom).await {
         Ok(Some(c)) => c,
-        Ok(None) => {
-            return Err(page(
-                "This application is not registered with this server (unknown client_id).",
-            ));
-        }
+        Ok(None) => return Err(unknown()),
         Err(ClientLookupError::Metadata(e)) if e.is_temporary() => {
             return Err(AuthorizeError::ClientUnavailable);
         }
         Err(ClientLookupError::Metadata(e)) => {
             return Err(page(&format!(
-                "This application's identity could not be checked: {e}."
+                "The application published at {} could not be checked: {e}. Its developer must fix its client ID metadata document.",
+                host_for_display(client_id.as_str())
             )));
         }
         Err(ClientLookupError::Throttled(retry_after)) => {
@@ -209,7 +298,13 @@ pub async fn validate(
                 .redirect_uris
                 .iter()
                 .find(|r| matches(r, requested))
-                .ok_or_else(|| page("The redirect_uri does not match any redirect URI registered for this application."))?;
+                .ok_or_else(|| {
+                    page(&format!(
+                        "{} asked to send you back to {}, an address it did not register with this server. Its developer must fix this: the redirect_uri must be one of the application's registered redirect URIs.",
+                        claimed_name(&client),
+                        shown(&host_for_display(requested)),
+                    ))
+                })?;
             (requested.to_string(), registered.clone())
         }
         None if client.redirect_uris.len() == 1 => (
@@ -217,9 +312,10 @@ pub async fn validate(
             client.redirect_uris[0].clone(),
         ),
         None => {
-            return Err(page(
-                "The request has no redirect_uri and the application registered several.",
-            ));
+            return Err(page(&format!(
+                "{} sent no redirect_uri, and it registered several, so this server cannot tell where to send you back. Its developer must fix this: the request must name one of its registered redirect URIs.",
+                claimed_name(&client),
+            )));
         }
     };
     if params
@@ -295,10 +391,64 @@ pub async fn validate(
             "code_challenge must be the 43-character base64url S256 digest".into(),
         ));
     }
-    let registered_resource = match params.get("resource") {
+    let (resource, scope, target) = resolve_target(
+        app,
+        client.scope.as_deref(),
+        params.get("scope").copied(),
+        params.get("resource").copied(),
+    )
+    .await
+    .map_err(|e| match e {
+        TargetError::Refused(code, description) => fail(code, description),
+        TargetError::Storage { unavailable } => AuthorizeError::Storage { unavailable },
+    })?;
+    let prompt = params.get("prompt").map(ToString::to_string);
+    Ok(AuthorizationRequest {
+        client_id: client.client_id,
+        // A name stored before the rule of names applied at registration is not shown.
+        client_name: client.client_name.filter(|n| check_line(n).is_ok()),
+        redirect_uri,
+        registered_redirect_uri: registered,
+        scope,
+        state,
+        code_challenge: challenge.to_string(),
+        resource,
+        prompt,
+        registered: target,
+        device: None,
+        about: ClientAbout::of(&client.metadata, client.created_at),
+    })
+}
+
+/// Why the scope or resource of a request cannot be granted ([`resolve_target`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetError {
+    /// `invalid_target` or `invalid_scope`, with a description.
+    Refused(AuthorizationErrorCode, String),
+    /// The resource registry could not be read (already logged).
+    Storage {
+        /// Whether the database was unavailable for now.
+        unavailable: bool,
+    },
+}
+
+/// The resource (RFC 8707) and scopes a request for `client` (its registered scope
+/// `client_scope`) is granted, the same for the authorization endpoint and the device
+/// authorization endpoint: `resource` absent or naming `MCP_SERVER_URL` → the built-in
+/// resource and [`ScopeSet::granted_for_request`]; a registered resource → its scopes
+/// ([`granted_resource_scopes`]) and its [`RegisteredTarget`]; anything else `invalid_target`.
+/// Returns (resource URL, granted scope, registered target).
+pub async fn resolve_target(
+    app: &AppState,
+    client_scope: Option<&str>,
+    scope: Option<&str>,
+    resource: Option<&str>,
+) -> Result<(String, String, Option<RegisteredTarget>), TargetError> {
+    let refuse = |code: AuthorizationErrorCode, d: String| TargetError::Refused(code, d);
+    let registered_resource = match resource {
         Some(r) if !app.config.resource.matches(r) => {
             let not_served = || {
-                fail(
+                refuse(
                     Code::InvalidTarget,
                     format!(
                         "resource {r} is not served here; use {} or a resource registered with this server",
@@ -307,7 +457,7 @@ pub async fn validate(
                 )
             };
             let indicator = ResourceIndicator::parse(r).map_err(|e| {
-                fail(
+                refuse(
                     Code::InvalidTarget,
                     format!("{e} (RFC 8707 §2); use {}", app.config.mcp_server_url),
                 )
@@ -317,29 +467,22 @@ pub async fn validate(
                 Ok(None) => return Err(not_served()),
                 Err(e) => {
                     let unavailable = e.is_unavailable();
-                    tracing::warn!(error = %e, "storage failure reading the resource registry at authorize");
-                    return Err(AuthorizeError::Storage { unavailable });
+                    tracing::warn!(error = %e, "storage failure reading the resource registry");
+                    return Err(TargetError::Storage { unavailable });
                 }
             }
         }
         _ => None,
     };
-    let (resource, scope, target) = match registered_resource {
+    Ok(match registered_resource {
         None => {
-            let scopes = ScopeSet::granted_for_request(
-                params.get("scope").copied(),
-                client.scope.as_deref(),
-            )
-            .map_err(|e| fail(Code::InvalidScope, e.to_string()))?;
+            let scopes = ScopeSet::granted_for_request(scope, client_scope)
+                .map_err(|e| refuse(Code::InvalidScope, e.to_string()))?;
             (app.config.mcp_server_url.clone(), scopes.to_string(), None)
         }
         Some(found) => {
-            let scopes = granted_resource_scopes(
-                params.get("scope").copied(),
-                client.scope.as_deref(),
-                &found.scopes,
-            )
-            .map_err(|e| fail(Code::InvalidScope, e.to_string()))?;
+            let scopes = granted_resource_scopes(scope, client_scope, &found.scopes)
+                .map_err(|e| refuse(Code::InvalidScope, e.to_string()))?;
             let scope = scopes
                 .iter()
                 .map(|s| s.scope.as_str())
@@ -354,21 +497,49 @@ pub async fn validate(
                 }),
             )
         }
-    };
-    let prompt = params.get("prompt").map(ToString::to_string);
-    Ok(AuthorizationRequest {
-        client_id: client.client_id,
-        // A name stored before the rule of names applied at registration is not shown.
-        client_name: client.client_name.filter(|n| check_line(n).is_ok()),
-        redirect_uri,
-        registered_redirect_uri: registered,
-        scope,
-        state,
-        code_challenge: challenge.to_string(),
-        resource,
-        prompt,
-        registered: target,
     })
+}
+
+/// At most this many characters of a request's value are quoted on an error page.
+const QUOTED_CHARS: usize = 100;
+
+/// `value` cut to [`QUOTED_CHARS`] characters (with `…` when cut), for an error page.
+fn shown(value: &str) -> String {
+    let mut out: String = value.chars().take(QUOTED_CHARS).collect();
+    if value.chars().nth(QUOTED_CHARS).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+/// How an error page names a client: its registered name as a claim ("The application
+/// calling itself “…”") when the name follows the visible-text rule, else the host of its
+/// metadata document URL, else its client ID.
+fn claimed_name(client: &crate::store::oauth::ClientRecord) -> String {
+    match client
+        .client_name
+        .as_deref()
+        .filter(|n| check_line(n).is_ok())
+    {
+        Some(name) => format!("The application calling itself “{}”", shown(name)),
+        None if crate::domain::cimd::is_url_client_id(&client.client_id) => format!(
+            "The application published at {}",
+            host_for_display(&client.client_id)
+        ),
+        None => format!(
+            "The application with client ID {}",
+            shown(&client.client_id)
+        ),
+    }
+}
+
+/// The error page's text for a `client_id` this server does not know (OAuth 2.1 §4.1.2.1:
+/// never redirected to).
+fn unknown_client_message(client_id: &str) -> String {
+    format!(
+        "No application with the client ID {} is registered with this server. Its developer must fix this: the application must register (RFC 7591) or use a client ID metadata document before it asks for access.",
+        shown(client_id)
+    )
 }
 
 /// Whether a remembered consent's scopes cover the requested ones (space-delimited;
@@ -538,6 +709,74 @@ pub async fn approve(
         )
         .await?;
     issue_code(app, req, account_id, &consent_id, now).await
+}
+
+/// The person approved the device authorization `req` (RFC 8628 §3.3; `req.device` set) on
+/// the consent page: audits it, widens or starts the consent of (account, client, the device
+/// grant, resource) as [`approve`] does, and in one transaction marks the device authorization
+/// approved and stores the authorization code its client's next poll redeems (bound to the
+/// client, account, consent, resource and scopes; [`CODE_TTL_SECS`]). `false` when the device
+/// authorization was answered meanwhile or has expired.
+pub async fn approve_device(
+    app: &AppState,
+    req: &AuthorizationRequest,
+    account_id: &str,
+    source_ip: &str,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let Some(device) = &req.device else {
+        return Ok(false);
+    };
+    audit_consent(app, req, account_id, source_ip, true, now).await;
+    let consent_id = app
+        .store
+        .approve_consent_for(
+            account_id,
+            &req.client_id,
+            &req.registered_redirect_uri,
+            req.consent_resource(),
+            &req.scope,
+            now,
+        )
+        .await?;
+    // A code nobody is ever shown: only the poll that presents the device code reaches it.
+    let code = Secret::generate(TokenKind::AuthorizationCode);
+    let record = CodeRecord {
+        code_hash: code.hash(),
+        client_id: req.client_id.clone(),
+        account_id: account_id.to_string(),
+        consent_id,
+        redirect_uri: DEVICE_CODE_GRANT.to_string(),
+        code_challenge: String::new(),
+        resource: req.resource.clone(),
+        scope: req.scope.clone(),
+        issuer: Some(app.config.issuer.clone()),
+        created_at: now,
+        expires_at: now + CODE_TTL_SECS,
+        used_at: None,
+    };
+    app.store
+        .approve_device(&TokenHash::from_hex(device.clone()), &record, now)
+        .await
+}
+
+/// The person denied the device authorization `req` on the consent page: audits it and marks
+/// it denied (the client's next poll gets `access_denied`, RFC 8628 §3.5). `false` when it was
+/// answered meanwhile or has expired.
+pub async fn deny_device(
+    app: &AppState,
+    req: &AuthorizationRequest,
+    account_id: &str,
+    source_ip: &str,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let Some(device) = &req.device else {
+        return Ok(false);
+    };
+    audit_consent(app, req, account_id, source_ip, false, now).await;
+    app.store
+        .deny_device(&TokenHash::from_hex(device.clone()), account_id, now)
+        .await
 }
 
 /// The person denied `req` on the consent page: audits it and returns the error redirect

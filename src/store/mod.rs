@@ -20,7 +20,9 @@ pub mod audit;
 pub mod audit_query;
 pub mod auth_cache;
 pub mod checkpoints;
+pub mod device_grants;
 pub mod devices;
+pub mod idps;
 pub mod in_place;
 pub mod keys;
 pub mod limits;
@@ -910,6 +912,10 @@ impl Store {
             ),
             (
                 "DELETE FROM authorization_requests WHERE expires_at < $1",
+                expired,
+            ),
+            (
+                "DELETE FROM device_authorizations WHERE expires_at < $1",
                 expired,
             ),
             (
