@@ -381,11 +381,10 @@ pub const SHUTDOWN_BOUND: std::time::Duration = std::time::Duration::from_secs(3
 pub const STALE_JOB_SECS: i64 = 120;
 
 /// Background upkeep of every instance: every 30 seconds, resume background jobs whose
-/// instance stopped before finishing them; every 10 minutes, delete expired credentials and
-/// sessions ([`Store::housekeeping`]), rate-limit counters that no longer count
-/// ([`Store::delete_expired_counters`]) and registered clients older than
-/// `unused_client_max_age` seconds that never completed an authorization
-/// ([`Store::expire_unused_clients`]).
+/// instance stopped before finishing them; every 10 minutes, delete expired sessions and
+/// registered clients older than `unused_client_max_age` seconds that never completed an
+/// authorization ([`Store::expire_unused_clients`]). Expired credentials and counters are
+/// pruned in batches by [`crate::upkeep`].
 async fn maintenance(store: Store, unused_client_max_age: i64) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(30));
     for round in 0u64.. {
@@ -395,16 +394,7 @@ async fn maintenance(store: Store, unused_client_max_age: i64) {
             tracing::error!(error = %e, "could not resume background jobs");
         }
         if round % 20 == 0 {
-            match store.housekeeping(now).await {
-                Ok(n) if n > 0 => tracing::info!(deleted = n, "housekeeping"),
-                Ok(_) => {}
-                Err(e) => tracing::error!(error = %e, "housekeeping failed"),
-            }
-            match store.delete_expired_counters(now).await {
-                Ok(n) if n > 0 => tracing::info!(deleted = n, "expired rate-limit counters"),
-                Ok(_) => {}
-                Err(e) => tracing::error!(error = %e, "could not delete rate-limit counters"),
-            }
+            store.delete_expired_sessions().await;
             match store
                 .expire_unused_clients(now - unused_client_max_age, now)
                 .await

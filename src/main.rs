@@ -52,12 +52,28 @@ async fn run() {
     let given = given.unwrap_or_else(|e| fail(&e));
     if let Some(Command::Doctor(args)) = &cli.command {
         // A client of any server: needs no configuration or database of its own.
-        let report = gatehouse::doctor::run(&args.into()).await;
-        if args.json {
+        let options: gatehouse::doctor::Options = args.into();
+        let report = if args.json {
+            let report = gatehouse::doctor::run(&options).await;
             println!("{}", gatehouse::doctor::render_json(&report));
+            report
         } else {
-            print!("{}", gatehouse::doctor::render_text(&report));
-        }
+            // Each line as its check ends.
+            use std::io::Write;
+            let style = gatehouse::doctor::TextStyle::for_stdout(args.verbose);
+            let print = |text: String| {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(text.as_bytes());
+                let _ = out.flush();
+            };
+            print(gatehouse::doctor::render_header(&options.url));
+            let report = gatehouse::doctor::run_with(&options, &mut |step| {
+                print(gatehouse::doctor::render_step(step, style));
+            })
+            .await;
+            print(gatehouse::doctor::render_footer(&report));
+            report
+        };
         std::process::exit(if report.passed { 0 } else { 1 });
     }
     // The client side of a remote deployment: no configuration or database of its own.

@@ -201,7 +201,7 @@ fn describe() {
     );
     describe_counter!(
         PRUNED_ROWS,
-        "Rows deleted by retention, by what was pruned."
+        "Rows deleted by the upkeep task's retention, by table (label what)."
     );
     describe_counter!(
         crate::events::EVENTS_SENT,
@@ -241,7 +241,20 @@ fn describe() {
     zero(
         PRUNED_ROWS,
         "what",
-        &[crate::store::audit_query::AUDIT_RETENTION.name],
+        &[
+            crate::store::audit_query::AUDIT_RETENTION.name,
+            "access_tokens",
+            "refresh_tokens",
+            "token_families",
+            "authorization_codes",
+            "authorization_requests",
+            "setup_tokens",
+            "signin_devices",
+            "client_assertion_jtis",
+            "device_authorizations",
+            "idp_signins",
+            "rate_limits",
+        ],
     );
     metrics::counter!(CONNECTIONS_REFUSED).increment(0);
     metrics::counter!(crate::events::EVENTS_SENT).increment(0);

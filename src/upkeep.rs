@@ -1,7 +1,10 @@
 //! The one upkeep task that deletes what is past its retention, so the database stops
-//! growing: today the audit rows older than `GATEHOUSE_AUDIT_RETENTION_DAYS`. Another kind
-//! of old rows joins by adding a [`Pruning`] to [`prunings`] (a
-//! [`crate::store::audit_query::Retention`]: a name and a statement deleting one batch).
+//! growing: the audit rows older than `GATEHOUSE_AUDIT_RETENTION_DAYS`, and the expired or
+//! revoked credentials, spent codes, replay records and rate-limit counters of
+//! [`crate::store::audit_query::CREDENTIAL_RETENTIONS`]. Another kind of old rows joins by
+//! adding a [`Pruning`] to [`prunings`] (a [`crate::store::audit_query::Retention`]: a name
+//! and a statement deleting one batch). Deleted rows are counted in
+//! `gatehouse_pruned_rows_total{what="<table>"}`.
 //!
 //! Every [`UPKEEP_EVERY`] (the first round [`FIRST_ROUND_AFTER`] after start) each pruning
 //! deletes in batches of [`BATCH`] rows, each batch its own short transaction, at most
@@ -14,10 +17,10 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::store::Store;
-use crate::store::audit_query::{AUDIT_RETENTION, Retention};
+use crate::store::audit_query::{AUDIT_RETENTION, CREDENTIAL_RETENTIONS, Retention};
 
-/// Time between rounds.
-pub const UPKEEP_EVERY: Duration = Duration::from_secs(3600);
+/// Time between rounds: ten minutes.
+pub const UPKEEP_EVERY: Duration = Duration::from_secs(600);
 /// Time from start to the first round.
 pub const FIRST_ROUND_AFTER: Duration = Duration::from_secs(60);
 /// Rows deleted per transaction.
@@ -36,7 +39,8 @@ pub struct Pruning {
     pub max_age_secs: i64,
 }
 
-/// The prunings `config` asks for: the audit rows unless `GATEHOUSE_AUDIT_RETENTION_DAYS` is 0.
+/// The prunings `config` asks for: the audit rows unless `GATEHOUSE_AUDIT_RETENTION_DAYS` is 0,
+/// then every [`CREDENTIAL_RETENTIONS`].
 pub fn prunings(config: &Config) -> Vec<Pruning> {
     let mut list = Vec::new();
     let days = config.surface.audit_retention_days;
@@ -46,7 +50,18 @@ pub fn prunings(config: &Config) -> Vec<Pruning> {
             max_age_secs: days * 86_400,
         });
     }
+    list.extend(credential_prunings());
     list
+}
+
+/// The [`CREDENTIAL_RETENTIONS`] as prunings.
+pub fn credential_prunings() -> impl Iterator<Item = Pruning> {
+    CREDENTIAL_RETENTIONS
+        .iter()
+        .map(|&(retention, max_age_secs)| Pruning {
+            retention,
+            max_age_secs,
+        })
 }
 
 /// What one round did for one pruning.
@@ -112,9 +127,6 @@ pub async fn prune_round(
 /// Runs the upkeep rounds for as long as the server runs.
 pub async fn run(store: Store, config: std::sync::Arc<Config>) {
     let prunings = prunings(&config);
-    if prunings.is_empty() {
-        return;
-    }
     tokio::time::sleep(FIRST_ROUND_AFTER).await;
     let mut tick = tokio::time::interval(UPKEEP_EVERY);
     loop {

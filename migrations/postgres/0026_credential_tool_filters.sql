@@ -3,3 +3,5 @@
 -- NULL: every tool; else JSON {"only": [names]} or {"except": [names]} (catalog names).
 ALTER TABLE api_keys ADD COLUMN tool_filter TEXT;
 ALTER TABLE personal_urls ADD COLUMN tool_filter TEXT;
+-- A change of the list is announced to the validation caches: the update triggers of
+-- 0015_last_use_unannounced compare whole rows (less last_used_at), new columns included.

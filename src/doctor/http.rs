@@ -1,7 +1,11 @@
 //! The doctor's HTTP client: never follows a redirect (a redirect is a finding), bounds every
 //! request in time and every body in size, and turns every failure into text.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use reqwest::header::HeaderMap;
 
@@ -78,6 +82,7 @@ impl Fetched {
 pub struct Probe {
     client: reqwest::Client,
     timeout: Duration,
+    answered: Arc<AtomicBool>,
 }
 
 impl Probe {
@@ -90,7 +95,11 @@ impl Probe {
             .user_agent(concat!("gatehouse-doctor/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-        Ok(Probe { client, timeout })
+        Ok(Probe {
+            client,
+            timeout,
+            answered: Arc::new(AtomicBool::new(false)),
+        })
     }
 
     /// The underlying client, to build requests with.
@@ -103,14 +112,42 @@ impl Probe {
         self.timeout
     }
 
+    /// Whether any request of this run got an HTTP answer (any status).
+    pub fn reached(&self) -> bool {
+        self.answered.load(Ordering::Relaxed)
+    }
+
     /// Sends `request` and reads its answer, within the timeout. `Err` is a sentence saying
     /// what went wrong (connection refused, timeout, TLS, …).
     pub async fn send(&self, request: reqwest::RequestBuilder) -> Result<Fetched, String> {
         let timeout = self.timeout;
-        match tokio::time::timeout(timeout, read(request)).await {
+        let result = match tokio::time::timeout(timeout, read(request)).await {
             Ok(result) => result,
             Err(_) => Err(format!("no answer within {} s", timeout.as_secs())),
+        };
+        if result.is_ok() {
+            self.answered.store(true, Ordering::Relaxed);
         }
+        result
+    }
+
+    /// Whether `host:port` answers a plain-HTTP request (its first bytes are `HTTP/`): asked
+    /// after an `https` request failed, to tell "this port speaks plain HTTP" from other
+    /// failures. Bounded by the probe's timeout; any failure is `false`.
+    pub async fn speaks_plain_http(&self, host: &str, port: u16) -> bool {
+        let attempt = async {
+            let mut stream = tokio::net::TcpStream::connect((host, port)).await.ok()?;
+            let request = format!("HEAD / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+            stream.write_all(request.as_bytes()).await.ok()?;
+            let mut first = [0u8; 5];
+            stream.read_exact(&mut first).await.ok()?;
+            Some(&first == b"HTTP/")
+        };
+        tokio::time::timeout(self.timeout, attempt)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or(false)
     }
 }
 

@@ -19,6 +19,11 @@
 //!    then one refresh ([`interactive`]);
 //! 10. with `--token` (or the token of step 9): `initialize` and `tools/list` ([`token`]).
 //!
+//! Steps 5 and 6 reuse the clients saved by an earlier run against the same issuer
+//! ([`state`]), or the client given with `--client-id`, so repeated runs do not spend the
+//! server's registration budget. Each step is handed to the caller as it finishes
+//! ([`run_with`]), so lines print as checks end.
+//!
 //! Nothing here panics on network input: errors, timeouts, redirects and bodies that are not
 //! JSON are findings. Every request is bounded in time ([`http::Probe`]) and size.
 
@@ -31,6 +36,7 @@ pub mod checks;
 pub mod clients;
 pub mod http;
 pub mod interactive;
+pub mod state;
 pub mod token;
 
 use checks::{PostForm, ServerMetadata};
@@ -63,6 +69,25 @@ pub struct DoctorArgs {
     /// Seconds each request may take (1 to 120).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=120))]
     pub timeout: u64,
+    /// Show each step's request, what came back and what was expected (by default one short
+    /// line per step, and the fix for each failure).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+    /// Check the authorization request with this already registered client instead of
+    /// registering the well-known clients (needs --redirect-uri).
+    #[arg(long, requires = "redirect_uri")]
+    pub client_id: Option<String>,
+    /// The redirect URI registered for --client-id.
+    #[arg(long, requires = "client_id")]
+    pub redirect_uri: Option<String>,
+    /// Where the clients registered by earlier runs are kept, one per well-known client and
+    /// issuer (default $XDG_STATE_HOME/gatehouse/doctor-clients.json, else
+    /// ~/.local/state/gatehouse/doctor-clients.json; mode 0600).
+    #[arg(long, env = "GATEHOUSE_DOCTOR_STATE_FILE")]
+    pub state_file: Option<std::path::PathBuf>,
+    /// Register new clients even when saved ones exist (and save the new ones).
+    #[arg(long, conflicts_with = "client_id")]
+    pub register: bool,
 }
 
 /// What a run checks.
@@ -80,6 +105,13 @@ pub struct Options {
     pub interactive: Option<interactive::BrowserOpener>,
     /// With `--interactive`: how long the person has in the browser.
     pub interactive_wait: Duration,
+    /// With `--client-id`: the client (and its redirect URI) to check the authorization
+    /// request with; nothing is registered.
+    pub client: Option<(String, String)>,
+    /// The saved-clients file ([`state`]); `None` registers new clients on every run.
+    pub state_file: Option<std::path::PathBuf>,
+    /// Register even when saved clients exist (the new ones are saved).
+    pub register: bool,
 }
 
 impl From<&DoctorArgs> for Options {
@@ -91,6 +123,9 @@ impl From<&DoctorArgs> for Options {
             timeout: Duration::from_secs(a.timeout),
             interactive: a.interactive.then(interactive::BrowserOpener::desktop),
             interactive_wait: Duration::from_secs(300),
+            client: a.client_id.clone().zip(a.redirect_uri.clone()),
+            state_file: a.state_file.clone().or_else(state::default_path),
+            register: a.register,
         }
     }
 }
@@ -151,6 +186,18 @@ pub struct Report {
     /// With `--token`: the tools listed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
+    /// Remarks that are not findings about the server (a saved-clients file that could not be
+    /// written, …).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl Options {
+    fn client_id_given(&self) -> Option<(&str, &str)> {
+        self.client
+            .as_ref()
+            .map(|(id, uri)| (id.as_str(), uri.as_str()))
+    }
 }
 
 impl Report {
@@ -160,41 +207,80 @@ impl Report {
     }
 }
 
-/// Runs every check against `options.url`.
+/// The steps of a run so far; each is handed to the sink as it is recorded.
+struct Recorder<'a> {
+    steps: Vec<Step>,
+    sink: &'a mut (dyn FnMut(&Step) + Send),
+}
+
+impl Recorder<'_> {
+    fn push(&mut self, step: Step) {
+        (self.sink)(&step);
+        self.steps.push(step);
+    }
+
+    fn extend(&mut self, steps: impl IntoIterator<Item = Step>) {
+        for s in steps {
+            self.push(s);
+        }
+    }
+}
+
+/// Runs every check against `options.url`; [`run_with`] without watching the steps.
 pub async fn run(options: &Options) -> Report {
-    let mut steps = Vec::new();
+    run_with(options, &mut |_| {}).await
+}
+
+/// Runs every check against `options.url`, handing each step to `on_step` as soon as it is
+/// done, and returns the whole report.
+pub async fn run_with(options: &Options, on_step: &mut (dyn FnMut(&Step) + Send)) -> Report {
+    let mut steps = Recorder {
+        steps: Vec::new(),
+        sink: on_step,
+    };
     let mut registered = Vec::new();
-    let report = |steps: Vec<Step>, registered: Vec<RegisteredClient>| Report {
+    let mut notes = Vec::new();
+    let report = |steps: Vec<Step>, registered: Vec<RegisteredClient>, notes: Vec<String>| Report {
         url: options.url.clone(),
         passed: !steps.is_empty() && steps.iter().all(|s| s.status == Status::Pass),
         steps,
         registered_clients: registered,
         protocol_version: None,
         tools: None,
+        notes,
     };
     let url = match checks::given_url(&options.url) {
         Ok(u) => u,
-        Err(step) => return report(vec![*step], registered),
+        Err(step) => {
+            steps.push(*step);
+            return report(steps.steps, registered, notes);
+        }
     };
     let probe = match http::Probe::new(options.timeout) {
         Ok(p) => p,
         Err(e) => {
-            return report(
-                vec![Step::fail(
-                    "client",
-                    String::new(),
-                    e,
-                    "",
-                    "Report this as a bug.",
-                )],
-                registered,
-            );
+            steps.push(Step::fail(
+                "client",
+                String::new(),
+                e,
+                "",
+                "Report this as a bug.",
+            ));
+            return report(steps.steps, registered, notes);
         }
     };
 
     // 1. The challenge, in both request forms.
     let (step, challenge) = checks::unauthenticated_post(&probe, &url, PostForm::Initialize).await;
     steps.push(step);
+    if !probe.reached() {
+        // No HTTP answer at all: every later step would fail the same way, one timeout each.
+        steps.push(Step::skip(
+            "discovery",
+            "the server was not reached, so nothing else was checked",
+        ));
+        return report(steps.steps, registered, notes);
+    }
     let (step, _) = checks::unauthenticated_post(&probe, &url, PostForm::Stateless).await;
     steps.push(step);
 
@@ -283,7 +369,31 @@ pub async fn run(options: &Options) -> Report {
     let authorization_endpoint = meta
         .as_ref()
         .and_then(|m| m.str("authorization_endpoint").map(String::from));
-    for profile in clients::PROFILES {
+    let mut saved = options.state_file.as_deref().map(state::SavedClients::load);
+    if let Some((client_id, redirect_uri)) = &options.client_id_given() {
+        // --client-id: the authorization request with that client; nothing is registered.
+        match &authorization_endpoint {
+            Some(a) => {
+                let client = checks::AuthorizeAs {
+                    check: "authorize",
+                    name: "the given client",
+                    client_id,
+                    redirect_uri,
+                };
+                steps.push(
+                    checks::authorize(&probe, a, client, &options.url, scope.as_deref()).await,
+                );
+            }
+            None => steps.push(Step::skip(
+                "authorize",
+                "no authorization_endpoint in the metadata",
+            )),
+        }
+    }
+    for profile in clients::PROFILES
+        .iter()
+        .filter(|_| options.client.is_none())
+    {
         let Some(endpoint) = &registration_endpoint else {
             let why = if meta.is_some() {
                 "no registration_endpoint (clients would use a client ID metadata document)"
@@ -293,6 +403,29 @@ pub async fn run(options: &Options) -> Report {
             steps.push(Step::skip(profile.register_check, why));
             continue;
         };
+        // A client saved by an earlier run against this issuer is checked first; one the
+        // server no longer accepts (unused clients expire) is replaced by a new registration.
+        let saved_id = match (&saved, &issuer, &authorization_endpoint) {
+            (Some(store), Some(iss), Some(_)) if !options.register => {
+                store.get(iss, profile.name).map(String::from)
+            }
+            _ => None,
+        };
+        if let (Some(id), Some(a)) = (&saved_id, &authorization_endpoint) {
+            let client = checks::AuthorizeAs {
+                check: profile.authorize_check,
+                name: profile.name,
+                client_id: id,
+                redirect_uri: profile.redirect_uris[0],
+            };
+            let mut step =
+                checks::authorize(&probe, a, client, &options.url, scope.as_deref()).await;
+            if step.status == Status::Pass {
+                step.got = format!("saved client {id}: {}", step.got);
+                steps.push(step);
+                continue;
+            }
+        }
         let (step, reg) = checks::register(&probe, endpoint, profile).await;
         steps.push(step);
         let Some(reg) = reg else {
@@ -303,10 +436,25 @@ pub async fn run(options: &Options) -> Report {
             client: profile.name.to_string(),
             client_id: reg.client_id.clone(),
         });
+        if let (Some(store), Some(iss)) = (saved.as_mut(), &issuer)
+            && let Err(e) = store.save(iss, profile.name, &reg.client_id)
+        {
+            notes.push(format!(
+                "{e}: the next run registers again (set --state-file or GATEHOUSE_DOCTOR_STATE_FILE)"
+            ));
+        }
         match &authorization_endpoint {
             Some(a) => {
-                steps
-                    .push(checks::authorize(&probe, a, &reg, &options.url, scope.as_deref()).await);
+                steps.push(
+                    checks::authorize(
+                        &probe,
+                        a,
+                        checks::AuthorizeAs::registered(&reg),
+                        &options.url,
+                        scope.as_deref(),
+                    )
+                    .await,
+                );
             }
             None => steps.push(Step::skip(
                 profile.authorize_check,
@@ -420,7 +568,7 @@ pub async fn run(options: &Options) -> Report {
         outcome = o;
     }
 
-    let mut r = report(steps, registered);
+    let mut r = report(steps.steps, registered, notes);
     r.protocol_version = outcome.protocol_version;
     r.tools = outcome.tools;
     r
@@ -447,42 +595,102 @@ pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
         .into()
 }
 
-/// The report for people: one line per step, then the clients registered and a summary. What
-/// the server sent is shown through [`terminal_safe`].
-pub fn render_text(report: &Report) -> String {
+/// How the text report is drawn.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TextStyle {
+    /// Each step's request, answer and expectation in full (`--verbose`).
+    pub verbose: bool,
+    /// ANSI colours on the marks (only when writing to a terminal and `NO_COLOR` is unset).
+    pub colour: bool,
+}
+
+impl TextStyle {
+    /// Colour when standard output is a terminal and `NO_COLOR` (no-color.org) is unset or
+    /// empty.
+    pub fn for_stdout(verbose: bool) -> TextStyle {
+        use std::io::IsTerminal;
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        TextStyle {
+            verbose,
+            colour: std::io::stdout().is_terminal() && !no_color,
+        }
+    }
+}
+
+/// Longest answer shown on a short line, in characters.
+pub const SHORT_GOT_CHARS: usize = 100;
+
+fn shortened(s: &str, max: usize) -> String {
+    if s.chars().count() > max {
+        format!("{}…", s.chars().take(max).collect::<String>())
+    } else {
+        s.to_string()
+    }
+}
+
+/// The first line of the text report.
+pub fn render_header(url: &str) -> String {
+    format!("gatehouse doctor {}\n", terminal_safe(url))
+}
+
+/// One step for people: by default a short line (the answer cut at [`SHORT_GOT_CHARS`]) and,
+/// for a failure, a second line with the fix; with `verbose` also the request and what was
+/// expected. What the server sent is shown through [`terminal_safe`]. Ends with a newline.
+pub fn render_step(s: &Step, style: TextStyle) -> String {
     let safe = |s: &str| terminal_safe(s).into_owned();
-    let mut out = format!("gatehouse doctor {}\n", safe(&report.url));
-    for s in &report.steps {
-        let line = match s.status {
-            Status::Pass => format!(
-                "✓ {}: {} → {}",
-                safe(&s.check),
-                safe(&s.request),
-                safe(&s.got)
-            ),
+    let (mark, colour) = match s.status {
+        Status::Pass => ("✓", "32"),
+        Status::Fail => ("✗", "31"),
+        Status::Skip => ("–", "33"),
+    };
+    let mark = if style.colour {
+        format!("\u{1b}[{colour}m{mark}\u{1b}[0m")
+    } else {
+        mark.to_string()
+    };
+    let check = safe(&s.check);
+    let mut out = if style.verbose {
+        match s.status {
+            Status::Pass => format!("{mark} {check}: {} → {}\n", safe(&s.request), safe(&s.got)),
             Status::Fail => format!(
-                "✗ {}: {} → {}; expected {}; fix: {}",
-                safe(&s.check),
+                "{mark} {check}: {} → {}; expected {}\n",
                 safe(&s.request),
                 safe(&s.got),
                 safe(&s.expected),
-                safe(s.fix.as_deref().unwrap_or(""))
             ),
-            Status::Skip => format!("– {}: skipped, {}", safe(&s.check), safe(&s.got)),
-        };
-        out.push_str(&line);
-        out.push('\n');
+            Status::Skip => format!("{mark} {check}: skipped, {}\n", safe(&s.got)),
+        }
+    } else {
+        let got = shortened(&safe(&s.got), SHORT_GOT_CHARS);
+        match s.status {
+            Status::Skip => format!("{mark} {check}: skipped, {got}\n"),
+            _ => format!("{mark} {check}: {got}\n"),
+        }
+    };
+    if let Some(fix) = &s.fix {
+        out.push_str(&format!("    fix: {}\n", safe(fix)));
     }
+    out
+}
+
+/// What follows the steps: the negotiated revision, the clients registered, notes, and the
+/// counts.
+pub fn render_footer(report: &Report) -> String {
+    let safe = |s: &str| terminal_safe(s).into_owned();
+    let mut out = String::new();
     if let Some(v) = &report.protocol_version {
         out.push_str(&format!("negotiated protocol revision: {}\n", safe(v)));
     }
     if !report.registered_clients.is_empty() {
         out.push_str(
-            "clients registered by this run (on Gatehouse those that never completed an authorization are deleted after GATEHOUSE_UNUSED_CLIENT_MAX_AGE; revoke an approved one at /apps):\n",
+            "clients registered by this run (later runs reuse them; on Gatehouse those that never completed an authorization are deleted after GATEHOUSE_UNUSED_CLIENT_MAX_AGE; revoke an approved one at /apps):\n",
         );
         for c in &report.registered_clients {
             out.push_str(&format!("  {}: {}\n", safe(&c.client), safe(&c.client_id)));
         }
+    }
+    for n in &report.notes {
+        out.push_str(&format!("note: {}\n", safe(n)));
     }
     let count = |st: Status| report.steps.iter().filter(|s| s.status == st).count();
     out.push_str(&format!(
@@ -492,6 +700,21 @@ pub fn render_text(report: &Report) -> String {
         count(Status::Skip),
         if report.passed { "all good" } else { "NOT OK" }
     ));
+    out
+}
+
+/// The whole report for people, verbose and without colour: [`render_header`], every
+/// [`render_step`], [`render_footer`].
+pub fn render_text(report: &Report) -> String {
+    let style = TextStyle {
+        verbose: true,
+        colour: false,
+    };
+    let mut out = render_header(&report.url);
+    for s in &report.steps {
+        out.push_str(&render_step(s, style));
+    }
+    out.push_str(&render_footer(report));
     out
 }
 
@@ -527,6 +750,7 @@ mod terminal_tests {
             }],
             protocol_version: Some(HOSTILE.into()),
             tools: None,
+            notes: vec![HOSTILE.into()],
         };
         let text = render_text(&report);
         for c in text.chars() {
@@ -536,6 +760,19 @@ mod terminal_tests {
             );
         }
         assert!(text.contains("ok\\u{1b}]0;pwned\\u{7}"), "{text}");
+        let short = render_step(
+            &report.steps[0],
+            TextStyle {
+                verbose: false,
+                colour: true,
+            },
+        );
+        assert!(
+            short.starts_with("\u{1b}[31m✗\u{1b}[0m issuer: "),
+            "{short:?}"
+        );
+        assert!(short.contains("\n    fix: "), "{short:?}");
+        assert!(!short.contains("\u{1b}]"), "{short:?}");
         assert_eq!(terminal_safe("plain → text"), "plain → text");
     }
 }

@@ -95,29 +95,14 @@ pub fn parse_issuer(text: &str) -> Result<Url, IdpInputError> {
     Ok(url)
 }
 
-/// Checks a `--jwks-uri`: like [`parse_issuer`] (https, or http on a loopback host), a query
-/// allowed.
+/// Checks a `--jwks-uri`: an https URL without user information or fragment (it is fetched
+/// through the same protected fetcher as client key sets,
+/// [`super::client_assertion::validate_jwks_uri`]).
 ///
 /// Errors: what is wrong, in words.
 pub fn parse_jwks_uri(text: &str) -> Result<Url, IdpInputError> {
-    let Ok(url) = Url::parse(text.trim()) else {
-        return refuse(format!(
-            "--jwks-uri \"{}\" is not a URL",
-            text.escape_debug()
-        ));
-    };
-    let Some(host) = url.host_str() else {
-        return refuse("--jwks-uri has no host");
-    };
-    match url.scheme() {
-        "https" => {}
-        "http" if is_loopback_host(host) => {}
-        _ => return refuse("--jwks-uri must be https (plain http only on a loopback address)"),
-    }
-    if url.fragment().is_some() || !url.username().is_empty() || url.password().is_some() {
-        return refuse("--jwks-uri must not contain user information or a fragment");
-    }
-    Ok(url)
+    super::client_assertion::validate_jwks_uri(text.trim())
+        .map_err(|e| IdpInputError(format!("--jwks-uri: {e}")))
 }
 
 /// Parses `--domains a.com,b.org`: lowercased, each a DNS name of at least two labels

@@ -133,7 +133,7 @@ pub async fn authenticate(
 }
 
 /// The JOSE name of `alg` (RFC 7518 §3.1, RFC 8037 §3.1).
-fn algorithm_name(alg: Algorithm) -> &'static str {
+pub fn algorithm_name(alg: Algorithm) -> &'static str {
     match alg {
         Algorithm::HS256 => "HS256",
         Algorithm::HS384 => "HS384",
@@ -168,8 +168,7 @@ fn unverified_subject(assertion: &str, alg: Algorithm) -> Result<String, OAuthEr
 }
 
 /// The claims of `assertion` once a key of `client`'s set verifies its signature with the
-/// header's algorithm. A `kid` the cached set lacks fetches the `jwks_uri` again (at most once
-/// per [`super::clients::JWKS_REFETCH_INTERVAL`]).
+/// header's algorithm ([`verify_with_key_set`]).
 async fn verify_signature(
     app: &AppState,
     client: &ClientRecord,
@@ -178,23 +177,69 @@ async fn verify_signature(
 ) -> Result<AssertionClaims, OAuthError> {
     let jwks_uri = client.metadata.get("jwks_uri").and_then(|v| v.as_str());
     let inline = client.metadata.get("jwks");
+    verify_with_key_set(app, jwks_uri, inline, assertion, header)
+        .await
+        .map_err(|e| match e {
+            KeySetError::Unavailable => OAuthError::ClientMetadataUnavailable,
+            KeySetError::Unfetchable => refused("the client's jwks_uri could not be fetched"),
+            KeySetError::NotASet if jwks_uri.is_some() => {
+                refused("the client's jwks_uri holds no JWK Set")
+            }
+            KeySetError::NotASet => refused("the client's jwks is no JWK Set"),
+            KeySetError::NoKeys => refused("the client has no public keys"),
+            KeySetError::NoMatch => refused(
+                "the client assertion's signature does not verify with the client's keys, or its claims are incomplete",
+            ),
+        })
+}
+
+/// Why [`verify_with_key_set`] found no verified claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeySetError {
+    /// The key set cannot be fetched right now (DNS, timeout, 5xx): try again later.
+    Unavailable,
+    /// The key set cannot be fetched (a refused URL or answer).
+    Unfetchable,
+    /// What was fetched or given is no JWK Set.
+    NotASet,
+    /// Neither a `jwks_uri` nor inline keys.
+    NoKeys,
+    /// No key of the set verifies the signature, or the claims do not deserialize.
+    NoMatch,
+}
+
+/// The claims (`T`) of the JWT `assertion` once a key of a set verifies its signature with the
+/// header's algorithm (the caller checks that algorithm is allowed): the set at `jwks_uri`
+/// (fetched through the protected fetcher of metadata documents and cached,
+/// [`super::clients::ClientResolver::key_set`]) or the `inline` set. A `kid` the cached set
+/// lacks fetches the `jwks_uri` again (at most once per
+/// [`super::clients::JWKS_REFETCH_INTERVAL`]). Used for `private_key_jwt` client assertions
+/// and for identity assertions (ID-JAG, [`super::id_jag`]). Time claims are the caller's to
+/// check.
+///
+/// Errors: [`KeySetError`].
+pub async fn verify_with_key_set<T: serde::de::DeserializeOwned>(
+    app: &AppState,
+    jwks_uri: Option<&str>,
+    inline: Option<&serde_json::Value>,
+    assertion: &str,
+    header: &jsonwebtoken::Header,
+) -> Result<T, KeySetError> {
     let mut refreshed = false;
     loop {
         let set: JwkSet = match (jwks_uri, inline) {
             (Some(uri), _) => {
                 let body = match app.clients.key_set(uri, refreshed).await {
                     Ok(body) => body,
-                    Err(e) if e.is_temporary() => {
-                        return Err(OAuthError::ClientMetadataUnavailable);
-                    }
-                    Err(_) => return Err(refused("the client's jwks_uri could not be fetched")),
+                    Err(e) if e.is_temporary() => return Err(KeySetError::Unavailable),
+                    Err(_) => return Err(KeySetError::Unfetchable),
                 };
-                serde_json::from_slice(&body)
-                    .map_err(|_| refused("the client's jwks_uri holds no JWK Set"))?
+                serde_json::from_slice(&body).map_err(|_| KeySetError::NotASet)?
             }
-            (None, Some(jwks)) => serde_json::from_value(jwks.clone())
-                .map_err(|_| refused("the client's jwks is no JWK Set"))?,
-            (None, None) => return Err(refused("the client has no public keys")),
+            (None, Some(jwks)) => {
+                serde_json::from_value(jwks.clone()).map_err(|_| KeySetError::NotASet)?
+            }
+            (None, None) => return Err(KeySetError::NoKeys),
         };
         let candidates: Vec<_> = set
             .keys
@@ -216,13 +261,10 @@ async fn verify_signature(
             let Ok(key) = DecodingKey::from_jwk(jwk) else {
                 continue;
             };
-            if let Ok(data) = jsonwebtoken::decode::<AssertionClaims>(assertion, &key, &validation)
-            {
+            if let Ok(data) = jsonwebtoken::decode::<T>(assertion, &key, &validation) {
                 return Ok(data.claims);
             }
         }
-        return Err(refused(
-            "the client assertion's signature does not verify with the client's keys, or its claims are incomplete",
-        ));
+        return Err(KeySetError::NoMatch);
     }
 }

@@ -18,12 +18,14 @@ use crate::store::resources::ResourceRecord;
 /// `authorization_code`, `refresh_token` and the device authorization grant (RFC 8628 §3.4).
 pub const GRANT_TYPES: [&str; 3] = ["authorization_code", "refresh_token", DEVICE_CODE_GRANT];
 /// The grant types the token endpoint accepts: [`GRANT_TYPES`] and `client_credentials`, which
-/// only service clients made on the command line may use (RFC 6749 §4.4).
-pub const SUPPORTED_GRANT_TYPES: [&str; 4] = [
+/// only service clients made on the command line may use (RFC 6749 §4.4), and the JWT-bearer
+/// grant of identity assertions (ID-JAG, [`super::id_jag`]).
+pub const SUPPORTED_GRANT_TYPES: [&str; 5] = [
     "authorization_code",
     "refresh_token",
     "client_credentials",
     DEVICE_CODE_GRANT,
+    super::id_jag::JWT_BEARER,
 ];
 /// The grant types a client registered for `registered` may use (RFC 7591 §2 `grant_types`):
 /// the registered ones, plus `refresh_token` whenever `authorization_code` or the device grant
@@ -88,7 +90,7 @@ pub struct AuthorizationServerMetadata {
     /// Only `query`.
     pub response_modes_supported: [&'static str; 1],
     /// [`SUPPORTED_GRANT_TYPES`].
-    pub grant_types_supported: [&'static str; 4],
+    pub grant_types_supported: [&'static str; 5],
     /// Only `S256` (RFC 7636 §4.2).
     pub code_challenge_methods_supported: [&'static str; 1],
     /// [`AUTH_METHODS`].

@@ -17,6 +17,7 @@ pub use crate::clients;
 pub mod device;
 pub mod error;
 pub mod fallbacks;
+pub mod id_jag;
 pub mod introspect;
 pub mod jwt;
 pub mod metadata;

@@ -113,9 +113,13 @@ async fn grant(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
         "authorization_code" => authorization_code(ctx).await,
         "refresh_token" => refresh_token(ctx).await,
         "client_credentials" => client_credentials(ctx).await,
+        super::id_jag::JWT_BEARER => {
+            super::id_jag::grant(ctx.state, ctx.client, ctx.params, ctx.ip, ctx.now).await
+        }
         DEVICE_CODE_GRANT => device_code(ctx).await,
         other => Err(OAuthError::UnsupportedGrantType(format!(
-            "grant_type {other} is not supported (use authorization_code, refresh_token, client_credentials or {DEVICE_CODE_GRANT})"
+            "grant_type {other} is not supported (use authorization_code, refresh_token, client_credentials, {DEVICE_CODE_GRANT} or {})",
+            super::id_jag::JWT_BEARER
         ))),
     }
 }

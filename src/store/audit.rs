@@ -451,18 +451,22 @@ impl Store {
         .await?)
     }
 
-    /// The tool calls, resource reads and prompt gets one client made for the account, newest
-    /// first (at most `limit`); `event` tells them apart.
+    /// What one client did with the account, newest first (at most `limit`): its tool calls,
+    /// resource reads and prompt gets, and the account's authorization events about it
+    /// (`consent` granted or denied, `consent_revoked`, `family_revoked`); `event` tells them
+    /// apart.
     pub async fn client_activity(
         &self,
         account_id: &str,
         client_id: &str,
         limit: i64,
     ) -> Result<Vec<AuditRecord>, StoreError> {
+        // The calls still queued for the batched writer are shown too.
+        self.flush_audit().await;
         Ok(sqlx::query_as(
             "SELECT at, event, outcome, account_id, client_id, subject, source_ip, detail \
              FROM audit_events WHERE account_id = $1 AND client_id = $2 \
-             AND event IN ('tool_call', 'resource_read', 'prompt_get') \
+             AND event IN ('tool_call', 'resource_read', 'prompt_get', 'consent', 'consent_revoked', 'family_revoked') \
              ORDER BY id DESC LIMIT $3",
         )
         .bind(account_id)

@@ -70,6 +70,138 @@ pub const AUDIT_RETENTION: Retention = Retention {
                    (SELECT id FROM audit_events WHERE at < $1 ORDER BY id LIMIT $2)",
 };
 
+/// How long a rotated refresh token is kept so that presenting it again is recognised as
+/// replay (OAuth 2.1 §4.3.1, RFC 9700 §4.14.2: the family is revoked), in seconds: 30 days.
+/// Past it the token is deleted and presenting it is an unknown token (`invalid_grant`).
+pub const REFRESH_REPLAY_WINDOW_SECS: i64 = 30 * 24 * 3600;
+
+/// What the upkeep task deletes besides audit rows, with how long past its time each row is
+/// kept (seconds; the cutoff is `now - age`). In this order, so that a family goes after its
+/// tokens:
+/// - `access_tokens` a day after they expired, and those of families revoked 30 days ago;
+/// - `refresh_tokens` rotated more than [`REFRESH_REPLAY_WINDOW_SECS`] ago, and those of
+///   families revoked 30 days ago;
+/// - `token_families` revoked 30 days ago with no token left;
+/// - `authorization_codes` (used or not) and `authorization_requests` a day after they expired;
+/// - `setup_tokens`, `signin_devices` and `device_authorizations` (RFC 8628) a day after they
+///   expired, `idp_signins` (sign-ins waiting on an identity provider) once expired;
+/// - `client_assertion_jtis` once the assertion expired (RFC 7523 §3: a `jti` need only be
+///   remembered until `exp`);
+/// - `rate_limits` counters once they no longer count.
+pub const CREDENTIAL_RETENTIONS: [(Retention, i64); 13] = [
+    (
+        Retention {
+            name: "access_tokens",
+            delete_batch: "DELETE FROM access_tokens WHERE token_hash IN \
+                           (SELECT token_hash FROM access_tokens WHERE expires_at < $1 LIMIT $2)",
+        },
+        super::EXPIRED_RETENTION_SECS,
+    ),
+    (
+        Retention {
+            name: "access_tokens",
+            delete_batch: "DELETE FROM access_tokens WHERE token_hash IN \
+                           (SELECT a.token_hash FROM access_tokens a JOIN token_families f \
+                            ON f.id = a.family_id WHERE f.revoked_at < $1 LIMIT $2)",
+        },
+        super::REVOKED_RETENTION_SECS,
+    ),
+    (
+        Retention {
+            name: "refresh_tokens",
+            delete_batch: "DELETE FROM refresh_tokens WHERE token_hash IN \
+                           (SELECT token_hash FROM refresh_tokens WHERE rotated_at < $1 LIMIT $2)",
+        },
+        REFRESH_REPLAY_WINDOW_SECS,
+    ),
+    (
+        Retention {
+            name: "refresh_tokens",
+            delete_batch: "DELETE FROM refresh_tokens WHERE token_hash IN \
+                           (SELECT r.token_hash FROM refresh_tokens r JOIN token_families f \
+                            ON f.id = r.family_id WHERE f.revoked_at < $1 LIMIT $2)",
+        },
+        super::REVOKED_RETENTION_SECS,
+    ),
+    (
+        Retention {
+            name: "token_families",
+            delete_batch: "DELETE FROM token_families WHERE id IN \
+                           (SELECT f.id FROM token_families f WHERE f.revoked_at < $1 \
+                            AND NOT EXISTS (SELECT 1 FROM access_tokens a WHERE a.family_id = f.id) \
+                            AND NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.family_id = f.id) \
+                            LIMIT $2)",
+        },
+        super::REVOKED_RETENTION_SECS,
+    ),
+    (
+        Retention {
+            name: "authorization_codes",
+            delete_batch: "DELETE FROM authorization_codes WHERE code_hash IN \
+                           (SELECT code_hash FROM authorization_codes WHERE expires_at < $1 LIMIT $2)",
+        },
+        super::EXPIRED_RETENTION_SECS,
+    ),
+    (
+        Retention {
+            name: "authorization_requests",
+            delete_batch: "DELETE FROM authorization_requests WHERE id IN \
+                           (SELECT id FROM authorization_requests WHERE expires_at < $1 LIMIT $2)",
+        },
+        super::EXPIRED_RETENTION_SECS,
+    ),
+    (
+        Retention {
+            name: "setup_tokens",
+            delete_batch: "DELETE FROM setup_tokens WHERE token_hash IN \
+                           (SELECT token_hash FROM setup_tokens WHERE expires_at < $1 LIMIT $2)",
+        },
+        super::EXPIRED_RETENTION_SECS,
+    ),
+    (
+        Retention {
+            name: "signin_devices",
+            delete_batch: "DELETE FROM signin_devices WHERE device_hash IN \
+                           (SELECT device_hash FROM signin_devices WHERE expires_at < $1 LIMIT $2)",
+        },
+        super::EXPIRED_RETENTION_SECS,
+    ),
+    (
+        Retention {
+            name: "device_authorizations",
+            delete_batch: "DELETE FROM device_authorizations WHERE device_code_hash IN \
+                           (SELECT device_code_hash FROM device_authorizations \
+                            WHERE expires_at < $1 LIMIT $2)",
+        },
+        super::EXPIRED_RETENTION_SECS,
+    ),
+    (
+        Retention {
+            name: "idp_signins",
+            delete_batch: "DELETE FROM idp_signins WHERE state_hash IN \
+                           (SELECT state_hash FROM idp_signins WHERE expires_at < $1 LIMIT $2)",
+        },
+        0,
+    ),
+    (
+        Retention {
+            name: "client_assertion_jtis",
+            delete_batch: "DELETE FROM client_assertion_jtis WHERE (client_id, jti_hash) IN \
+                           (SELECT client_id, jti_hash FROM client_assertion_jtis \
+                            WHERE expires_at < $1 LIMIT $2)",
+        },
+        0,
+    ),
+    (
+        Retention {
+            name: "rate_limits",
+            delete_batch: "DELETE FROM rate_limits WHERE key IN \
+                           (SELECT key FROM rate_limits WHERE expires_at < $1 LIMIT $2)",
+        },
+        0,
+    ),
+];
+
 /// The `PostgreSQL` advisory-lock key every instance's upkeep takes for a batch, so that one
 /// instance at a time deletes ("gatehouse-upkeep" as an integer).
 pub const UPKEEP_LOCK_KEY: i64 = 0x6761_7465_7570_6b70;

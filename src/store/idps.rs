@@ -323,4 +323,67 @@ impl Store {
             next: row.try_get("next")?,
         }))
     }
+
+    /// Records an access token issued for an identity assertion (ID-JAG): the live consent of
+    /// `account_id` for `client_id` under [`crate::oauth::id_jag::CONSENT_REDIRECT`] is made or
+    /// widened to `scope` (so the client shows on Connected apps and can be revoked there),
+    /// then a token family of its own and the access token (its SHA-256 `access_hash`, bound to
+    /// `resource`, expiring at `expires_at`) are inserted in one transaction. No refresh token.
+    ///
+    /// Errors: [`StoreError::Database`].
+    #[allow(clippy::too_many_arguments)]
+    pub async fn issue_assertion_token(
+        &self,
+        account_id: &str,
+        client_id: &str,
+        scope: &str,
+        resource: &str,
+        issuer: &str,
+        access_hash: &TokenHash,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<(), StoreError> {
+        let consent_id = self
+            .approve_consent_for(
+                account_id,
+                client_id,
+                crate::oauth::id_jag::CONSENT_REDIRECT,
+                super::oauth::BUILT_IN,
+                scope,
+                now,
+            )
+            .await?;
+        let family_id = super::new_id();
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "INSERT INTO token_families (id, account_id, client_id, consent_id, scope, resource, issuer, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(&family_id)
+        .bind(account_id)
+        .bind(client_id)
+        .bind(&consent_id)
+        .bind(scope)
+        .bind(resource)
+        .bind(issuer)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(access_hash.as_str())
+        .bind(&family_id)
+        .bind(account_id)
+        .bind(client_id)
+        .bind(scope)
+        .bind(resource)
+        .bind(now)
+        .bind(expires_at)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
 }

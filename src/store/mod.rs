@@ -887,53 +887,38 @@ pub const EXPIRED_RETENTION_SECS: i64 = 24 * 3600;
 pub const REVOKED_RETENTION_SECS: i64 = 30 * 24 * 3600;
 
 impl Store {
-    /// Deletes what can no longer be used: expired sessions, access tokens, authorization codes
-    /// and setup tokens a day after they expired, and the tokens of families revoked 30 days
-    /// ago. Rotated refresh tokens of live families are kept: presenting one must still be
-    /// recognised as reuse. Returns how many rows were deleted.
-    pub async fn housekeeping(&self, now: i64) -> Result<u64, StoreError> {
+    /// Deletes the sessions past their expiry (the session store's own statement); a failure is
+    /// logged.
+    pub async fn delete_expired_sessions(&self) {
         if let Err(e) = self.sessions.delete_expired().await {
             tracing::warn!(error = %e, "could not delete expired sessions");
         }
-        let expired = now - EXPIRED_RETENTION_SECS;
-        let revoked = now - REVOKED_RETENTION_SECS;
+    }
+
+    /// Deletes what can no longer be used, at `now`: expired sessions, then one full pass of
+    /// every [`audit_query::CREDENTIAL_RETENTIONS`] in batches (what the upkeep task spreads
+    /// over its rounds, [`crate::upkeep`]). Rotated refresh tokens within the replay window are
+    /// kept: presenting one must still be recognised as reuse. Returns how many rows were
+    /// deleted (sessions not counted).
+    pub async fn housekeeping(&self, now: i64) -> Result<u64, StoreError> {
+        self.delete_expired_sessions().await;
         let mut deleted = 0;
-        for (sql, cutoff) in [
-            ("DELETE FROM access_tokens WHERE expires_at < $1", expired),
-            (
-                "DELETE FROM authorization_codes WHERE expires_at < $1",
-                expired,
-            ),
-            ("DELETE FROM setup_tokens WHERE expires_at < $1", expired),
-            ("DELETE FROM signin_devices WHERE expires_at < $1", expired),
-            (
-                "DELETE FROM client_assertion_jtis WHERE expires_at < $1",
-                now,
-            ),
-            (
-                "DELETE FROM authorization_requests WHERE expires_at < $1",
-                expired,
-            ),
-            (
-                "DELETE FROM device_authorizations WHERE expires_at < $1",
-                expired,
-            ),
-            (
-                "DELETE FROM access_tokens WHERE family_id IN \
-                 (SELECT id FROM token_families WHERE revoked_at < $1)",
-                revoked,
-            ),
-            (
-                "DELETE FROM refresh_tokens WHERE family_id IN \
-                 (SELECT id FROM token_families WHERE revoked_at < $1)",
-                revoked,
-            ),
-        ] {
-            deleted += sqlx::query(sql)
-                .bind(cutoff)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
+        for (retention, age) in &audit_query::CREDENTIAL_RETENTIONS {
+            loop {
+                match self
+                    .prune_batch(retention, now - age, crate::upkeep::BATCH)
+                    .await?
+                {
+                    Some(n) => {
+                        deleted += n;
+                        if (n as i64) < crate::upkeep::BATCH {
+                            break;
+                        }
+                    }
+                    // Another instance is pruning now.
+                    None => return Ok(deleted),
+                }
+            }
         }
         Ok(deleted)
     }

@@ -1023,6 +1023,24 @@ impl Store {
         .await?)
     }
 
+    /// One of the account's consents by id, live or revoked (the activity page stays readable
+    /// after a revocation): a [`ConnectedApp`]; `None` for another account's or an unknown id.
+    pub async fn consent_of_account(
+        &self,
+        account_id: &str,
+        consent_id: &str,
+    ) -> Result<Option<ConnectedApp>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT c.id AS consent_id, c.client_id AS client_id, k.client_name AS client_name, c.redirect_uri AS redirect_uri, \
+             c.scope AS scope, c.resource AS resource, c.updated_at AS updated_at FROM consents c JOIN oauth_clients k ON k.client_id = c.client_id \
+             WHERE c.account_id = $1 AND c.id = $2",
+        )
+        .bind(account_id)
+        .bind(consent_id)
+        .fetch_optional(&self.pool())
+        .await?)
+    }
+
     /// Revokes one of the account's consents and, at once, every family and access token that
     /// came from it, and uses up its unused authorization codes (RFC 7009 §2.1). Returns the
     /// client id when something was revoked (`None` for a consent that is not the account's or

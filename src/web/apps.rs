@@ -132,22 +132,61 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
 pub const ACTIVITY_SHOWN: i64 = 50;
 
 struct EventRow {
+    /// `2026-01-02 03:04:05 UTC`.
     at: String,
-    /// `Tool call`, `Resource read` or `Prompt`.
+    /// `Tool call`, `Resource read`, `Prompt`, `Approved`, `Denied`, `Revoked`.
     kind: &'static str,
-    /// The tool name, the resource's URI template or the prompt name.
+    /// The tool name, the resource's URI template, the prompt name or the scopes approved.
     what: String,
+    /// The note the call touched: `(path of its console page, title)`.
+    note: Option<(String, String)>,
     project: String,
-    outcome: String,
+    /// What happened, in words.
+    outcome: &'static str,
+    /// Where an authorization event came from (the browser's address).
+    source: Option<String>,
 }
 
-/// How the activity page names an audit event of the MCP route.
-fn event_kind(event: &str) -> &'static str {
-    match event {
-        "resource_read" => "Resource read",
-        "prompt_get" => "Prompt",
+/// How the activity page names an audit event.
+fn event_kind(event: &str, outcome: &str) -> &'static str {
+    match (event, outcome) {
+        ("resource_read", _) => "Resource read",
+        ("prompt_get", _) => "Prompt",
+        ("consent", "denied") => "Denied",
+        ("consent", _) => "Approved",
+        ("consent_revoked", _) => "Revoked",
+        ("family_revoked", _) => "Token revoked by the app",
         _ => "Tool call",
     }
+}
+
+/// An audit outcome in words a person can act on.
+pub fn outcome_words(outcome: &str) -> &'static str {
+    match outcome {
+        "success" | "granted" => "Done",
+        "continued" => "Done (the next part of an earlier answer)",
+        "denied" => "You denied it",
+        "not_found" => {
+            "Not found: the note, project or resource does not exist or is out of its reach"
+        }
+        "forbidden" => "Refused: your role in the project does not allow it",
+        "insufficient_scope" => "Refused: it needs access you did not allow",
+        "invalid_arguments" => "Refused: the app sent arguments the tool does not accept",
+        "over_quota" => "Refused: your hourly budget of calls was used up",
+        "unavailable" => "Failed: the database was busy; the app may try again",
+        "error" => "Failed: an error on this server",
+        _ => "Other",
+    }
+}
+
+/// A time for the activity page, to the second: `2026-01-02 03:04:05 UTC`.
+fn to_the_second(unix_seconds: i64) -> String {
+    let format =
+        time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
+    time::OffsetDateTime::from_unix_timestamp(unix_seconds)
+        .ok()
+        .and_then(|t| t.format(&format).ok())
+        .unwrap_or_else(|| "unknown time".to_string())
 }
 
 #[derive(Template)]
@@ -155,6 +194,8 @@ fn event_kind(event: &str) -> &'static str {
 struct ActivityPage {
     name: String,
     limit: i64,
+    /// The grant was revoked: the page says so.
+    revoked: bool,
     events: Vec<EventRow>,
     csrf_token: String,
     oauth_enabled: bool,
@@ -169,9 +210,10 @@ fn project_of(detail: Option<&str>) -> Option<&str> {
 }
 
 /// `GET /apps/{consent_id}`: what the app did with the account's access — the last
-/// [`ACTIVITY_SHOWN`] tool calls, resource reads and prompt gets with their project and
-/// outcome, never their arguments or results. Another account's (or a revoked) grant answers
-/// 404.
+/// [`ACTIVITY_SHOWN`] tool calls, resource reads and prompt gets with the note they touched
+/// (a link), their project and outcome in words, never their arguments or results, and the
+/// authorization events (approved, denied, revoked, with the address they came from), times to
+/// the second. Readable after the grant was revoked; another account's grant answers 404.
 pub async fn activity(
     State(state): State<AppState>,
     session: Session,
@@ -182,13 +224,17 @@ pub async fn activity(
     };
     let Some(app) = state
         .store
-        .connected_apps(&account.id)
+        .consent_of_account(&account.id, &consent_id)
         .await?
-        .into_iter()
-        .find(|a| a.consent_id == consent_id)
     else {
         return Ok(app_not_found());
     };
+    let revoked = !state
+        .store
+        .connected_apps(&account.id)
+        .await?
+        .iter()
+        .any(|a| a.consent_id == consent_id);
     // Project names only for projects the account is still a member of.
     let projects: HashMap<String, String> = state
         .store
@@ -197,30 +243,65 @@ pub async fn activity(
         .into_iter()
         .map(|p| (p.project_id, p.name))
         .collect();
-    let events = state
+    let records = state
         .store
         .client_activity(&account.id, &app.client_id, ACTIVITY_SHOWN)
-        .await?
-        .into_iter()
-        .map(|e| EventRow {
-            at: when(e.at),
-            project: match project_of(e.detail.as_deref()) {
+        .await?;
+    let mut events = Vec::with_capacity(records.len());
+    let mut titles: HashMap<String, Option<String>> = HashMap::new();
+    for e in records {
+        let project_id = project_of(e.detail.as_deref()).map(str::to_string);
+        let note_id = super::notes::note_of(e.detail.as_deref()).map(str::to_string);
+        // Each note looked up once (at most ACTIVITY_SHOWN of them).
+        let note = match (&project_id, note_id) {
+            (Some(p), Some(n)) if projects.contains_key(p) => {
+                let path = format!("/projects/{p}/notes/{n}");
+                match titles.get(&path) {
+                    Some(title) => title.clone().map(|t| (path, t)),
+                    None => {
+                        let title = state.store.note(p, &n).await?.map(|note| note.title);
+                        titles.insert(path.clone(), title.clone());
+                        title.map(|t| (path, t))
+                    }
+                }
+            }
+            _ => None,
+        };
+        let authorization = matches!(
+            e.event.as_str(),
+            "consent" | "consent_revoked" | "family_revoked"
+        );
+        events.push(EventRow {
+            at: to_the_second(e.at),
+            project: match &project_id {
                 Some(id) => projects
                     .get(id)
                     .cloned()
                     .unwrap_or_else(|| "a project you are no longer a member of".into()),
                 None => "—".into(),
             },
-            kind: event_kind(&e.event),
-            what: e.subject.unwrap_or_default(),
-            outcome: e.outcome,
-        })
-        .collect();
+            kind: event_kind(&e.event, &e.outcome),
+            // A consent row's subject is the scopes approved; a revocation has none to show.
+            what: if authorization && e.event != "consent" {
+                String::new()
+            } else {
+                e.subject.clone().unwrap_or_default()
+            },
+            note,
+            outcome: outcome_words(&e.outcome),
+            source: if authorization {
+                e.source_ip.clone()
+            } else {
+                None
+            },
+        });
+    }
     render(
         StatusCode::OK,
         &ActivityPage {
             name: display_name(&app),
             limit: ACTIVITY_SHOWN,
+            revoked,
             events,
             csrf_token: csrf_token(&session).await?,
             oauth_enabled: state.config.oauth_enabled,

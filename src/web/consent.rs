@@ -425,7 +425,8 @@ fn request_expired() -> Response {
 /// account's, unanswered, unexpired) is used up and its parameters are sent to
 /// `/oauth/authorize` again, which checks them anew: the same client, redirect URI, `state`,
 /// PKCE challenge, resource and scope, so the client's callback completes as if nothing had
-/// happened. Signed out: the sign-in page first.
+/// happened. A device authorization (RFC 8628) goes back to `/device`, where its code is
+/// entered again. Signed out: the sign-in page first.
 pub async fn resume(
     State(state): State<AppState>,
     session: Session,
@@ -438,6 +439,11 @@ pub async fn resume(
     else {
         return Ok(request_expired());
     };
+    if req.device.is_some() {
+        // A device authorization has no authorization URL to go back to: its code is typed
+        // again on the device page (the device keeps polling with the same device code).
+        return Ok(see_other("/device"));
+    }
     let mut pairs = vec![
         ("response_type", "code".to_string()),
         ("client_id", req.client_id.clone()),

@@ -33,7 +33,7 @@ struct NotePage {
     body: String,
     tags: Vec<String>,
     updated: String,
-    /// "alice@example.com through Claude, 2026-01-02 03:04 UTC".
+    /// Who made the note's last change: "alice@example.com through Claude".
     last_change: Option<String>,
     csrf_token: String,
     oauth_enabled: bool,
@@ -98,7 +98,7 @@ pub async fn show(
                     .is_some_and(|s| NOTE_WRITERS.contains(&s))
                 && note_of(e.detail.as_deref()) == Some(note.id.as_str())
         })
-        .map(|e| format!("{}, {}", who_through(&e), when(e.at)));
+        .map(|e| who_through(&e));
     render(
         StatusCode::OK,
         &NotePage {

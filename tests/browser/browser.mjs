@@ -32,6 +32,25 @@ const ARTIFACTS = resolve(process.env.ARTIFACTS || join(HERE, 'artifacts'));
 const DESKTOP = { name: 'desktop', width: 1280, height: 800 };
 const PHONE = { name: 'phone', width: 390, height: 844 };
 const STEP_TIMEOUT = 20_000;
+// axe-core, injected into each page (the contexts bypass the pages' CSP, which allows no script).
+const AXE = join(HERE, 'node_modules/axe-core/axe.min.js');
+// WCAG 2.2 AA: 1.4.11 non-text contrast (focus indicator, input borders) at least 3:1.
+const MIN_NON_TEXT_CONTRAST = 3;
+
+/** WCAG relative luminance of "rgb(r, g, b)". */
+function luminance(rgb) {
+  const [r, g, b] = rgb.match(/\d+(\.\d+)?/g).slice(0, 3).map(Number).map((c) => {
+    const s = c / 255;
+    return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4;
+  });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+}
+
+/** WCAG contrast ratio of two "rgb(...)" colours. */
+function contrast(a, b) {
+  const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x);
+  return (hi + 0.05) / (lo + 0.05);
+}
 
 const rep = new Reporter('browser');
 const clientInfo = { name: 'gatehouse-browser-test', version: '1.32.2' };
@@ -80,6 +99,46 @@ async function auditPage(page, name, viewport) {
       .map((el) => el.outerHTML.slice(0, 120)),
   }));
   const where = `${name} at ${viewport.width}x${viewport.height}`;
+  await rep.check(`${where}: axe-core finds no serious or critical violation`, async () => {
+    if (!(await page.evaluate(() => typeof window.axe !== 'undefined'))) await page.addScriptTag({ path: AXE });
+    const violations = await page.evaluate(async () => {
+      const r = await window.axe.run(document, { resultTypes: ['violations'] });
+      return r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => n.target.join(' ')).slice(0, 3) }));
+    });
+    const bad = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+    assert(bad.length === 0, bad.map((v) => `${v.id} (${v.impact}) at ${v.nodes.join(', ')}`).join('; '));
+    return violations.length ? `minor: ${violations.map((v) => `${v.id} (${v.impact})`).join(', ')}` : 'none';
+  });
+  const colours = await page.evaluate(() => {
+    const field = document.querySelector('input:not([type=hidden]), select');
+    const button = document.querySelector('main button, main a');
+    let focus = null;
+    if (button) {
+      button.focus({ focusVisible: true });
+      const st = getComputedStyle(button, ':focus-visible');
+      focus = button.matches(':focus-visible') ? getComputedStyle(button).outlineColor : st.outlineColor;
+      button.blur();
+    }
+    return {
+      background: getComputedStyle(document.querySelector('main')).backgroundColor,
+      border: field ? getComputedStyle(field).borderTopColor : null,
+      focus,
+    };
+  });
+  if (colours.border) {
+    await rep.check(`${where}: input borders contrast at least ${MIN_NON_TEXT_CONTRAST}:1`, () => {
+      const ratio = contrast(colours.border, colours.background);
+      assert(ratio >= MIN_NON_TEXT_CONTRAST, `${colours.border} on ${colours.background} is ${ratio.toFixed(2)}:1`);
+      return `${ratio.toFixed(2)}:1`;
+    });
+  }
+  if (colours.focus) {
+    await rep.check(`${where}: the focus ring contrasts at least ${MIN_NON_TEXT_CONTRAST}:1`, () => {
+      const ratio = contrast(colours.focus, colours.background);
+      assert(ratio >= MIN_NON_TEXT_CONTRAST, `${colours.focus} on ${colours.background} is ${ratio.toFixed(2)}:1`);
+      return `${ratio.toFixed(2)}:1`;
+    });
+  }
   await rep.check(`${where}: <html lang> is set`, () => {
     assert(facts.lang, 'no lang attribute on <html>');
     return `lang="${facts.lang}"`;
@@ -235,8 +294,8 @@ async function main() {
       { fatal: true },
     );
     rep.info(`Chromium ${browser.version()}`);
-    const desktop = await browser.newContext({ viewport: { width: DESKTOP.width, height: DESKTOP.height } });
-    const phone = await browser.newContext({ viewport: { width: PHONE.width, height: PHONE.height }, isMobile: true, hasTouch: true });
+    const desktop = await browser.newContext({ viewport: { width: DESKTOP.width, height: DESKTOP.height }, bypassCSP: true });
+    const phone = await browser.newContext({ viewport: { width: PHONE.width, height: PHONE.height }, isMobile: true, hasTouch: true, bypassCSP: true });
     const dPage = await desktop.newPage();
     const pPage = await phone.newPage();
     for (const p of [dPage, pPage]) p.setDefaultTimeout(STEP_TIMEOUT);
@@ -253,12 +312,15 @@ async function main() {
       { fatal: true },
     );
     await rep.check('SDK lists the Gatehouse tools (desktop approval)', async () => (await listToolNames(a.client)).join(', '));
+    let noteId;
     await rep.check('create_note through the SDK (so the project and activity pages have content)', async () => {
       const r = await a.client.callTool({
         name: 'create_note',
-        arguments: { project_id: s.projectId, title: 'Release checklist for the spring launch', body: 'Check the consent page on a phone.' },
+        arguments: { project_id: s.projectId, title: 'Release checklist for the spring launch', body: 'Check the consent page on a phone.', tags: ['launch'] },
       });
       assert(!r.isError, `create_note returned isError: ${short(JSON.stringify(r.content))}`);
+      noteId = r.structuredContent?.id;
+      assert(noteId, `no note id in ${short(JSON.stringify(r.structuredContent))}`);
     });
 
     // --- 2. phone browser, Allow reached with Tab and pressed with Enter -------
@@ -283,6 +345,17 @@ async function main() {
       activityPath = new URL(await link.getAttribute('href'), s.issuer).pathname;
       return activityPath;
     });
+    await rep.check('an API key and a personal URL made on /keys (so its tables have rows)', async () => {
+      await dPage.goto(`${s.issuer}/keys`);
+      await dPage.locator('#key-name').fill('Laptop with a rather long key name');
+      await dPage.getByRole('button', { name: 'Create API key' }).click();
+      await dPage.getByRole('heading', { name: 'Your new API key' }).waitFor();
+      await auditPage(dPage, 'keys-created', DESKTOP);
+      await dPage.goto(`${s.issuer}/keys`);
+      await dPage.locator('#url-name').fill('Phone');
+      await dPage.getByRole('button', { name: 'Create personal URL' }).click();
+      await dPage.getByRole('heading', { name: 'Your new personal URL' }).waitFor();
+    });
     const pages = [
       ['home', '/'],
       ['project', `/projects/${s.projectId}`],
@@ -290,6 +363,9 @@ async function main() {
       ...(activityPath ? [['app-activity', activityPath]] : []),
       ['keys', '/keys'],
       ['account', '/account'],
+      ...(noteId ? [['note', `/projects/${s.projectId}/notes/${noteId}`]] : []),
+      ['search', `/projects/${s.projectId}?q=phone`],
+      ['confirm-sign-out', '/account/sign-out-everywhere'],
     ];
     for (const [page, viewport] of [
       [dPage, DESKTOP],
@@ -299,11 +375,35 @@ async function main() {
         const ok = await rep.check(`${name} (${path}) at ${viewport.width}x${viewport.height} answers 200`, async () => {
           const res = await page.goto(`${s.issuer}${path}`);
           assert(res.status() === 200, `status ${res.status()}`);
-          assert(new URL(page.url()).pathname === path, `ended at ${page.url()}`);
+          const at = new URL(page.url());
+          assert(at.pathname + at.search === path, `ended at ${page.url()}`);
         });
         if (ok) await auditPage(page, name, viewport);
       }
     }
+    for (const [page, viewport] of [
+      [dPage, DESKTOP],
+      [pPage, PHONE],
+    ]) {
+      const ok = await rep.check(`an unknown path at ${viewport.width}x${viewport.height} is Gatehouse's 404 page with navigation`, async () => {
+        const res = await page.goto(`${s.issuer}/no-such-page`);
+        assert(res.status() === 404, `status ${res.status()}`);
+        await page.getByRole('navigation', { name: 'Gatehouse' }).getByRole('link', { name: 'Your projects' }).waitFor();
+      });
+      if (ok) await auditPage(page, 'not-found', viewport);
+      await rep.check(`/keys at ${viewport.width}x${viewport.height}: every Revoke button is on screen`, async () => {
+        await page.goto(`${s.issuer}/keys`);
+        const buttons = page.getByRole('button', { name: /^Revoke/ });
+        const n = await buttons.count();
+        assert(n > 0, 'no key or URL to revoke');
+        for (let i = 0; i < n; i++) {
+          const box = await buttons.nth(i).boundingBox();
+          assert(box && box.x >= 0 && box.x + box.width <= viewport.width, `button ${i} at x=${box?.x} width ${box?.width}`);
+        }
+        return `${n} button(s) inside ${viewport.width}px`;
+      });
+    }
+
     // --- 4. revoke in the browser, the client's next call is refused -----------
     await rep.check('Revoke on Connected apps removes the app', async () => {
       await dPage.goto(`${s.issuer}/apps`);

@@ -127,7 +127,7 @@ async fn a_note_written_by_an_app_is_readable_in_the_console_with_who_changed_it
         "{note}"
     );
     assert!(
-        note.contains(&format!("by {EMAIL} through Test Client, ")),
+        note.contains(&format!(" by {EMAIL} through Test Client.</p>")),
         "{note}"
     );
     // A search shows where the words matched.
@@ -161,4 +161,118 @@ async fn a_note_written_by_an_app_is_readable_in_the_console_with_who_changed_it
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn the_navigation_marks_the_current_page_and_errors_name_their_field() {
+    let app = spawn_app().await;
+    let browser = signed_in_browser(&app).await;
+    for (path, current) in [
+        ("/", "/"),
+        ("/apps", "/apps"),
+        ("/keys", "/keys"),
+        ("/account", "/account"),
+    ] {
+        let html = page(&app, &browser, path).await;
+        let marked: Vec<&str> = html
+            .split("<a href=\"")
+            .skip(1)
+            .filter(|a| a.contains("aria-current=\"page\""))
+            .map(|a| &a[..a.find('"').unwrap()])
+            .collect();
+        assert_eq!(marked, vec![current], "{path}");
+    }
+    let r = post_form(
+        &app,
+        &browser,
+        "/keys",
+        "/keys/create",
+        &[
+            ("name", " "),
+            ("project", ""),
+            ("access", "read"),
+            ("expires", "none"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("id=\"key-error\""), "{html}");
+    assert!(
+        html.contains("id=\"key-name\" type=\"text\" name=\"name\" value=\" \" required maxlength=\"100\" aria-invalid=\"true\" aria-describedby=\"key-error\""),
+        "{html}"
+    );
+}
+
+#[tokio::test]
+async fn an_app_s_activity_names_the_note_and_stays_readable_after_revocation() {
+    let app = spawn_app().await;
+    let a = alice(&app).await;
+    let created = call(
+        &app,
+        &a.token,
+        "create_note",
+        json!({"project_id": a.project, "title": "Spring launch", "body": "Text."}),
+    )
+    .await;
+    let note_id = created["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let missing = call(
+        &app,
+        &a.token,
+        "get_note",
+        json!({"project_id": a.project, "note_id": "no-such-note"}),
+    )
+    .await;
+    assert_eq!(missing["isError"], true);
+    let consent = app.store.connected_apps(&a.id).await.unwrap()[0]
+        .consent_id
+        .clone();
+    let path = format!("/apps/{consent}");
+    let html = html_unescape(&page(&app, &a.browser, &path).await);
+    // The note touched, as a link; outcomes in words; the approval with its address; seconds.
+    assert!(
+        html.contains(&format!("Tool call <code>create_note</code>: <a href=\"/projects/{}/notes/{note_id}\">Spring launch</a>", a.project)),
+        "{html}"
+    );
+    assert!(
+        html.contains("Not found: the note, project or resource does not exist"),
+        "{html}"
+    );
+    assert!(
+        html.contains(
+            "Approved <code>mcp:read mcp:write</code> <span class=\"note\">from 127.0.0.1</span>"
+        ),
+        "{html}"
+    );
+    assert!(!html.contains(">not_found<"), "{html}");
+    let when = html.split("<td data-label=\"When\">").nth(1).unwrap();
+    let when = &when[..when.find('<').unwrap()];
+    assert_eq!(
+        when.len(),
+        "2026-01-02 03:04:05 UTC".len(),
+        "to the second: {when}"
+    );
+    // Revoked: the page still answers, says so and lists the revocation.
+    let r = post_form(
+        &app,
+        &a.browser,
+        "/apps",
+        "/apps/revoke",
+        &[("consent_id", &consent)],
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let html = html_unescape(&page(&app, &a.browser, &path).await);
+    assert!(
+        html.contains("Test Client no longer has access to your account"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<td data-label=\"What\">Revoked <span class=\"note\">from 127.0.0.1</span>"),
+        "{html}"
+    );
+    assert!(html.contains("create_note"), "{html}");
 }

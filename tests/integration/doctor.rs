@@ -28,6 +28,9 @@ fn options(url: &str) -> Options {
         timeout: Duration::from_secs(5),
         interactive: None,
         interactive_wait: Duration::from_secs(30),
+        client: None,
+        state_file: None,
+        register: false,
     }
 }
 
@@ -456,13 +459,19 @@ async fn a_registration_limit_is_reported_with_the_setting_to_raise() {
 #[tokio::test]
 async fn the_command_exits_zero_only_when_every_step_passes() {
     let app = spawn_app().await;
-    let run = |url: String| async move {
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-            .args(["doctor", &url, "--json", "--timeout", "5"])
-            .env_remove("GATEHOUSE_DOCTOR_TOKEN")
-            .output()
-            .await
-            .unwrap()
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("doctor-clients.json");
+    let run = |url: String| {
+        let state = state.clone();
+        async move {
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+                .args(["doctor", &url, "--json", "--timeout", "5"])
+                .env_remove("GATEHOUSE_DOCTOR_TOKEN")
+                .env("GATEHOUSE_DOCTOR_STATE_FILE", &state)
+                .output()
+                .await
+                .unwrap()
+        }
     };
     let out = run(app.config.mcp_server_url.clone()).await;
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -552,4 +561,180 @@ async fn a_proxy_that_drops_cors_headers_is_named_for_each_endpoint() {
     // Clients that are not browsers are unaffected.
     assert_step(&report, "challenge", Status::Pass);
     assert_step(&report, "register-claude", Status::Pass);
+}
+
+#[tokio::test]
+async fn repeated_runs_reuse_one_client_per_deployment_within_the_registration_limit() {
+    // One run's worth of registrations an hour (the doctor imitates four clients): without
+    // the saved clients the second run would meet 429.
+    let app = spawn_app_with(|v| {
+        v.insert("GATEHOUSE_REGISTRATIONS_PER_HOUR".into(), "4".into());
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("gatehouse").join("doctor-clients.json");
+    let mut opts = options(&app.config.mcp_server_url);
+    opts.state_file = Some(state.clone());
+    let mut first_ids = Vec::new();
+    for run in 0..6 {
+        let report = doctor::run(&opts).await;
+        let text = doctor::render_text(&report);
+        assert!(report.passed, "run {run}:\n{text}");
+        if run == 0 {
+            assert_eq!(report.registered_clients.len(), 4, "{text}");
+            first_ids = report
+                .registered_clients
+                .iter()
+                .map(|c| c.client_id.clone())
+                .collect();
+        } else {
+            assert!(report.registered_clients.is_empty(), "run {run}:\n{text}");
+            assert!(report.step("register-claude").is_none(), "{text}");
+            let step = assert_step(&report, "authorize-claude", Status::Pass);
+            assert!(step.got.contains(&first_ids[0]), "{step:?}");
+        }
+    }
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&state).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let saved: Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    assert_eq!(
+        saved["deployments"][&app.config.issuer]["Claude"],
+        json!(first_ids[0])
+    );
+
+    // The command keeps its clients in the file the environment names: a seventh run, no
+    // registration, exit 0.
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["doctor", &app.config.mcp_server_url, "--json"])
+        .env("GATEHOUSE_DOCTOR_STATE_FILE", &state)
+        .env_remove("GATEHOUSE_DOCTOR_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["passed"], json!(true), "{report:#}");
+    assert_eq!(report["registered_clients"], json!([]), "{report:#}");
+    assert_eq!(out.status.code(), Some(0));
+
+    // --client-id: the authorization request with that client, nothing registered.
+    let mut given = options(&app.config.mcp_server_url);
+    given.client = Some((
+        first_ids[2].clone(),
+        "cursor://anysphere.cursor-mcp/oauth/callback".into(),
+    ));
+    let report = doctor::run(&given).await;
+    assert!(report.passed, "{}", doctor::render_text(&report));
+    assert_step(&report, "authorize", Status::Pass);
+    assert!(report.step("register-cursor").is_none());
+    assert!(report.registered_clients.is_empty());
+}
+
+#[tokio::test]
+async fn a_saved_client_the_server_no_longer_knows_is_registered_again() {
+    let app = spawn_app().await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("doctor-clients.json");
+    std::fs::write(
+        &state,
+        json!({"version": 1, "deployments": {app.config.issuer.clone(): {
+            "Claude": "deleted-long-ago", "ChatGPT": "deleted-long-ago",
+            "Cursor": "deleted-long-ago", "VS Code": "deleted-long-ago"}}})
+        .to_string(),
+    )
+    .unwrap();
+    let mut opts = options(&app.config.mcp_server_url);
+    opts.state_file = Some(state.clone());
+    let report = doctor::run(&opts).await;
+    assert!(report.passed, "{}", doctor::render_text(&report));
+    assert_eq!(report.registered_clients.len(), 4);
+    assert_step(&report, "register-vscode", Status::Pass);
+    let saved: Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    assert_eq!(
+        saved["deployments"][&app.config.issuer]["VS Code"],
+        json!(report.registered_clients[3].client_id)
+    );
+}
+
+#[tokio::test]
+async fn https_against_the_plain_port_is_told_to_use_http_and_nothing_passes() {
+    let app = spawn_app().await;
+    let url = app.config.mcp_server_url.replacen("http://", "https://", 1);
+    let report = doctor::run(&options(&url)).await;
+    let step = assert_step(&report, "challenge", Status::Fail);
+    let fix = step.fix.unwrap();
+    assert!(fix.contains("This port speaks plain HTTP"), "{fix}");
+    assert!(fix.contains(&app.config.mcp_server_url), "{fix}");
+    assert!(!fix.contains("start the server"), "{fix}");
+    assert_step(&report, "discovery", Status::Skip);
+    assert!(
+        report.steps.iter().all(|s| s.status != Status::Pass),
+        "{}",
+        doctor::render_text(&report)
+    );
+
+    // A closed port: nothing reached, so nothing passed (the URL rules included).
+    let (closed, port) = listener().await;
+    drop(closed);
+    let report = doctor::run(&options(&format!("http://127.0.0.1:{port}/mcp"))).await;
+    let step = assert_step(&report, "challenge", Status::Fail);
+    assert!(step.fix.unwrap().contains("Nothing listens on 127.0.0.1:"));
+    assert!(
+        report.steps.iter().all(|s| s.status != Status::Pass),
+        "{}",
+        doctor::render_text(&report)
+    );
+}
+
+#[tokio::test]
+async fn lines_stream_as_checks_end_short_and_without_colour_off_a_terminal() {
+    // The challenge answers at once; the protected-resource metadata never does.
+    let (l, port) = listener().await;
+    let origin = format!("http://127.0.0.1:{port}");
+    let router = Router::new()
+        .route("/mcp", post(challenge_401))
+        .fallback(|| async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            "late"
+        })
+        .with_state(origin.clone());
+    serve(l, router);
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["doctor", &format!("{origin}/mcp"), "--timeout", "4"])
+        .env_remove("GATEHOUSE_DOCTOR_TOKEN")
+        .env("GATEHOUSE_DOCTOR_STATE_FILE", "/nonexistent/doctor.json")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let header = lines.next_line().await.unwrap().unwrap();
+    assert_eq!(header, format!("gatehouse doctor {origin}/mcp"));
+    let first = lines.next_line().await.unwrap().unwrap();
+    assert!(first.starts_with("✓ challenge: 401"), "{first:?}");
+    // Printed while the later checks still wait for their timeouts.
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the line came only at the end"
+    );
+    let mut rest = Vec::new();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        rest.push(line);
+    }
+    assert_eq!(child.wait().await.unwrap().code(), Some(1));
+    for line in std::iter::once(&first).chain(&rest) {
+        assert!(!line.contains('\u{1b}'), "colour off a terminal: {line:?}");
+        if !line.starts_with("    fix: ") {
+            assert!(line.chars().count() <= 160, "long line: {line:?}");
+        }
+    }
+    assert!(
+        rest.iter()
+            .any(|l| l.starts_with("✗ prm-path: no answer within 4 s")),
+        "{rest:#?}"
+    );
+    assert!(rest.iter().any(|l| l.starts_with("    fix: ")), "{rest:#?}");
 }

@@ -46,6 +46,7 @@ mod paging;
 mod private_key_jwt;
 mod prompts;
 mod proxies;
+mod pruning;
 mod quota_reach;
 mod quotas;
 mod request_log;

@@ -230,6 +230,17 @@ async fn every_series_has_help_and_type_and_counters_start_at_zero() {
         "gatehouse_events_sent_total",
         "gatehouse_events_dropped_total{reason=\"queue_full\"}",
         "gatehouse_pruned_rows_total{what=\"audit_events\"}",
+        "gatehouse_pruned_rows_total{what=\"access_tokens\"}",
+        "gatehouse_pruned_rows_total{what=\"refresh_tokens\"}",
+        "gatehouse_pruned_rows_total{what=\"token_families\"}",
+        "gatehouse_pruned_rows_total{what=\"authorization_codes\"}",
+        "gatehouse_pruned_rows_total{what=\"authorization_requests\"}",
+        "gatehouse_pruned_rows_total{what=\"setup_tokens\"}",
+        "gatehouse_pruned_rows_total{what=\"signin_devices\"}",
+        "gatehouse_pruned_rows_total{what=\"client_assertion_jtis\"}",
+        "gatehouse_pruned_rows_total{what=\"device_authorizations\"}",
+        "gatehouse_pruned_rows_total{what=\"idp_signins\"}",
+        "gatehouse_pruned_rows_total{what=\"rate_limits\"}",
     ] {
         assert!(
             sample(&body, series).is_some_and(|v| v >= 0.0),

@@ -28,11 +28,11 @@ const RSA_N: &str = "xiDSxc7kUcAxRuq-zutz4bzm_qg2TqX4AajWqels410fIImJraiVTclABcB
 const JWKS_URI: &str = "https://svc.example.com/jwks.json";
 
 /// A signing key and its public JWK.
-struct TestKey {
-    alg: Algorithm,
-    kid: String,
-    encoding: EncodingKey,
-    jwk: Value,
+pub(crate) struct TestKey {
+    pub(crate) alg: Algorithm,
+    pub(crate) kid: String,
+    pub(crate) encoding: EncodingKey,
+    pub(crate) jwk: Value,
 }
 
 fn b64u(bytes: &[u8]) -> String {
@@ -51,7 +51,7 @@ fn ed25519(kid: &str) -> TestKey {
     }
 }
 
-fn es256(kid: &str) -> TestKey {
+pub(crate) fn es256(kid: &str) -> TestKey {
     let rng = ring::rand::SystemRandom::new();
     let alg = &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING;
     let pkcs8 = ring::signature::EcdsaKeyPair::generate_pkcs8(alg, &rng).unwrap();
@@ -97,14 +97,14 @@ fn assertion(app: &TestApp, key: &TestKey, client_id: &str) -> String {
 /// Serves metadata documents and key sets from memory, counting key-set fetches; a URL in
 /// `down` fails for now.
 #[derive(Default)]
-struct KeyFetcher {
+pub(crate) struct KeyFetcher {
     docs: Mutex<HashMap<String, Value>>,
     down: Mutex<Vec<String>>,
     jwks_fetches: AtomicUsize,
 }
 
 impl KeyFetcher {
-    fn serve(&self, url: &str, doc: Value) {
+    pub(crate) fn serve(&self, url: &str, doc: Value) {
         self.docs.lock().unwrap().insert(url.into(), doc);
     }
 

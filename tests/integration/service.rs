@@ -352,7 +352,8 @@ async fn only_service_clients_may_use_client_credentials() {
             "authorization_code",
             "refresh_token",
             "client_credentials",
-            "urn:ietf:params:oauth:grant-type:device_code"
+            "urn:ietf:params:oauth:grant-type:device_code",
+            "urn:ietf:params:oauth:grant-type:jwt-bearer"
         ])
     );
     let (_, grant) = full_grant(&app).await;

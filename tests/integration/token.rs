@@ -400,7 +400,9 @@ async fn disabled_accounts_and_revoked_consents_cannot_refresh() {
         .text()
         .await
         .unwrap();
-    assert!(!page.contains("Test Client"));
+    // The app is gone from the list (no revoke form names its grant); the notice says so.
+    assert!(crate::helpers::hidden_input(&page, "consent_id").is_none());
+    assert!(page.contains("Test Client can no longer use your account."));
 }
 
 #[tokio::test]

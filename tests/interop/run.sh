@@ -298,6 +298,12 @@ rc=0; memory_add || rc=$?
 record "cli: gatehouse upstream add memory (server-memory $MEMORY_VERSION)" "$rc"
 step "sdk-v1 client calls server-memory through Gatehouse (stdio upstream memory)" \
   env MEMORY_FILE="$MEMORY_FILE" "$NODE" upstream-memory.mjs
+python_upstream() { # the official Python SDK over Streamable HTTP (see python_venv)
+  python_venv || return 1
+  MCP_URL="$MCP_URL" "$HERE/.venv/bin/python" python-upstream.py
+}
+step "Python SDK client (mcp $PY_MCP_VERSION) calls both upstreams' tools through Gatehouse" \
+  python_upstream
 
 # --- stdio: the SDKs' stdio clients launch `gatehouse stdio` with the API key ------------
 python_stdio() { # the official Python SDK client (see python_venv)

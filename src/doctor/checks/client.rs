@@ -199,6 +199,31 @@ pub async fn register(
     )
 }
 
+/// Which client an authorization request is made for.
+#[derive(Debug, Clone, Copy)]
+pub struct AuthorizeAs<'a> {
+    /// The step id (`authorize-claude`, …, or `authorize` for `--client-id`).
+    pub check: &'a str,
+    /// The client imitated, for the fix sentence.
+    pub name: &'a str,
+    /// Its `client_id`.
+    pub client_id: &'a str,
+    /// The registered redirect URI sent.
+    pub redirect_uri: &'a str,
+}
+
+impl<'a> AuthorizeAs<'a> {
+    /// The client registered in `registration`, with its profile's first redirect URI.
+    pub fn registered(registration: &'a Registration) -> AuthorizeAs<'a> {
+        AuthorizeAs {
+            check: registration.profile.authorize_check,
+            name: registration.profile.name,
+            client_id: &registration.client_id,
+            redirect_uri: registration.profile.redirect_uris[0],
+        }
+    }
+}
+
 /// The authorization request a client opens in the browser (OAuth 2.1 §4.1.1, PKCE S256 per
 /// RFC 7636, `resource` per RFC 8707): the endpoint must answer with a page (sign-in or
 /// consent, possibly after redirects on the server's side), never an error and never an
@@ -206,12 +231,12 @@ pub async fn register(
 pub async fn authorize(
     probe: &Probe,
     endpoint: &str,
-    registration: &Registration,
+    client: AuthorizeAs<'_>,
     resource: &str,
     scope: Option<&str>,
 ) -> Step {
-    let check = registration.profile.authorize_check;
-    let redirect_uri = registration.profile.redirect_uris[0];
+    let check = client.check;
+    let redirect_uri = client.redirect_uri;
     let verifier = crate::domain::secret::random_urlsafe(32);
     let challenge = crate::domain::pkce::s256_challenge(&verifier);
     let expected = "a page (200 HTML), reached directly or through redirects on the server";
@@ -227,7 +252,7 @@ pub async fn authorize(
     {
         let mut q = url.query_pairs_mut();
         q.append_pair("response_type", "code")
-            .append_pair("client_id", &registration.client_id)
+            .append_pair("client_id", client.client_id)
             .append_pair("redirect_uri", redirect_uri)
             .append_pair("code_challenge", &challenge)
             .append_pair("code_challenge_method", "S256")
@@ -240,7 +265,7 @@ pub async fn authorize(
     let request = format!("GET {url}");
     let fix = format!(
         "The authorization endpoint must show a page for a client registered like {} (PKCE S256, resource {resource}).",
-        registration.profile.name
+        client.name
     );
     let mut current = url;
     let mut trail = Vec::new();

@@ -13,7 +13,7 @@ mod resource;
 mod server;
 mod urls;
 
-pub use client::{authorize, cors_preflight, openai_apps_challenge, register};
+pub use client::{AuthorizeAs, authorize, cors_preflight, openai_apps_challenge, register};
 pub use resource::{
     given_url, protected_resource_metadata, resource_metadata_urls, unauthenticated_post,
 };

@@ -75,16 +75,8 @@ pub async fn unauthenticated_post(
     let fetched = match probe.send(builder).await {
         Ok(f) => f,
         Err(e) => {
-            return (
-                Step::fail(
-                    check,
-                    request,
-                    e,
-                    expected,
-                    "Start the server, or check that this host and port are reachable from here (DNS, firewall, TLS certificate).",
-                ),
-                None,
-            );
+            let fix = unreached_fix(probe, url, &e).await;
+            return (Step::fail(check, request, e, expected, fix), None);
         }
     };
     let fail =
@@ -98,7 +90,8 @@ pub async fn unauthenticated_post(
         };
         return fail(fetched.summary(), fix);
     }
-    if fetched.media_type() == "text/html" {
+    // A 404 is "nothing here" whatever its body (servers answer it with an HTML page too).
+    if fetched.media_type() == "text/html" && fetched.status != 404 {
         return fail(
             fetched.summary(),
             "The MCP URL must answer clients itself, not with an HTML (sign-in) page: do not put the MCP route behind a single-sign-on proxy.",
@@ -172,6 +165,34 @@ pub async fn unauthenticated_post(
         );
     }
     (Step::pass(check, request, got, expected), Some(challenge))
+}
+
+/// The advice when the MCP URL gave no HTTP answer (`error` is [`Probe::send`]'s sentence):
+/// TLS spoken to a plain-HTTP port, nothing listening, no answer in time, or another failure.
+async fn unreached_fix(probe: &Probe, url: &Url, error: &str) -> String {
+    let host = url.host_str().unwrap_or("");
+    let port = url.port_or_known_default().unwrap_or(443);
+    if url.scheme() == "https" && probe.speaks_plain_http(host, port).await {
+        let mut plain = url.clone();
+        let _ = plain.set_scheme("http");
+        if url.port().is_none() {
+            let _ = plain.set_port(Some(443));
+        }
+        return format!(
+            "This port speaks plain HTTP, not TLS: use {plain}, or put a TLS-terminating proxy in front and give its https URL."
+        );
+    }
+    if error.starts_with("no answer within") {
+        return format!(
+            "Something accepts connections on {host}:{port} but did not answer in time: check that it is this server and that it is not overloaded (or raise --timeout)."
+        );
+    }
+    if error.contains("Connection refused") || error.contains("connection refused") {
+        return format!(
+            "Nothing listens on {host}:{port}: start the server, or check the host and port (GATEHOUSE_BIND)."
+        );
+    }
+    "Check that this host and port are reachable from here (DNS, firewall, proxy) and, for https, that the certificate is valid for this host.".to_string()
 }
 
 /// The well-known protected-resource metadata URLs clients try for `url`: path-suffixed

@@ -15,6 +15,11 @@ pub fn url_rules(
     server_side: &[(String, String)],
 ) -> Vec<Step> {
     let all: Vec<&(String, String)> = resource_side.iter().chain(server_side).collect();
+    if all.is_empty() {
+        // Nothing was read, so nothing was checked: never a pass.
+        let why = "no challenge or metadata named any URL";
+        return vec![Step::skip("https", why), Step::skip("same-host", why)];
+    }
     let request = "the URLs named by the challenge and the metadata".to_string();
     let https = if given.scheme() == "https" {
         let plain: Vec<String> = all

@@ -2,6 +2,7 @@
 //! signing in at a provider with OpenID Connect ([`signin`]), against a provider of the tests'
 //! own ([`provider`]) that can hand out spoiled ID tokens.
 
+mod id_jag;
 mod provider;
 mod signin;
 

@@ -117,7 +117,8 @@ async fn metadata_advertises_exactly_what_is_accepted() {
             "authorization_code",
             "refresh_token",
             "client_credentials",
-            "urn:ietf:params:oauth:grant-type:device_code"
+            "urn:ietf:params:oauth:grant-type:device_code",
+            "urn:ietf:params:oauth:grant-type:jwt-bearer"
         ])
     );
     assert_eq!(

@@ -144,10 +144,11 @@ async fn list(app: &TestApp, token: &str) -> Value {
     rpc(app, token, "tools/list", json!({})).await
 }
 
-/// Lists until `pred` holds (a registry change reaches the server within a second).
+/// Lists until `pred` holds (a registry change reaches the server within a second; up to
+/// 15 s here, for a loaded machine).
 async fn list_until(app: &TestApp, token: &str, pred: impl Fn(&[String]) -> bool) -> Value {
     let mut last = Value::Null;
-    for _ in 0..40 {
+    for _ in 0..150 {
         last = list(app, token).await;
         if pred(&upstream_names(&last)) {
             return last;

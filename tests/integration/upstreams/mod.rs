@@ -2,8 +2,10 @@
 //! the registry and its command line ([`registry`]), forwarding to an HTTP upstream
 //! ([`forwarding`]), running a stdio upstream as a child process ([`stdio`]), an upstream's
 //! prompts and resources ([`extras`]), destructive tools confirmed by the person
-//! ([`destructive`]), tool lists per credential ([`tool_lists`]).
+//! ([`destructive`]), tool lists per credential ([`tool_lists`]), a second Gatehouse behind
+//! the first under one of its API keys ([`chained`]).
 
+mod chained;
 mod destructive;
 mod extras;
 mod forwarding;

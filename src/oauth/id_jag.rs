@@ -1,0 +1,401 @@
+//! Enterprise-managed authorization: the JWT-bearer grant (RFC 7523 §2.1, RFC 7521 §4.1) with
+//! an Identity Assertion JWT Authorization Grant (ID-JAG, draft-ietf-oauth-identity-assertion-
+//! authz-grant; MCP's enterprise-managed authorization extension). The organisation's identity
+//! provider, trusted with `gatehouse idp add NAME --issuer URL --jwks-uri URL --assertions`,
+//! signs an assertion that a person may use a client here; the client redeems it at the token
+//! endpoint for an access token, with no consent page.
+//!
+//! Checks, each refused with `invalid_grant` and a description: header `typ`
+//! [`ID_JAG_TYP`]; an asymmetric algorithm ([`SIGNING_ALGS`]); `iss` a provider trusted for
+//! assertions whose key set (its `jwks_uri`, fetched through the protected fetcher and cached,
+//! [`super::client_assertion::verify_with_key_set`]) verifies the signature; `aud` exactly this
+//! server's issuer; `client_id` the authenticated client; `resource`, when present, this
+//! server's MCP URL; `exp` in the future; `jti` spent once across instances (the table of
+//! client assertions, keyed by the issuer). The subject is the account linked to that
+//! provider's `sub`, or, for a provider given `--domains`, the account of the assertion's
+//! `email` in an allowed domain (then linked). The scope is at most what the assertion carries.
+//!
+//! The answer is an access token (no refresh token: the client asks the provider for a new
+//! assertion), recorded under a consent of its own so that the person sees the client on
+//! Connected apps and can revoke it, and audited as `token_issued` with
+//! `grant=jwt-bearer`.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+
+use super::OAuthError;
+use super::client_assertion::{KeySetError, algorithm_name, verify_with_key_set};
+use super::token::TokenResponse;
+use crate::domain::account::{AccountStatus, Email};
+use crate::domain::client_assertion::SIGNING_ALGS;
+use crate::domain::idp::domain_allowed;
+use crate::domain::scope::{Scope, ScopeSet};
+use crate::domain::secret::{Secret, TokenKind};
+use crate::state::AppState;
+use crate::store::audit::AuditEvent;
+use crate::store::idps::IdentityProvider;
+use crate::store::oauth::ClientRecord;
+
+/// The JWT-bearer grant type (RFC 7523 §2.1).
+pub const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+/// The `typ` header of an ID-JAG.
+pub const ID_JAG_TYP: &str = "oauth-id-jag+jwt";
+/// Longest `assertion` read, in bytes.
+pub const MAX_ASSERTION_BYTES: usize = 8 * 1024;
+/// The consents of ID-JAG grants are recorded under this redirect URI (none is used).
+pub const CONSENT_REDIRECT: &str = JWT_BEARER;
+/// Allowed clock skew for `iat`, in seconds.
+pub const CLOCK_SKEW_SECS: i64 = 60;
+
+/// `aud` or `resource`: one string or an array of them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn values(&self) -> Vec<&str> {
+        match self {
+            OneOrMany::One(s) => vec![s.as_str()],
+            OneOrMany::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+/// The claims of an ID-JAG read after its signature is verified.
+#[derive(Debug, Deserialize)]
+struct IdJagClaims {
+    sub: Option<String>,
+    aud: Option<OneOrMany>,
+    client_id: Option<String>,
+    jti: Option<String>,
+    exp: Option<i64>,
+    iat: Option<i64>,
+    resource: Option<OneOrMany>,
+    scope: Option<String>,
+    email: Option<String>,
+}
+
+/// The one member read before the signature is checked, to find the provider.
+#[derive(Deserialize)]
+struct Unverified {
+    iss: Option<String>,
+}
+
+fn refused(description: impl Into<String>) -> OAuthError {
+    OAuthError::InvalidGrant(description.into())
+}
+
+/// The JWT-bearer grant with an ID-JAG (module docs) for `client`, already authenticated by
+/// the token endpoint. `params` is the token request's body; `ip` the caller's address.
+///
+/// Errors: `invalid_request` without `assertion`; `invalid_grant` for an assertion that fails a
+/// check; `invalid_scope` for a `scope` beyond the assertion's; `temporarily_unavailable` when
+/// the provider's key set cannot be fetched right now.
+pub async fn grant(
+    state: &AppState,
+    client: &ClientRecord,
+    params: &HashMap<String, String>,
+    ip: &str,
+    now: i64,
+) -> Result<TokenResponse, OAuthError> {
+    let assertion = params
+        .get("assertion")
+        .filter(|a| !a.is_empty())
+        .ok_or_else(|| OAuthError::InvalidRequest("assertion is required".into()))?;
+    let outcome = check(state, client, params, assertion, now).await;
+    let (provider, account_id, scope) = match outcome {
+        Ok(ok) => ok,
+        Err(e) => {
+            if let OAuthError::InvalidGrant(why) = &e {
+                audit(
+                    state,
+                    client,
+                    None,
+                    ip,
+                    "denied",
+                    &format!("grant=jwt-bearer {why}"),
+                    now,
+                )
+                .await;
+            }
+            return Err(e);
+        }
+    };
+    let config = &state.config;
+    let access = Secret::generate(TokenKind::AccessToken);
+    let ttl = config.access_token_ttl_secs;
+    state
+        .store
+        .issue_assertion_token(
+            &account_id,
+            &client.client_id,
+            &scope,
+            &config.mcp_server_url,
+            &config.issuer,
+            &access.hash(),
+            now,
+            now + ttl,
+        )
+        .await?;
+    crate::metrics::token_event("issued");
+    audit(
+        state,
+        client,
+        Some(&account_id),
+        ip,
+        "success",
+        &format!("grant=jwt-bearer idp={}", provider.name),
+        now,
+    )
+    .await;
+    Ok(TokenResponse {
+        access_token: access.expose().to_string(),
+        token_type: "Bearer".into(),
+        expires_in: ttl,
+        refresh_token: None,
+        scope,
+    })
+}
+
+/// Every check of the module docs: (provider, account id, granted scope).
+async fn check(
+    state: &AppState,
+    client: &ClientRecord,
+    params: &HashMap<String, String>,
+    assertion: &str,
+    now: i64,
+) -> Result<(IdentityProvider, String, String), OAuthError> {
+    if assertion.len() > MAX_ASSERTION_BYTES {
+        return Err(refused("the assertion is too large"));
+    }
+    let header = jsonwebtoken::decode_header(assertion)
+        .map_err(|_| refused("the assertion is not a signed JWT"))?;
+    if !header
+        .typ
+        .as_deref()
+        .is_some_and(|t| t.eq_ignore_ascii_case(ID_JAG_TYP))
+    {
+        return Err(refused(format!("the assertion's typ must be {ID_JAG_TYP}")));
+    }
+    let alg = algorithm_name(header.alg);
+    if !SIGNING_ALGS.contains(&alg) {
+        return Err(refused(format!(
+            "the assertion's alg {alg} is not accepted (use RS256, PS256, ES256 or EdDSA)"
+        )));
+    }
+    let issuer = unverified_issuer(assertion, header.alg)?;
+    let providers = state.store.assertion_providers(&issuer).await?;
+    let Some(provider) = providers.into_iter().next() else {
+        return Err(refused(
+            "the assertion's issuer is not an identity provider trusted for assertions",
+        ));
+    };
+    let claims: IdJagClaims = verify_with_key_set(
+        state,
+        provider.jwks_uri.as_deref(),
+        None,
+        assertion,
+        &header,
+    )
+    .await
+    .map_err(|e| match e {
+        KeySetError::Unavailable => OAuthError::ClientMetadataUnavailable,
+        KeySetError::NoMatch => {
+            refused("the assertion's signature does not verify with the identity provider's keys")
+        }
+        _ => refused("the identity provider's key set could not be read"),
+    })?;
+    let config = &state.config;
+    let aud = claims
+        .aud
+        .as_ref()
+        .map(OneOrMany::values)
+        .unwrap_or_default();
+    if aud.len() != 1 || aud[0] != config.issuer {
+        return Err(refused(format!(
+            "the assertion's aud must be {}, this authorization server's issuer",
+            config.issuer
+        )));
+    }
+    if claims.client_id.as_deref() != Some(client.client_id.as_str()) {
+        return Err(refused(
+            "the assertion's client_id is not the authenticated client",
+        ));
+    }
+    if let Some(resource) = &claims.resource
+        && !resource.values().iter().all(|r| config.resource.matches(r))
+    {
+        return Err(refused(format!(
+            "the assertion's resource must be {}",
+            config.mcp_server_url
+        )));
+    }
+    if params
+        .get("resource")
+        .is_some_and(|r| !config.resource.matches(r))
+    {
+        return Err(OAuthError::InvalidTarget(format!(
+            "resource must be {}, the resource served here",
+            config.mcp_server_url
+        )));
+    }
+    let Some(exp) = claims.exp else {
+        return Err(refused("the assertion has no exp"));
+    };
+    if exp <= now {
+        return Err(refused("the assertion has expired"));
+    }
+    if claims.iat.is_some_and(|iat| iat > now + CLOCK_SKEW_SECS) {
+        return Err(refused("the assertion was issued in the future"));
+    }
+    let Some(jti) = claims.jti.as_deref().filter(|j| !j.is_empty()) else {
+        return Err(refused("the assertion has no jti"));
+    };
+    let Some(subject) = claims.sub.as_deref().filter(|s| !s.is_empty()) else {
+        return Err(refused("the assertion has no sub"));
+    };
+    let scope = granted_scope(claims.scope.as_deref(), params.get("scope"))?;
+    let account_id = account_of(state, &provider, subject, claims.email.as_deref(), now).await?;
+    // Spent once every other check passed: one conditional statement, so a replay is refused
+    // on every instance sharing the database.
+    let jti_hash = Secret::from_presented(jti.to_string()).hash();
+    if !state
+        .store
+        .spend_client_assertion(&format!("id-jag {issuer}"), &jti_hash, exp, now)
+        .await?
+    {
+        return Err(refused("the assertion was already used"));
+    }
+    Ok((provider, account_id, scope))
+}
+
+/// The scope granted: the `scope` asked for (each within the assertion's), else the
+/// assertion's; never `offline_access` (no refresh token is issued).
+fn granted_scope(carried: Option<&str>, asked: Option<&String>) -> Result<String, OAuthError> {
+    let carried = ScopeSet::parse_known(carried.unwrap_or_default())
+        .map_err(|_| refused("the assertion's scope is malformed"))?
+        .without_offline_access();
+    if carried.is_empty() {
+        return Err(refused("the assertion carries no scope this server serves"));
+    }
+    let granted = match asked.map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        None => carried,
+        Some(asked) => {
+            let asked =
+                ScopeSet::parse(asked).map_err(|e| OAuthError::InvalidScope(e.to_string()))?;
+            if asked.contains(Scope::OfflineAccess) {
+                return Err(OAuthError::InvalidScope(
+                    "offline_access is not available: this grant issues no refresh token".into(),
+                ));
+            }
+            if !asked.iter().all(|s| carried.satisfies(s)) {
+                return Err(OAuthError::InvalidScope(format!(
+                    "the assertion allows at most \"{carried}\""
+                )));
+            }
+            asked
+        }
+    };
+    Ok(granted.to_string())
+}
+
+/// The active account `subject` (or `email`, per the provider's domains) names at `provider`.
+async fn account_of(
+    state: &AppState,
+    provider: &IdentityProvider,
+    subject: &str,
+    email: Option<&str>,
+    now: i64,
+) -> Result<String, OAuthError> {
+    let store = &state.store;
+    let account = match store.linked_account(&provider.name, subject, now).await? {
+        Some(id) => store.account_by_id(&id).await?,
+        None => {
+            // By email only for a provider that names the domains it speaks for.
+            let email = email.and_then(|e| Email::parse(e).ok()).filter(|e| {
+                provider.domains.is_some()
+                    && domain_allowed(provider.domains.as_deref(), e.as_str())
+            });
+            let Some(email) = email else {
+                return Err(refused(format!(
+                    "no account is linked to this subject at {}",
+                    provider.name
+                )));
+            };
+            let Some(account) = store.account_by_email(&email).await? else {
+                return Err(refused(format!(
+                    "no account is linked to this subject at {}",
+                    provider.name
+                )));
+            };
+            if account.status == AccountStatus::Active {
+                match store
+                    .link_identity(&provider.name, subject, &account.id, now)
+                    .await
+                {
+                    Ok(()) | Err(crate::store::StoreError::Conflict(_)) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Some(account)
+        }
+    };
+    match account {
+        Some(a) if a.status == AccountStatus::Active => Ok(a.id),
+        Some(_) => Err(refused("the account is disabled")),
+        None => Err(refused(format!(
+            "no account is linked to this subject at {}",
+            provider.name
+        ))),
+    }
+}
+
+/// The assertion's `iss`, read before its signature is checked only to find whose keys check
+/// it.
+fn unverified_issuer(assertion: &str, alg: jsonwebtoken::Algorithm) -> Result<String, OAuthError> {
+    let mut validation = jsonwebtoken::Validation::new(alg);
+    validation.insecure_disable_signature_validation();
+    validation.validate_exp = false;
+    validation.validate_aud = false;
+    validation.required_spec_claims.clear();
+    let data = jsonwebtoken::decode::<Unverified>(
+        assertion,
+        &jsonwebtoken::DecodingKey::from_secret(&[]),
+        &validation,
+    )
+    .map_err(|_| refused("the assertion's claims are not readable"))?;
+    data.claims
+        .iss
+        .filter(|i| !i.is_empty())
+        .ok_or_else(|| refused("the assertion has no iss"))
+}
+
+async fn audit(
+    state: &AppState,
+    client: &ClientRecord,
+    account: Option<&str>,
+    ip: &str,
+    outcome: &str,
+    detail: &str,
+    now: i64,
+) {
+    state
+        .store
+        .audit(
+            AuditEvent {
+                event: "token_issued",
+                outcome,
+                account_id: account,
+                client_id: Some(&client.client_id),
+                subject: None,
+                source_ip: Some(ip),
+                detail: Some(detail),
+            },
+            now,
+        )
+        .await;
+}

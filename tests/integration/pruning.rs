@@ -1,0 +1,124 @@
+//! Bounded growth (issue 39, item 1): the upkeep task's pruning against the real server. Rows
+//! past their time go, live ones stay and keep working over HTTP; on `SQLite` and `PostgreSQL`.
+//! Time is moved by pruning "at" a later `now`, as the upkeep task would days later.
+
+use gatehouse::upkeep::{prune_round, prunings};
+use reqwest::StatusCode;
+
+use crate::helpers::{TestApp, spawn_app};
+use crate::oauth_helpers::{full_grant, refresh};
+
+async fn count(app: &TestApp, sql: &str) -> i64 {
+    use sqlx::Row;
+    sqlx::query(sql)
+        .fetch_one(app.db.pool().await)
+        .await
+        .unwrap()
+        .try_get::<i64, _>(0)
+        .unwrap()
+}
+
+async fn rows(app: &TestApp, table: &str) -> i64 {
+    count(app, &format!("SELECT COUNT(*) FROM {table}")).await
+}
+
+#[tokio::test]
+async fn credentials_past_their_time_are_pruned_and_live_ones_stay() {
+    let app = spawn_app().await;
+    let day = 86_400;
+    // A grant refreshed once: its first refresh token is now a rotated one (kept for replay
+    // detection), the second is live.
+    let (client_id, first) = full_grant(&app).await;
+    let (status, second) = refresh(
+        &app,
+        &client_id,
+        first["refresh_token"].as_str().unwrap(),
+        &[],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    let live_refresh = second["refresh_token"].as_str().unwrap().to_string();
+    // A second grant, revoked by its client (RFC 7009): its whole family is revoked.
+    let (other_client, other) = full_grant(&app).await;
+    let r = app
+        .client
+        .post(app.url("/oauth/revoke"))
+        .form(&[
+            ("token", other["refresh_token"].as_str().unwrap()),
+            ("client_id", other_client.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(rows(&app, "refresh_tokens").await, 3);
+    assert_eq!(rows(&app, "token_families").await, 2);
+    assert!(rows(&app, "access_tokens").await >= 3);
+    assert_eq!(rows(&app, "authorization_codes").await, 2);
+    assert!(
+        rows(&app, "rate_limits").await > 0,
+        "registrations are counted"
+    );
+    let plan = prunings(&app.config);
+    let now = gatehouse::store::now();
+
+    // Two days on: expired access tokens, codes and counters go; every refresh token stays
+    // (the rotated one within the replay window, the revoked family's for 30 days).
+    let later = now + 2 * day;
+    let round = prune_round(&app.store, &plan, later, 1000, 100).await;
+    assert_eq!(rows(&app, "access_tokens").await, 0, "{round:?}");
+    assert_eq!(rows(&app, "authorization_codes").await, 0);
+    assert_eq!(
+        count(
+            &app,
+            &format!("SELECT COUNT(*) FROM rate_limits WHERE expires_at < {later}")
+        )
+        .await,
+        0
+    );
+    assert_eq!(rows(&app, "refresh_tokens").await, 3);
+    assert_eq!(rows(&app, "token_families").await, 2);
+    let deleted = |name: &str| -> u64 {
+        round
+            .iter()
+            .filter(|p| p.name == name)
+            .map(|p| p.deleted)
+            .sum()
+    };
+    assert!(deleted("access_tokens") >= 3, "{round:?}");
+    assert_eq!(deleted("authorization_codes"), 2, "{round:?}");
+
+    // Thirty-one days on: the rotated refresh token (past the replay window) and the revoked
+    // family with its tokens go; the live refresh token and its family stay.
+    let round = prune_round(&app.store, &plan, now + 31 * day, 1000, 100).await;
+    assert_eq!(rows(&app, "refresh_tokens").await, 1, "{round:?}");
+    assert_eq!(rows(&app, "token_families").await, 1, "{round:?}");
+    assert_eq!(
+        round
+            .iter()
+            .filter(|p| p.name == "token_families")
+            .map(|p| p.deleted)
+            .sum::<u64>(),
+        1
+    );
+    let (status, third) = refresh(&app, &client_id, &live_refresh, &[]).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the live grant still refreshes: {third}"
+    );
+
+    // Batches are bounded: with batches of 1 and at most 1 per round, one row per round.
+    let (_, more) = full_grant(&app).await;
+    assert!(more["access_token"].is_string());
+    let before = rows(&app, "access_tokens").await;
+    assert!(before >= 2);
+    let round = prune_round(&app.store, &plan, now + 40 * day, 1, 1).await;
+    let access: u64 = round
+        .iter()
+        .filter(|p| p.name == "access_tokens")
+        .map(|p| p.deleted)
+        .sum();
+    assert!(access <= 2, "one batch of one row per pruning: {round:?}");
+    assert!(rows(&app, "access_tokens").await < before);
+}
