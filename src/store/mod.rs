@@ -63,6 +63,32 @@ pub enum StoreError {
     /// A migration failed.
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The store's own queues could not get this request to the database in time (no turn,
+    /// no answer, the store closing): answered like a busy database, `503` with `Retry-After`
+    /// ([`StoreError::is_unavailable`]).
+    #[error("database unavailable: {0}")]
+    Unavailable(Unavailable),
+}
+
+/// Why the store's own queues (the write turns on `SQLite`, the read batches and the group
+/// commits of rotations) gave a request no answer. Each is the database being busy or going
+/// away, never the request's fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    /// No turn came within [`WRITE_TURN_WAIT`].
+    #[error("no turn within the wait")]
+    NoTurn,
+    /// The shared statement (a batch, a group commit) that took this request gave no answer
+    /// within [`WRITE_TURN_WAIT`].
+    #[error("no answer from the shared statement within the wait")]
+    NoAnswer,
+    /// The task running the shared statement that took this request ended without
+    /// answering (only when the runtime shuts down).
+    #[error("the shared statement ended without an answer")]
+    LeaderGone,
+    /// The turns are closed: the store is closing.
+    #[error("the store is closing")]
+    Closed,
 }
 
 impl StoreError {
@@ -77,6 +103,7 @@ impl StoreError {
     pub fn is_unavailable(&self) -> bool {
         match self {
             StoreError::Database(e) => database_unavailable(e),
+            StoreError::Unavailable(_) => true,
             _ => false,
         }
     }
@@ -160,8 +187,8 @@ pub(crate) async fn leader_answer<A>(
     answer: tokio::sync::oneshot::Receiver<Result<A, StoreError>>,
 ) -> Result<A, StoreError> {
     match tokio::time::timeout(WRITE_TURN_WAIT, answer).await {
-        Ok(answered) => answered.unwrap_or(Err(StoreError::Database(sqlx::Error::WorkerCrashed))),
-        Err(_) => Err(StoreError::Database(sqlx::Error::PoolTimedOut)),
+        Ok(answered) => answered.unwrap_or(Err(StoreError::Unavailable(Unavailable::LeaderGone))),
+        Err(_) => Err(StoreError::Unavailable(Unavailable::NoAnswer)),
     }
 }
 
@@ -1045,6 +1072,15 @@ mod tests {
             assert!(!StoreError::from(e).is_unavailable());
         }
         assert!(!StoreError::Conflict("x".into()).is_unavailable());
+        // The store's own queues: every reason is the database busy or going away (503).
+        for reason in [
+            Unavailable::NoTurn,
+            Unavailable::NoAnswer,
+            Unavailable::LeaderGone,
+            Unavailable::Closed,
+        ] {
+            assert!(StoreError::Unavailable(reason).is_unavailable(), "{reason}");
+        }
     }
 
     /// A write transaction that reads before it writes, while another connection commits a

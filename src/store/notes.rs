@@ -236,7 +236,7 @@ impl Store {
             .searches()
             .acquire_owned()
             .await
-            .map_err(|_| StoreError::Database(sqlx::Error::PoolClosed))?;
+            .map_err(|_| StoreError::Unavailable(super::Unavailable::Closed))?;
         Ok(sqlx::query_as(self.dialect().search_notes_sql())
             .bind(project_id)
             .bind(fts)

@@ -114,7 +114,7 @@ where
     /// The rows for `key`, read in a batch with the lookups waiting beside it (module docs),
     /// through `store`'s pool.
     ///
-    /// Errors: the batch statement's; [`sqlx::Error::PoolTimedOut`] when no turn or no answer
+    /// Errors: the batch statement's; [`super::Unavailable`] when no turn or no answer
     /// came within [`super::WRITE_TURN_WAIT`].
     pub(crate) async fn read(self: &Arc<Self>, store: &Store, key: String) -> Answer<T> {
         let (reply, mut answer) = oneshot::channel();
@@ -124,7 +124,7 @@ where
             let turn = tokio::select! {
                 biased;
                 answered = &mut answer => {
-                    return answered.unwrap_or(Err(StoreError::Database(sqlx::Error::WorkerCrashed)));
+                    return answered.unwrap_or(Err(StoreError::Unavailable(super::Unavailable::LeaderGone)));
                 }
                 turn = tokio::time::timeout_at(deadline, Arc::clone(&self.turns).acquire_owned()) => turn,
             };
@@ -139,8 +139,10 @@ where
                     }
                     tokio::spawn(Arc::clone(self).run(store.clone(), batch, turn));
                 }
-                Ok(Err(_closed)) => return Err(StoreError::Database(sqlx::Error::PoolClosed)),
-                Err(_elapsed) => return Err(StoreError::Database(sqlx::Error::PoolTimedOut)),
+                Ok(Err(_closed)) => {
+                    return Err(StoreError::Unavailable(super::Unavailable::Closed));
+                }
+                Err(_elapsed) => return Err(StoreError::Unavailable(super::Unavailable::NoTurn)),
             }
         }
     }

@@ -200,8 +200,8 @@ impl Store {
     /// Runs `write` in a group commit with the rotations waiting beside it (module docs):
     /// whether it won, once the transaction holding it has committed.
     ///
-    /// Errors: the database's, for this rotation alone; [`sqlx::Error::PoolTimedOut`] when no
-    /// turn came within [`super::WRITE_TURN_WAIT`].
+    /// Errors: the database's, for this rotation alone; [`super::Unavailable`] when no
+    /// turn or answer came within [`super::WRITE_TURN_WAIT`].
     pub(crate) async fn rotate_in_group(&self, write: RotationWrite) -> Result<bool, StoreError> {
         let queue = Arc::clone(&self.rotations);
         let id = queue
@@ -221,7 +221,7 @@ impl Store {
             let turn = tokio::select! {
                 biased;
                 answered = &mut answer => {
-                    return answered.unwrap_or(Err(StoreError::Database(sqlx::Error::WorkerCrashed)));
+                    return answered.unwrap_or(Err(StoreError::Unavailable(super::Unavailable::LeaderGone)));
                 }
                 turn = tokio::time::timeout_at(deadline, Arc::clone(&self.rotation_turns).acquire_owned()) => turn,
             };
@@ -238,11 +238,11 @@ impl Store {
                     tokio::spawn(commit_group(self.clone(), group, turn));
                 }
                 Ok(Err(_closed)) => {
-                    return Err(StoreError::Database(sqlx::Error::PoolClosed));
+                    return Err(StoreError::Unavailable(super::Unavailable::Closed));
                 }
                 Err(_elapsed) => {
                     if queue.withdraw(id) {
-                        return Err(StoreError::Database(sqlx::Error::PoolTimedOut));
+                        return Err(StoreError::Unavailable(super::Unavailable::NoTurn));
                     }
                     // A leader holds it.
                     return super::leader_answer(answer).await;
