@@ -23,8 +23,8 @@ use crate::store::audit_query::{AUDIT_RETENTION, CREDENTIAL_RETENTIONS, Retentio
 pub const UPKEEP_EVERY: Duration = Duration::from_secs(600);
 /// Time from start to the first round.
 pub const FIRST_ROUND_AFTER: Duration = Duration::from_secs(60);
-/// Rows deleted per transaction.
-pub const BATCH: i64 = 1000;
+/// Rows deleted per transaction ([`crate::store::PRUNE_BATCH`]).
+pub const BATCH: i64 = crate::store::PRUNE_BATCH;
 /// Batches per pruning per round.
 pub const MAX_BATCHES: usize = 100;
 /// Pause between two batches.

@@ -38,13 +38,13 @@ use crate::store::idps::IdentityProvider;
 use crate::store::oauth::ClientRecord;
 
 /// The JWT-bearer grant type (RFC 7523 §2.1).
-pub const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+pub const JWT_BEARER: &str = crate::domain::client_assertion::JWT_BEARER_GRANT;
 /// The `typ` header of an ID-JAG.
 pub const ID_JAG_TYP: &str = "oauth-id-jag+jwt";
 /// Longest `assertion` read, in bytes.
 pub const MAX_ASSERTION_BYTES: usize = 8 * 1024;
 /// The consents of ID-JAG grants are recorded under this redirect URI (none is used).
-pub const CONSENT_REDIRECT: &str = JWT_BEARER;
+pub const CONSENT_REDIRECT: &str = crate::domain::client_assertion::JWT_BEARER_GRANT;
 /// Allowed clock skew for `iat`, in seconds.
 pub const CLOCK_SKEW_SECS: i64 = 60;
 

@@ -325,7 +325,7 @@ impl Store {
     }
 
     /// Records an access token issued for an identity assertion (ID-JAG): the live consent of
-    /// `account_id` for `client_id` under [`crate::oauth::id_jag::CONSENT_REDIRECT`] is made or
+    /// `account_id` for `client_id` under [`crate::domain::client_assertion::JWT_BEARER_GRANT`] is made or
     /// widened to `scope` (so the client shows on Connected apps and can be revoked there),
     /// then a token family of its own and the access token (its SHA-256 `access_hash`, bound to
     /// `resource`, expiring at `expires_at`) are inserted in one transaction. No refresh token.
@@ -347,7 +347,7 @@ impl Store {
             .approve_consent_for(
                 account_id,
                 client_id,
-                crate::oauth::id_jag::CONSENT_REDIRECT,
+                crate::domain::client_assertion::JWT_BEARER_GRANT,
                 super::oauth::BUILT_IN,
                 scope,
                 now,

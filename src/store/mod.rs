@@ -257,6 +257,9 @@ pub(super) fn opened_before_cannot_write(age: Duration) -> bool {
 /// `SQLITE_FULL` (13), `SQLITE_CANTOPEN` (14).
 const SQLITE_UNAVAILABLE: [i32; 6] = [5, 6, 8, 10, 13, 14];
 
+/// Rows deleted per pruning transaction ([`Store::housekeeping`] and the upkeep task's rounds).
+pub const PRUNE_BATCH: i64 = 1000;
+
 /// Which database engine a `DATABASE_URL` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -906,13 +909,10 @@ impl Store {
         let mut deleted = 0;
         for (retention, age) in &audit_query::CREDENTIAL_RETENTIONS {
             loop {
-                match self
-                    .prune_batch(retention, now - age, crate::upkeep::BATCH)
-                    .await?
-                {
+                match self.prune_batch(retention, now - age, PRUNE_BATCH).await? {
                     Some(n) => {
                         deleted += n;
-                        if (n as i64) < crate::upkeep::BATCH {
+                        if (n as i64) < PRUNE_BATCH {
                             break;
                         }
                     }
