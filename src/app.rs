@@ -189,12 +189,14 @@ impl Application {
         // ready (migrated, first account created).
         let store = open_store(&config.database_url).await?;
         let server_keys = load_server_keys(&config).await?;
+        let mailer = mailer(&config)?;
         let state = AppState::new(AppParts {
             passwords: PasswordPool::new(config.password_workers, config.password_queue),
             config: Arc::new(config),
             store,
             clients: Arc::new(ClientResolver::new(Arc::new(HttpsFetcher))),
             server_keys,
+            mailer,
         });
         first_run(&state).await?;
         let listener = TcpListener::bind(state.config.bind).await.map_err(|e| {
@@ -224,12 +226,14 @@ impl Application {
     ) -> Result<Application, StartupError> {
         let store = open_store(&config.database_url).await?;
         let server_keys = load_server_keys(&config).await?;
+        let mailer = mailer(&config)?;
         let state = AppState::new(AppParts {
             passwords: PasswordPool::new(config.password_workers, config.password_queue),
             config: Arc::new(config),
             store,
             clients: Arc::new(ClientResolver::new(fetcher)),
             server_keys,
+            mailer,
         });
         first_run(&state).await?;
         Self::assemble(state, listener).await
@@ -252,6 +256,7 @@ impl Application {
             store,
             clients: Arc::new(ClientResolver::new(Arc::new(HttpsFetcher))),
             server_keys,
+            mailer: None,
         });
         let audit_writer = state.store.start_audit_writer();
         let served = crate::mcp::stdio::serve(crate::mcp::mcp_state(state), key).await;
@@ -551,6 +556,13 @@ async fn maintenance(store: Store, unused_client_max_age: i64) {
             }
         }
     }
+}
+
+/// The mail sender of `GATEHOUSE_SMTP_URL`, if set. Errors: one line naming the variable.
+fn mailer(config: &Config) -> Result<Option<Arc<crate::mail::Mailer>>, StartupError> {
+    Ok(crate::mail::Mailer::from_config(config)
+        .map_err(StartupError)?
+        .map(Arc::new))
 }
 
 /// Loads the server key once (reading, or on first start creating, the key file off the async

@@ -16,6 +16,7 @@ pub mod domain;
 pub mod error;
 pub mod events;
 pub mod lanes;
+pub mod mail;
 pub mod mcp;
 pub mod metrics;
 pub mod oauth;

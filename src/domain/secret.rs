@@ -53,10 +53,12 @@ pub enum TokenKind {
     SetupToken,
     /// The secret path segment of a personal MCP URL (`<MCP path>/<secret>`), prefix `gate_pu_`.
     PersonalUrl,
+    /// One-time token of a password-reset link (`/reset?token=…`), prefix `gate_reset_`.
+    ResetToken,
 }
 
 impl TokenKind {
-    const ALL: [TokenKind; 7] = [
+    const ALL: [TokenKind; 8] = [
         TokenKind::AccessToken,
         TokenKind::RefreshToken,
         TokenKind::AuthorizationCode,
@@ -64,6 +66,7 @@ impl TokenKind {
         TokenKind::ApiKey,
         TokenKind::SetupToken,
         TokenKind::PersonalUrl,
+        TokenKind::ResetToken,
     ];
 
     /// Whether secrets of this kind carry their issue time and have time-ordered storage
@@ -83,6 +86,7 @@ impl TokenKind {
             TokenKind::ApiKey => "gate_key_",
             TokenKind::SetupToken => "gate_setup_",
             TokenKind::PersonalUrl => "gate_pu_",
+            TokenKind::ResetToken => "gate_reset_",
         }
     }
 }

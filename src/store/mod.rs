@@ -852,6 +852,10 @@ impl Store {
                 expired,
             ),
             ("DELETE FROM setup_tokens WHERE expires_at < $1", expired),
+            (
+                "DELETE FROM password_reset_tokens WHERE expires_at < $1",
+                expired,
+            ),
             ("DELETE FROM signin_devices WHERE expires_at < $1", expired),
             (
                 "DELETE FROM client_assertion_jtis WHERE expires_at < $1",

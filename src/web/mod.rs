@@ -24,6 +24,7 @@ pub mod apps;
 pub mod consent;
 pub mod keys;
 pub mod projects;
+pub mod recovery;
 pub mod session;
 pub mod setup;
 pub mod signin;
@@ -55,6 +56,14 @@ pub fn router(state: AppState) -> Router {
         .route("/keys/urls/revoke", post(keys::revoke_url))
         .route("/signin", get(signin::show).post(signin::submit))
         .route("/signout", post(signin::sign_out))
+        .route(
+            "/signin/forgot",
+            get(recovery::forgot_show).post(recovery::forgot_submit),
+        )
+        .route(
+            "/reset",
+            get(recovery::reset_show).post(recovery::reset_submit),
+        )
         .route("/setup", get(setup::show).post(setup::submit));
     if state.config.oauth_enabled {
         pages = pages

@@ -28,6 +28,10 @@ struct SigninPage<'a> {
     next: &'a str,
     email: &'a str,
     error: Option<&'a str>,
+    /// A notice above the form (after a password reset).
+    notice: Option<&'a str>,
+    /// Mail is set up: "Forgot your password?" is offered.
+    forgot: bool,
 }
 
 /// Query of `GET /signin`.
@@ -37,6 +41,8 @@ pub struct SigninQuery {
     /// `1`: show the form even when signed in (an authorization request asked to sign in
     /// again with `prompt=login`).
     reauth: Option<String>,
+    /// `1`: the password was just reset (a notice says so).
+    reset: Option<String>,
 }
 
 /// `GET /signin?next=/path[&reauth=1]`: the form, or straight on to `next` when already
@@ -60,6 +66,9 @@ pub async fn show(
                 next: &next,
                 email: "",
                 error: None,
+                notice: (q.reset.as_deref() == Some("1"))
+                    .then_some("Your password was changed. Sign in with the new one."),
+                forgot: state.mailer.is_some(),
             },
         )
     })
@@ -100,6 +109,7 @@ pub async fn submit(
     };
     let next = safe_next(form.next.as_deref());
     let (shown_next, email) = (next.as_str(), form.email.as_str());
+    let forgot = state.mailer.is_some();
     let page = |status: StatusCode, error: String| {
         csrf.page(&session, move |csrf_token| {
             render(
@@ -109,6 +119,8 @@ pub async fn submit(
                     next: shown_next,
                     email,
                     error: Some(&error),
+                    notice: None,
+                    forgot,
                 },
             )
         })
@@ -201,6 +213,8 @@ async fn refuse_unread(
                     next: "/",
                     email: "",
                     error: Some(&error),
+                    notice: None,
+                    forgot: state.mailer.is_some(),
                 },
             )
         })

@@ -43,6 +43,7 @@ mod prompts;
 mod proxies;
 mod quota_reach;
 mod quotas;
+mod recovery;
 mod request_log;
 mod resources;
 mod server_key;
