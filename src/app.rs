@@ -189,6 +189,7 @@ impl Application {
         // ready (migrated, first account created).
         let store = open_store(&config.database_url).await?;
         let server_keys = load_server_keys(&config).await?;
+        second_factor_needs_a_key(&config, server_keys.as_ref())?;
         let mailer = mailer(&config)?;
         let state = AppState::new(AppParts {
             passwords: PasswordPool::new(config.password_workers, config.password_queue),
@@ -226,6 +227,7 @@ impl Application {
     ) -> Result<Application, StartupError> {
         let store = open_store(&config.database_url).await?;
         let server_keys = load_server_keys(&config).await?;
+        second_factor_needs_a_key(&config, server_keys.as_ref())?;
         let mailer = mailer(&config)?;
         let state = AppState::new(AppParts {
             passwords: PasswordPool::new(config.password_workers, config.password_queue),
@@ -556,6 +558,21 @@ async fn maintenance(store: Store, unused_client_max_age: i64) {
             }
         }
     }
+}
+
+/// `GATEHOUSE_REQUIRE_2FA=on` needs a server key (authenticator secrets are sealed with it):
+/// without one nobody could enrol, so nobody could sign in. Errors: one line saying so.
+fn second_factor_needs_a_key(
+    config: &Config,
+    keys: Option<&Arc<crate::domain::server_key::Keyring>>,
+) -> Result<(), StartupError> {
+    if config.identity.require_2fa && keys.is_none() {
+        return Err(StartupError(format!(
+            "GATEHOUSE_REQUIRE_2FA: authenticator secrets are sealed with the server key: {}",
+            crate::state::NO_SERVER_KEY
+        )));
+    }
+    Ok(())
 }
 
 /// The mail sender of `GATEHOUSE_SMTP_URL`, if set. Errors: one line naming the variable.

@@ -23,6 +23,7 @@ pub mod oauth;
 pub mod password;
 pub mod remote;
 pub mod request_body;
+pub mod second_factor;
 pub mod signin;
 pub mod state;
 pub mod store;

@@ -257,6 +257,15 @@ pub struct ServeArgs {
     /// The From of those mails. Default: gatehouse@ the issuer's host.
     #[arg(long, env = "GATEHOUSE_SMTP_FROM", value_name = "MAILBOX")]
     pub smtp_from: Option<String>,
+    /// `on`: every password sign-in needs a second factor (TOTP); a person without one enrols
+    /// at the next sign-in.
+    #[arg(
+        long,
+        env = "GATEHOUSE_REQUIRE_2FA",
+        value_name = "on|off",
+        default_value = "off"
+    )]
+    pub require_2fa: Option<String>,
 }
 
 /// Every setting of [`ServeArgs`]: (argument id, environment variable, secret).

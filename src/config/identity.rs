@@ -1,5 +1,6 @@
-//! The variables of sign-in recovery: `GATEHOUSE_SMTP_URL` and `GATEHOUSE_SMTP_FROM`, the mail
-//! server that "Forgot your password?" sends reset links through ([`crate::mail`]).
+//! The variables of sign-in: `GATEHOUSE_SMTP_URL` and `GATEHOUSE_SMTP_FROM`, the mail server
+//! that "Forgot your password?" sends reset links through ([`crate::mail`]), and
+//! `GATEHOUSE_REQUIRE_2FA`.
 
 use std::collections::HashMap;
 
@@ -19,6 +20,9 @@ pub struct IdentityConfig {
     /// `GATEHOUSE_SMTP_FROM`: the `From` of the mails, a mailbox such as
     /// `Gatehouse <gatehouse@example.com>`. Default: `gatehouse@` the issuer's host.
     pub smtp_from: Option<String>,
+    /// `GATEHOUSE_REQUIRE_2FA`: `on` makes every password sign-in need a second factor; a
+    /// person without one enrols at the next sign-in. Default `off`.
+    pub require_2fa: bool,
 }
 
 impl std::fmt::Debug for IdentityConfig {
@@ -27,6 +31,7 @@ impl std::fmt::Debug for IdentityConfig {
         f.debug_struct("IdentityConfig")
             .field("smtp_url", &self.smtp_url.as_ref().map(|_| "…"))
             .field("smtp_from", &self.smtp_from)
+            .field("require_2fa", &self.require_2fa)
             .finish()
     }
 }
@@ -80,9 +85,21 @@ impl IdentityConfig {
                 Some(raw.to_string())
             }
         };
+        let require_2fa = match get("GATEHOUSE_REQUIRE_2FA").map(str::to_ascii_lowercase) {
+            None => false,
+            Some(v) if v == "on" || v == "true" || v == "1" => true,
+            Some(v) if v == "off" || v == "false" || v == "0" => false,
+            Some(v) => {
+                return Err(ConfigError::new(
+                    "GATEHOUSE_REQUIRE_2FA",
+                    format!("must be on or off (got \"{v}\")"),
+                ));
+            }
+        };
         Ok(IdentityConfig {
             smtp_url,
             smtp_from,
+            require_2fa,
         })
     }
 }

@@ -35,6 +35,12 @@ struct AccountPage<'a> {
     csrf_token: &'a str,
     oauth_enabled: bool,
     usage: Usage,
+    /// The account has a confirmed TOTP authenticator.
+    totp: bool,
+    /// Its unused recovery codes.
+    recovery_codes_left: i64,
+    /// The server requires a second factor (it cannot be removed).
+    require_2fa: bool,
 }
 
 /// The account's MCP tool calls of the last hour against its budget (issue "The rest of the MCP
@@ -70,6 +76,8 @@ async fn account_page(
     let notice = take_notice(session).await?;
     let csrf = csrf_token(session).await?;
     let usage = usage(state, &account.id).await?;
+    let totp = state.store.has_second_factor(&account.id).await?;
+    let recovery_codes_left = state.store.recovery_codes_left(&account.id).await?;
     render(
         status,
         &AccountPage {
@@ -79,6 +87,9 @@ async fn account_page(
             csrf_token: &csrf,
             oauth_enabled: state.config.oauth_enabled,
             usage,
+            totp,
+            recovery_codes_left,
+            require_2fa: state.config.identity.require_2fa,
         },
     )
 }

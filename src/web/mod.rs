@@ -25,6 +25,7 @@ pub mod consent;
 pub mod keys;
 pub mod projects;
 pub mod recovery;
+pub mod second_factor;
 pub mod session;
 pub mod setup;
 pub mod signin;
@@ -59,6 +60,22 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/signin/forgot",
             get(recovery::forgot_show).post(recovery::forgot_submit),
+        )
+        .route(
+            "/signin/second-factor",
+            get(second_factor::show).post(second_factor::submit),
+        )
+        .route(
+            "/account/second-factor/start",
+            post(second_factor::account_start),
+        )
+        .route(
+            "/account/second-factor/confirm",
+            post(second_factor::account_confirm),
+        )
+        .route(
+            "/account/second-factor/remove",
+            post(second_factor::account_remove),
         )
         .route(
             "/reset",

@@ -167,9 +167,22 @@ pub async fn submit(
             return Ok(super::password_busy(r));
         }
     };
-    super::session::sign_in(&session, &verified.account).await?;
-    let device = verified.finish(&state, client.0, now).await?;
-    let mut response = see_other(&next);
+    // A second factor next: the account has one, or the server requires one (then it enrols).
+    let has_factor = state.store.has_second_factor(&verified.account.id).await?;
+    let second_factor = has_factor || state.config.identity.require_2fa;
+    if second_factor {
+        super::second_factor::begin(&session, &verified.account, &next, !has_factor, now).await?;
+    } else {
+        super::session::sign_in(&session, &verified.account).await?;
+    }
+    let device = verified
+        .finish(&state, client.0, now, second_factor)
+        .await?;
+    let mut response = see_other(if second_factor {
+        "/signin/second-factor"
+    } else {
+        &next
+    });
     let cookie = Cookie::build((signin::DEVICE_COOKIE, device))
         .path("/signin")
         .http_only(true)

@@ -46,6 +46,7 @@ mod quotas;
 mod recovery;
 mod request_log;
 mod resources;
+mod second_factor;
 mod server_key;
 mod service;
 mod setup_link;
