@@ -1,4 +1,4 @@
-//! The client address of every request, decided once by [`resolve`] (a middleware on the
+//! The client address of every request, decided once by [`attach`] (a middleware on the
 //! whole router) from the TCP peer, `X-Forwarded-For` and `GATEHOUSE_TRUSTED_PROXIES`
 //! ([`crate::domain::forwarded::client_address`]), and read by handlers through the
 //! [`ClientAddr`] extractor: project-key allow-lists, sign-in throttling, registration limits
@@ -9,9 +9,9 @@ use std::net::{IpAddr, SocketAddr};
 use axum::extract::{ConnectInfo, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderName, StatusCode};
+use ipnet::IpNet;
 
 use crate::domain::forwarded::client_address;
-use crate::state::AppState;
 
 /// The header proxies append their peer to.
 pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -21,7 +21,7 @@ pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for
 pub struct ClientAddr(pub IpAddr);
 
 impl ClientAddr {
-    /// The address of a request's parts: the one [`resolve`] stored, else the TCP peer
+    /// The address of a request's parts: the one [`attach`] stored, else the TCP peer
     /// (`None` when neither is known, as in a router driven without a listener).
     pub fn of(parts: &http::Extensions) -> Option<ClientAddr> {
         parts.get::<ClientAddr>().copied().or_else(|| {
@@ -50,8 +50,9 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
 }
 
 /// Stores the request's [`ClientAddr`] in its extensions (behind trusted proxies, the
-/// forwarded one; [`client_address`]); done for every route by [`crate::app::router`].
-pub fn attach(state: &AppState, request: &mut Request) {
+/// forwarded one, from the proxies of `trusted_proxies` (`GATEHOUSE_TRUSTED_PROXIES`);
+/// [`client_address`]); done for every route by [`crate::app::router`].
+pub fn attach(trusted_proxies: &[IpNet], request: &mut Request) {
     let peer = request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
@@ -62,7 +63,7 @@ pub fn attach(state: &AppState, request: &mut Request) {
             .get_all(X_FORWARDED_FOR)
             .iter()
             .map(|v| v.to_str().unwrap_or(""));
-        let addr = client_address(peer, forwarded, &state.config.trusted_proxies);
+        let addr = client_address(peer, forwarded, trusted_proxies);
         request.extensions_mut().insert(ClientAddr(addr));
     }
 }

@@ -483,7 +483,7 @@ impl Config {
             DEFAULT_REGISTRATION_BYTES_PER_HOUR,
             // At least one registration of the largest accepted size.
             (
-                crate::oauth::register::MAX_BODY_BYTES as i64,
+                crate::domain::client::MAX_REGISTRATION_BYTES as i64,
                 1024 * 1024 * 1024,
             ),
         )?;

@@ -9,8 +9,29 @@
 //! - Everything else unexpected (a query failed, a task panicked) becomes [`AppError`]: logged
 //!   once here with its cause, shown to the caller as a generic 500 without details.
 
+use askama::Template;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::{Html, IntoResponse, Response};
+
+/// The `Retry-After` of every `503` (RFC 9110 §10.2.3), in seconds: a database busy or out of
+/// reach, on the pages, the OAuth endpoints (`temporarily_unavailable`) and MCP alike.
+pub const RETRY_AFTER_SECS: &str = "5";
+
+#[derive(Template)]
+#[template(path = "error.html")]
+struct ErrorPage<'a> {
+    title: &'a str,
+    message: &'a str,
+}
+
+/// An HTML error page (never a redirect, never cached): `status` with `title` and `message`
+/// (escaped by the template). A page that fails to render is a 500 ([`AppError::Template`]).
+pub fn error_page(status: StatusCode, title: &str, message: &str) -> Response {
+    match (ErrorPage { title, message }).render() {
+        Ok(body) => (status, [(header::CACHE_CONTROL, "no-store")], Html(body)).into_response(),
+        Err(e) => AppError::from(e).into_response(),
+    }
+}
 
 /// An unexpected failure. Its `Display` is logged, never sent.
 #[derive(Debug, thiserror::Error)]
@@ -73,14 +94,14 @@ pub fn body_stalled(error: &axum::Error) -> bool {
 /// The page of a database busy, unreachable, full or read-only for now: 503 with
 /// `Retry-After` (RFC 9110 §15.6.4, §10.2.3), counted as [`crate::metrics::Unavailable::Database`].
 pub fn unavailable_page() -> Response {
-    let mut r = crate::web::error_page(
+    let mut r = error_page(
         StatusCode::SERVICE_UNAVAILABLE,
         "Try again in a moment",
         "Gatehouse is busy right now. Please try again in a few seconds.",
     );
     r.headers_mut().insert(
         header::RETRY_AFTER,
-        HeaderValue::from_static(crate::oauth::error::RETRY_AFTER_SECS),
+        HeaderValue::from_static(RETRY_AFTER_SECS),
     );
     crate::metrics::Unavailable::Database.mark(r)
 }

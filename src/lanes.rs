@@ -1,6 +1,6 @@
 //! Serving lanes: the HTTP connections are served on one single-threaded Tokio runtime per
 //! core (a lane), each connection on one lane for its whole life, handed out in turn by the
-//! accepting loop ([`crate::app`]).
+//! accepting loop ([`crate::server`]).
 //!
 //! Why: on one multi-threaded runtime every task a request spawns (rmcp's stateless service
 //! spawns its serve loop and a handler task per request) and every wake-up woke the other
@@ -15,20 +15,74 @@
 //! On `PostgreSQL` each lane has its own connection pool ([`crate::store::Store::enter_lane`]),
 //! so the sockets a lane reads are driven by its own runtime.
 //!
+//! "Only short steps" is checked, not only stated: in a debug build every step of a connection
+//! served on a lane is timed ([`watched`]), and one that runs longer than [`BUSY_WARNING`]
+//! without yielding is logged (`warn`, with the lane's thread and the milliseconds), so work
+//! that belongs elsewhere shows up in the test runs. A release build does not time anything.
+//!
 //! A lane ends when its [`Lanes`] is dropped and it has served what it was given; what its
 //! runtime still runs then (a background export, a request past its grace) is abandoned, as a
 //! stopping process abandons it.
 
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
+use std::time::Duration;
 
 use crate::store::Store;
+
+/// Longest a debug build lets one step (one poll) of a connection's work run on a lane
+/// without yielding before it logs it ([`watched`]).
+pub const BUSY_WARNING: Duration = Duration::from_millis(10);
+
+/// Steps that ran longer than their limit without yielding, in this process ([`watched`];
+/// always 0 in a release build).
+static LONG_STEPS: AtomicU64 = AtomicU64::new(0);
+
+/// How many steps ran longer than their limit without yielding in this process so far.
+pub fn long_steps() -> u64 {
+    LONG_STEPS.load(Ordering::Relaxed)
+}
+
+/// `future` with each of its polls timed in a debug build: a poll that takes longer than
+/// `limit` (a lane busy that long without yielding) is counted ([`long_steps`]) and logged at
+/// `warn` with the thread's name and the milliseconds. Time spent waiting between polls is
+/// not counted. A release build returns `future` itself, untouched.
+pub fn watched<F: Future>(future: F, limit: Duration) -> impl Future<Output = F::Output> {
+    #[cfg(debug_assertions)]
+    {
+        async move {
+            let mut future = std::pin::pin!(future);
+            std::future::poll_fn(|cx| {
+                let started = std::time::Instant::now();
+                let polled = future.as_mut().poll(cx);
+                let took = started.elapsed();
+                if took > limit {
+                    LONG_STEPS.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        thread = std::thread::current().name().unwrap_or("?"),
+                        busy_ms = took.as_millis() as u64,
+                        "a lane ran one step longer than its limit without yielding"
+                    );
+                }
+                polled
+            })
+            .await
+        }
+    }
+    #[cfg(not(debug_assertions))]
+    {
+        let _ = limit;
+        future
+    }
+}
 
 /// Work handed to a lane: run on the lane's thread, inside its runtime (so that what it
 /// spawns runs on that lane).
 pub type Job = Box<dyn FnOnce() + Send>;
 
 /// How long a lane's runtime waits, once its lane has ended, for work it still runs.
-const LANE_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
+const LANE_SHUTDOWN: Duration = Duration::from_secs(1);
 
 /// The serving lanes of one server.
 pub struct Lanes {
@@ -123,6 +177,33 @@ pub fn default_count() -> usize {
 mod tests {
     use super::*;
 
+    /// A step that keeps its thread longer than the limit is counted (and logged); time spent
+    /// waiting between steps is not.
+    #[cfg(debug_assertions)]
+    #[tokio::test]
+    async fn a_step_that_does_not_yield_is_noticed() {
+        let before = long_steps();
+        watched(
+            async { std::thread::sleep(Duration::from_millis(30)) },
+            BUSY_WARNING,
+        )
+        .await;
+        assert!(long_steps() > before, "a 30 ms step went unnoticed");
+        // Waiting 100 ms in total, in steps that yield, under a limit no short step reaches
+        // even on a loaded machine: not counted.
+        let before = long_steps();
+        watched(
+            async {
+                for _ in 0..4 {
+                    tokio::time::sleep(Duration::from_millis(25)).await;
+                }
+            },
+            Duration::from_secs(5),
+        )
+        .await;
+        assert_eq!(long_steps(), before, "waiting was counted as a busy step");
+    }
+
     async fn sqlite_store() -> Store {
         Store::connect("sqlite::memory:").await.unwrap()
     }
@@ -172,7 +253,7 @@ mod tests {
         }
         for _ in 0..3 {
             assert_eq!(
-                rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap(),
+                rx.recv_timeout(Duration::from_secs(5)).unwrap(),
                 "gh-lane-1"
             );
         }
@@ -185,13 +266,13 @@ mod tests {
     /// panicking thread unwinds (and may print a backtrace) for a while, during which a job
     /// handed to it would be lost.
     fn wait_until_ended(lanes: &Lanes, n: usize) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while !lanes.lanes[n].is_closed() {
             assert!(
                 std::time::Instant::now() < deadline,
                 "lane {n} did not end after its job panicked"
             );
-            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 }

@@ -7,6 +7,7 @@
 pub mod app;
 pub mod cli;
 pub mod client_addr;
+pub mod clients;
 pub mod config;
 pub mod connections;
 pub mod cors;
@@ -24,6 +25,7 @@ pub mod password;
 pub mod remote;
 pub mod request_body;
 pub mod second_factor;
+pub mod server;
 pub mod signin;
 pub mod state;
 pub mod store;

@@ -21,7 +21,8 @@ use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 
-use crate::state::AppState;
+use crate::password::PasswordPool;
+use crate::store::Store;
 
 /// Name of the request counter (labels `method`, `route`, `status`).
 pub const HTTP_REQUESTS: &str = "gatehouse_http_requests_total";
@@ -459,13 +460,13 @@ impl RequestMetrics {
 }
 
 /// `GET /metrics`: the gauges read now (password queue, database pool), then everything.
-async fn render(State((state, handle)): State<(AppState, PrometheusHandle)>) -> Response {
-    metrics::gauge!(PASSWORD_QUEUE_DEPTH).set(state.passwords.queue_depth() as f64);
-    let pool = state.store.pool();
+async fn render(State(sources): State<Gauged>) -> Response {
+    metrics::gauge!(PASSWORD_QUEUE_DEPTH).set(sources.passwords.queue_depth() as f64);
+    let pool = sources.store.pool();
     let (size, idle) = (pool.size() as f64, pool.num_idle() as f64);
     metrics::gauge!(DB_POOL_CONNECTIONS, "state" => "idle").set(idle);
     metrics::gauge!(DB_POOL_CONNECTIONS, "state" => "in_use").set(size - idle);
-    let mut body = handle.render();
+    let mut body = sources.handle.render();
     body.push_str(&process_metrics());
     (
         [(
@@ -477,14 +478,33 @@ async fn render(State((state, handle)): State<(AppState, PrometheusHandle)>) -> 
         .into_response()
 }
 
-/// Serves `GET /metrics` on `listener` until the task is aborted.
-pub async fn serve(listener: TcpListener, state: AppState, handle: PrometheusHandle) {
+/// What `GET /metrics` reads when it is asked: the gauges' sources and the recorder.
+#[derive(Clone)]
+struct Gauged {
+    passwords: PasswordPool,
+    store: Store,
+    handle: PrometheusHandle,
+}
+
+/// Serves `GET /metrics` on `listener` until the task is aborted: the password pool's queue
+/// depth and the database pool's connections, read at each scrape, then every series that
+/// `handle`'s recorder holds.
+pub async fn serve(
+    listener: TcpListener,
+    passwords: PasswordPool,
+    store: Store,
+    handle: PrometheusHandle,
+) {
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "metrics listening");
     }
     let app = Router::new()
         .route("/metrics", get(render))
-        .with_state((state, handle));
+        .with_state(Gauged {
+            passwords,
+            store,
+            handle,
+        });
     if let Err(e) = axum::serve(listener, app).await {
         tracing::error!(error = %e, "metrics listener stopped");
     }

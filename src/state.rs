@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use crate::clients::ClientResolver;
 use crate::config::Config;
 use crate::domain::server_key::Keyring;
-use crate::oauth::clients::ClientResolver;
 use crate::password::PasswordPool;
 use crate::store::Store;
 

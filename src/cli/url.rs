@@ -17,7 +17,7 @@ use crate::store::urls::PersonalUrlRecord;
 pub const DEFAULT_LIFETIME: &str = "30d";
 
 /// Name of a personal URL made without `--name`.
-pub const DEFAULT_NAME: &str = "Personal MCP URL";
+pub const DEFAULT_NAME: &str = crate::domain::api_key::DEFAULT_URL_NAME;
 
 /// `gatehouse url …`
 #[derive(Debug, Subcommand)]

@@ -21,6 +21,9 @@ pub const MAX_NAME_CHARS: usize = 100;
 /// The name a key gets when none is given.
 pub const DEFAULT_NAME: &str = "API key";
 
+/// Name of a personal MCP URL made without one (command line `--name`, console form).
+pub const DEFAULT_URL_NAME: &str = "Personal MCP URL";
+
 /// A key's `last_used_at` is written at most once per this many seconds.
 pub const LAST_USED_INTERVAL_SECS: i64 = 60;
 

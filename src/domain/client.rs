@@ -9,6 +9,11 @@ use super::cimd;
 /// one this server issues.
 pub const MAX_CLIENT_ID_BYTES: usize = 2048;
 
+/// Largest client registration request body accepted (RFC 7591 §3.1), in bytes. Also the
+/// floor of the hourly registration byte budget (`GATEHOUSE_REGISTRATION_BYTES_PER_HOUR`):
+/// one registration of the largest size must fit.
+pub const MAX_REGISTRATION_BYTES: usize = 16 * 1024;
+
 /// An OAuth `client_id` (RFC 6749 §2.2; its characters per Appendix A.1: `*VSCHAR`, the
 /// printable ASCII range `%x20-7E`): one this server issued at registration (RFC 7591,
 /// `gc_…`), or an `https` URL naming a client ID metadata document. Reading one checks only

@@ -6,6 +6,7 @@ pub mod authorization;
 pub mod cimd;
 pub mod client;
 pub mod client_assertion;
+pub mod device;
 pub mod forwarded;
 pub mod loopback;
 pub mod notes;

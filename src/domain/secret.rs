@@ -55,10 +55,13 @@ pub enum TokenKind {
     PersonalUrl,
     /// One-time token of a password-reset link (`/reset?token=…`), prefix `gate_reset_`.
     ResetToken,
+    /// Device verification code of the device authorization grant (RFC 8628 §3.2), prefix
+    /// `gate_dc_`.
+    DeviceCode,
 }
 
 impl TokenKind {
-    const ALL: [TokenKind; 8] = [
+    const ALL: [TokenKind; 9] = [
         TokenKind::AccessToken,
         TokenKind::RefreshToken,
         TokenKind::AuthorizationCode,
@@ -67,6 +70,7 @@ impl TokenKind {
         TokenKind::SetupToken,
         TokenKind::PersonalUrl,
         TokenKind::ResetToken,
+        TokenKind::DeviceCode,
     ];
 
     /// Whether secrets of this kind carry their issue time and have time-ordered storage
@@ -87,6 +91,7 @@ impl TokenKind {
             TokenKind::SetupToken => "gate_setup_",
             TokenKind::PersonalUrl => "gate_pu_",
             TokenKind::ResetToken => "gate_reset_",
+            TokenKind::DeviceCode => "gate_dc_",
         }
     }
 }

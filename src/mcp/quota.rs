@@ -286,17 +286,18 @@ pub fn next_page_continuation(result: &rmcp::model::ReadResourceResult) -> Optio
     read_continuation(document.get("next_page")?.as_str()?)
 }
 
-/// The quota step of a `resources/read` or `prompts/get` (`event`, the audit event, and
-/// `subject`, what it names): `None` when it may run (it is counted), or the JSON-RPC error to
-/// answer (these methods have no `isError` result), after auditing the refusal.
-pub async fn refuse_read_over_budget(
+/// Admits one counted request of `principal`: `None` when it may run (it is counted), or the
+/// budget and its reset time (Unix seconds) when it is spent, after recording the refusal in
+/// the audit log as `event` on `subject` (outcome [`OVER_QUOTA`], which never counts against
+/// the budget).
+async fn admit_or_audit_refusal(
     mcp: &McpState,
     principal: &Principal,
     event: &'static str,
     subject: &str,
     source_ip: Option<&str>,
     now: i64,
-) -> Option<rmcp::ErrorData> {
+) -> Option<(u64, i64)> {
     let store = &mcp.app.store;
     let default = mcp.app.config.quota_calls_per_hour;
     let Verdict::Over { limit, resets_at } = mcp
@@ -327,6 +328,22 @@ pub async fn refuse_read_over_budget(
             now,
         )
         .await;
+    Some((limit, resets_at))
+}
+
+/// The quota step of a `resources/read` or `prompts/get` (`event`, the audit event, and
+/// `subject`, what it names): `None` when it may run (it is counted), or the JSON-RPC error to
+/// answer (these methods have no `isError` result), after auditing the refusal.
+pub async fn refuse_read_over_budget(
+    mcp: &McpState,
+    principal: &Principal,
+    event: &'static str,
+    subject: &str,
+    source_ip: Option<&str>,
+    now: i64,
+) -> Option<rmcp::ErrorData> {
+    let (limit, resets_at) =
+        admit_or_audit_refusal(mcp, principal, event, subject, source_ip, now).await?;
     Some(rmcp::ErrorData::new(
         OVER_QUOTA_CODE,
         over_budget_message(limit, resets_at, now),
@@ -366,36 +383,8 @@ pub async fn refuse_over_budget(
     source_ip: Option<&str>,
     now: i64,
 ) -> Option<CallToolResult> {
-    let store = &mcp.app.store;
-    let default = mcp.app.config.quota_calls_per_hour;
-    let Verdict::Over { limit, resets_at } = mcp
-        .quotas
-        .admit(
-            store,
-            &principal.account_id,
-            principal.calls_per_hour,
-            default,
-            now,
-        )
-        .await
-    else {
-        return None;
-    };
-    let detail = format!("{} duration_ms=0", principal.audit_credential());
-    store
-        .audit_batched(
-            AuditEvent {
-                event: "tool_call",
-                outcome: OVER_QUOTA,
-                account_id: Some(&principal.account_id),
-                client_id: principal.client_id.as_deref(),
-                subject: Some(tool),
-                source_ip,
-                detail: Some(&detail),
-            },
-            now,
-        )
-        .await;
+    let (limit, resets_at) =
+        admit_or_audit_refusal(mcp, principal, "tool_call", tool, source_ip, now).await?;
     Some(CallToolResult::error(vec![ContentBlock::text(
         over_budget_message(limit, resets_at, now),
     )]))

@@ -14,12 +14,13 @@ use super::clients::{ClientLookupError, FetchFor};
 use crate::domain::authorization::AuthorizationErrorCode;
 use crate::domain::authorization::AuthorizationErrorCode as Code;
 use crate::domain::client::ClientId;
+use crate::domain::device::DEVICE_CODE_GRANT;
 use crate::domain::pkce::is_valid_challenge;
 use crate::domain::redirect_uri::{matches, uses_only_uri_characters};
 use crate::domain::registry::{ResourceScope, granted_resource_scopes, scopes_within};
 use crate::domain::resource::ResourceIndicator;
 use crate::domain::scope::ScopeSet;
-use crate::domain::secret::{Secret, TokenKind};
+use crate::domain::secret::{Secret, TokenHash, TokenKind};
 use crate::domain::text::check_line;
 use crate::state::AppState;
 use crate::store::StoreError;
@@ -59,6 +60,11 @@ pub struct AuthorizationRequest {
     /// own MCP endpoint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registered: Option<RegisteredTarget>,
+    /// For a device authorization (RFC 8628) answered on the consent page: the SHA-256 of its
+    /// device code. Its `redirect_uri` is then [`DEVICE_CODE_GRANT`] (nothing is redirected
+    /// to) and it has no `code_challenge`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
 }
 
 /// A registered resource as an authorization request for it needs it.
@@ -295,10 +301,63 @@ pub async fn validate(
             "code_challenge must be the 43-character base64url S256 digest".into(),
         ));
     }
-    let registered_resource = match params.get("resource") {
+    let (resource, scope, target) = resolve_target(
+        app,
+        client.scope.as_deref(),
+        params.get("scope").copied(),
+        params.get("resource").copied(),
+    )
+    .await
+    .map_err(|e| match e {
+        TargetError::Refused(code, description) => fail(code, description),
+        TargetError::Storage { unavailable } => AuthorizeError::Storage { unavailable },
+    })?;
+    let prompt = params.get("prompt").map(ToString::to_string);
+    Ok(AuthorizationRequest {
+        client_id: client.client_id,
+        // A name stored before the rule of names applied at registration is not shown.
+        client_name: client.client_name.filter(|n| check_line(n).is_ok()),
+        redirect_uri,
+        registered_redirect_uri: registered,
+        scope,
+        state,
+        code_challenge: challenge.to_string(),
+        resource,
+        prompt,
+        registered: target,
+        device: None,
+    })
+}
+
+/// Why the scope or resource of a request cannot be granted ([`resolve_target`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetError {
+    /// `invalid_target` or `invalid_scope`, with a description.
+    Refused(AuthorizationErrorCode, String),
+    /// The resource registry could not be read (already logged).
+    Storage {
+        /// Whether the database was unavailable for now.
+        unavailable: bool,
+    },
+}
+
+/// The resource (RFC 8707) and scopes a request for `client` (its registered scope
+/// `client_scope`) is granted, the same for the authorization endpoint and the device
+/// authorization endpoint: `resource` absent or naming `MCP_SERVER_URL` → the built-in
+/// resource and [`ScopeSet::granted_for_request`]; a registered resource → its scopes
+/// ([`granted_resource_scopes`]) and its [`RegisteredTarget`]; anything else `invalid_target`.
+/// Returns (resource URL, granted scope, registered target).
+pub async fn resolve_target(
+    app: &AppState,
+    client_scope: Option<&str>,
+    scope: Option<&str>,
+    resource: Option<&str>,
+) -> Result<(String, String, Option<RegisteredTarget>), TargetError> {
+    let refuse = |code: AuthorizationErrorCode, d: String| TargetError::Refused(code, d);
+    let registered_resource = match resource {
         Some(r) if !app.config.resource.matches(r) => {
             let not_served = || {
-                fail(
+                refuse(
                     Code::InvalidTarget,
                     format!(
                         "resource {r} is not served here; use {} or a resource registered with this server",
@@ -307,7 +366,7 @@ pub async fn validate(
                 )
             };
             let indicator = ResourceIndicator::parse(r).map_err(|e| {
-                fail(
+                refuse(
                     Code::InvalidTarget,
                     format!("{e} (RFC 8707 §2); use {}", app.config.mcp_server_url),
                 )
@@ -317,29 +376,22 @@ pub async fn validate(
                 Ok(None) => return Err(not_served()),
                 Err(e) => {
                     let unavailable = e.is_unavailable();
-                    tracing::warn!(error = %e, "storage failure reading the resource registry at authorize");
-                    return Err(AuthorizeError::Storage { unavailable });
+                    tracing::warn!(error = %e, "storage failure reading the resource registry");
+                    return Err(TargetError::Storage { unavailable });
                 }
             }
         }
         _ => None,
     };
-    let (resource, scope, target) = match registered_resource {
+    Ok(match registered_resource {
         None => {
-            let scopes = ScopeSet::granted_for_request(
-                params.get("scope").copied(),
-                client.scope.as_deref(),
-            )
-            .map_err(|e| fail(Code::InvalidScope, e.to_string()))?;
+            let scopes = ScopeSet::granted_for_request(scope, client_scope)
+                .map_err(|e| refuse(Code::InvalidScope, e.to_string()))?;
             (app.config.mcp_server_url.clone(), scopes.to_string(), None)
         }
         Some(found) => {
-            let scopes = granted_resource_scopes(
-                params.get("scope").copied(),
-                client.scope.as_deref(),
-                &found.scopes,
-            )
-            .map_err(|e| fail(Code::InvalidScope, e.to_string()))?;
+            let scopes = granted_resource_scopes(scope, client_scope, &found.scopes)
+                .map_err(|e| refuse(Code::InvalidScope, e.to_string()))?;
             let scope = scopes
                 .iter()
                 .map(|s| s.scope.as_str())
@@ -354,20 +406,6 @@ pub async fn validate(
                 }),
             )
         }
-    };
-    let prompt = params.get("prompt").map(ToString::to_string);
-    Ok(AuthorizationRequest {
-        client_id: client.client_id,
-        // A name stored before the rule of names applied at registration is not shown.
-        client_name: client.client_name.filter(|n| check_line(n).is_ok()),
-        redirect_uri,
-        registered_redirect_uri: registered,
-        scope,
-        state,
-        code_challenge: challenge.to_string(),
-        resource,
-        prompt,
-        registered: target,
     })
 }
 
@@ -538,6 +576,74 @@ pub async fn approve(
         )
         .await?;
     issue_code(app, req, account_id, &consent_id, now).await
+}
+
+/// The person approved the device authorization `req` (RFC 8628 §3.3; `req.device` set) on
+/// the consent page: audits it, widens or starts the consent of (account, client, the device
+/// grant, resource) as [`approve`] does, and in one transaction marks the device authorization
+/// approved and stores the authorization code its client's next poll redeems (bound to the
+/// client, account, consent, resource and scopes; [`CODE_TTL_SECS`]). `false` when the device
+/// authorization was answered meanwhile or has expired.
+pub async fn approve_device(
+    app: &AppState,
+    req: &AuthorizationRequest,
+    account_id: &str,
+    source_ip: &str,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let Some(device) = &req.device else {
+        return Ok(false);
+    };
+    audit_consent(app, req, account_id, source_ip, true, now).await;
+    let consent_id = app
+        .store
+        .approve_consent_for(
+            account_id,
+            &req.client_id,
+            &req.registered_redirect_uri,
+            req.consent_resource(),
+            &req.scope,
+            now,
+        )
+        .await?;
+    // A code nobody is ever shown: only the poll that presents the device code reaches it.
+    let code = Secret::generate(TokenKind::AuthorizationCode);
+    let record = CodeRecord {
+        code_hash: code.hash(),
+        client_id: req.client_id.clone(),
+        account_id: account_id.to_string(),
+        consent_id,
+        redirect_uri: DEVICE_CODE_GRANT.to_string(),
+        code_challenge: String::new(),
+        resource: req.resource.clone(),
+        scope: req.scope.clone(),
+        issuer: Some(app.config.issuer.clone()),
+        created_at: now,
+        expires_at: now + CODE_TTL_SECS,
+        used_at: None,
+    };
+    app.store
+        .approve_device(&TokenHash::from_hex(device.clone()), &record, now)
+        .await
+}
+
+/// The person denied the device authorization `req` on the consent page: audits it and marks
+/// it denied (the client's next poll gets `access_denied`, RFC 8628 §3.5). `false` when it was
+/// answered meanwhile or has expired.
+pub async fn deny_device(
+    app: &AppState,
+    req: &AuthorizationRequest,
+    account_id: &str,
+    source_ip: &str,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let Some(device) = &req.device else {
+        return Ok(false);
+    };
+    audit_consent(app, req, account_id, source_ip, false, now).await;
+    app.store
+        .deny_device(&TokenHash::from_hex(device.clone()), account_id, now)
+        .await
 }
 
 /// The person denied `req` on the consent page: audits it and returns the error redirect

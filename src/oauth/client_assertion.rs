@@ -16,8 +16,8 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 
 use super::OAuthError;
-use super::client_auth::AUTHENTICATION_FAILED;
 use super::clients::{ClientLookupError, FetchFor};
+use super::error::AUTHENTICATION_FAILED;
 use crate::domain::client::ClientId;
 use crate::domain::client_assertion::{
     AssertionClaims, CLIENT_ASSERTION_TYPE, PRIVATE_KEY_JWT, SIGNING_ALGS, check_claims,

@@ -19,8 +19,8 @@ use crate::store::auth_cache::CacheTicket;
 use crate::store::oauth::ClientRecord;
 
 /// The `error_description` of `invalid_client` for an unknown client and for a wrong
-/// credential alike, so that the answer does not tell which `client_id`s exist.
-pub const AUTHENTICATION_FAILED: &str = "client authentication failed";
+/// credential alike ([`super::error::AUTHENTICATION_FAILED`]).
+pub use super::error::AUTHENTICATION_FAILED;
 
 /// Largest form body accepted, in bytes.
 pub const MAX_FORM_BYTES: usize = 16 * 1024;

@@ -43,6 +43,18 @@ pub enum OAuthError {
     /// `unsupported_token_type` (400, RFC 7009 §2.2.1).
     #[error("unsupported_token_type")]
     UnsupportedTokenType(String),
+    /// `authorization_pending` (400, RFC 8628 §3.5): the person has not answered yet.
+    #[error("authorization_pending")]
+    AuthorizationPending(String),
+    /// `slow_down` (400, RFC 8628 §3.5): polled sooner than the interval allows.
+    #[error("slow_down")]
+    SlowDown(String),
+    /// `expired_token` (400, RFC 8628 §3.5): the device code expired unanswered.
+    #[error("expired_token")]
+    ExpiredToken(String),
+    /// `access_denied` (400, RFC 8628 §3.5): the person denied the request.
+    #[error("access_denied")]
+    AccessDenied(String),
     /// `temporarily_unavailable` (503 with `Retry-After`): the database is busy or out of
     /// reach (RFC 6749 §4.1.2.1 names the code; RFC 9110 §15.6.4 the status).
     #[error("temporarily_unavailable")]
@@ -69,7 +81,11 @@ impl OAuthError {
             | OAuthError::InvalidTarget(d)
             | OAuthError::InvalidRedirectUri(d)
             | OAuthError::InvalidClientMetadata(d)
-            | OAuthError::UnsupportedTokenType(d) => d,
+            | OAuthError::UnsupportedTokenType(d)
+            | OAuthError::AuthorizationPending(d)
+            | OAuthError::SlowDown(d)
+            | OAuthError::ExpiredToken(d)
+            | OAuthError::AccessDenied(d) => d,
             OAuthError::InvalidClient { description, .. } => description,
             OAuthError::ServerError => "the server could not complete the request",
             OAuthError::TemporarilyUnavailable => "the server is busy; try again in a few seconds",
@@ -91,8 +107,13 @@ impl OAuthError {
     }
 }
 
-/// The `Retry-After` of a `503` (RFC 9110 §10.2.3), in seconds.
-pub const RETRY_AFTER_SECS: &str = "5";
+/// The `error_description` of `invalid_client` for an unknown client and for a wrong
+/// credential alike (a secret or a client assertion, RFC 6749 §5.2, RFC 7523 §3.2), so that
+/// the answer does not tell which `client_id`s exist.
+pub const AUTHENTICATION_FAILED: &str = "client authentication failed";
+
+/// The `Retry-After` of a `503` (RFC 9110 §10.2.3), in seconds: [`crate::error::RETRY_AFTER_SECS`].
+pub use crate::error::RETRY_AFTER_SECS;
 
 impl From<crate::store::StoreError> for OAuthError {
     fn from(e: crate::store::StoreError) -> Self {

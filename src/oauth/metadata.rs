@@ -9,23 +9,32 @@ use serde::Serialize;
 use super::OAuthError;
 use crate::config::Config;
 use crate::domain::client_assertion::SIGNING_ALGS;
+use crate::domain::device::DEVICE_CODE_GRANT;
 use crate::domain::scope::Scope;
 use crate::state::AppState;
 use crate::store::resources::ResourceRecord;
 
-/// The grant types a registered client may use (dynamic registration accepts only these).
-pub const GRANT_TYPES: [&str; 2] = ["authorization_code", "refresh_token"];
+/// The grant types a registered client may use (dynamic registration accepts only these):
+/// `authorization_code`, `refresh_token` and the device authorization grant (RFC 8628 §3.4).
+pub const GRANT_TYPES: [&str; 3] = ["authorization_code", "refresh_token", DEVICE_CODE_GRANT];
 /// The grant types the token endpoint accepts: [`GRANT_TYPES`] and `client_credentials`, which
 /// only service clients made on the command line may use (RFC 6749 §4.4).
-pub const SUPPORTED_GRANT_TYPES: [&str; 3] =
-    ["authorization_code", "refresh_token", "client_credentials"];
+pub const SUPPORTED_GRANT_TYPES: [&str; 4] = [
+    "authorization_code",
+    "refresh_token",
+    "client_credentials",
+    DEVICE_CODE_GRANT,
+];
 /// The grant types a client registered for `registered` may use (RFC 7591 §2 `grant_types`):
-/// the registered ones, plus `refresh_token` whenever `authorization_code` is there, since the
-/// token endpoint issues a refresh token with every code (OAuth 2.1 §4.1.3, §4.3) and a client
-/// must be able to use it. Order: as registered, `refresh_token` appended.
+/// the registered ones, plus `refresh_token` whenever `authorization_code` or the device grant
+/// is there, since the token endpoint issues a refresh token with every code (OAuth 2.1
+/// §4.1.3, §4.3; RFC 8628 §3.5) and a client must be able to use it. Order: as registered,
+/// `refresh_token` appended.
 pub fn effective_grant_types(registered: &[String]) -> Vec<String> {
     let mut grants = registered.to_vec();
-    if grants.iter().any(|g| g == "authorization_code")
+    if grants
+        .iter()
+        .any(|g| g == "authorization_code" || g == DEVICE_CODE_GRANT)
         && !grants.iter().any(|g| g == "refresh_token")
     {
         grants.push("refresh_token".into());
@@ -68,6 +77,8 @@ pub struct AuthorizationServerMetadata {
     pub registration_endpoint: String,
     /// RFC 7009 §2.
     pub revocation_endpoint: String,
+    /// RFC 8628 §4.
+    pub device_authorization_endpoint: String,
     /// RFC 7662 §2.
     pub introspection_endpoint: String,
     /// The JWK Set of the keys JWT access tokens (RFC 9068) are signed with (RFC 8414 §2).
@@ -77,7 +88,7 @@ pub struct AuthorizationServerMetadata {
     /// Only `query`.
     pub response_modes_supported: [&'static str; 1],
     /// [`SUPPORTED_GRANT_TYPES`].
-    pub grant_types_supported: [&'static str; 3],
+    pub grant_types_supported: [&'static str; 4],
     /// Only `S256` (RFC 7636 §4.2).
     pub code_challenge_methods_supported: [&'static str; 1],
     /// [`AUTH_METHODS`].
@@ -112,6 +123,7 @@ impl AuthorizationServerMetadata {
             token_endpoint: config.url("/oauth/token"),
             registration_endpoint: config.url("/oauth/register"),
             revocation_endpoint: config.url("/oauth/revoke"),
+            device_authorization_endpoint: config.url("/oauth/device_authorization"),
             introspection_endpoint: config.url("/oauth/introspect"),
             jwks_uri: config.url("/oauth/jwks"),
             response_types_supported: ["code"],

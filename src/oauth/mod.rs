@@ -12,7 +12,9 @@ use crate::state::AppState;
 pub mod authorize;
 pub mod client_assertion;
 pub mod client_auth;
-pub mod clients;
+/// The client resolver ([`crate::clients`]), here under the name it has always had.
+pub use crate::clients;
+pub mod device;
 pub mod error;
 pub mod fallbacks;
 pub mod introspect;
@@ -47,6 +49,10 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/oauth/register", post(register::register))
         .route("/oauth/token", post(token::token))
+        .route(
+            "/oauth/device_authorization",
+            post(device::device_authorization),
+        )
         .route("/oauth/revoke", post(revoke::revoke))
         .route("/oauth/introspect", post(introspect::introspect))
         .route("/oauth/jwks", get(jwt::jwks));

@@ -22,6 +22,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value, json};
 
 use super::OAuthError;
+use crate::domain::device::DEVICE_CODE_GRANT;
 use crate::domain::redirect_uri::validate_registration;
 use crate::domain::scope::ScopeSet;
 use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
@@ -34,7 +35,7 @@ use crate::store::now;
 use crate::store::oauth::ClientRecord;
 
 /// Largest registration body accepted, in bytes.
-pub const MAX_BODY_BYTES: usize = 16 * 1024;
+pub const MAX_BODY_BYTES: usize = crate::domain::client::MAX_REGISTRATION_BYTES;
 /// Most redirect URIs one client may register.
 pub const MAX_REDIRECT_URIS: usize = 20;
 /// Longest `client_name`, in characters.
@@ -115,7 +116,9 @@ async fn register_inner(
         json!(parsed.token_endpoint_auth_method),
     );
     echoed.insert("grant_types".into(), json!(parsed.grant_types));
-    echoed.insert("response_types".into(), json!(["code"]));
+    let code_grant = parsed.grant_types.iter().any(|g| g == "authorization_code");
+    let response_types: &[&str] = if code_grant { &["code"] } else { &[] };
+    echoed.insert("response_types".into(), json!(response_types));
     if let Some(n) = &parsed.client_name {
         echoed.insert("client_name".into(), json!(n));
     }
@@ -425,12 +428,15 @@ fn parse_metadata(req: &RegistrationRequest) -> Result<Parsed, OAuthError> {
     for g in &requested_grants {
         if !super::metadata::GRANT_TYPES.contains(&g.as_str()) {
             return Err(bad(format!(
-                "grant type \"{g}\" is not supported (use authorization_code and refresh_token)"
+                "grant type \"{g}\" is not supported (use authorization_code, refresh_token or {DEVICE_CODE_GRANT})"
             )));
         }
     }
-    if !requested_grants.iter().any(|g| g == "authorization_code") {
-        return Err(bad("grant_types must include authorization_code"));
+    let code_grant = requested_grants.iter().any(|g| g == "authorization_code");
+    if !code_grant && !requested_grants.iter().any(|g| g == DEVICE_CODE_GRANT) {
+        return Err(bad(format!(
+            "grant_types must include authorization_code or {DEVICE_CODE_GRANT}"
+        )));
     }
     let grant_types = super::metadata::effective_grant_types(&requested_grants);
 
@@ -440,8 +446,9 @@ fn parse_metadata(req: &RegistrationRequest) -> Result<Parsed, OAuthError> {
         return Err(bad("response_types may only contain \"code\""));
     }
 
+    // A client of the device grant alone (RFC 8628) is never redirected to: no redirect URI.
     let redirect_uris = req.redirect_uris.clone().unwrap_or_default();
-    if redirect_uris.is_empty() {
+    if redirect_uris.is_empty() && code_grant {
         return Err(OAuthError::InvalidRedirectUri(
             "redirect_uris is required: at least one redirect URI for the authorization_code grant"
                 .into(),

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::client_auth::ClientForm;
 use super::{OAuthError, jwt};
 use crate::client_addr::ClientAddr;
+use crate::domain::device::{DEVICE_CODE_GRANT, PollAnswer, decide_poll};
 use crate::domain::pkce::verify_s256;
 use crate::domain::refresh::{self, RefreshDecision};
 use crate::domain::registry::TokenFormat;
@@ -112,8 +113,9 @@ async fn grant(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
         "authorization_code" => authorization_code(ctx).await,
         "refresh_token" => refresh_token(ctx).await,
         "client_credentials" => client_credentials(ctx).await,
+        DEVICE_CODE_GRANT => device_code(ctx).await,
         other => Err(OAuthError::UnsupportedGrantType(format!(
-            "grant_type {other} is not supported (use authorization_code, refresh_token or client_credentials)"
+            "grant_type {other} is not supported (use authorization_code, refresh_token, client_credentials or {DEVICE_CODE_GRANT})"
         ))),
     }
 }
@@ -462,9 +464,21 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
             jwt: None,
         },
     };
+    redeem(ctx, &record, &target, invalid_code).await
+}
+
+/// Redeems the authorization code `record` (checked by the caller) for a new family and its
+/// first token pair made as `target` asks; a replay revokes the family the first redemption
+/// made. `invalid` is the answer for an unknown, expired or replayed code.
+async fn redeem(
+    ctx: &Ctx<'_>,
+    record: &CodeRecord,
+    target: &Target,
+    invalid: fn() -> OAuthError,
+) -> Result<TokenResponse, OAuthError> {
     let (refresh, access, tokens) = new_pair(
         ctx,
-        &target,
+        target,
         &record.account_id,
         &record.resource,
         &record.scope,
@@ -472,7 +486,7 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
     match ctx
         .state
         .store
-        .redeem_code(&record, &tokens, ctx.now)
+        .redeem_code(record, &tokens, ctx.now)
         .await?
     {
         Redeemed::Issued { family_id } => {
@@ -483,7 +497,11 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
                 "success",
                 Some(&record.account_id),
                 Some(&family_id),
-                Some(&format!("resource={}", record.resource)),
+                Some(&if record.redirect_uri == DEVICE_CODE_GRANT {
+                    format!("grant=device_code resource={}", record.resource)
+                } else {
+                    format!("resource={}", record.resource)
+                }),
             )
             .await;
             Ok(response(&refresh, &access, target.ttl, &record.scope))
@@ -509,13 +527,90 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
                 )
                 .await;
             }
-            Err(invalid_code())
+            Err(invalid())
         }
         Redeemed::Refused(why) => {
             Err(refused(ctx, "code_refused", &record.account_id, None, why).await)
         }
-        Redeemed::Invalid => Err(invalid_code()),
+        Redeemed::Invalid => Err(invalid()),
     }
+}
+
+/// The one answer for an unknown, used or another client's device code.
+fn invalid_device_code() -> OAuthError {
+    OAuthError::InvalidGrant("the device code is invalid or was already used".into())
+}
+
+/// The device access token request (RFC 8628 §3.4–3.5), polled by the client that started
+/// the device authorization: `authorization_pending` while the person has not answered,
+/// `slow_down` (the interval grown by 5 seconds) for a poll sooner than the interval,
+/// `access_denied` after a denial, `expired_token` once it expired unanswered; after an
+/// approval, the authorization code stored with it is redeemed as in the code flow (same
+/// family, consent and resource rules, [`check_target`]): a refresh and access token pair,
+/// once. An unknown device code and another client's get the same `invalid_grant`.
+async fn device_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
+    let presented = ctx
+        .params
+        .get("device_code")
+        .ok_or_else(|| OAuthError::InvalidRequest("device_code is required".into()))?;
+    let hash = Secret::from_presented(presented.clone()).hash();
+    let store = &ctx.state.store;
+    let Some(device) = store.device_authorization(&hash).await? else {
+        return Err(invalid_device_code());
+    };
+    if device.client_id != ctx.client.client_id {
+        return Err(invalid_device_code());
+    }
+    match decide_poll(&device.facts(), ctx.now) {
+        PollAnswer::Issue => {}
+        PollAnswer::Denied => {
+            return Err(OAuthError::AccessDenied(
+                "the user denied the request".into(),
+            ));
+        }
+        PollAnswer::Expired => {
+            return Err(OAuthError::ExpiredToken(
+                "the device code expired before the user answered; start again".into(),
+            ));
+        }
+        PollAnswer::SlowDown(interval) => {
+            store.note_device_poll(&hash, interval, ctx.now).await?;
+            return Err(OAuthError::SlowDown(format!(
+                "polled too soon; wait at least {interval} seconds between requests"
+            )));
+        }
+        PollAnswer::Pending => {
+            store
+                .note_device_poll(&hash, device.poll_interval, ctx.now)
+                .await?;
+            return Err(OAuthError::AuthorizationPending(
+                "the user has not answered yet".into(),
+            ));
+        }
+    }
+    let Some(code_hash) = &device.code_hash else {
+        return Err(invalid_device_code());
+    };
+    let Some(record) = store.code(code_hash).await? else {
+        return Err(invalid_device_code());
+    };
+    let target = match record.used_at {
+        None => {
+            let target = check_target(ctx, &record.resource, record.issuer.as_deref()).await?;
+            if record.expires_at <= ctx.now {
+                return Err(OAuthError::ExpiredToken(
+                    "the approval was not collected in time; start again".into(),
+                ));
+            }
+            target
+        }
+        // A replay: no token is issued.
+        Some(_) => Target {
+            ttl: ctx.state.config.access_token_ttl_secs,
+            jwt: None,
+        },
+    };
+    redeem(ctx, &record, &target, invalid_device_code).await
 }
 
 /// Audits a refused refresh (`refresh_refused`, the family as subject) and gives its error.

@@ -54,7 +54,7 @@ pub const CACHE_TTL: i64 = 30;
 /// Most lookups kept at once.
 pub const CACHE_CAPACITY: usize = 10_000;
 
-/// The `PostgreSQL` channel of invalidations (sent by the triggers of migration 0011).
+/// The `PostgreSQL` channel of invalidations (sent by the triggers of migration `0012_auth_generation`).
 pub const AUTH_CHANNEL: &str = "gatehouse_auth";
 
 /// How often a listening instance notifies its own heartbeat channel with the time it sends it.
@@ -72,11 +72,36 @@ pub const ANNOUNCE_WAIT: Duration = Duration::from_millis(300);
 /// Which kind of lookup a cached answer belongs to (the key of the cache is kind + the
 /// credential's hash, or the `client_id` of a client).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Kind {
+pub(super) enum Kind {
     AccessToken,
     ApiKey,
     PersonalUrl,
     Client,
+}
+
+impl Kind {
+    /// Every kind of cached lookup.
+    #[cfg(test)]
+    pub(super) const ALL: [Kind; 4] = [
+        Kind::AccessToken,
+        Kind::ApiKey,
+        Kind::PersonalUrl,
+        Kind::Client,
+    ];
+
+    /// The SQL of this kind's lookup: every table it names must announce its changes
+    /// (`store::trigger_coverage` checks the migrations against it).
+    #[cfg(test)]
+    pub(super) fn lookup_sql(self) -> String {
+        match self {
+            Kind::AccessToken => super::oauth::ACCESS_LOOKUP.to_string(),
+            Kind::ApiKey => super::keys::key_lookup_sql(super::keys::Credentials::ApiKeys),
+            Kind::PersonalUrl => {
+                super::keys::key_lookup_sql(super::keys::Credentials::PersonalUrls)
+            }
+            Kind::Client => super::oauth::CLIENT_LOOKUP.to_string(),
+        }
+    }
 }
 
 /// A cached live answer.

@@ -16,7 +16,7 @@
 //! pool's connections keep `SQLite`'s default.
 //!
 //! As every connection of [`super::in_place`], the thread's connection is closed and no
-//! checkpoint runs within [`super::in_place::UNWRITABLE_PAUSE`] of the file being found
+//! checkpoint runs within [`super::UNWRITABLE_PAUSE`] of the file being found
 //! unwritable, and a connection opened before that is not reused; a failed checkpoint closes
 //! it too (the next one opens another).
 
@@ -135,7 +135,7 @@ impl Thread {
     }
 
     fn checkpoint(&mut self) {
-        if (self.unwritable_within)(super::in_place::UNWRITABLE_PAUSE) {
+        if (self.unwritable_within)(super::UNWRITABLE_PAUSE) {
             self.conn = None;
             return;
         }

@@ -44,17 +44,11 @@ use std::time::Instant;
 
 use rusqlite::{Connection, OpenFlags, ToSql};
 
+use super::UNWRITABLE_PAUSE;
+
 /// Most read connections open at once (a caller finding none free and this many open asks the
 /// pool instead).
 pub const MAX_CONNECTIONS: usize = 8;
-
-/// How long after its file was last found read-only or unopenable (`SQLITE_READONLY`,
-/// `SQLITE_IOERR`, `SQLITE_CANTOPEN`) every read goes through the pool, with no connection of
-/// this module left open. `SQLite` shares one shared-memory index per file among a process's
-/// connections, read-only if the first of them opened it on a read-only file system, for as
-/// long as any of them stays open; the pool recovers by replacing its connections one by one
-/// (`store::note_cannot_write`), which works only if no connection here holds that index.
-pub const UNWRITABLE_PAUSE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Prepared statements kept per connection.
 const STATEMENT_CACHE: usize = 32;
@@ -382,6 +376,18 @@ impl InPlace {
             Ok(mut idle) => idle.push((conn, opened)),
             Err(_) => self.close(conn),
         }
+    }
+
+    /// The `SQLite` file these connections open.
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Closes every connection of this file that is not in use right now (the idle readers
+    /// and the write connection); the next read or write opens fresh ones.
+    pub(crate) fn close_unused(&self) {
+        self.close_idle();
+        self.close_writer();
     }
 
     fn close_idle(&self) {

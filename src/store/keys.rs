@@ -171,7 +171,7 @@ impl Credentials {
 
 /// The lookup of a live credential of `table` by the hash `$1` at Unix time `$2`: a
 /// [`KeyLookup`].
-fn key_lookup_sql(table: Credentials) -> String {
+pub(super) fn key_lookup_sql(table: Credentials) -> String {
     let (name, hash_column, allowed_ips) = (table.name(), table.hash_column(), table.allowed_ips());
     format!(
         "SELECT c.id AS id, c.account_id AS account_id, c.project_id AS project_id, \

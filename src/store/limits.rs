@@ -154,9 +154,11 @@ impl Store {
     /// Deletes dynamically registered clients and clients known from a client ID metadata
     /// document (URL-shaped ids) created before `created_before` (Unix seconds) that never
     /// completed an authorization: no consent, no code, no token family ever referred to them,
-    /// and no authorization request waiting on a consent page now (`now`, Unix seconds). A
-    /// metadata-document client used again later is fetched again. Clients made on the command
-    /// line (no redirect URIs) are never touched. Returns how many were deleted.
+    /// and no authorization request waiting on a consent page or device authorization
+    /// (RFC 8628) waiting for its user code now (`now`, Unix seconds). A metadata-document
+    /// client used again later is fetched again. Clients made on the command line (no redirect
+    /// URIs, and not registered for the device grant, whose clients have none) are never
+    /// touched. Returns how many were deleted.
     pub async fn expire_unused_clients(
         &self,
         created_before: i64,
@@ -168,10 +170,12 @@ impl Store {
         let deleted = sqlx::query(
             "DELETE FROM oauth_clients WHERE created_at < $1 \
              AND (substr(client_id, 1, 3) = 'gc_' OR substr(client_id, 1, 8) = 'https://') \
-             AND redirect_uris <> '[]' \
+             AND (redirect_uris <> '[]' OR grant_types LIKE '%:device_code\"%') \
              AND NOT EXISTS (SELECT 1 FROM consents c WHERE c.client_id = oauth_clients.client_id) \
              AND NOT EXISTS (SELECT 1 FROM authorization_codes a WHERE a.client_id = oauth_clients.client_id) \
              AND NOT EXISTS (SELECT 1 FROM token_families f WHERE f.client_id = oauth_clients.client_id) \
+             AND NOT EXISTS (SELECT 1 FROM device_authorizations d WHERE d.client_id = oauth_clients.client_id \
+                 AND d.expires_at > $2) \
              AND NOT EXISTS (SELECT 1 FROM authorization_requests r WHERE r.used_at IS NULL \
                  AND r.expires_at > $2 \
                  AND r.request LIKE '%\"client_id\":\"' || oauth_clients.client_id || '\"%')",

@@ -20,6 +20,7 @@ pub mod audit;
 pub mod audit_query;
 pub mod auth_cache;
 pub mod checkpoints;
+pub mod device_grants;
 pub mod devices;
 pub mod in_place;
 pub mod keys;
@@ -39,6 +40,10 @@ pub mod signing_keys;
 pub mod sqlite;
 pub mod upstreams;
 pub mod urls;
+mod writable_again;
+
+#[cfg(test)]
+mod trigger_coverage;
 
 pub use sessions::SessionBackend;
 
@@ -185,6 +190,19 @@ fn note_cannot_write() {
     if let Ok(mut seen) = CANNOT_WRITE_SEEN.lock() {
         *seen = Some(std::time::Instant::now());
     }
+}
+
+/// How long after its file was last found read-only or unopenable (`SQLITE_READONLY`,
+/// `SQLITE_IOERR`, `SQLITE_CANTOPEN`) every read goes through the pool, with no connection of
+/// [`in_place`] left open. `SQLite` shares one shared-memory index per file among a process's
+/// connections, read-only if the first of them opened it on a read-only file system, for as
+/// long as any of them stays open; the pool recovers by replacing its connections one by one
+/// ([`note_cannot_write`]), which works only if no connection here holds that index.
+pub const UNWRITABLE_PAUSE: Duration = Duration::from_secs(5);
+
+/// When the last [`note_cannot_write`] was, if ever.
+fn last_cannot_write() -> Option<std::time::Instant> {
+    CANNOT_WRITE_SEEN.lock().ok().and_then(|seen| *seen)
 }
 
 /// Whether the last [`note_cannot_write`] was less than `within` ago.
@@ -463,7 +481,7 @@ impl Store {
         // on SQLite failed the read-only drill (docs/benchmarks.md).
         let sessions = SessionBackend::connect(backend, &url).await?;
         let write_turns = std::sync::Arc::new(tokio::sync::Semaphore::new(1));
-        Ok(Store(std::sync::Arc::new(StoreParts {
+        let store = Store(std::sync::Arc::new(StoreParts {
             pool,
             backend,
             sessions,
@@ -491,7 +509,14 @@ impl Store {
             },
             url: url.as_str().into(),
             lane_options,
-        })))
+        }));
+        if let Some(in_place) = &store.in_place {
+            writable_again::watch(
+                std::sync::Arc::downgrade(&store.0),
+                in_place.path().to_path_buf(),
+            );
+        }
+        Ok(store)
     }
 
     /// Applies the migrations of this backend's folder and the session table's schema.
@@ -864,6 +889,10 @@ impl Store {
             ),
             (
                 "DELETE FROM authorization_requests WHERE expires_at < $1",
+                expired,
+            ),
+            (
+                "DELETE FROM device_authorizations WHERE expires_at < $1",
                 expired,
             ),
             (

@@ -64,7 +64,7 @@ impl ClientRecord {
 
 /// The registered client whose `client_id` is `$1`, unless revoked (`gatehouse client
 /// revoke`): a [`ClientRecord`].
-const CLIENT_LOOKUP: &str = "SELECT client_id, client_secret_hash, auth_method, client_name, redirect_uris, grant_types, scope, \
+pub(super) const CLIENT_LOOKUP: &str = "SELECT client_id, client_secret_hash, auth_method, client_name, redirect_uris, grant_types, scope, \
      metadata, can_introspect, created_at FROM oauth_clients WHERE client_id = $1 AND revoked_at IS NULL";
 
 impl FromSqliteRow for ClientRecord {
@@ -392,7 +392,7 @@ struct AccessRow {
 
 /// The live access token whose hash is `$1` at `$2` (Unix seconds), with its family's and
 /// consent's scopes: an [`AccessRow`].
-const ACCESS_LOOKUP: &str = "SELECT t.account_id AS account_id, t.client_id AS client_id, t.scope AS scope, t.audience AS resource, \
+pub(super) const ACCESS_LOOKUP: &str = "SELECT t.account_id AS account_id, t.client_id AS client_id, t.scope AS scope, t.audience AS resource, \
      t.created_at AS issued_at, t.expires_at AS expires_at, t.family_id AS family_id, \
      f.scope AS family_scope, c.scope AS consent_scope, \
      s.client_id IS NOT NULL AS service, s.project_id AS project_id, \

@@ -14,7 +14,7 @@ use super::{Backend, StoreError};
 #[derive(Debug, Clone)]
 pub enum SessionBackend {
     /// Sessions in the `SQLite` file (table `tower_sessions`).
-    Sqlite(SqliteStore),
+    Sqlite(SqliteStore, sqlx::SqlitePool),
     /// Sessions in `PostgreSQL` (schema `tower_sessions`).
     Postgres(PostgresStore),
 }
@@ -35,7 +35,7 @@ impl SessionBackend {
                     })
                     .connect_with(opts)
                     .await?;
-                SessionBackend::Sqlite(SqliteStore::new(pool))
+                SessionBackend::Sqlite(SqliteStore::new(pool.clone()), pool)
             }
             Backend::Postgres => {
                 let pool = PgPoolOptions::new().max_connections(4).connect(url).await?;
@@ -44,9 +44,18 @@ impl SessionBackend {
         })
     }
 
+    /// `SQLite`: the sessions' own pool (closed and reopened with the store's when the file
+    /// is writable again, [`super::writable_again`]).
+    pub(super) fn sqlite_pool(&self) -> Option<&sqlx::SqlitePool> {
+        match self {
+            SessionBackend::Sqlite(_, pool) => Some(pool),
+            SessionBackend::Postgres(_) => None,
+        }
+    }
+
     pub(super) async fn migrate(&self) -> Result<(), StoreError> {
         match self {
-            SessionBackend::Sqlite(s) => s.migrate().await?,
+            SessionBackend::Sqlite(s, _) => s.migrate().await?,
             SessionBackend::Postgres(s) => s.migrate().await?,
         }
         Ok(())
@@ -58,7 +67,7 @@ impl SessionBackend {
     pub async fn delete_expired(&self) -> session_store::Result<()> {
         use tower_sessions::session_store::ExpiredDeletion;
         match self {
-            SessionBackend::Sqlite(s) => s.delete_expired().await,
+            SessionBackend::Sqlite(s, _) => s.delete_expired().await,
             SessionBackend::Postgres(s) => s.delete_expired().await,
         }
     }
@@ -68,25 +77,25 @@ impl SessionBackend {
 impl SessionStore for SessionBackend {
     async fn create(&self, record: &mut Record) -> session_store::Result<()> {
         match self {
-            SessionBackend::Sqlite(s) => s.create(record).await,
+            SessionBackend::Sqlite(s, _) => s.create(record).await,
             SessionBackend::Postgres(s) => s.create(record).await,
         }
     }
     async fn save(&self, record: &Record) -> session_store::Result<()> {
         match self {
-            SessionBackend::Sqlite(s) => s.save(record).await,
+            SessionBackend::Sqlite(s, _) => s.save(record).await,
             SessionBackend::Postgres(s) => s.save(record).await,
         }
     }
     async fn load(&self, id: &Id) -> session_store::Result<Option<Record>> {
         match self {
-            SessionBackend::Sqlite(s) => s.load(id).await,
+            SessionBackend::Sqlite(s, _) => s.load(id).await,
             SessionBackend::Postgres(s) => s.load(id).await,
         }
     }
     async fn delete(&self, id: &Id) -> session_store::Result<()> {
         match self {
-            SessionBackend::Sqlite(s) => s.delete(id).await,
+            SessionBackend::Sqlite(s, _) => s.delete(id).await,
             SessionBackend::Postgres(s) => s.delete(id).await,
         }
     }

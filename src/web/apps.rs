@@ -16,6 +16,7 @@ use tower_sessions::Session;
 use super::session::{csrf_token, signed_in};
 use super::{CsrfForm, error_page, render, see_other, when};
 use crate::domain::cimd::is_url_client_id;
+use crate::domain::device::DEVICE_CODE_GRANT;
 use crate::domain::redirect_uri::host_for_display;
 use crate::domain::scope::ScopeSet;
 use crate::domain::text::check_line;
@@ -99,7 +100,11 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
             AppRow {
                 name: display_name(&a),
                 publisher: is_url_client_id(&a.client_id).then(|| host_for_display(&a.client_id)),
-                host: host_for_display(&a.redirect_uri),
+                host: if a.redirect_uri == DEVICE_CODE_GRANT {
+                    "a device (signed in with a code)".to_string()
+                } else {
+                    host_for_display(&a.redirect_uri)
+                },
                 server,
                 abilities,
                 granted: when(a.updated_at),

@@ -36,6 +36,8 @@ struct ConsentPage<'a> {
     client_id: &'a str,
     redirect_host: &'a str,
     loopback: bool,
+    /// For a device authorization: the user code the person typed.
+    user_code: Option<&'a str>,
     /// A registered resource the request is for: its host and name.
     server: Option<String>,
     scopes: Vec<String>,
@@ -199,8 +201,23 @@ async fn authorize(
             "the user has not approved this application",
         ));
     }
+    consent_page(&state, &session, &account, &req, None, now).await
+}
+
+/// Keeps `req` as a pending authorization request of `account` ([`CONSENT_TTL_SECS`]) and
+/// shows its consent page, answered at `POST /oauth/authorize/decision`. For a device
+/// authorization, `user_code` is the code the person typed, shown for them to compare with
+/// their device's (RFC 8628 §5.4).
+pub(super) async fn consent_page(
+    state: &AppState,
+    session: &Session,
+    account: &crate::store::accounts::Account,
+    req: &authorize::AuthorizationRequest,
+    user_code: Option<&str>,
+    now: i64,
+) -> Result<Response, AppError> {
     let request_id = random_urlsafe(16);
-    let request_json = serde_json::to_string(&req)
+    let request_json = serde_json::to_string(req)
         .map_err(|e| AppError::Other(format!("authorization request: {e}")))?;
     state
         .store
@@ -212,7 +229,7 @@ async fn authorize(
             now + CONSENT_TTL_SECS,
         )
         .await?;
-    let csrf = csrf_token(&session).await?;
+    let csrf = csrf_token(session).await?;
     let host = host_for_display(&req.redirect_uri);
     let loopback = url::Url::parse(&req.redirect_uri)
         .ok()
@@ -228,6 +245,7 @@ async fn authorize(
             client_id: &req.client_id,
             redirect_host: &host,
             loopback,
+            user_code,
             server: req
                 .registered
                 .as_ref()
@@ -285,6 +303,9 @@ pub async fn decide(
         ));
     };
     let ip = client.to_string();
+    if req.device.is_some() {
+        return super::device::answered(&state, &req, &account.id, &ip, approved, now).await;
+    }
     let location = if approved {
         authorize::approve(&state, &req, &account.id, &ip, now).await?
     } else {

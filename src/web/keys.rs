@@ -150,7 +150,7 @@ async fn keys_page(
     let notice = take_notice(session).await?;
     let csrf = csrf_token(session).await?;
     let default_url = CreateForm {
-        name: crate::cli::url::DEFAULT_NAME.to_string(),
+        name: crate::domain::api_key::DEFAULT_URL_NAME.to_string(),
         access: "read".into(),
         expires: "30".into(),
         ..Default::default()

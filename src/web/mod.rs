@@ -22,6 +22,7 @@ pub mod account;
 pub mod activity;
 pub mod apps;
 pub mod consent;
+pub mod device;
 pub mod keys;
 pub mod projects;
 pub mod recovery;
@@ -89,6 +90,7 @@ pub fn router(state: AppState) -> Router {
                 get(consent::authorize_get).post(consent::authorize_post),
             )
             .route("/oauth/authorize/decision", post(consent::decide))
+            .route("/device", get(device::show).post(device::submit))
             .route("/apps", get(apps::list))
             .route("/apps/revoke", post(apps::revoke))
             .route("/apps/{consent_id}", get(apps::activity));
@@ -131,20 +133,8 @@ pub fn password_busy(response: Response) -> Response {
         .mark(retry_after(response, crate::signin::BUSY_RETRY_AFTER_SECS))
 }
 
-#[derive(Template)]
-#[template(path = "error.html")]
-struct ErrorPage<'a> {
-    title: &'a str,
-    message: &'a str,
-}
-
-/// An HTML error page (never a redirect).
-pub fn error_page(status: StatusCode, title: &str, message: &str) -> Response {
-    match render(status, &ErrorPage { title, message }) {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
-    }
-}
+/// An HTML error page (never a redirect): [`crate::error::error_page`].
+pub use crate::error::error_page;
 
 /// Largest form body of a page, in bytes (every page form holds a few short fields).
 pub const MAX_PAGE_FORM_BYTES: usize = 16 * 1024;

@@ -4,7 +4,8 @@
 // the browser, which signs in and approves on the real pages; the browser
 // lands on the client's loopback callback and the SDK redeems the code. Then
 // the browser revokes the app on Connected apps and the client's next call is
-// refused. Every console page is screenshot at a desktop and a phone width and
+// refused. A device-grant client's user code is typed at /device and allowed in the same
+// browser, and the client's poll gets its tokens. Every console page is screenshot at a desktop and a phone width and
 // checked for horizontal scrolling, input labels and <html lang>.
 //
 // Env: GATEHOUSE_BIN (server binary), CHROMIUM (default /usr/bin/chromium),
@@ -337,6 +338,65 @@ async function main() {
         await listToolNames(b.client);
       });
     }
+
+    // --- 5. the device grant: the person types the code in Chromium and allows ----
+    await rep.check('device grant: the code typed at /device in Chromium, Allow, then the poll gets tokens', async () => {
+      const DEVICE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
+      const reg = await fetch(`${s.issuer}/oauth/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ client_name: 'Browser test CLI', grant_types: [DEVICE_GRANT], token_endpoint_auth_method: 'none' }),
+      });
+      assert(reg.status === 201, `registration answered ${reg.status}`);
+      const clientId = (await reg.json()).client_id;
+      const form = (fields) => ({
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ client_id: clientId, ...fields }).toString(),
+      });
+      const started = await (await fetch(`${s.issuer}/oauth/device_authorization`, form({ scope: 'mcp:read' }))).json();
+      assert(started.user_code && started.device_code, `no codes: ${short(JSON.stringify(started))}`);
+      const poll = async () => {
+        const res = await fetch(`${s.issuer}/oauth/token`, form({ grant_type: DEVICE_GRANT, device_code: started.device_code }));
+        return { status: res.status, body: await res.json() };
+      };
+      const pending = await poll();
+      assert(pending.body.error === 'authorization_pending', `first poll: ${JSON.stringify(pending.body)}`);
+
+      await dPage.goto(`${s.issuer}/device`);
+      await auditPage(dPage, 'device', DESKTOP);
+      // Typed as a person might: lower case, without the dash.
+      await dPage.getByLabel('Code', { exact: true }).fill(started.user_code.replace('-', '').toLowerCase());
+      await dPage.getByRole('button', { name: 'Continue' }).click();
+      const allow = dPage.getByRole('button', { name: 'Allow', exact: true });
+      await allow.waitFor({ timeout: STEP_TIMEOUT });
+      assert((await dPage.content()).includes(started.user_code), 'the consent page does not repeat the code');
+      await auditPage(dPage, 'device-consent', DESKTOP);
+      await allow.click();
+      await dPage.getByRole('heading', { name: 'Device connected' }).waitFor({ timeout: STEP_TIMEOUT });
+      await auditPage(dPage, 'device-done', DESKTOP);
+
+      const done = await poll();
+      assert(done.status === 200 && done.body.token_type === 'Bearer', `poll after Allow: ${done.status} ${short(JSON.stringify(done.body))}`);
+      const res = await fetch(s.mcpUrl, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2025-06-18',
+          authorization: `Bearer ${done.body.access_token}`,
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
+      });
+      const text = await res.text();
+      assert(res.status === 200 && text.includes('list_projects'), `tools/list answered ${res.status}: ${short(text)}`);
+      return `user code ${started.user_code}; tools/list with the device's token`;
+    });
+    await rep.check('/device at 390x844 answers 200', async () => {
+      const res = await pPage.goto(`${s.issuer}/device`);
+      assert(res.status() === 200, `status ${res.status()}`);
+      await auditPage(pPage, 'device', PHONE);
+    });
 
     await desktop.close();
     await phone.close();

@@ -18,6 +18,7 @@ mod console;
 mod credential_limits;
 #[allow(dead_code)]
 mod delay_proxy;
+mod device;
 mod display_text;
 mod doctor;
 mod failover;

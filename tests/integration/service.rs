@@ -348,7 +348,12 @@ async fn only_service_clients_may_use_client_credentials() {
         .unwrap();
     assert_eq!(
         m["grant_types_supported"],
-        json!(["authorization_code", "refresh_token", "client_credentials"])
+        json!([
+            "authorization_code",
+            "refresh_token",
+            "client_credentials",
+            "urn:ietf:params:oauth:grant-type:device_code"
+        ])
     );
     let (_, grant) = full_grant(&app).await;
     assert!(grant["refresh_token"].is_string());

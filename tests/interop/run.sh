@@ -226,6 +226,11 @@ step "cli: gatehouse resource add --token-format jwt" jwt_resource_add
 step "JWT access tokens verified by jose against the JWKS, before and after signing-key rotate" \
   env JWT_RS_URL="$JWT_RS_URL" GATEHOUSE_BIN="$GATEHOUSE_BIN" DATABASE_URL="$DATABASE_URL" "$NODE" jwt-verify.mjs
 
+# The device authorization grant (RFC 8628) by a client authenticating with private_key_jwt
+# assertions that the npm package jose signs; the person's side walked over plain HTTP.
+step "device grant with private_key_jwt assertions made by jose (register, /device, consent, poll, refresh)" \
+  "$NODE" device-jose.mjs
+
 # --- credentials without a browser: an API key and a personal URL (made with the CLI) ---
 credentials_add() {
   local key_out url_out

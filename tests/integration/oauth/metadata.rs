@@ -105,11 +105,20 @@ async fn metadata_advertises_exactly_what_is_accepted() {
     assert_eq!(m["authorization_endpoint"], app.url("/oauth/authorize"));
     assert_eq!(m["token_endpoint"], app.url("/oauth/token"));
     assert_eq!(m["registration_endpoint"], app.url("/oauth/register"));
+    assert_eq!(
+        m["device_authorization_endpoint"],
+        app.url("/oauth/device_authorization")
+    );
     assert_eq!(m["response_types_supported"], json!(["code"]));
     assert_eq!(m["code_challenge_methods_supported"], json!(["S256"]));
     assert_eq!(
         m["grant_types_supported"],
-        json!(["authorization_code", "refresh_token", "client_credentials"])
+        json!([
+            "authorization_code",
+            "refresh_token",
+            "client_credentials",
+            "urn:ietf:params:oauth:grant-type:device_code"
+        ])
     );
     assert_eq!(
         m["token_endpoint_auth_methods_supported"],
