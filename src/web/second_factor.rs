@@ -320,7 +320,7 @@ pub async fn submit(
                     now,
                 )
                 .await;
-                state.store.clear_counter(&limits[2]).await?;
+                crate::signin::forget_failures(&state, &limits, &counted).await?;
                 sign_in_with(&session, &account, SignInMethod::PasswordAndTotp).await?;
                 session.remove::<Pending>(PENDING_KEY).await?;
                 audit(
@@ -555,21 +555,6 @@ pub async fn account_remove(
     };
     let now = now();
     let ip = client.to_string();
-    let limits = limits(client.0, &account.email, &account.id);
-    if let Admission::Refused {
-        retry_after: wait, ..
-    } = state.store.admit(&limits, now).await?
-    {
-        super::session::set_notice(
-            &session,
-            &format!(
-                "Too many wrong codes. Wait {} and try again.",
-                crate::signin::wait_in_words(wait)
-            ),
-        )
-        .await?;
-        return Ok(see_other("/account"));
-    }
     if state.config.identity.require_2fa {
         super::session::set_notice(
             &session,
@@ -578,10 +563,27 @@ pub async fn account_remove(
         .await?;
         return Ok(see_other("/account"));
     }
+    let limits = limits(client.0, &account.email, &account.id);
+    let counted = match state.store.admit(&limits, now).await? {
+        Admission::Admitted(counted) => counted,
+        Admission::Refused {
+            retry_after: wait, ..
+        } => {
+            super::session::set_notice(
+                &session,
+                &format!(
+                    "Too many wrong codes. Wait {} and try again.",
+                    crate::signin::wait_in_words(wait)
+                ),
+            )
+            .await?;
+            return Ok(see_other("/account"));
+        }
+    };
     match check_code(&state, &account, &form.code, now).await? {
         Checked::Right(_) => {
             state.store.remove_second_factor(&account.id).await?;
-            state.store.clear_counter(&limits[2]).await?;
+            crate::signin::forget_failures(&state, &limits, &counted).await?;
             audit(
                 &state,
                 "second_factor_removed",
