@@ -35,6 +35,8 @@ pub fn router(state: AppState) -> Router {
     if state.config.oauth_enabled {
         app = app.merge(crate::oauth::router(state.clone()));
     }
+    // A path no route serves: Gatehouse's 404 page with links to the console.
+    let app = app.fallback(crate::web::not_found);
     // Per route, so the metrics see the route template (`MatchedPath`).
     app.layer(axum::middleware::from_fn_with_state(
         state.clone(),

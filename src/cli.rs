@@ -28,6 +28,7 @@ use crate::store::services::NewService;
 use crate::store::{StoreError, now};
 
 pub mod audit;
+pub mod idp;
 pub mod resource;
 pub mod secret_key;
 pub mod serve;
@@ -91,6 +92,9 @@ pub enum Command {
     /// Other MCP servers that use Gatehouse as their authorization server.
     #[command(subcommand)]
     Resource(resource::ResourceCommand),
+    /// Trusted identity providers: sign-in with OpenID Connect, identity assertions.
+    #[command(subcommand)]
+    Idp(idp::IdpCommand),
     /// The key JWT access tokens (RFC 9068) are signed with.
     #[command(subcommand)]
     SigningKey(resource::SigningKeyCommand),
@@ -479,13 +483,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             format!("account {email}: {budget}")
         }
         Command::Project(ProjectCommand::Add { name, owner }) => {
-            let name = name.trim();
-            if name.is_empty() || name.chars().count() > 200 {
-                return Err(CliError(
-                    "project name must be 1 to 200 characters".to_string(),
-                ));
-            }
-            check_line(name).map_err(|e| CliError(format!("project name {e}")))?;
+            let name = crate::domain::account::parse_project_name(&name).map_err(CliError)?;
             let account = find_account(&store, &owner).await?;
             let project = store.create_project(name, &account, now).await?;
             cli_audit(
@@ -748,6 +746,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         Command::Audit(args) => audit::run(&store, args, now).await?,
         Command::Upstream(command) => upstream::run(config, &store, command, now).await?,
         Command::Resource(command) => resource::run(config, &store, command, now).await?,
+        Command::Idp(command) => idp::run(config, &store, command, now).await?,
         Command::SigningKey(command) => resource::run_signing_key(&store, command, now).await?,
     };
     store.close().await;

@@ -155,6 +155,9 @@ pub struct Config {
     pub openai_apps_challenge: Option<String>,
     /// `GATEHOUSE_OAUTH`: `false` when set to `off` (API keys only; no OAuth routes).
     pub oauth_enabled: bool,
+    /// `GATEHOUSE_PASSWORD_SIGNIN`: `false` when set to `off`: the sign-in page offers only the
+    /// identity providers (`gatehouse idp add`), and `POST /signin` is refused.
+    pub password_signin: bool,
     /// `GATEHOUSE_AUTH_CACHE`: whether the validation cache of credential lookups is used
     /// (docs/architecture.md "Validation cache"); `on` (the default, with either database: a
     /// hit saves the lookup's joins, and on `PostgreSQL` its round trip) or `off` (every lookup
@@ -349,6 +352,18 @@ impl Config {
             Some(v) => {
                 return Err(ConfigError::new(
                     "GATEHOUSE_OAUTH",
+                    format!("must be on or off (got \"{v}\")"),
+                ));
+            }
+        };
+
+        let password_signin = match get("GATEHOUSE_PASSWORD_SIGNIN").map(str::to_ascii_lowercase) {
+            None => true,
+            Some(v) if v == "on" || v == "true" || v == "1" => true,
+            Some(v) if v == "off" || v == "false" || v == "0" => false,
+            Some(v) => {
+                return Err(ConfigError::new(
+                    "GATEHOUSE_PASSWORD_SIGNIN",
                     format!("must be on or off (got \"{v}\")"),
                 ));
             }
@@ -561,6 +576,7 @@ impl Config {
             metrics_bind,
             openai_apps_challenge: get("OPENAI_APPS_CHALLENGE").map(str::to_string),
             oauth_enabled,
+            password_signin,
             auth_cache,
             listen_database_url,
             mcp_server_url_given: get("MCP_SERVER_URL").is_some(),

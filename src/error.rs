@@ -22,12 +22,44 @@ pub const RETRY_AFTER_SECS: &str = "5";
 struct ErrorPage<'a> {
     title: &'a str,
     message: &'a str,
+    /// The page answers an authorization request (`/oauth/authorize…`): it says that nothing
+    /// was sent back to the application, and offers no console links.
+    in_authorization: bool,
+    /// A link to go on with (`(href, text)`), such as "Sign in to continue"; `href` is a path
+    /// on this server.
+    next: Option<(&'a str, &'a str)>,
 }
 
-/// An HTML error page (never a redirect, never cached): `status` with `title` and `message`
-/// (escaped by the template). A page that fails to render is a 500 ([`AppError::Template`]).
+/// An HTML error page of the console (never a redirect, never cached): `status` with `title`
+/// and `message` (escaped by the template), with links to the console's pages. A page that
+/// fails to render is a 500 ([`AppError::Template`]).
 pub fn error_page(status: StatusCode, title: &str, message: &str) -> Response {
-    match (ErrorPage { title, message }).render() {
+    error_page_with(status, title, message, false, None)
+}
+
+/// An HTML error page shown during an authorization request (never a redirect): it says
+/// that nothing was sent back to the application (OAuth 2.1 §4.1.2.1: an unknown client or
+/// an unregistered redirect URI is never redirected to).
+pub fn authorization_error_page(status: StatusCode, title: &str, message: &str) -> Response {
+    error_page_with(status, title, message, true, None)
+}
+
+/// An HTML error page with a link to go on with (`next`: `(path on this server, text)`);
+/// `in_authorization` as in [`authorization_error_page`].
+pub fn error_page_with(
+    status: StatusCode,
+    title: &str,
+    message: &str,
+    in_authorization: bool,
+    next: Option<(&str, &str)>,
+) -> Response {
+    let page = ErrorPage {
+        title,
+        message,
+        in_authorization,
+        next,
+    };
+    match page.render() {
         Ok(body) => (status, [(header::CACHE_CONTROL, "no-store")], Html(body)).into_response(),
         Err(e) => AppError::from(e).into_response(),
     }

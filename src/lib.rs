@@ -16,6 +16,7 @@ pub mod doctor;
 pub mod domain;
 pub mod error;
 pub mod events;
+pub mod idp;
 pub mod lanes;
 pub mod mail;
 pub mod mcp;

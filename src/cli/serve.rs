@@ -55,6 +55,15 @@ pub struct ServeArgs {
         default_value = "on"
     )]
     pub oauth: Option<String>,
+    /// `off` turns password sign-in off: people sign in only through the identity providers
+    /// (`gatehouse idp add`).
+    #[arg(
+        long,
+        env = "GATEHOUSE_PASSWORD_SIGNIN",
+        value_name = "on|off",
+        default_value = "on"
+    )]
+    pub password_signin: Option<String>,
     /// `on` keeps live credential and client lookups in memory (the validation cache).
     #[arg(
         long,

@@ -161,7 +161,7 @@ fn not_found(e: StoreError, name: &UpstreamName) -> CliError {
 }
 
 /// The server key, which `--header` and `--env` values need.
-fn keyring(config: &Config) -> Result<Keyring, CliError> {
+pub(super) fn keyring(config: &Config) -> Result<Keyring, CliError> {
     config
         .server_key
         .load()

@@ -202,6 +202,22 @@ impl fmt::Display for Role {
     }
 }
 
+/// Longest project name, in characters.
+pub const MAX_PROJECT_NAME_CHARS: usize = 200;
+
+/// A project name as people type it: trimmed, 1 to [`MAX_PROJECT_NAME_CHARS`] characters, and a
+/// line people can read ([`crate::domain::text::check_line`]). Errors: what is wrong, in words.
+pub fn parse_project_name(name: &str) -> Result<&str, String> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > MAX_PROJECT_NAME_CHARS {
+        return Err(format!(
+            "a project name must be 1 to {MAX_PROJECT_NAME_CHARS} characters"
+        ));
+    }
+    crate::domain::text::check_line(name).map_err(|e| format!("the project name {e}"))?;
+    Ok(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@ pub mod client;
 pub mod client_assertion;
 pub mod device;
 pub mod forwarded;
+pub mod idp;
 pub mod loopback;
 pub mod notes;
 pub mod pkce;

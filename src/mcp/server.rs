@@ -209,6 +209,44 @@ impl GatehouseMcp {
     }
 }
 
+/// Longest note id recorded in the audit detail (ids are UUIDs).
+const MAX_NOTE_ID_CHARS: usize = 64;
+
+/// A note id as the audit detail may hold it: short, and only letters, digits and `-`, so it
+/// cannot break the detail's `key=value` words apart.
+fn plain_note_id(id: &str) -> Option<String> {
+    (!id.is_empty()
+        && id.len() <= MAX_NOTE_ID_CHARS
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+    .then(|| id.to_string())
+}
+
+/// The `note_id` argument of a tool call, when it is a [`plain_note_id`].
+fn note_id_argument(arguments: Option<&rmcp::model::JsonObject>) -> Option<String> {
+    arguments?
+        .get("note_id")
+        .and_then(serde_json::Value::as_str)
+        .and_then(plain_note_id)
+}
+
+/// The note a successful call touched, for the audit detail's `note=ID` (the console's
+/// activity pages link it): its `note_id` argument, or the id `create_note` answered.
+fn touched_note(
+    tool: &str,
+    argument: Option<String>,
+    result: &Result<super::catalog::Produced, ToolError>,
+) -> Option<String> {
+    let Ok(produced) = result else {
+        return None;
+    };
+    argument.or_else(|| {
+        (tool == "create_note")
+            .then(|| produced.value.get("id").and_then(serde_json::Value::as_str))
+            .flatten()
+            .and_then(plain_note_id)
+    })
+}
+
 /// The audit outcome of a `resources/read` answer.
 fn read_outcome(result: &Result<rmcp::model::ReadResourceResult, ErrorData>) -> &'static str {
     match result {
@@ -328,6 +366,7 @@ impl ServerHandler for GatehouseMcp {
             project: None,
             now,
         };
+        let note_arg = note_id_argument(request.arguments.as_ref());
         let outcome = def.call(tool_ctx, request.arguments).await;
         let elapsed_ms = started.elapsed().as_millis();
         let audit_outcome = match &outcome.result {
@@ -351,10 +390,15 @@ impl ServerHandler for GatehouseMcp {
             tracing::warn!(tool = def.spec.name, error = %cause, "database unavailable for an MCP tool");
         }
         let credential = principal.audit_credential();
-        let detail = match &outcome.project_id {
+        let note = touched_note(def.spec.name, note_arg, &outcome.result);
+        let mut detail = match &outcome.project_id {
             Some(p) => format!("{credential} project={p} duration_ms={elapsed_ms}"),
             None => format!("{credential} duration_ms={elapsed_ms}"),
         };
+        if let Some(note) = note {
+            detail.push_str(" note=");
+            detail.push_str(&note);
+        }
         self.mcp
             .app
             .store

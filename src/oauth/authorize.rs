@@ -16,7 +16,7 @@ use crate::domain::authorization::AuthorizationErrorCode as Code;
 use crate::domain::client::ClientId;
 use crate::domain::device::DEVICE_CODE_GRANT;
 use crate::domain::pkce::is_valid_challenge;
-use crate::domain::redirect_uri::{matches, uses_only_uri_characters};
+use crate::domain::redirect_uri::{host_for_display, matches, uses_only_uri_characters};
 use crate::domain::registry::{ResourceScope, granted_resource_scopes, scopes_within};
 use crate::domain::resource::ResourceIndicator;
 use crate::domain::scope::ScopeSet;
@@ -65,6 +65,52 @@ pub struct AuthorizationRequest {
     /// to) and it has no `code_challenge`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// What the client published about itself for the consent page (RFC 7591 §2).
+    #[serde(default)]
+    pub about: ClientAbout,
+}
+
+/// What a client says about itself (RFC 7591 §2 `client_uri`, `policy_uri`, `tos_uri`, each an
+/// `http(s)` URL or absent) and when this server first stored it (Unix seconds; `0`: unknown).
+/// Shown on the consent page as the client's claims, never as verified facts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ClientAbout {
+    /// `client_uri`: the client's homepage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub homepage: Option<String>,
+    /// `policy_uri`: how it treats the data it gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    /// `tos_uri`: its terms of service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terms: Option<String>,
+    /// When the client was registered (or its metadata document first fetched).
+    #[serde(default)]
+    pub registered_at: i64,
+}
+
+impl ClientAbout {
+    /// Reads the links of a client's registered metadata: only absolute `http`/`https` URLs
+    /// are kept (anything else is not offered as a link).
+    pub fn of(metadata: &serde_json::Value, registered_at: i64) -> ClientAbout {
+        let link = |member: &str| {
+            metadata
+                .get(member)
+                .and_then(serde_json::Value::as_str)
+                .filter(|u| {
+                    Url::parse(u).is_ok_and(|u| {
+                        matches!(u.scheme(), "http" | "https") && u.host_str().is_some()
+                    })
+                })
+                .map(str::to_string)
+        };
+        ClientAbout {
+            homepage: link("client_uri"),
+            policy: link("policy_uri"),
+            terms: link("tos_uri"),
+            registered_at,
+        }
+    }
 }
 
 /// A registered resource as an authorization request for it needs it.
@@ -90,6 +136,47 @@ impl AuthorizationRequest {
         } else {
             BUILT_IN
         }
+    }
+
+    /// Each scope granted on approval with its words for the consent page: `(scope token,
+    /// words)`.
+    pub fn ability_pairs(&self) -> Vec<(String, String)> {
+        match &self.registered {
+            Some(target) => target
+                .scopes
+                .iter()
+                .map(|s| (s.scope.clone(), s.description.clone()))
+                .collect(),
+            None => self
+                .scopes()
+                .iter()
+                .map(|s| (s.as_str().to_string(), s.describe().to_string()))
+                .collect(),
+        }
+    }
+
+    /// A step-up (the account already allowed this client some scopes, `granted`): what is
+    /// already allowed and what is new, in words. `offline_access` is never new (it is not a
+    /// permission, [`consent_covers`]).
+    pub fn step_up(&self, granted: &str) -> (Vec<String>, Vec<String>) {
+        let already = match &self.registered {
+            Some(_) => self
+                .ability_pairs()
+                .into_iter()
+                .filter(|(scope, _)| consent_covers(granted, scope))
+                .map(|(_, words)| words)
+                .collect(),
+            None => ScopeSet::parse(granted)
+                .map(|set| set.iter().map(|s| s.describe().to_string()).collect())
+                .unwrap_or_default(),
+        };
+        let new = self
+            .ability_pairs()
+            .into_iter()
+            .filter(|(scope, _)| !consent_covers(granted, scope))
+            .map(|(_, words)| words)
+            .collect();
+        (already, new)
     }
 
     /// What the approval lets the application do, in words, for the consent page.
@@ -176,24 +263,20 @@ pub async fn validate(
     let Some(client_id) = params.get("client_id") else {
         return Err(page("The request has no client_id."));
     };
+    let unknown = || page(&unknown_client_message(client_id));
     let Ok(client_id) = ClientId::parse(client_id) else {
-        return Err(page(
-            "This application is not registered with this server (unknown client_id).",
-        ));
+        return Err(unknown());
     };
     let client = match app.clients.lookup(&app.store, &client_id, for_whom).await {
         Ok(Some(c)) => c,
-        Ok(None) => {
-            return Err(page(
-                "This application is not registered with this server (unknown client_id).",
-            ));
-        }
+        Ok(None) => return Err(unknown()),
         Err(ClientLookupError::Metadata(e)) if e.is_temporary() => {
             return Err(AuthorizeError::ClientUnavailable);
         }
         Err(ClientLookupError::Metadata(e)) => {
             return Err(page(&format!(
-                "This application's identity could not be checked: {e}."
+                "The application published at {} could not be checked: {e}. Its developer must fix its client ID metadata document.",
+                host_for_display(client_id.as_str())
             )));
         }
         Err(ClientLookupError::Throttled(retry_after)) => {
@@ -215,7 +298,13 @@ pub async fn validate(
                 .redirect_uris
                 .iter()
                 .find(|r| matches(r, requested))
-                .ok_or_else(|| page("The redirect_uri does not match any redirect URI registered for this application."))?;
+                .ok_or_else(|| {
+                    page(&format!(
+                        "{} asked to send you back to {}, an address it did not register with this server. Its developer must fix this: the redirect_uri must be one of the application's registered redirect URIs.",
+                        claimed_name(&client),
+                        shown(&host_for_display(requested)),
+                    ))
+                })?;
             (requested.to_string(), registered.clone())
         }
         None if client.redirect_uris.len() == 1 => (
@@ -223,9 +312,10 @@ pub async fn validate(
             client.redirect_uris[0].clone(),
         ),
         None => {
-            return Err(page(
-                "The request has no redirect_uri and the application registered several.",
-            ));
+            return Err(page(&format!(
+                "{} sent no redirect_uri, and it registered several, so this server cannot tell where to send you back. Its developer must fix this: the request must name one of its registered redirect URIs.",
+                claimed_name(&client),
+            )));
         }
     };
     if params
@@ -326,6 +416,7 @@ pub async fn validate(
         prompt,
         registered: target,
         device: None,
+        about: ClientAbout::of(&client.metadata, client.created_at),
     })
 }
 
@@ -407,6 +498,48 @@ pub async fn resolve_target(
             )
         }
     })
+}
+
+/// At most this many characters of a request's value are quoted on an error page.
+const QUOTED_CHARS: usize = 100;
+
+/// `value` cut to [`QUOTED_CHARS`] characters (with `…` when cut), for an error page.
+fn shown(value: &str) -> String {
+    let mut out: String = value.chars().take(QUOTED_CHARS).collect();
+    if value.chars().nth(QUOTED_CHARS).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+/// How an error page names a client: its registered name as a claim ("The application
+/// calling itself “…”") when the name follows the visible-text rule, else the host of its
+/// metadata document URL, else its client ID.
+fn claimed_name(client: &crate::store::oauth::ClientRecord) -> String {
+    match client
+        .client_name
+        .as_deref()
+        .filter(|n| check_line(n).is_ok())
+    {
+        Some(name) => format!("The application calling itself “{}”", shown(name)),
+        None if crate::domain::cimd::is_url_client_id(&client.client_id) => format!(
+            "The application published at {}",
+            host_for_display(&client.client_id)
+        ),
+        None => format!(
+            "The application with client ID {}",
+            shown(&client.client_id)
+        ),
+    }
+}
+
+/// The error page's text for a `client_id` this server does not know (OAuth 2.1 §4.1.2.1:
+/// never redirected to).
+fn unknown_client_message(client_id: &str) -> String {
+    format!(
+        "No application with the client ID {} is registered with this server. Its developer must fix this: the application must register (RFC 7591) or use a client ID metadata document before it asks for access.",
+        shown(client_id)
+    )
 }
 
 /// Whether a remembered consent's scopes cover the requested ones (space-delimited;

@@ -27,7 +27,7 @@ const ACCOUNT_COLUMNS: &str = "id, email, password_hash, status, created_at, ses
 
 /// Inserts an active account through `executor` (the pool or a transaction). Errors:
 /// [`StoreError::Conflict`] when the email exists.
-async fn insert_account<'e>(
+pub(super) async fn insert_account<'e>(
     executor: impl sqlx::Executor<'e, Database = sqlx::Any>,
     email: &Email,
     password_hash: &str,

@@ -22,6 +22,7 @@ pub mod auth_cache;
 pub mod checkpoints;
 pub mod device_grants;
 pub mod devices;
+pub mod idps;
 pub mod in_place;
 pub mod keys;
 pub mod limits;

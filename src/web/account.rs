@@ -10,7 +10,7 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::session::{csrf_token, keep_after_epoch, set_notice, signed_in, take_notice};
-use super::{CsrfForm, NoFields, render, see_other};
+use super::{Confirmation, CsrfForm, NoFields, confirm_page, done_page, render, see_other};
 use crate::client_addr::ClientAddr;
 use crate::domain::account::validate_password;
 use crate::error::AppError;
@@ -207,7 +207,40 @@ pub async fn change_password(
     Ok(see_other("/account"))
 }
 
-/// `POST /account/sign-out-everywhere`: ends every session of the account, this one too.
+/// `GET /account/sign-out-everywhere`: the confirmation page of signing out everywhere.
+pub async fn confirm_sign_out_everywhere(
+    State(state): State<AppState>,
+    session: Session,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin?next=%2Faccount"));
+    };
+    let confirmation = Confirmation {
+        title: "Sign out everywhere?".into(),
+        consequence: format!(
+            "Every browser signed in as {}, this one included, is signed out and must sign in again with the password. Browsers remembered at sign-in are forgotten. Connected apps, API keys and personal URLs keep working: revoke them on their own pages.",
+            account.email
+        ),
+        action: "/account/sign-out-everywhere".into(),
+        fields: Vec::new(),
+        button: "Sign out everywhere".into(),
+        cancel: "/account".into(),
+    };
+    confirm_page(&state, &session, &confirmation).await
+}
+
+/// `GET /signed-out`: what signing out everywhere did, for the browser it signed out.
+pub async fn signed_out() -> Response {
+    done_page(
+        "Signed out everywhere",
+        "Every session of your account was ended, this one included: every browser must sign in again. Connected apps, API keys and personal URLs still work.",
+        "/signin",
+        "Sign in again",
+    )
+}
+
+/// `POST /account/sign-out-everywhere`: ends every session of the account, this one too, then
+/// `303` to `/signed-out`.
 pub async fn sign_out_everywhere(
     State(state): State<AppState>,
     client: ClientAddr,
@@ -235,5 +268,5 @@ pub async fn sign_out_everywhere(
             now,
         )
         .await;
-    Ok(see_other("/signin"))
+    Ok(see_other("/signed-out"))
 }

@@ -50,7 +50,7 @@ fn credential_kind(detail: Option<&str>) -> Option<&str> {
 }
 
 /// Through which app or credential the call came, in words.
-fn through(e: &AuditEntry) -> String {
+pub fn through(e: &AuditEntry) -> String {
     let app = e
         .client_name
         .clone()

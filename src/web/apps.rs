@@ -13,8 +13,8 @@ use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::session::{csrf_token, signed_in};
-use super::{CsrfForm, error_page, render, see_other, when};
+use super::session::{csrf_token, set_notice, signed_in, take_notice};
+use super::{Confirmation, CsrfForm, PageQuery, confirm_page, error_page, render, see_other, when};
 use crate::domain::cimd::is_url_client_id;
 use crate::domain::device::DEVICE_CODE_GRANT;
 use crate::domain::redirect_uri::host_for_display;
@@ -44,6 +44,8 @@ struct AppRow {
 #[template(path = "apps.html")]
 struct AppsPage {
     apps: Vec<AppRow>,
+    notice: Option<String>,
+    mcp_url: String,
     csrf_token: String,
     oauth_enabled: bool,
 }
@@ -118,6 +120,8 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
         StatusCode::OK,
         &AppsPage {
             apps,
+            notice: take_notice(&session).await?,
+            mcp_url: state.config.mcp_server_url.clone(),
             csrf_token: csrf_token(&session).await?,
             oauth_enabled: state.config.oauth_enabled,
         },
@@ -183,11 +187,7 @@ pub async fn activity(
         .into_iter()
         .find(|a| a.consent_id == consent_id)
     else {
-        return Ok(error_page(
-            StatusCode::NOT_FOUND,
-            "App not found",
-            "No connected app of yours is at this address.",
-        ));
+        return Ok(app_not_found());
     };
     // Project names only for projects the account is still a member of.
     let projects: HashMap<String, String> = state
@@ -228,14 +228,56 @@ pub async fn activity(
     )
 }
 
-/// Body of `POST /apps/revoke`.
+/// Body of `POST /apps/revoke` and query of `GET /apps/revoke`.
 #[derive(Deserialize)]
 pub struct RevokeForm {
     #[serde(default)]
     consent_id: String,
 }
 
-/// `POST /apps/revoke`.
+/// `GET /apps/revoke?consent_id=…`: the confirmation page naming the app and what revoking
+/// it does; another account's (or an already revoked) grant answers 404.
+pub async fn confirm_revoke(
+    State(state): State<AppState>,
+    session: Session,
+    PageQuery(form): PageQuery<RevokeForm>,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin?next=%2Fapps"));
+    };
+    let Some(app) = state
+        .store
+        .connected_apps(&account.id)
+        .await?
+        .into_iter()
+        .find(|a| a.consent_id == form.consent_id)
+    else {
+        return Ok(app_not_found());
+    };
+    let name = display_name(&app);
+    let confirmation = Confirmation {
+        title: format!("Revoke {name}?"),
+        consequence: format!(
+            "{name} (returning to {}) will no longer be able to use your account: its access and refresh tokens stop working at once, and its next call is refused. To use your account again it has to ask you again.",
+            host_for_display(&app.redirect_uri)
+        ),
+        action: "/apps/revoke".into(),
+        fields: vec![("consent_id", app.consent_id)],
+        button: format!("Revoke {name}"),
+        cancel: "/apps".into(),
+    };
+    confirm_page(&state, &session, &confirmation).await
+}
+
+fn app_not_found() -> Response {
+    error_page(
+        StatusCode::NOT_FOUND,
+        "App not found",
+        "No connected app of yours is at this address. It may have been revoked already.",
+    )
+}
+
+/// `POST /apps/revoke`: revokes the grant, then `303` to `/apps` with a notice naming the app.
 pub async fn revoke(
     State(state): State<AppState>,
     client: ClientAddr,
@@ -246,11 +288,24 @@ pub async fn revoke(
         return Ok(see_other("/signin?next=%2Fapps"));
     };
     let now = now();
-    if let Some(client_id) = state
+    let name = state
+        .store
+        .connected_apps(&account.id)
+        .await?
+        .into_iter()
+        .find(|a| a.consent_id == form.consent_id)
+        .map(|a| display_name(&a));
+    let revoked = state
         .store
         .revoke_consent(&account.id, &form.consent_id, now)
-        .await?
-    {
+        .await?;
+    let notice = match (&revoked, name) {
+        (Some(_), Some(name)) => format!("{name} can no longer use your account."),
+        (Some(_), None) => "The app can no longer use your account.".to_string(),
+        (None, _) => "That app had no access to revoke: it was revoked already.".to_string(),
+    };
+    set_notice(&session, &notice).await?;
+    if let Some(client_id) = revoked {
         crate::metrics::token_event("revoked");
         state
             .store

@@ -3,7 +3,7 @@
 //! [`crate::oauth::authorize`].
 
 use askama::Template;
-use axum::extract::{RawQuery, State};
+use axum::extract::{FromRequest, RawQuery, State};
 
 use crate::client_addr::ClientAddr;
 use axum::http::StatusCode;
@@ -12,8 +12,11 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::session::{csrf_token, signed_in};
-use super::{CsrfForm, PageForm, error_page, render, see_other};
+use super::{
+    CsrfForm, PageForm, PageQuery, authorization_error_page, error_page_with, render, see_other,
+};
 use crate::domain::authorization::AuthorizationErrorCode;
+use crate::domain::cimd::is_url_client_id;
 use crate::domain::loopback::is_loopback_host;
 use crate::domain::redirect_uri::host_for_display;
 use crate::domain::secret::random_urlsafe;
@@ -32,7 +35,15 @@ pub const CONSENT_TTL_SECS: i64 = 600;
 #[derive(Template)]
 #[template(path = "consent.html")]
 struct ConsentPage<'a> {
-    client_name: &'a str,
+    /// What can be verified about the app: the host of its metadata document (a URL client
+    /// ID), else the host it returns to.
+    verified_host: String,
+    /// The host of a URL client ID's metadata document.
+    publisher: Option<String>,
+    /// The name the app gave itself, if any (a claim).
+    client_name: Option<&'a str>,
+    /// The name claims to be official or verified ([`claims_authority`]).
+    claims_authority: bool,
     client_id: &'a str,
     redirect_host: &'a str,
     loopback: bool,
@@ -40,10 +51,36 @@ struct ConsentPage<'a> {
     user_code: Option<&'a str>,
     /// A registered resource the request is for: its host and name.
     server: Option<String>,
+    /// `(text, href, host)` of the client's homepage, privacy policy and terms.
+    links: Vec<(&'static str, String, String)>,
+    /// "first registered 3 minutes ago".
+    registered: Option<String>,
     scopes: Vec<String>,
+    /// On a step-up: what the account already allowed this app.
+    already: Vec<String>,
     email: &'a str,
     csrf_token: &'a str,
     request_id: &'a str,
+}
+
+/// Words in an app's self-chosen name that claim an authority Gatehouse cannot check
+/// ("Claude (Official Anthropic connector) - verified"): the consent page warns about them.
+const AUTHORITY_WORDS: [&str; 7] = [
+    "official",
+    "verified",
+    "certified",
+    "trusted",
+    "authentic",
+    "genuine",
+    "approved",
+];
+
+/// Whether `name` claims to be official or verified: one of [`AUTHORITY_WORDS`] in it, in any
+/// case, also inside a longer word ("Officially", "unverified" is warned about too, as a name
+/// has no business speaking of verification at all).
+fn claims_authority(name: &str) -> bool {
+    let lower = name.to_lowercase();
+    AUTHORITY_WORDS.iter().any(|w| lower.contains(w))
 }
 
 /// `GET /oauth/authorize?…`.
@@ -75,7 +112,7 @@ fn redirect_error(state: &AppState, e: AuthorizeError) -> Response {
         AuthorizeError::Storage { unavailable: true } => crate::error::unavailable_page(),
         AuthorizeError::Storage { unavailable: false } => crate::error::internal_error_page(),
         AuthorizeError::ClientUnavailable => super::retry_after(
-            error_page(
+            authorization_error_page(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "Try again in a moment",
                 "This application's identity could not be checked right now: its metadata document could not be fetched. Try again in a minute.",
@@ -83,14 +120,14 @@ fn redirect_error(state: &AppState, e: AuthorizeError) -> Response {
             http::HeaderValue::from_static(crate::oauth::error::RETRY_AFTER_SECS),
         ),
         AuthorizeError::Throttled { retry_after } => super::retry_after(
-            error_page(
+            authorization_error_page(
                 StatusCode::TOO_MANY_REQUESTS,
                 "Too many new applications",
                 "This address has asked for too many applications this server did not know yet. Sign in first, or try again later.",
             ),
             retry_after,
         ),
-        AuthorizeError::Page(message) => error_page(
+        AuthorizeError::Page(message) => authorization_error_page(
             StatusCode::BAD_REQUEST,
             "This sign-in request is not valid",
             &message,
@@ -180,20 +217,27 @@ async fn authorize(
     let account = account.expect("checked above");
     let now = now();
     let forced = wants("consent");
-    if !forced
-        && let Some(consent) = state
-            .store
-            .consent_for(
-                &account.id,
-                &req.client_id,
-                &req.registered_redirect_uri,
-                req.consent_resource(),
-            )
-            .await?
-        && consent_covers(&consent.scope, &req.scope)
-    {
-        let location = issue_code(&state, &req, &account.id, &consent.id, now).await?;
-        return Ok(see_other(&location));
+    let remembered = state
+        .store
+        .consent_for(
+            &account.id,
+            &req.client_id,
+            &req.registered_redirect_uri,
+            req.consent_resource(),
+        )
+        .await?;
+    // What the account allowed this app before, when the request asks for more (a step-up):
+    // the page then lists only what is new.
+    let mut step_up = None;
+    if let Some(consent) = remembered {
+        if consent_covers(&consent.scope, &req.scope) {
+            if !forced {
+                let location = issue_code(&state, &req, &account.id, &consent.id, now).await?;
+                return Ok(see_other(&location));
+            }
+        } else {
+            step_up = Some(consent.scope);
+        }
     }
     if prompt.split(' ').any(|p| p == "none") {
         return Ok(fail(
@@ -201,19 +245,21 @@ async fn authorize(
             "the user has not approved this application",
         ));
     }
-    consent_page(&state, &session, &account, &req, None, now).await
+    consent_page(&state, &session, &account, &req, None, step_up, now).await
 }
 
 /// Keeps `req` as a pending authorization request of `account` ([`CONSENT_TTL_SECS`]) and
 /// shows its consent page, answered at `POST /oauth/authorize/decision`. For a device
 /// authorization, `user_code` is the code the person typed, shown for them to compare with
-/// their device's (RFC 8628 §5.4).
+/// their device's (RFC 8628 §5.4); `step_up` is the scope the account allowed this app before
+/// when the request asks for more (the page then lists only what is new).
 pub(super) async fn consent_page(
     state: &AppState,
     session: &Session,
     account: &crate::store::accounts::Account,
     req: &authorize::AuthorizationRequest,
     user_code: Option<&str>,
+    step_up: Option<String>,
     now: i64,
 ) -> Result<Response, AppError> {
     let request_id = random_urlsafe(16);
@@ -235,13 +281,30 @@ pub(super) async fn consent_page(
         .ok()
         .and_then(|u| u.host_str().map(is_loopback_host))
         .unwrap_or(false);
+    let publisher = is_url_client_id(&req.client_id).then(|| host_for_display(&req.client_id));
+    let (already, scopes) = match &step_up {
+        Some(granted) => req.step_up(granted),
+        None => (Vec::new(), req.abilities()),
+    };
+    let about = &req.about;
+    let links = [
+        ("Its homepage", &about.homepage),
+        ("Its privacy policy", &about.policy),
+        ("Its terms", &about.terms),
+    ]
+    .into_iter()
+    .filter_map(|(text, href)| {
+        href.as_ref()
+            .map(|h| (text, h.clone(), host_for_display(h)))
+    })
+    .collect();
     render(
         StatusCode::OK,
         &ConsentPage {
-            client_name: req
-                .client_name
-                .as_deref()
-                .unwrap_or("An unnamed application"),
+            verified_host: publisher.clone().unwrap_or_else(|| host.clone()),
+            publisher,
+            client_name: req.client_name.as_deref(),
+            claims_authority: req.client_name.as_deref().is_some_and(claims_authority),
             client_id: &req.client_id,
             redirect_host: &host,
             loopback,
@@ -250,7 +313,10 @@ pub(super) async fn consent_page(
                 .registered
                 .as_ref()
                 .map(|r| format!("{} ({})", host_for_display(&req.resource), r.name)),
-            scopes: req.abilities(),
+            links,
+            registered: (about.registered_at > 0).then(|| super::ago(now, about.registered_at)),
+            scopes,
+            already,
             email: &account.email,
             csrf_token: &csrf,
             request_id: &request_id,
@@ -267,27 +333,63 @@ pub struct DecisionForm {
     decision: String,
 }
 
-/// `POST /oauth/authorize/decision`: approve (`code`, `state`, `iss`) or deny
-/// (`error=access_denied`), always by a 303 so the browser follows with GET.
+/// Query of `POST /oauth/authorize/decision` and `GET /oauth/authorize/resume`: the pending
+/// authorization request the consent page showed.
+#[derive(Deserialize)]
+pub struct RequestQuery {
+    #[serde(default)]
+    request: String,
+}
+
+/// The page for an answer sent after the browser was signed out (another tab signed out, the
+/// session ended): nothing is decided; a link signs in and goes back to the same authorization
+/// request ([`resume`]).
+fn signed_out_page(request_id: &str) -> Response {
+    let resume = format!(
+        "/oauth/authorize/resume?{}",
+        url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("request", request_id)
+            .finish()
+    );
+    let signin = format!(
+        "/signin?{}",
+        url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("next", &resume)
+            .finish()
+    );
+    error_page_with(
+        StatusCode::UNAUTHORIZED,
+        "You were signed out",
+        "You were signed out while this page was open, so nothing was decided. Sign in to continue: you will see the same request again.",
+        true,
+        Some((&signin, "Sign in to continue")),
+    )
+}
+
+/// `POST /oauth/authorize/decision?request=ID`: approve (`code`, `state`, `iss`) or deny
+/// (`error=access_denied`), always by a 303 so the browser follows with GET. A browser that
+/// is no longer signed in gets a page to sign in and continue the same request (401; nothing
+/// decided), checked before the form's CSRF token, which ended with the session.
 pub async fn decide(
     State(state): State<AppState>,
     client: ClientAddr,
     session: Session,
-    CsrfForm(form): CsrfForm<DecisionForm>,
+    PageQuery(query): PageQuery<RequestQuery>,
+    request: axum::extract::Request,
 ) -> Result<Response, AppError> {
     let Some(account) = signed_in(&state, &session).await? else {
-        return Ok(error_page(
-            StatusCode::FORBIDDEN,
-            "Signed out",
-            "You were signed out. Start the connection again from the application.",
-        ));
+        return Ok(signed_out_page(&query.request));
+    };
+    let form = match CsrfForm::<DecisionForm>::from_request(request, &state).await {
+        Ok(CsrfForm(form)) => form,
+        Err(refused) => return Ok(refused),
     };
     // Check the choice before using up the request, so a bad value can be corrected.
     let approved = match form.decision.as_str() {
         "approve" => true,
         "deny" => false,
         _ => {
-            return Ok(error_page(
+            return Ok(authorization_error_page(
                 StatusCode::BAD_REQUEST,
                 "Unknown choice",
                 "Choose Allow or Deny.",
@@ -296,11 +398,7 @@ pub async fn decide(
     };
     let now = now();
     let Some(req) = authorize::take_request(&state, &form.request, &account.id, now).await? else {
-        return Ok(error_page(
-            StatusCode::BAD_REQUEST,
-            "Request expired",
-            "This authorization request was already answered or has expired. Start the connection again from the application.",
-        ));
+        return Ok(request_expired());
     };
     let ip = client.to_string();
     if req.device.is_some() {
@@ -312,4 +410,75 @@ pub async fn decide(
         authorize::deny(&state, &req, &account.id, &ip, now).await
     };
     Ok(see_other(&location))
+}
+
+fn request_expired() -> Response {
+    authorization_error_page(
+        StatusCode::BAD_REQUEST,
+        "Request expired",
+        "This authorization request was already answered, has expired, or was opened by another account. Start the connection again from the application.",
+    )
+}
+
+/// `GET /oauth/authorize/resume?request=ID`: after signing in again, the authorization request
+/// a consent page showed before the browser was signed out. The pending request (the signed-in
+/// account's, unanswered, unexpired) is used up and its parameters are sent to
+/// `/oauth/authorize` again, which checks them anew: the same client, redirect URI, `state`,
+/// PKCE challenge, resource and scope, so the client's callback completes as if nothing had
+/// happened. Signed out: the sign-in page first.
+pub async fn resume(
+    State(state): State<AppState>,
+    session: Session,
+    PageQuery(query): PageQuery<RequestQuery>,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(signed_out_page(&query.request));
+    };
+    let Some(req) = authorize::take_request(&state, &query.request, &account.id, now()).await?
+    else {
+        return Ok(request_expired());
+    };
+    let mut pairs = vec![
+        ("response_type", "code".to_string()),
+        ("client_id", req.client_id.clone()),
+        ("redirect_uri", req.redirect_uri.clone()),
+        ("scope", req.scope.clone()),
+        ("code_challenge", req.code_challenge.clone()),
+        ("code_challenge_method", "S256".to_string()),
+        ("resource", req.resource.clone()),
+    ];
+    if let Some(s) = &req.state {
+        pairs.push(("state", s.clone()));
+    }
+    // Signing in again was just done: `login` is not asked for twice.
+    if let Some(prompt) = &req.prompt {
+        let rest: Vec<&str> = prompt.split(' ').filter(|p| *p != "login").collect();
+        if !rest.is_empty() {
+            pairs.push(("prompt", rest.join(" ")));
+        }
+    }
+    let query: String = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs.iter())
+        .finish();
+    Ok(see_other(&format!("/oauth/authorize?{query}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::claims_authority;
+
+    #[test]
+    fn names_claiming_authority_are_recognised() {
+        for name in [
+            "Claude (Official Anthropic connector) - verified",
+            "OFFICIAL GitHub",
+            "Verified by Gatehouse",
+            "Trusted notes app",
+        ] {
+            assert!(claims_authority(name), "{name}");
+        }
+        for name in ["Claude", "Cursor", "My notes helper", "VS Code"] {
+            assert!(!claims_authority(name), "{name}");
+        }
+    }
 }

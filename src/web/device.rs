@@ -180,7 +180,16 @@ pub async fn submit(
         );
     };
     let shown = format!("{}-{}", &normal[..4], &normal[4..]);
-    consent_page(&state, &session, &account, &request, Some(&shown), now).await
+    consent_page(
+        &state,
+        &session,
+        &account,
+        &request,
+        Some(&shown),
+        None,
+        now,
+    )
+    .await
 }
 
 /// The person's answer on the consent page of a device authorization `req`: marks it approved

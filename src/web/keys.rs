@@ -16,7 +16,7 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::session::{csrf_token, set_notice, signed_in, take_notice};
-use super::{CsrfForm, error_page, render, see_other, when};
+use super::{Confirmation, CsrfForm, PageQuery, confirm_page, error_page, render, see_other, when};
 use crate::client_addr::ClientAddr;
 use crate::credentials::{self, Actor, CredentialKind, NewCredential, Revocation};
 use crate::domain::api_key::{access_label, parse_lifetime, parse_name, status_label};
@@ -340,11 +340,117 @@ pub async fn create_url(
     create(&state, &client, &session, CredentialKind::PersonalUrl, form).await
 }
 
-/// Body of the revoke forms.
+/// Body of the revoke forms and query of their confirmation pages.
 #[derive(Deserialize)]
 pub struct RevokeForm {
     #[serde(default)]
     id: String,
+}
+
+/// The name of the account's credential `id` of `kind`, if the account has one.
+async fn credential_name(
+    state: &AppState,
+    account: &Account,
+    kind: CredentialKind,
+    id: &str,
+) -> Result<Option<(String, bool)>, AppError> {
+    let now = now();
+    Ok(match kind {
+        CredentialKind::ApiKey => state
+            .store
+            .api_keys(Some(&account.id))
+            .await?
+            .into_iter()
+            .find(|k| k.id == id)
+            .map(|k| {
+                let active = status_label(k.revoked_at, k.expires_at, now) == "active";
+                (k.name, active)
+            }),
+        CredentialKind::PersonalUrl => state
+            .store
+            .personal_urls(Some(&account.id))
+            .await?
+            .into_iter()
+            .find(|u| u.id == id)
+            .map(|u| {
+                let active = status_label(u.revoked_at, u.expires_at, now) == "active";
+                (u.name, active)
+            }),
+    })
+}
+
+fn no_such(kind: CredentialKind) -> Response {
+    error_page(
+        StatusCode::NOT_FOUND,
+        "Not found",
+        &format!("There is no such {} on your account.", kind.label()),
+    )
+}
+
+/// The confirmation page of revoking the account's credential `id`: 404 like a missing one for
+/// another account's; an inactive one goes back to `/keys` with a notice.
+async fn confirm_revoke(
+    state: &AppState,
+    session: &Session,
+    kind: CredentialKind,
+    id: &str,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(state, session).await? else {
+        return Ok(see_other("/signin?next=%2Fkeys"));
+    };
+    let Some((name, active)) = credential_name(state, &account, kind, id).await? else {
+        return Ok(no_such(kind));
+    };
+    let label = kind.label();
+    if !active {
+        set_notice(
+            session,
+            &format!("The {label} “{name}” no longer works: nothing to revoke."),
+        )
+        .await?;
+        return Ok(see_other("/keys"));
+    }
+    let (action, consequence) = match kind {
+        CredentialKind::ApiKey => (
+            "/keys/revoke",
+            format!(
+                "Every client that sends the API key “{name}” is refused from its next call. This cannot be undone: to connect such a client again, create a new key and give it to the client."
+            ),
+        ),
+        CredentialKind::PersonalUrl => (
+            "/keys/urls/revoke",
+            format!(
+                "Every client that uses the personal URL “{name}” is refused from its next call. This cannot be undone: to connect such a client again, create a new URL and give it to the client."
+            ),
+        ),
+    };
+    let confirmation = Confirmation {
+        title: format!("Revoke the {label} “{name}”?"),
+        consequence,
+        action: action.into(),
+        fields: vec![("id", id.to_string())],
+        button: format!("Revoke {label}"),
+        cancel: "/keys".into(),
+    };
+    confirm_page(state, session, &confirmation).await
+}
+
+/// `GET /keys/revoke?id=…`: the confirmation page of revoking an API key.
+pub async fn confirm_revoke_key(
+    State(state): State<AppState>,
+    session: Session,
+    PageQuery(form): PageQuery<RevokeForm>,
+) -> Result<Response, AppError> {
+    confirm_revoke(&state, &session, CredentialKind::ApiKey, &form.id).await
+}
+
+/// `GET /keys/urls/revoke?id=…`: the confirmation page of revoking a personal URL.
+pub async fn confirm_revoke_url(
+    State(state): State<AppState>,
+    session: Session,
+    PageQuery(form): PageQuery<RevokeForm>,
+) -> Result<Response, AppError> {
+    confirm_revoke(&state, &session, CredentialKind::PersonalUrl, &form.id).await
 }
 
 /// Revokes the signed-in account's credential named by the form, then 303 back to `/keys`
@@ -360,6 +466,10 @@ async fn revoke(
         return Ok(see_other("/signin?next=%2Fkeys"));
     };
     let ip = client.to_string();
+    let name = credential_name(state, &account, kind, id)
+        .await?
+        .map(|(name, _)| name)
+        .unwrap_or_default();
     let done = credentials::revoke(
         &state.store,
         kind,
@@ -371,14 +481,11 @@ async fn revoke(
     .await?;
     let label = kind.label();
     let notice = match done {
-        Revocation::NotFound => {
-            return Ok(error_page(
-                StatusCode::NOT_FOUND,
-                "Not found",
-                &format!("There is no such {label} on your account."),
-            ));
-        }
-        Revocation::Revoked => format!("{} revoked.", capitalized(label)),
+        Revocation::NotFound => return Ok(no_such(kind)),
+        Revocation::Revoked => format!(
+            "{} “{name}” revoked: clients using it are refused from their next call.",
+            capitalized(label)
+        ),
         Revocation::AlreadyRevoked => format!("That {label} was already revoked."),
     };
     set_notice(session, &notice).await?;

@@ -23,7 +23,9 @@ pub mod activity;
 pub mod apps;
 pub mod consent;
 pub mod device;
+pub mod idp;
 pub mod keys;
+pub mod notes;
 pub mod projects;
 pub mod recovery;
 pub mod second_factor;
@@ -38,24 +40,33 @@ pub const SESSION_COOKIE: &str = "gatehouse_session";
 pub fn router(state: AppState) -> Router {
     let mut pages = Router::new()
         .route("/", get(projects::home))
+        .route("/projects", post(projects::create))
         .route("/projects/{id}", get(projects::show))
+        .route("/projects/{id}/notes/{note_id}", get(notes::show))
         .route("/projects/{id}/activity", get(activity::show))
         .route("/projects/{id}/members", post(projects::add_member))
         .route(
             "/projects/{id}/members/remove",
-            post(projects::remove_member),
+            get(projects::confirm_remove_member).post(projects::remove_member),
         )
         .route("/account", get(account::show))
         .route("/account/password", post(account::change_password))
         .route(
             "/account/sign-out-everywhere",
-            post(account::sign_out_everywhere),
+            get(account::confirm_sign_out_everywhere).post(account::sign_out_everywhere),
         )
+        .route("/signed-out", get(account::signed_out))
         .route("/keys", get(keys::show))
         .route("/keys/create", post(keys::create_key))
-        .route("/keys/revoke", post(keys::revoke_key))
+        .route(
+            "/keys/revoke",
+            get(keys::confirm_revoke_key).post(keys::revoke_key),
+        )
         .route("/keys/urls/create", post(keys::create_url))
-        .route("/keys/urls/revoke", post(keys::revoke_url))
+        .route(
+            "/keys/urls/revoke",
+            get(keys::confirm_revoke_url).post(keys::revoke_url),
+        )
         .route("/signin", get(signin::show).post(signin::submit))
         .route("/signout", post(signin::sign_out))
         .route(
@@ -82,6 +93,8 @@ pub fn router(state: AppState) -> Router {
             "/reset",
             get(recovery::reset_show).post(recovery::reset_submit),
         )
+        .route("/signin/idp/{name}", get(idp::start))
+        .route("/signin/idp/{name}/callback", get(idp::callback))
         .route("/setup", get(setup::show).post(setup::submit));
     if state.config.oauth_enabled {
         pages = pages
@@ -91,8 +104,9 @@ pub fn router(state: AppState) -> Router {
             )
             .route("/oauth/authorize/decision", post(consent::decide))
             .route("/device", get(device::show).post(device::submit))
+            .route("/oauth/authorize/resume", get(consent::resume))
             .route("/apps", get(apps::list))
-            .route("/apps/revoke", post(apps::revoke))
+            .route("/apps/revoke", get(apps::confirm_revoke).post(apps::revoke))
             .route("/apps/{consent_id}", get(apps::activity));
     }
     pages.layer(session_layer(&state)).with_state(state)
@@ -133,8 +147,96 @@ pub fn password_busy(response: Response) -> Response {
         .mark(retry_after(response, crate::signin::BUSY_RETRY_AFTER_SECS))
 }
 
-/// An HTML error page (never a redirect): [`crate::error::error_page`].
-pub use crate::error::error_page;
+/// HTML error pages (never a redirect): [`crate::error::error_page`] and its kin.
+pub use crate::error::{authorization_error_page, error_page, error_page_with};
+
+/// The answer to a path that no route serves: Gatehouse's 404 page, with links to the
+/// console's pages.
+pub async fn not_found() -> Response {
+    error_page(
+        StatusCode::NOT_FOUND,
+        "Page not found",
+        "There is no page at this address. It may have moved, or the link may be mistyped.",
+    )
+}
+
+/// A confirmation page for a destructive action (no JavaScript): what will be done to what,
+/// and its consequence, with one button that sends the action's form and a way back.
+pub struct Confirmation {
+    /// The question, naming the thing: `Revoke Cursor?`.
+    pub title: String,
+    /// What happens, in words.
+    pub consequence: String,
+    /// The path the form is posted to.
+    pub action: String,
+    /// The form's fields besides its CSRF token.
+    pub fields: Vec<(&'static str, String)>,
+    /// The text of the button that does it.
+    pub button: String,
+    /// Where "Cancel" leads (a path on this server).
+    pub cancel: String,
+}
+
+#[derive(Template)]
+#[template(path = "confirm.html")]
+struct ConfirmPage<'a> {
+    title: &'a str,
+    consequence: &'a str,
+    action: &'a str,
+    fields: &'a [(&'static str, String)],
+    button: &'a str,
+    cancel: &'a str,
+    csrf_token: &'a str,
+    oauth_enabled: bool,
+}
+
+/// Renders `c` for the signed-in session (200).
+pub async fn confirm_page(
+    state: &AppState,
+    session: &Session,
+    c: &Confirmation,
+) -> Result<Response, AppError> {
+    let csrf = session::csrf_token(session).await?;
+    render(
+        StatusCode::OK,
+        &ConfirmPage {
+            title: &c.title,
+            consequence: &c.consequence,
+            action: &c.action,
+            fields: &c.fields,
+            button: &c.button,
+            cancel: &c.cancel,
+            csrf_token: &csrf,
+            oauth_enabled: state.config.oauth_enabled,
+        },
+    )
+}
+
+#[derive(Template)]
+#[template(path = "done.html")]
+struct DonePage<'a> {
+    title: &'a str,
+    message: &'a str,
+    href: &'a str,
+    link: &'a str,
+}
+
+/// A page that reports what was done to a browser that is no longer signed in, with one link
+/// to go on (`href`, a path on this server).
+pub fn done_page(title: &str, message: &str, href: &str, link: &str) -> Response {
+    match render(
+        StatusCode::OK,
+        &DonePage {
+            title,
+            message,
+            href,
+            link,
+        },
+    ) {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
 
 /// Largest form body of a page, in bytes (every page form holds a few short fields).
 pub const MAX_PAGE_FORM_BYTES: usize = 16 * 1024;
@@ -307,6 +409,19 @@ pub fn when(unix_seconds: i64) -> String {
         .unwrap_or_else(|| "unknown time".to_string())
 }
 
+/// How long ago `then` was at `now` (Unix seconds), in words: `just now`, `1 minute ago`,
+/// `5 hours ago`, `3 days ago`.
+pub fn ago(now: i64, then: i64) -> String {
+    let secs = (now - then).max(0);
+    let (n, unit) = match secs {
+        0..60 => return "just now".to_string(),
+        60..3_600 => (secs / 60, "minute"),
+        3_600..86_400 => (secs / 3_600, "hour"),
+        _ => (secs / 86_400, "day"),
+    };
+    format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" })
+}
+
 /// `303 See Other` to `location` (a path on this server or a validated redirect URI).
 pub fn see_other(location: &str) -> Response {
     (
@@ -317,4 +432,20 @@ pub fn see_other(location: &str) -> Response {
         ],
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ago;
+
+    #[test]
+    fn ago_says_how_long_in_the_largest_whole_unit() {
+        assert_eq!(ago(1_000, 1_000), "just now");
+        assert_eq!(ago(1_000, 2_000), "just now", "a time ahead is now");
+        assert_eq!(ago(1_059, 1_000), "just now");
+        assert_eq!(ago(1_060, 1_000), "1 minute ago");
+        assert_eq!(ago(1_000 + 3_599, 1_000), "59 minutes ago");
+        assert_eq!(ago(1_000 + 3_600, 1_000), "1 hour ago");
+        assert_eq!(ago(1_000 + 86_400 * 3 + 5, 1_000), "3 days ago");
+    }
 }

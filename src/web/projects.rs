@@ -11,10 +11,10 @@ use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::session::{csrf_token, signed_in};
-use super::{CsrfForm, PageQuery, error_page, render, see_other, when};
+use super::session::{csrf_token, set_notice, signed_in, take_notice};
+use super::{Confirmation, CsrfForm, PageQuery, confirm_page, error_page, render, see_other, when};
 use crate::client_addr::ClientAddr;
-use crate::domain::account::{Email, Role};
+use crate::domain::account::{Email, Role, parse_project_name};
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::store::accounts::Account;
@@ -30,31 +30,142 @@ pub const NOTES_SHOWN: i64 = 100;
 struct HomePage<'a> {
     email: &'a str,
     projects: Vec<ProjectSummary>,
+    notice: Option<String>,
+    /// Why the create-project form was refused, and what it held.
+    error: Option<&'a str>,
+    name: &'a str,
+    mcp_url: &'a str,
     csrf_token: &'a str,
     oauth_enabled: bool,
 }
 
-/// `GET /`: the account's projects; the sign-in page when signed out.
-pub async fn home(State(state): State<AppState>, session: Session) -> Result<Response, AppError> {
-    let Some(account) = signed_in(&state, &session).await? else {
-        return Ok(see_other("/signin"));
-    };
+/// Projects an account may be a member of before the console refuses to create another (the
+/// operator's `gatehouse project add` is not limited).
+pub const MAX_PROJECTS_PER_ACCOUNT: usize = 100;
+
+async fn home_page(
+    state: &AppState,
+    session: &Session,
+    account: &Account,
+    status: StatusCode,
+    refused: Option<(&str, &str)>,
+) -> Result<Response, AppError> {
     let projects = state.store.project_summaries(&account.id).await?;
-    let csrf = csrf_token(&session).await?;
+    let csrf = csrf_token(session).await?;
+    let (error, name) = match refused {
+        Some((error, name)) => (Some(error), name),
+        None => (None, ""),
+    };
     render(
-        StatusCode::OK,
+        status,
         &HomePage {
             email: &account.email,
             projects,
+            notice: take_notice(session).await?,
+            error,
+            name,
+            mcp_url: &state.config.mcp_server_url,
             csrf_token: &csrf,
             oauth_enabled: state.config.oauth_enabled,
         },
     )
 }
 
+/// `GET /`: the account's projects, the form to create one and how to connect an MCP client
+/// (the server's MCP URL and steps per client); the sign-in page when signed out.
+pub async fn home(State(state): State<AppState>, session: Session) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin"));
+    };
+    home_page(&state, &session, &account, StatusCode::OK, None).await
+}
+
+/// Body of `POST /projects`.
+#[derive(Deserialize)]
+pub struct CreateProjectForm {
+    #[serde(default)]
+    name: String,
+}
+
+/// `POST /projects`: creates a project owned by the signed-in account (the name follows the
+/// CLI's rule, [`parse_project_name`]), audited `project_created`, then `303` to its page. A
+/// refused name answers the home page again (422) with the reason and the name kept.
+pub async fn create(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    session: Session,
+    CsrfForm(form): CsrfForm<CreateProjectForm>,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin"));
+    };
+    let name = match parse_project_name(&form.name) {
+        Ok(name) => name,
+        Err(e) => {
+            let status = StatusCode::UNPROCESSABLE_ENTITY;
+            return home_page(&state, &session, &account, status, Some((&e, &form.name))).await;
+        }
+    };
+    if state.store.project_summaries(&account.id).await?.len() >= MAX_PROJECTS_PER_ACCOUNT {
+        let e = format!(
+            "you are a member of {MAX_PROJECTS_PER_ACCOUNT} projects already; ask the operator for more"
+        );
+        let status = StatusCode::UNPROCESSABLE_ENTITY;
+        return home_page(&state, &session, &account, status, Some((&e, &form.name))).await;
+    }
+    let now = now();
+    let project_id = state.store.create_project(name, &account.id, now).await?;
+    let detail = format!("project={project_id} by=console");
+    state
+        .store
+        .audit(
+            AuditEvent {
+                event: "project_created",
+                outcome: "success",
+                account_id: Some(&account.id),
+                subject: Some(&project_id),
+                source_ip: Some(&client.to_string()),
+                detail: Some(&detail),
+                ..Default::default()
+            },
+            now,
+        )
+        .await;
+    set_notice(
+        &session,
+        &format!("Project {name} created. Connect an MCP client to write its first notes."),
+    )
+    .await?;
+    Ok(see_other(&format!("/projects/{project_id}")))
+}
+
 struct NoteRow {
+    id: String,
     title: String,
     updated: String,
+    /// A search hit's passage: `(text, matched)` pieces.
+    snippet: Vec<(String, bool)>,
+}
+
+/// A search snippet as pieces to show, the matched words (between the engine's `[` and `]`
+/// markers, [`crate::store::notes::NoteHit::snippet`]) marked.
+fn snippet_pieces(snippet: &str) -> Vec<(String, bool)> {
+    let mut pieces = Vec::new();
+    let mut rest = snippet;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find(']').map(|c| open + c) else {
+            break;
+        };
+        if open > 0 {
+            pieces.push((rest[..open].to_string(), false));
+        }
+        pieces.push((rest[open + 1..close].to_string(), true));
+        rest = &rest[close + 1..];
+    }
+    if !rest.is_empty() {
+        pieces.push((rest.to_string(), false));
+    }
+    pieces
 }
 
 #[derive(Template)]
@@ -71,6 +182,7 @@ struct ProjectPage<'a> {
     error: Option<&'a str>,
     member_email: &'a str,
     member_role: &'a str,
+    notice: Option<String>,
     csrf_token: &'a str,
     oauth_enabled: bool,
 }
@@ -124,6 +236,8 @@ async fn project_page(
             .into_iter()
             .map(|h| NoteRow {
                 updated: String::new(),
+                snippet: snippet_pieces(&h.snippet),
+                id: h.id,
                 title: h.title,
             })
             .collect()
@@ -134,6 +248,8 @@ async fn project_page(
             .into_iter()
             .map(|n| NoteRow {
                 updated: when(n.updated_at),
+                snippet: Vec::new(),
+                id: n.id,
                 title: n.title,
             })
             .collect()
@@ -161,6 +277,7 @@ async fn project_page(
             error,
             member_email: email,
             member_role: role,
+            notice: take_notice(session).await?,
             csrf_token: &csrf,
             oauth_enabled: state.config.oauth_enabled,
         },
@@ -309,11 +426,64 @@ pub async fn add_member(
     .await)
 }
 
-/// Body of `POST /projects/{id}/members/remove`.
+/// Body of `POST /projects/{id}/members/remove` and query of its confirmation page.
 #[derive(Deserialize)]
 pub struct RemoveMemberForm {
     #[serde(default)]
     account_id: String,
+}
+
+/// `GET /projects/{id}/members/remove?account_id=…`: the owner's confirmation page naming the
+/// member, the project and what removal does. Not a removable member (the owner, someone not
+/// in the project): the project page with the reason (422).
+pub async fn confirm_remove_member(
+    State(state): State<AppState>,
+    session: Session,
+    Path(project_id): Path<String>,
+    PageQuery(form): PageQuery<RemoveMemberForm>,
+) -> Result<Response, AppError> {
+    let (account, project) = match owned_project(&state, &session, &project_id).await? {
+        Ok(owned) => owned,
+        Err(response) => return Ok(response),
+    };
+    let member = state
+        .store
+        .members_of_project(&project.project_id)
+        .await?
+        .into_iter()
+        .find(|m| m.account_id == form.account_id && !m.is_owner);
+    let Some(member) = member else {
+        return project_page(
+            &state,
+            &session,
+            &account,
+            &project,
+            "",
+            Some(not_removable()),
+        )
+        .await;
+    };
+    let confirmation = Confirmation {
+        title: format!("Remove {} from {}?", member.email, project.name),
+        consequence: format!(
+            "{} will no longer read or change the notes of {}: not in the console, and not through any app, API key or personal URL, from their next request. You can add them again later.",
+            member.email, project.name
+        ),
+        action: format!("/projects/{}/members/remove", project.project_id),
+        fields: vec![("account_id", member.account_id)],
+        button: format!("Remove {}", member.email),
+        cancel: format!("/projects/{}", project.project_id),
+    };
+    confirm_page(&state, &session, &confirmation).await
+}
+
+fn not_removable() -> MemberFormState<'static> {
+    MemberFormState {
+        status: StatusCode::UNPROCESSABLE_ENTITY,
+        error: "That person is not a member who can be removed (the owner always stays).",
+        email: "",
+        role: "read",
+    }
 }
 
 /// `POST /projects/{id}/members/remove`: the owner removes a member (never the owner).
@@ -328,19 +498,37 @@ pub async fn remove_member(
         Ok(owned) => owned,
         Err(response) => return Ok(response),
     };
+    let email = state
+        .store
+        .members_of_project(&project.project_id)
+        .await?
+        .into_iter()
+        .find(|m| m.account_id == form.account_id)
+        .map(|m| m.email);
     if !state
         .store
         .remove_member(&project.project_id, &form.account_id, now())
         .await?
     {
-        let form_state = MemberFormState {
-            status: StatusCode::UNPROCESSABLE_ENTITY,
-            error: "That person is not a member who can be removed (the owner always stays).",
-            email: "",
-            role: "read",
-        };
-        return project_page(&state, &session, &account, &project, "", Some(form_state)).await;
+        return project_page(
+            &state,
+            &session,
+            &account,
+            &project,
+            "",
+            Some(not_removable()),
+        )
+        .await;
     }
+    set_notice(
+        &session,
+        &format!(
+            "{} was removed from {}.",
+            email.as_deref().unwrap_or("The member"),
+            project.name
+        ),
+    )
+    .await?;
     let detail = format!("member={}", form.account_id);
     Ok(member_changed(
         &state,
@@ -352,4 +540,30 @@ pub async fn remove_member(
         now(),
     )
     .await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::snippet_pieces;
+
+    #[test]
+    fn snippets_mark_the_engine_s_matches() {
+        let p = |s: &str, m: bool| (s.to_string(), m);
+        assert_eq!(
+            snippet_pieces("…check the [consent] page on a [phone]."),
+            vec![
+                p("…check the ", false),
+                p("consent", true),
+                p(" page on a ", false),
+                p("phone", true),
+                p(".", false),
+            ]
+        );
+        assert_eq!(snippet_pieces("no match"), vec![p("no match", false)]);
+        assert_eq!(
+            snippet_pieces("open [bracket"),
+            vec![p("open [bracket", false)]
+        );
+        assert!(snippet_pieces("").is_empty());
+    }
 }

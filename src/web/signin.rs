@@ -32,6 +32,73 @@ struct SigninPage<'a> {
     notice: Option<&'a str>,
     /// Mail is set up: "Forgot your password?" is offered.
     forgot: bool,
+    /// A button per identity provider that signs people in: (name, words).
+    providers: &'a [(String, String)],
+    /// Whether the email and password form is shown (`GATEHOUSE_PASSWORD_SIGNIN`).
+    password_signin: bool,
+}
+
+/// The sign-in buttons of the identity providers that sign people in: (name, words). A
+/// database that cannot be read shows none (password sign-in still works).
+async fn provider_buttons(state: &AppState) -> Vec<(String, String)> {
+    match state.store.identity_providers().await {
+        Ok(providers) => providers
+            .into_iter()
+            .filter(crate::store::idps::IdentityProvider::signs_in)
+            .map(|p| (p.name.clone(), p.label().to_string()))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "identity providers not read for the sign-in page");
+            Vec::new()
+        }
+    }
+}
+
+/// The sign-in page with `status`, `next`, the email typed and a message, for pages that send
+/// a browser back to sign in (a provider sign-in that did not go through).
+pub async fn signin_page(
+    state: &AppState,
+    session: &Session,
+    csrf: PageCsrf,
+    status: StatusCode,
+    next: &str,
+    email: &str,
+    error: Option<&str>,
+) -> Result<Response, AppError> {
+    signin_page_with_notice(state, session, csrf, status, next, email, error, None).await
+}
+
+/// [`signin_page`] with a notice above the form (after a password reset).
+#[allow(clippy::too_many_arguments)]
+async fn signin_page_with_notice(
+    state: &AppState,
+    session: &Session,
+    csrf: PageCsrf,
+    status: StatusCode,
+    next: &str,
+    email: &str,
+    error: Option<&str>,
+    notice: Option<&str>,
+) -> Result<Response, AppError> {
+    let forgot = state.mailer.is_some();
+    let providers = provider_buttons(state).await;
+    let password_signin = state.config.password_signin;
+    csrf.page(session, |csrf_token| {
+        render(
+            status,
+            &SigninPage {
+                csrf_token,
+                next,
+                email,
+                error,
+                providers: &providers,
+                password_signin,
+                notice,
+                forgot,
+            },
+        )
+    })
+    .await
 }
 
 /// Query of `GET /signin`.
@@ -58,20 +125,18 @@ pub async fn show(
     if q.reauth.as_deref() != Some("1") && signed_in(&state, &session).await?.is_some() {
         return Ok(see_other(&next));
     }
-    csrf.page(&session, |csrf_token| {
-        render(
-            StatusCode::OK,
-            &SigninPage {
-                csrf_token,
-                next: &next,
-                email: "",
-                error: None,
-                notice: (q.reset.as_deref() == Some("1"))
-                    .then_some("Your password was changed. Sign in with the new one."),
-                forgot: state.mailer.is_some(),
-            },
-        )
-    })
+    let notice = (q.reset.as_deref() == Some("1"))
+        .then_some("Your password was changed. Sign in with the new one.");
+    signin_page_with_notice(
+        &state,
+        &session,
+        csrf,
+        StatusCode::OK,
+        &next,
+        "",
+        None,
+        notice,
+    )
     .await
 }
 
@@ -99,6 +164,18 @@ pub async fn submit(
     request: axum::extract::Request,
 ) -> Result<Response, AppError> {
     let now = now();
+    if !state.config.password_signin {
+        return signin_page(
+            &state,
+            &session,
+            csrf,
+            StatusCode::FORBIDDEN,
+            "/",
+            "",
+            Some(PASSWORD_SIGNIN_OFF),
+        )
+        .await;
+    }
     if let Some(refused) = refuse_unread(&state, &client, &session, &csrf, now).await? {
         return Ok(refused);
     }
@@ -110,6 +187,8 @@ pub async fn submit(
     let next = safe_next(form.next.as_deref());
     let (shown_next, email) = (next.as_str(), form.email.as_str());
     let forgot = state.mailer.is_some();
+    let providers = provider_buttons(&state).await;
+    let providers = providers.as_slice();
     let page = |status: StatusCode, error: String| {
         csrf.page(&session, move |csrf_token| {
             render(
@@ -121,6 +200,8 @@ pub async fn submit(
                     error: Some(&error),
                     notice: None,
                     forgot,
+                    providers,
+                    password_signin: true,
                 },
             )
         })
@@ -218,19 +299,8 @@ async fn refuse_unread(
     now: i64,
 ) -> Result<Option<Response>, AppError> {
     let page = |status: StatusCode, error: String| {
-        csrf.clone().page(session, move |csrf_token| {
-            render(
-                status,
-                &SigninPage {
-                    csrf_token,
-                    next: "/",
-                    email: "",
-                    error: Some(&error),
-                    notice: None,
-                    forgot: state.mailer.is_some(),
-                },
-            )
-        })
+        let csrf = csrf.clone();
+        async move { signin_page(state, session, csrf, status, "/", "", Some(&error)).await }
     };
     if state.passwords.is_full() {
         signin::count("busy");
@@ -252,6 +322,10 @@ async fn refuse_unread(
     }
     Ok(None)
 }
+
+/// The sign-in page's message for a password sign-in when `GATEHOUSE_PASSWORD_SIGNIN=off`.
+const PASSWORD_SIGNIN_OFF: &str =
+    "Sign-in with a password is turned off on this server. Use your organisation's sign-in.";
 
 /// The sign-in page's message when every password worker is busy (503, `Retry-After`).
 const BUSY: &str = "The server is busy checking other sign-ins. Try again in a moment.";

@@ -307,10 +307,16 @@ async function main() {
     // --- 4. revoke in the browser, the client's next call is refused -----------
     await rep.check('Revoke on Connected apps removes the app', async () => {
       await dPage.goto(`${s.issuer}/apps`);
-      await dPage.getByRole('button', { name: `Revoke ${appA}` }).click();
-      await dPage.waitForLoadState();
-      assert(new URL(dPage.url()).pathname === '/apps', `after Revoke the browser is at ${dPage.url()}`);
+      // The list's button asks first, on a page of its own that names the app.
+      await dPage.getByRole('button', { name: `Revoke ${appA}…` }).click();
+      await dPage.waitForURL((u) => u.pathname === '/apps/revoke');
+      await dPage.getByRole('heading', { name: `Revoke ${appA}?` }).waitFor();
+      await auditPage(dPage, 'confirm-revoke', DESKTOP);
+      await dPage.getByRole('button', { name: `Revoke ${appA}`, exact: true }).click();
+      await dPage.waitForURL((u) => u.pathname === '/apps');
       assert((await dPage.getByRole('heading', { name: appA }).count()) === 0, `${appA} still listed`);
+      const notice = await dPage.getByRole('status').innerText();
+      assert(notice.includes(`${appA} can no longer use your account.`), `notice: ${notice}`);
       await auditPage(dPage, 'apps-after-revoke', DESKTOP);
     });
     await rep.check("the revoked client's next MCP call gets 401 and the SDK raises UnauthorizedError", async () => {

@@ -555,7 +555,12 @@ async fn connected_apps_show_what_they_may_do_in_words_and_when_they_were_used()
     // Revoked apps leave the list.
     revoke_on_apps_page(&app, &browser).await;
     let html = page(&app, &browser, "/apps").await;
-    assert!(!html.contains("Test Client") && hidden_input(&html, "consent_id").is_none());
+    assert!(!html.contains("<h2>Test Client</h2>") && hidden_input(&html, "consent_id").is_none());
+    // The notice names the app that was revoked, once.
+    assert!(
+        html.contains("Test Client can no longer use your account."),
+        "{html}"
+    );
 }
 
 #[tokio::test]

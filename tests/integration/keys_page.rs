@@ -112,7 +112,7 @@ async fn a_key_made_on_the_page_works_is_shown_once_and_revokes() {
         StatusCode::UNAUTHORIZED
     );
     let listed = page(&app, &browser, "/keys").await;
-    assert!(listed.contains("API key revoked.") && listed.contains("revoked"));
+    assert!(listed.contains("API key “Laptop” revoked") && listed.contains("revoked"));
 }
 
 #[tokio::test]

@@ -15,6 +15,9 @@ mod cli_audit;
 mod client_errors;
 mod config_startup;
 mod console;
+mod console_confirm;
+mod console_consent;
+mod console_first_run;
 mod credential_limits;
 #[allow(dead_code)]
 mod delay_proxy;
@@ -25,6 +28,7 @@ mod failover;
 mod fallbacks;
 mod grants;
 mod hostile;
+mod idp;
 mod keys;
 mod keys_page;
 mod lanes;
