@@ -125,6 +125,13 @@ pub enum KeyCommand {
         /// A name to recognise the key by.
         #[arg(long)]
         name: Option<String>,
+        /// Only these tools may be listed and called with it (comma-separated names as
+        /// tools/list shows them).
+        #[arg(long, value_name = "TOOLS")]
+        tools: Option<String>,
+        /// These tools are neither listed nor callable with it (comma-separated).
+        #[arg(long, value_name = "TOOLS")]
+        deny_tools: Option<String>,
     },
     /// List keys (never the secrets), all or one account's.
     List {
@@ -803,9 +810,16 @@ async fn run_key(
             allow_ip,
             expires,
             name,
+            tools,
+            deny_tools,
         } => {
             let name = parse_name(name.as_deref().unwrap_or(DEFAULT_NAME))
                 .map_err(|e| CliError(e.to_string()))?;
+            let tools = crate::domain::principal::ToolFilter::parse(
+                tools.as_deref(),
+                deny_tools.as_deref(),
+            )
+            .map_err(CliError)?;
             let lifetime = expires
                 .as_deref()
                 .map(parse_lifetime)
@@ -837,6 +851,7 @@ async fn run_key(
                     write,
                     allowed_ips: &allowed,
                     expires_at: lifetime.map(|secs| now + secs),
+                    tools: &tools,
                 },
                 Actor::Cli,
                 now,

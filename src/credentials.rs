@@ -6,7 +6,7 @@
 //! Callers validate what they read (names, lifetimes, the project membership) and decide how
 //! to answer; this module owns the steps after that.
 
-use crate::domain::principal::key_scopes;
+use crate::domain::principal::{ToolFilter, key_scopes};
 use crate::domain::secret::{Secret, TokenKind};
 use crate::store::audit::AuditEvent;
 use crate::store::keys::NewApiKey;
@@ -86,6 +86,8 @@ pub struct NewCredential<'a> {
     pub allowed_ips: &'a [String],
     /// Expiry, Unix seconds; `None`: none.
     pub expires_at: Option<i64>,
+    /// The tools it may use (`--tools` / `--deny-tools`).
+    pub tools: &'a ToolFilter,
 }
 
 /// A credential just issued: its id and its secret, to show once.
@@ -186,6 +188,29 @@ pub async fn issue(
                 .unwrap_or_default();
             let detail = format!("actor={} personal_url scope={scope}{project}", actor.name());
             (secret, id, detail)
+        }
+    };
+    let personal_url = matches!(new.kind, CredentialKind::PersonalUrl);
+    let detail = match new.tools.to_stored() {
+        None => detail,
+        Some(filter) => {
+            // The secret has not been shown yet: nobody can use it before this is set. Should
+            // it fail, the credential is revoked rather than left broader than asked.
+            if let Err(e) = store
+                .set_credential_tool_filter(personal_url, &id, Some(&filter))
+                .await
+            {
+                let revoked = if personal_url {
+                    store.revoke_personal_url(&id, now).await
+                } else {
+                    store.revoke_api_key(&id, now).await
+                };
+                if let Err(r) = revoked {
+                    tracing::error!(error = %r, credential = %id, "could not revoke a credential whose tool list was not stored");
+                }
+                return Err(e);
+            }
+            format!("{detail} tools={}", new.tools.describe())
         }
     };
     audit(

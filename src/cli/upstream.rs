@@ -1,4 +1,4 @@
-//! `gatehouse upstream add|list|approve|disable|enable|remove`: the registry of upstream MCP
+//! `gatehouse upstream add|list|approve|allow-destructive|disable|enable|remove`: the registry of upstream MCP
 //! servers whose tools Gatehouse serves behind its own authorization (README "Put your MCP
 //! servers behind Gatehouse"). Every change raises the registry's version, which running
 //! instances poll, so it reaches them without a restart. Header and `--env` values are sealed
@@ -30,6 +30,18 @@ pub enum UpstreamCommand {
     Approve {
         /// The upstream's name.
         name: String,
+    },
+    /// Allow one destructive tool of an upstream (annotated `destructiveHint: true`, or not
+    /// annotated): it is listed once approved, and each call asks the person to confirm through
+    /// MCP elicitation; a client without elicitation gets an error result instead.
+    AllowDestructive {
+        /// The upstream's name.
+        name: String,
+        /// The upstream's own name for the tool (without `NAME__`).
+        tool: String,
+        /// Stop allowing it (hidden again).
+        #[arg(long)]
+        revoke: bool,
     },
     /// Stop serving an upstream (its tools leave the catalog on every instance).
     Disable {
@@ -126,6 +138,9 @@ pub(super) async fn run(
                 1 => format!("upstream {name}: 1 tool definition approved"),
                 n => format!("upstream {name}: {n} tool definitions approved"),
             })
+        }
+        UpstreamCommand::AllowDestructive { name, tool, revoke } => {
+            allow_destructive(store, &name, &tool, !revoke, now).await
         }
         UpstreamCommand::Disable { name } => set_enabled(store, &name, false, now).await,
         UpstreamCommand::Enable { name } => set_enabled(store, &name, true, now).await,
@@ -301,6 +316,53 @@ async fn add(config: &Config, store: &Store, args: AddArgs, now: i64) -> Result<
         "added upstream {name} ({} {target}); {approval}",
         new.transport.as_str()
     ))
+}
+
+async fn allow_destructive(
+    store: &Store,
+    name: &str,
+    tool: &str,
+    allowed: bool,
+    now: i64,
+) -> Result<String, CliError> {
+    let name = parse_name(name)?;
+    let tool = tool.strip_prefix(&format!("{name}__")).unwrap_or(tool);
+    if store.upstream(name.as_str()).await?.is_none() {
+        return Err(CliError(format!("no upstream named {name}")));
+    }
+    let changed = store
+        .set_upstream_tool_destructive(name.as_str(), tool, allowed, now)
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound(_) => CliError(format!(
+                "upstream {name} has no tool named {} seen yet (its tools are recorded the first time Gatehouse lists them)",
+                tool.escape_debug()
+            )),
+            other => other.into(),
+        })?;
+    if changed {
+        cli_audit(
+            store,
+            if allowed {
+                "upstream_destructive_allowed"
+            } else {
+                "upstream_destructive_revoked"
+            },
+            None,
+            Some(name.as_str()),
+            Some(&format!("tool={tool}")),
+            now,
+        )
+        .await;
+    }
+    Ok(match (allowed, changed) {
+        (true, true) => format!(
+            "upstream {name}: destructive tool {tool} allowed; it is listed once approved and each call asks the person to confirm"
+        ),
+        (true, false) => format!("upstream {name}: destructive tool {tool} was already allowed"),
+        (false, true) => format!("upstream {name}: destructive tool {tool} no longer allowed"),
+        (false, false) => format!("upstream {name}: destructive tool {tool} was not allowed"),
+    })
 }
 
 async fn set_enabled(

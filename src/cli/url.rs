@@ -42,6 +42,13 @@ pub enum UrlCommand {
         /// A name to recognise the URL by.
         #[arg(long)]
         name: Option<String>,
+        /// Only these tools may be listed and called with it (comma-separated names as
+        /// tools/list shows them).
+        #[arg(long, value_name = "TOOLS")]
+        tools: Option<String>,
+        /// These tools are neither listed nor callable with it (comma-separated).
+        #[arg(long, value_name = "TOOLS")]
+        deny_tools: Option<String>,
     },
     /// List personal URLs (never the secrets) with their last use, all or one account's.
     List {
@@ -70,7 +77,14 @@ pub(super) async fn run(
             write,
             expires,
             name,
+            tools,
+            deny_tools,
         } => {
+            let tools = crate::domain::principal::ToolFilter::parse(
+                tools.as_deref(),
+                deny_tools.as_deref(),
+            )
+            .map_err(CliError)?;
             // The URL is printed under MCP_SERVER_URL: left at its default it would name
             // whatever listens on 127.0.0.1:8080, not the server, and a person pasting it would
             // hand the secret there.
@@ -99,6 +113,7 @@ pub(super) async fn run(
                     write,
                     allowed_ips: &[],
                     expires_at: Some(now + lifetime),
+                    tools: &tools,
                 },
                 Actor::Cli,
                 now,

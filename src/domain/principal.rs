@@ -75,6 +75,114 @@ impl Reach {
     }
 }
 
+/// Which tools a credential may see and call (`gatehouse key create|url create --tools 'a,b'`
+/// or `--deny-tools 'c'`; issue "Upstream MCP servers behind Gatehouse" §4, agent-scoped tool
+/// lists). Names are catalog names: a built-in tool (`list_projects`) or an upstream's
+/// (`NAME__TOOL`). `tools/list` leaves out the others and a call of one answers like an
+/// unknown tool.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ToolFilter {
+    /// Every tool (the default).
+    #[default]
+    All,
+    /// Only these tools.
+    Only(Vec<String>),
+    /// Every tool but these.
+    Except(Vec<String>),
+}
+
+/// The most tool names one `--tools` or `--deny-tools` may list.
+pub const MAX_FILTER_TOOLS: usize = 100;
+
+impl ToolFilter {
+    /// Whether the tool named `name` is within the filter.
+    pub fn allows(&self, name: &str) -> bool {
+        match self {
+            ToolFilter::All => true,
+            ToolFilter::Only(names) => names.iter().any(|n| n == name),
+            ToolFilter::Except(names) => !names.iter().any(|n| n == name),
+        }
+    }
+
+    /// Parses `--tools` (`only`) or `--deny-tools` (`except`), comma-separated; at most one of
+    /// them. Each name is 1 to 64 of `A-Z a-z 0-9 _ -` (the catalog's names).
+    ///
+    /// Errors: both given, an empty list, more than [`MAX_FILTER_TOOLS`] names, or a name
+    /// outside that shape, in one line.
+    pub fn parse(only: Option<&str>, except: Option<&str>) -> Result<ToolFilter, String> {
+        let names = |list: &str, flag: &str| -> Result<Vec<String>, String> {
+            let names: Vec<String> = list
+                .split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(str::to_string)
+                .collect();
+            if names.is_empty() {
+                return Err(format!("{flag} names no tool"));
+            }
+            if names.len() > MAX_FILTER_TOOLS {
+                return Err(format!("{flag} names more than {MAX_FILTER_TOOLS} tools"));
+            }
+            if let Some(bad) = names.iter().find(|n| {
+                n.len() > 64
+                    || !n
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            }) {
+                return Err(format!(
+                    "{flag}: \"{}\" is not a tool name (1 to 64 of A-Z, a-z, 0-9, _ and -)",
+                    bad.escape_debug()
+                ));
+            }
+            Ok(names)
+        };
+        match (only, except) {
+            (Some(_), Some(_)) => Err("give --tools or --deny-tools, not both".to_string()),
+            (Some(list), None) => Ok(ToolFilter::Only(names(list, "--tools")?)),
+            (None, Some(list)) => Ok(ToolFilter::Except(names(list, "--deny-tools")?)),
+            (None, None) => Ok(ToolFilter::All),
+        }
+    }
+
+    /// The stored form: `None` for [`ToolFilter::All`], else JSON `{"only": […]}` or
+    /// `{"except": […]}`.
+    pub fn to_stored(&self) -> Option<String> {
+        match self {
+            ToolFilter::All => None,
+            ToolFilter::Only(names) => Some(serde_json::json!({ "only": names }).to_string()),
+            ToolFilter::Except(names) => Some(serde_json::json!({ "except": names }).to_string()),
+        }
+    }
+
+    /// Reads the stored form ([`ToolFilter::to_stored`]); an unreadable value allows no tool
+    /// (it fails closed).
+    pub fn from_stored(stored: Option<&str>) -> ToolFilter {
+        let Some(text) = stored else {
+            return ToolFilter::All;
+        };
+        let value: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+        let list = |key: &str| -> Option<Vec<String>> {
+            serde_json::from_value(value.get(key)?.clone()).ok()
+        };
+        if let Some(names) = list("only") {
+            ToolFilter::Only(names)
+        } else if let Some(names) = list("except") {
+            ToolFilter::Except(names)
+        } else {
+            ToolFilter::Only(Vec::new())
+        }
+    }
+
+    /// How `key list` and `url list` show it: `all`, `only:a,b` or `except:c`.
+    pub fn describe(&self) -> String {
+        match self {
+            ToolFilter::All => "all".to_string(),
+            ToolFilter::Only(names) => format!("only:{}", names.join(",")),
+            ToolFilter::Except(names) => format!("except:{}", names.join(",")),
+        }
+    }
+}
+
 /// The caller of one MCP request, established by authentication and valid for that request
 /// only.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +203,9 @@ pub struct Principal {
     /// The account's own tool-call budget, read with the credential (`accounts.calls_per_hour`):
     /// `Some(n)` calls per rolling hour (0 = unlimited), `None` for the server's default.
     pub calls_per_hour: Option<u64>,
+    /// The tools it may see and call (`--tools` / `--deny-tools` of an API key or personal
+    /// URL; every tool for other credentials).
+    pub tools: ToolFilter,
 }
 
 impl Principal {
@@ -123,6 +234,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tool_filters_parse_store_and_allow() {
+        assert_eq!(ToolFilter::parse(None, None).unwrap(), ToolFilter::All);
+        let only = ToolFilter::parse(Some("list_projects, memory__read_graph"), None).unwrap();
+        assert!(only.allows("list_projects") && only.allows("memory__read_graph"));
+        assert!(!only.allows("create_note"));
+        let except = ToolFilter::parse(None, Some("create_note")).unwrap();
+        assert!(!except.allows("create_note") && except.allows("list_projects"));
+        for filter in [ToolFilter::All, only.clone(), except.clone()] {
+            assert_eq!(
+                ToolFilter::from_stored(filter.to_stored().as_deref()),
+                filter
+            );
+        }
+        assert_eq!(only.describe(), "only:list_projects,memory__read_graph");
+        assert_eq!(
+            ToolFilter::from_stored(Some("garbage")),
+            ToolFilter::Only(Vec::new()),
+            "an unreadable filter allows nothing"
+        );
+        assert!(ToolFilter::parse(Some("a"), Some("b")).is_err());
+        assert!(ToolFilter::parse(Some(" , "), None).is_err());
+        assert!(ToolFilter::parse(Some("get.env"), None).is_err());
+    }
+
+    #[test]
     fn reach_covers_all_or_one() {
         assert!(Reach::Account.covers("p1"));
         assert_eq!(Reach::Account.only_project(), None);
@@ -145,6 +281,7 @@ mod tests {
             credential_id: "k1".into(),
             client_id: None,
             calls_per_hour: None,
+            tools: ToolFilter::All,
         };
         assert_eq!(p.audit_credential(), "credential=account_key:k1");
         assert_eq!(CredentialKind::OAuthToken.as_str(), "oauth_token");

@@ -352,6 +352,25 @@ pub fn is_destructive(read_only: Option<bool>, destructive: Option<bool>) -> boo
     read_only != Some(true) && destructive != Some(false)
 }
 
+/// The prefix of an upstream's resource URIs in Gatehouse's catalog; the upstream's name and
+/// `/` follow, then the upstream's own URI.
+pub const RESOURCE_URI_PREFIX: &str = "gatehouse://upstreams/";
+
+/// The URI (or URI template) an upstream's resource has in Gatehouse's catalog:
+/// `gatehouse://upstreams/NAME/` followed by the upstream's own URI, unchanged.
+pub fn namespaced_uri(upstream: &UpstreamName, uri: &str) -> String {
+    format!("{RESOURCE_URI_PREFIX}{}/{uri}", upstream.as_str())
+}
+
+/// Splits a catalog resource URI into the upstream's name and the upstream's own URI, if it
+/// has the [`namespaced_uri`] shape.
+pub fn split_uri(uri: &str) -> Option<(UpstreamName, &str)> {
+    let rest = uri.strip_prefix(RESOURCE_URI_PREFIX)?;
+    let (upstream, own) = rest.split_once('/')?;
+    let upstream = UpstreamName::parse(upstream).ok()?;
+    (!own.is_empty()).then_some((upstream, own))
+}
+
 /// Splits a catalog name into the upstream's name and its tool's name, if it has the
 /// `NAME__TOOL` shape with a valid upstream name.
 pub fn split_namespaced(name: &str) -> Option<(UpstreamName, &str)> {
@@ -475,5 +494,17 @@ mod tests {
         assert_eq!((u.as_str(), t), ("everything", "get_env__x"));
         assert!(split_namespaced("list_projects").is_none());
         assert!(split_namespaced("Bad__x").is_none());
+    }
+
+    #[test]
+    fn resource_uris_name_the_upstream_and_come_back_unchanged() {
+        let up = UpstreamName::parse("memo").unwrap();
+        let uri = namespaced_uri(&up, "memo://notes/first?x=1");
+        assert_eq!(uri, "gatehouse://upstreams/memo/memo://notes/first?x=1");
+        let (u, own) = split_uri(&uri).unwrap();
+        assert_eq!((u.as_str(), own), ("memo", "memo://notes/first?x=1"));
+        assert!(split_uri("gatehouse://upstreams/memo/").is_none());
+        assert!(split_uri("gatehouse://upstreams/Memo/x").is_none());
+        assert!(split_uri("gatehouse://projects/p1").is_none());
     }
 }

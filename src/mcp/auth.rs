@@ -360,6 +360,7 @@ async fn oauth_principal(mcp: &McpState, secret: &Secret, now: i64) -> Result<Pr
         credential_id,
         client_id: Some(grant.client_id),
         calls_per_hour: own_budget(grant.calls_per_hour),
+        tools: crate::domain::principal::ToolFilter::All,
     })
 }
 
@@ -459,6 +460,7 @@ async fn key_principal(
         reach,
         scopes,
         credential,
+        tools: crate::domain::principal::ToolFilter::from_stored(grant.tool_filter.as_deref()),
         credential_id: grant.id,
         client_id: None,
         calls_per_hour: own_budget(grant.calls_per_hour),
@@ -727,6 +729,7 @@ mod tests {
             allowed_ips: ips.iter().map(ToString::to_string).collect(),
             last_used_at: None,
             calls_per_hour: None,
+            tool_filter: None,
         };
         let local: Option<IpAddr> = Some("127.0.0.1".parse().unwrap());
         assert!(key_address_allowed(&grant(&[]), None));

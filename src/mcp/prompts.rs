@@ -737,6 +737,7 @@ mod tests {
             credential_id: "k".into(),
             client_id: None,
             calls_per_hour: None,
+            tools: Default::default(),
         }
     }
 

@@ -1,5 +1,6 @@
 //! The rmcp `ServerHandler`: tools from the [`Catalog`](super::catalog::Catalog), resources,
-//! prompts and argument completion ([`prompts`]), server identity. Every `tools/call`,
+//! prompts and argument completion ([`prompts`]), server identity; the upstream servers' tools,
+//! prompts and resources after Gatehouse's own ([`super::upstream`]). Every `tools/call`,
 //! `resources/read` and `prompts/get` is audited (event `tool_call`, `resource_read` or
 //! `prompt_get`: who, which client or credential, the tool name, URI template or prompt name,
 //! the project once resolved, the outcome and duration — never arguments or content).
@@ -26,6 +27,8 @@ use super::auth::Principal;
 use super::catalog::{DataProbe, ToolCtx, ToolError};
 use super::{output, prompts, resources};
 use crate::domain::notes::ResourceUri;
+use crate::domain::scope::Scope;
+use crate::domain::upstream::{split_namespaced, split_uri};
 use crate::store::audit::AuditEvent;
 
 const INSTRUCTIONS: &str = "Gatehouse holds the signed-in person's projects and each project's notes. \
@@ -40,6 +43,8 @@ struct ReadAudit<'a> {
     subject: &'a str,
     outcome: &'a str,
     project_id: Option<&'a str>,
+    /// The upstream server that answered, for a forwarded read.
+    upstream: Option<&'a str>,
     started: Instant,
     now: i64,
 }
@@ -101,9 +106,10 @@ impl GatehouseMcp {
     ) {
         let elapsed_ms = read.started.elapsed().as_millis();
         let credential = principal.audit_credential();
-        let detail = match read.project_id {
-            Some(p) => format!("{credential} project={p} duration_ms={elapsed_ms}"),
-            None => format!("{credential} duration_ms={elapsed_ms}"),
+        let detail = match (read.project_id, read.upstream) {
+            (Some(p), _) => format!("{credential} project={p} duration_ms={elapsed_ms}"),
+            (None, Some(u)) => format!("{credential} upstream={u} duration_ms={elapsed_ms}"),
+            (None, None) => format!("{credential} duration_ms={elapsed_ms}"),
         };
         let ip = source_ip(ctx);
         self.mcp
@@ -149,33 +155,68 @@ impl GatehouseMcp {
 
     /// A `tools/call` of an upstream's tool ([`super::upstream`]): the same scope check,
     /// quota and audit as a built-in tool (the audit's detail names the upstream), then the
-    /// call forwarded with the upstream's own credential only. Every failure is an `isError`
-    /// result naming the upstream.
+    /// call forwarded with the upstream's own credential only. A destructive tool the operator
+    /// allowed is forwarded only once the person confirmed this call
+    /// ([`super::upstream::confirm`]). Every failure is an `isError` result naming the
+    /// upstream.
     async fn call_upstream(
         &self,
         ctx: &RequestContext<RoleServer>,
         principal: &Principal,
         server: &super::upstream::server::UpstreamServer,
         tool: &super::upstream::server::UpstreamTool,
-        arguments: Option<rmcp::model::JsonObject>,
-    ) -> CallToolResult {
+        request: CallToolRequestParams,
+    ) -> CallToolResponse {
         let name = tool.tool.name.as_ref();
         if !principal.scopes.satisfies(tool.scope) {
             // The authentication layer answers 403 before this; kept as a second line.
             return CallToolResult::error(vec![ContentBlock::text(format!(
                 "This tool needs the {} scope; authorize again with it.",
                 tool.scope
-            ))]);
+            ))])
+            .into();
         }
         let now = crate::store::now();
         let ip = source_ip(ctx);
+        if tool.destructive {
+            use super::upstream::confirm::{self, Confirmation};
+            let can_ask = is_modern(ctx)
+                && ctx
+                    .client_capabilities()
+                    .is_some_and(|c| c.elicitation.is_some());
+            let decision = confirm::check(
+                &self.mcp.app,
+                confirm::Call {
+                    account_id: &principal.account_id,
+                    upstream: server.name(),
+                    tool: &tool.upstream_name,
+                    public_name: name,
+                    arguments: request.arguments.as_ref(),
+                },
+                confirm::Round {
+                    input_responses: request.input_responses.as_ref(),
+                    request_state: request.request_state.as_deref(),
+                    can_ask,
+                },
+                now,
+            );
+            match decision {
+                Confirmation::Confirmed => {}
+                Confirmation::Ask(question) => return (*question).into(),
+                Confirmation::Refused(result, outcome) => {
+                    self.audit_upstream_call(ctx, principal, name, server.name(), outcome, 0, now)
+                        .await;
+                    return result.into();
+                }
+            }
+        }
         if let Some(refusal) =
             super::quota::refuse_over_budget(&self.mcp, principal, name, ip.as_deref(), now).await
         {
-            return refusal;
+            return refusal.into();
         }
         let started = Instant::now();
-        let (result, outcome) = server.call(tool, arguments).await;
+        let (result, outcome) = server.call(tool, request.arguments).await;
         let elapsed = started.elapsed();
         let upstream = server.name().to_string();
         metrics::counter!(crate::metrics::UPSTREAM_CALLS, "upstream" => upstream.clone(), "outcome" => outcome)
@@ -183,11 +224,35 @@ impl GatehouseMcp {
         metrics::histogram!(crate::metrics::UPSTREAM_CALL_SECONDS, "upstream" => upstream)
             .record(elapsed.as_secs_f64());
         self.mcp.quotas.refund(&principal.account_id, outcome, now);
-        let detail = format!(
-            "{} upstream={} duration_ms={}",
-            principal.audit_credential(),
+        self.audit_upstream_call(
+            ctx,
+            principal,
+            name,
             server.name(),
-            elapsed.as_millis()
+            outcome,
+            elapsed.as_millis(),
+            now,
+        )
+        .await;
+        result.into()
+    }
+
+    /// Audits one upstream `tools/call` (never its arguments or result).
+    #[allow(clippy::too_many_arguments)]
+    async fn audit_upstream_call(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        principal: &Principal,
+        name: &str,
+        upstream: &str,
+        outcome: &str,
+        elapsed_ms: u128,
+        now: i64,
+    ) {
+        let ip = source_ip(ctx);
+        let detail = format!(
+            "{} upstream={upstream} duration_ms={elapsed_ms}",
+            principal.audit_credential(),
         );
         self.mcp
             .app
@@ -205,7 +270,6 @@ impl GatehouseMcp {
                 now,
             )
             .await;
-        result
     }
 }
 
@@ -245,6 +309,189 @@ fn touched_note(
             .flatten()
             .and_then(plain_note_id)
     })
+}
+
+impl GatehouseMcp {
+    /// The prompts and resources of the upstreams `principal` may use
+    /// ([`super::upstream::Upstreams::listed_extras`]); none without `mcp:read`.
+    async fn upstream_extras(
+        &self,
+        principal: &Principal,
+    ) -> Vec<std::sync::Arc<super::upstream::extras::Extras>> {
+        if !principal.scopes.satisfies(Scope::McpRead) {
+            return Vec::new();
+        }
+        let upstreams = &self.mcp.upstreams;
+        let reachable: Vec<String> = if upstreams.any_restricted().await {
+            match self.mcp.app.store.reachable_projects(principal).await {
+                Ok(projects) => projects.into_iter().map(|p| p.project_id).collect(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read memberships for an upstream listing");
+                    Vec::new()
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        upstreams
+            .listed_extras(&principal.account_id, &reachable)
+            .await
+    }
+
+    /// The enabled upstream named `name` that `principal` may use, if any.
+    async fn usable_upstream(
+        &self,
+        principal: &Principal,
+        name: &str,
+    ) -> Result<Option<std::sync::Arc<super::upstream::server::UpstreamServer>>, ErrorData> {
+        let Some(server) = self.mcp.upstreams.server(name).await else {
+            return Ok(None);
+        };
+        Ok(self.may_use(principal, &server).await?.then_some(server))
+    }
+
+    /// `prompts/get` of an upstream's prompt `NAME__PROMPT` that `principal` may use and the
+    /// upstream lists; `None` when the name is not one. Quota and audit as a built-in prompt.
+    async fn get_upstream_prompt(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        principal: &Principal,
+        request: &GetPromptRequestParams,
+    ) -> Option<Result<rmcp::model::GetPromptResult, ErrorData>> {
+        let (upstream, own) = split_namespaced(&request.name)?;
+        let server = match self.usable_upstream(principal, upstream.as_str()).await {
+            Ok(Some(server)) => server,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        let listed = server
+            .extras()
+            .await
+            .is_ok_and(|e| e.prompts.iter().any(|p| p.name == request.name));
+        if !listed {
+            return None;
+        }
+        if !principal.scopes.satisfies(Scope::McpRead) {
+            return Some(Err(ErrorData::invalid_request(
+                "prompts/get needs the mcp:read scope",
+                None,
+            )));
+        }
+        let started = Instant::now();
+        let now = crate::store::now();
+        let ip = source_ip(ctx);
+        if let Some(refusal) = super::quota::refuse_read_over_budget(
+            &self.mcp,
+            principal,
+            "prompt_get",
+            &request.name,
+            ip.as_deref(),
+            now,
+        )
+        .await
+        {
+            return Some(Err(refusal));
+        }
+        let result = server.get_prompt(own, request.arguments.clone()).await;
+        let outcome = upstream_read_outcome(result.as_ref().err());
+        self.mcp.quotas.refund(&principal.account_id, outcome, now);
+        record_upstream_read(server.name(), outcome, started);
+        self.audit_read(
+            ctx,
+            principal,
+            ReadAudit {
+                event: "prompt_get",
+                subject: &request.name,
+                outcome,
+                project_id: None,
+                upstream: Some(server.name()),
+                started,
+                now,
+            },
+        )
+        .await;
+        Some(result)
+    }
+
+    /// `resources/read` of an upstream's resource `gatehouse://upstreams/NAME/URI`; `None`
+    /// when the URI is not one of an upstream `principal` may use. Quota and audit as a
+    /// built-in read (the audit names the upstream, never the URI).
+    async fn read_upstream_resource(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        principal: &Principal,
+        uri: &str,
+    ) -> Option<Result<rmcp::model::ReadResourceResult, ErrorData>> {
+        let (upstream, own) = split_uri(uri)?;
+        let server = match self.usable_upstream(principal, upstream.as_str()).await {
+            Ok(Some(server)) => server,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        if !principal.scopes.satisfies(Scope::McpRead) {
+            return Some(Err(ErrorData::invalid_request(
+                "resources/read needs the mcp:read scope",
+                None,
+            )));
+        }
+        let subject = format!(
+            "{}{}",
+            crate::domain::upstream::RESOURCE_URI_PREFIX,
+            server.name()
+        );
+        let started = Instant::now();
+        let now = crate::store::now();
+        let ip = source_ip(ctx);
+        if let Some(refusal) = super::quota::refuse_read_over_budget(
+            &self.mcp,
+            principal,
+            "resource_read",
+            &subject,
+            ip.as_deref(),
+            now,
+        )
+        .await
+        {
+            return Some(Err(refusal));
+        }
+        let result = server.read_resource(own).await;
+        let outcome = upstream_read_outcome(result.as_ref().err());
+        self.mcp.quotas.refund(&principal.account_id, outcome, now);
+        record_upstream_read(server.name(), outcome, started);
+        self.audit_read(
+            ctx,
+            principal,
+            ReadAudit {
+                event: "resource_read",
+                subject: &subject,
+                outcome,
+                project_id: None,
+                upstream: Some(server.name()),
+                started,
+                now,
+            },
+        )
+        .await;
+        Some(result)
+    }
+}
+
+/// The audit outcome of a forwarded read that failed with `error` (`None`: it succeeded).
+fn upstream_read_outcome(error: Option<&ErrorData>) -> &'static str {
+    match error {
+        None => "success",
+        Some(e) if e.code == ErrorCode::RESOURCE_NOT_FOUND => "not_found",
+        Some(e) if e.code == ErrorCode::INVALID_PARAMS => "invalid_arguments",
+        Some(_) => "upstream_error",
+    }
+}
+
+/// Counts a forwarded read in the upstream call metrics.
+fn record_upstream_read(upstream: &str, outcome: &'static str, started: Instant) {
+    metrics::counter!(crate::metrics::UPSTREAM_CALLS, "upstream" => upstream.to_string(), "outcome" => outcome)
+        .increment(1);
+    metrics::histogram!(crate::metrics::UPSTREAM_CALL_SECONDS, "upstream" => upstream.to_string())
+        .record(started.elapsed().as_secs_f64());
 }
 
 /// The audit outcome of a `resources/read` answer.
@@ -306,6 +553,8 @@ impl ServerHandler for GatehouseMcp {
                 .listed(&principal.scopes, &principal.account_id, &reachable)
                 .await,
         );
+        // The credential's own tool list (`--tools` / `--deny-tools`).
+        tools.retain(|t| principal.tools.allows(&t.name));
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -315,14 +564,20 @@ impl ServerHandler for GatehouseMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let principal = principal(&ctx)?;
+        if !principal.tools.allows(&request.name) {
+            // Outside the credential's tool list: answered like an unknown tool.
+            return Err(ErrorData::invalid_params(
+                format!("Unknown tool: {}", request.name),
+                Some(serde_json::json!({ "name": request.name })),
+            ));
+        }
         let Some(def) = self.mcp.catalog.get(&request.name) else {
             if let Some((server, tool)) = self.mcp.upstreams.find(&request.name).await
                 && self.may_use(&principal, &server).await?
             {
                 return Ok(self
-                    .call_upstream(&ctx, &principal, &server, &tool, request.arguments)
-                    .await
-                    .into());
+                    .call_upstream(&ctx, &principal, &server, &tool, request)
+                    .await);
             }
             return Err(ErrorData::invalid_params(
                 format!("Unknown tool: {}", request.name),
@@ -445,7 +700,14 @@ impl ServerHandler for GatehouseMcp {
     ) -> Result<ListResourcesResult, ErrorData> {
         let principal = principal(&ctx)?;
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
-        resources::list(&self.mcp.app, &principal, cursor).await
+        let mut result = resources::list(&self.mcp.app, &principal, cursor).await?;
+        if result.next_cursor.is_none() {
+            // Upstreams' resources after Gatehouse's own, on the last page.
+            for extras in self.upstream_extras(&principal).await {
+                result.resources.extend(extras.resources.iter().cloned());
+            }
+        }
+        Ok(result)
     }
 
     async fn list_resource_templates(
@@ -453,9 +715,16 @@ impl ServerHandler for GatehouseMcp {
         _request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        principal(&ctx)?;
-        let result = ListResourceTemplatesResult::with_all_items(resources::templates());
-        Ok(if is_modern(&ctx) {
+        let principal = principal(&ctx)?;
+        let mut templates = resources::templates();
+        let own = templates.len();
+        for extras in self.upstream_extras(&principal).await {
+            templates.extend(extras.templates.iter().cloned());
+        }
+        let shared = templates.len() == own;
+        let result = ListResourceTemplatesResult::with_all_items(templates);
+        // Upstreams' templates depend on the caller: then no shared cache hint.
+        Ok(if is_modern(&ctx) && shared {
             result
                 .with_ttl_ms(TEMPLATES_TTL_MS)
                 .with_cache_scope(CacheScope::Public)
@@ -470,6 +739,12 @@ impl ServerHandler for GatehouseMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let principal = principal(&ctx)?;
+        if let Some(result) = self
+            .read_upstream_resource(&ctx, &principal, &request.uri)
+            .await
+        {
+            return result.map(Into::into);
+        }
         let started = Instant::now();
         let now = crate::store::now();
         // The URI's template, never its ids; the project only once the read succeeded (so
@@ -525,6 +800,7 @@ impl ServerHandler for GatehouseMcp {
                 subject: template,
                 outcome,
                 project_id,
+                upstream: None,
                 started,
                 now,
             },
@@ -543,7 +819,14 @@ impl ServerHandler for GatehouseMcp {
     ) -> Result<ListPromptsResult, ErrorData> {
         let principal = principal(&ctx)?;
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
-        prompts::list(&self.mcp.app, &principal, cursor).await
+        let mut result = prompts::list(&self.mcp.app, &principal, cursor).await?;
+        if result.next_cursor.is_none() {
+            // Upstreams' prompts after Gatehouse's own, on the last page.
+            for extras in self.upstream_extras(&principal).await {
+                result.prompts.extend(extras.prompts.iter().cloned());
+            }
+        }
+        Ok(result)
     }
 
     /// One prompt, its arguments checked and its project resolved ([`prompts::get`]); audited.
@@ -553,6 +836,11 @@ impl ServerHandler for GatehouseMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let principal = principal(&ctx)?;
+        if prompts::find(&request.name).is_none()
+            && let Some(result) = self.get_upstream_prompt(&ctx, &principal, &request).await
+        {
+            return result.map(Into::into);
+        }
         let started = Instant::now();
         let now = crate::store::now();
         // An unknown name is the client's text: recorded as such, not echoed.
@@ -589,6 +877,7 @@ impl ServerHandler for GatehouseMcp {
                 subject,
                 outcome: got.outcome,
                 project_id: got.project_id.as_deref(),
+                upstream: None,
                 started,
                 now,
             },

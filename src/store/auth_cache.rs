@@ -676,6 +676,7 @@ mod tests {
             allowed_ips: Vec::new(),
             last_used_at: None,
             calls_per_hour: None,
+            tool_filter: None,
         })
     }
 

@@ -75,6 +75,9 @@ pub struct KeyGrant {
     pub last_used_at: Option<i64>,
     /// The account's own tool-call budget (`accounts.calls_per_hour`; `None`: the server's).
     pub calls_per_hour: Option<i64>,
+    /// The tools it may use, stored form of [`crate::domain::principal::ToolFilter`]
+    /// (`None`: every tool).
+    pub tool_filter: Option<String>,
 }
 
 /// A [`KeyGrant`] with the credential's expiry (Unix seconds, `None`: none).
@@ -95,6 +98,7 @@ impl FromSqliteRow for KeyLookup {
         "last_used_at",
         "expires_at",
         "calls_per_hour",
+        "tool_filter",
     ];
 
     fn from_sqlite(row: &in_place::Named<'_, '_>) -> rusqlite::Result<Self> {
@@ -109,6 +113,7 @@ impl FromSqliteRow for KeyLookup {
                     .map_err(|e| in_place::conversion(ips, e))?,
                 last_used_at: row.get("last_used_at")?,
                 calls_per_hour: row.get("calls_per_hour")?,
+                tool_filter: row.get("tool_filter")?,
             },
             expires_at: row.get("expires_at")?,
         })
@@ -176,7 +181,8 @@ pub(super) fn key_lookup_sql(table: Credentials) -> String {
     format!(
         "SELECT c.id AS id, c.account_id AS account_id, c.project_id AS project_id, \
              c.scope AS scope, {allowed_ips} AS allowed_ips, c.last_used_at AS last_used_at, \
-             c.expires_at AS expires_at, a.calls_per_hour AS calls_per_hour \
+             c.expires_at AS expires_at, a.calls_per_hour AS calls_per_hour, \
+             c.tool_filter AS tool_filter \
              FROM {name} c \
              JOIN accounts a ON a.id = c.account_id \
              LEFT JOIN projects p ON p.id = c.project_id \
@@ -248,6 +254,34 @@ impl Store {
             .await
             .map_err(|e| StoreError::from_insert(e, table.what()))?;
         Ok(id)
+    }
+
+    /// Sets the tools the API key (`personal_url` false) or personal URL `id` may use: the
+    /// stored form of [`crate::domain::principal::ToolFilter`], `None` for every tool.
+    ///
+    /// Errors: [`StoreError::NotFound`] for an unknown id.
+    pub async fn set_credential_tool_filter(
+        &self,
+        personal_url: bool,
+        id: &str,
+        filter: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let table = if personal_url {
+            Credentials::PersonalUrls
+        } else {
+            Credentials::ApiKeys
+        };
+        let sql = format!("UPDATE {} SET tool_filter = $2 WHERE id = $1", table.name());
+        let changed = sqlx::query(&sql)
+            .bind(id)
+            .bind(filter)
+            .execute(&self.writer())
+            .await?
+            .rows_affected();
+        if changed == 0 {
+            return Err(StoreError::NotFound(format!("{} {id}", table.what())));
+        }
+        Ok(())
     }
 
     /// How many live (neither revoked nor expired at `now`) API keys (`personal_urls`

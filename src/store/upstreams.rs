@@ -303,6 +303,66 @@ impl Store {
         Ok(approved)
     }
 
+    /// Allows (`true`) or stops allowing the destructive tool `tool` of upstream `name`
+    /// (`gatehouse upstream allow-destructive`): once allowed, it is listed and each call asks
+    /// the person to confirm. Raises the registry's version when it changed; returns whether
+    /// it did.
+    ///
+    /// Errors: [`StoreError::NotFound`] when the upstream is unknown or no tool of that name was
+    /// seen on it yet.
+    pub async fn set_upstream_tool_destructive(
+        &self,
+        name: &str,
+        tool: &str,
+        allowed: bool,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let was = sqlx::query(
+            "SELECT allow_destructive FROM upstream_tools WHERE upstream = $1 AND tool = $2",
+        )
+        .bind(name)
+        .bind(tool)
+        .fetch_optional(&mut *tx)
+        .await?
+        .map(|row| row.try_get::<i64, _>("allow_destructive"))
+        .transpose()?;
+        let Some(was) = was else {
+            return Err(StoreError::NotFound(format!("upstream {name} tool {tool}")));
+        };
+        if (was != 0) == allowed {
+            return Ok(false);
+        }
+        sqlx::query(
+            "UPDATE upstream_tools SET allow_destructive = $3, changed_at = $4 \
+             WHERE upstream = $1 AND tool = $2",
+        )
+        .bind(name)
+        .bind(tool)
+        .bind(i64::from(allowed))
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        bump_version(&mut tx).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Every (upstream, tool) whose destructive calls the operator allowed.
+    pub async fn destructive_allowed_upstream_tools(
+        &self,
+    ) -> Result<std::collections::HashSet<(String, String)>, StoreError> {
+        let rows =
+            sqlx::query("SELECT upstream, tool FROM upstream_tools WHERE allow_destructive <> 0")
+                .fetch_all(&self.pool())
+                .await?;
+        let mut out = std::collections::HashSet::with_capacity(rows.len());
+        for row in rows {
+            out.insert((row.try_get("upstream")?, row.try_get("tool")?));
+        }
+        Ok(out)
+    }
+
     /// The registry's version: raised by every change to the upstreams or their approvals.
     pub async fn upstream_registry_version(&self) -> Result<i64, StoreError> {
         let row = sqlx::query("SELECT version FROM upstream_registry WHERE id = 1")

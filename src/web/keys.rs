@@ -281,6 +281,7 @@ async fn create(
             write,
             allowed_ips: &[],
             expires_at: lifetime.map(|secs| now + secs),
+            tools: &Default::default(),
         },
         Actor::Console { source_ip: &ip },
         now,

@@ -29,6 +29,7 @@ async fn make(app: &TestApp, kind: CredentialKind, account: &str, n: i64) -> Vec
                 write: false,
                 allowed_ips: &[],
                 expires_at: None,
+                tools: &Default::default(),
             },
             Actor::Cli,
             gatehouse::store::now(),

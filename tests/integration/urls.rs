@@ -34,7 +34,12 @@ fn create_url(app: &TestApp, args: &[&str]) -> (String, String) {
 }
 
 /// A 2026-07-28 `method` request to the personal URL of `secret`, without any header credential.
-fn to_url(app: &TestApp, secret: &str, method: &str, params: Value) -> reqwest::RequestBuilder {
+pub(crate) fn to_url(
+    app: &TestApp,
+    secret: &str,
+    method: &str,
+    params: Value,
+) -> reqwest::RequestBuilder {
     let request = modern(app, None, method, params).build().unwrap();
     let mut builder = app
         .client

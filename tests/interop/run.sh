@@ -286,6 +286,21 @@ export GATEHOUSE_WRITE_KEY
 step "sdk-v1 client calls server-everything's echo through Gatehouse (upstream everything)" \
   "$NODE" upstream-everything.mjs
 
+# --- a stdio upstream behind Gatehouse: server-memory run as Gatehouse's child process ------
+MEMORY_VERSION="$("$NODE" -p 'require("./node_modules/@modelcontextprotocol/server-memory/package.json").version')"
+MEMORY_FILE="$WORK/memory.jsonl"
+memory_add() {
+  "$GATEHOUSE_BIN" upstream add memory \
+    --command "$NODE '$HERE/node_modules/@modelcontextprotocol/server-memory/dist/index.js'" \
+    --env "MEMORY_FILE_PATH=$MEMORY_FILE" --trust-definitions
+}
+say ""
+say "=== cli: gatehouse upstream add memory (server-memory $MEMORY_VERSION, stdio child process)"
+rc=0; memory_add || rc=$?
+record "cli: gatehouse upstream add memory (server-memory $MEMORY_VERSION)" "$rc"
+step "sdk-v1 client calls server-memory through Gatehouse (stdio upstream memory)" \
+  env MEMORY_FILE="$MEMORY_FILE" "$NODE" upstream-memory.mjs
+
 # --- stdio: the SDKs' stdio clients launch `gatehouse stdio` with the API key ------------
 python_stdio() { # the official Python SDK client (see python_venv)
   python_venv || return 1

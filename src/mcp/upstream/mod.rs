@@ -2,7 +2,8 @@
 //! `gatehouse upstream …` ([`crate::store::upstreams`]), loaded into every instance and
 //! reloaded within a second of a change ([`Upstreams::start`] polls the registry's version),
 //! and one MCP client per upstream ([`server::UpstreamServer`]) that lists its tools and
-//! forwards calls to it.
+//! forwards calls to it: over Streamable HTTP ([`http`]) or to a local child process
+//! ([`stdio`]).
 //!
 //! Their tools join Gatehouse's catalog as `NAME__TOOL` ([`crate::domain::upstream`]), after
 //! the built-in tools, by upstream name then tool name (a stable order). A tool is listed only
@@ -10,11 +11,13 @@
 //! is registered with `--trust-definitions`); every definition seen is stored with its hash,
 //! new or changed ones as pending ([`crate::store::upstreams`]).
 
+pub mod confirm;
+pub mod extras;
 pub mod http;
 pub mod result;
 pub mod server;
+pub mod stdio;
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
@@ -35,8 +38,8 @@ struct Snapshot {
     version: Option<i64>,
     /// Enabled upstreams by name.
     servers: Vec<Arc<UpstreamServer>>,
-    /// The approved hash of each (upstream, tool) that has one.
-    approved: Arc<HashMap<(String, String), String>>,
+    /// The approved definitions and allowed destructive tools.
+    approved: Arc<server::Approvals>,
 }
 
 /// Every upstream this instance serves. One per process, shared by the MCP handlers.
@@ -108,7 +111,10 @@ impl Upstreams {
             return Ok(());
         }
         let records = self.app.store.upstreams().await?;
-        let approved = self.app.store.approved_upstream_tools().await?;
+        let approved = server::Approvals {
+            hashes: self.app.store.approved_upstream_tools().await?,
+            destructive: self.app.store.destructive_allowed_upstream_tools().await?,
+        };
         let mut servers = Vec::new();
         for record in records.into_iter().filter(|r| r.enabled) {
             if let Some(same) = old.servers.iter().find(|s| s.same_settings(&record)) {
@@ -119,6 +125,16 @@ impl Upstreams {
                 Ok(server) => servers.push(Arc::new(server)),
                 Err(e) => tracing::warn!(error = %e, "upstream not served"),
             }
+        }
+        // Upstreams disabled, removed or changed: their connection ends now (a stdio child
+        // is stopped), not when the last call still holding them finishes.
+        for gone in old
+            .servers
+            .iter()
+            .filter(|o| !servers.iter().any(|s| Arc::ptr_eq(o, s)))
+        {
+            let gone = Arc::clone(gone);
+            tokio::spawn(async move { gone.stop().await });
         }
         let next = Arc::new(Snapshot {
             version: Some(version),
@@ -183,6 +199,54 @@ impl Upstreams {
             }
         }
         out
+    }
+
+    /// Whether any enabled upstream is restricted with `--accounts`/`--projects` (then a
+    /// listing needs the caller's projects).
+    pub async fn any_restricted(&self) -> bool {
+        self.loaded()
+            .await
+            .servers
+            .iter()
+            .any(|s| s.is_restricted())
+    }
+
+    /// The prompts, resources and resource templates ([`extras`]) of every enabled upstream
+    /// `account_id` (reaching the projects `reachable`) may use, by upstream name. An upstream
+    /// that cannot be listed now drops out (logged and counted in
+    /// `gatehouse_upstream_list_failures_total`) without failing the rest.
+    pub async fn listed_extras(
+        &self,
+        account_id: &str,
+        reachable: &[String],
+    ) -> Vec<Arc<extras::Extras>> {
+        let snapshot = self.loaded().await;
+        let listings = futures::future::join_all(
+            snapshot
+                .servers
+                .iter()
+                .filter(|s| s.allows(account_id, reachable))
+                .map(|s| async move { (s, s.extras().await) }),
+        )
+        .await;
+        let mut out = Vec::new();
+        for (server, listing) in listings {
+            match listing {
+                Ok(extras) => out.push(extras),
+                Err(e) => {
+                    tracing::warn!(upstream = server.name(), error = %e, "upstream left out of the prompts and resources");
+                    metrics::counter!(crate::metrics::UPSTREAM_LIST_FAILURES, "upstream" => server.name().to_string())
+                        .increment(1);
+                }
+            }
+        }
+        out
+    }
+
+    /// The enabled upstream named `name`, if any.
+    pub async fn server(&self, name: &str) -> Option<Arc<UpstreamServer>> {
+        let snapshot = self.loaded().await;
+        snapshot.servers.iter().find(|s| s.name() == name).cloned()
     }
 
     /// The upstream and listed tool a catalog name `NAME__TOOL` stands for, if any (listing

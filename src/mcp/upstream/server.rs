@@ -20,6 +20,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use sha2::{Digest as _, Sha256};
 
 use super::http::UpstreamHttp;
+use super::stdio::{Restarts, StdioCommand};
 use crate::domain::scope::Scope;
 use crate::domain::upstream::{
     MAX_DESCRIPTION_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS, UpstreamName, is_destructive,
@@ -47,9 +48,19 @@ pub struct UpstreamTool {
     pub scope: Scope,
     /// SHA-256 hex of the definition the upstream showed.
     pub hash: String,
-    /// It may destroy data ([`is_destructive`]): never listed nor called (seed 000:
-    /// destructive operations stay off the public surface).
+    /// It may destroy data ([`is_destructive`]): listed and called only when the operator
+    /// allowed it, each call confirmed by the person (seed 000: destructive operations stay
+    /// off the public surface until explicitly authorized).
     pub destructive: bool,
+}
+
+/// What the operator approved, as one instance last read it.
+#[derive(Debug, Default)]
+pub struct Approvals {
+    /// The approved definition hash of each (upstream, tool) that has one.
+    pub hashes: HashMap<(String, String), String>,
+    /// The destructive (upstream, tool) pairs allowed with `upstream allow-destructive`.
+    pub destructive: std::collections::HashSet<(String, String)>,
 }
 
 /// Why an upstream could not be used; the text names no secret.
@@ -57,7 +68,8 @@ pub struct UpstreamTool {
 #[error("{0}")]
 pub struct UpstreamError(pub String);
 
-type Client = RunningService<RoleClient, ClientConfig>;
+/// The rmcp client of one upstream.
+pub(super) type Client = RunningService<RoleClient, ClientConfig>;
 
 struct Listing {
     at: Instant,
@@ -70,9 +82,15 @@ pub struct UpstreamServer {
     record: UpstreamRecord,
     name: UpstreamName,
     http: Option<UpstreamHttp>,
+    /// Stdio: the child's command ([`super::stdio`]).
+    stdio: Option<StdioCommand>,
+    /// Stdio: when its child may be started again.
+    restarts: std::sync::Mutex<Restarts>,
     calls: Arc<tokio::sync::Semaphore>,
     client: tokio::sync::Mutex<Option<Arc<Client>>>,
     listing: tokio::sync::Mutex<Option<Listing>>,
+    /// Its prompts and resources ([`super::extras`]).
+    pub(super) extras_listing: tokio::sync::Mutex<Option<super::extras::ExtrasListing>>,
     /// The last error this instance recorded (`None`: none, or cleared).
     noted_error: tokio::sync::Mutex<Option<String>>,
 }
@@ -80,50 +98,54 @@ pub struct UpstreamServer {
 impl UpstreamServer {
     /// The server of `record`, its header values opened with the server key.
     ///
-    /// Errors: a stdio upstream (not served by this version), no server key, or a header
-    /// that does not open.
+    /// Errors: no server key, or a header or `--env` value that does not open.
     pub fn new(app: AppState, record: UpstreamRecord) -> Result<UpstreamServer, UpstreamError> {
         let name = UpstreamName::parse(&record.name).map_err(|e| UpstreamError(e.0))?;
-        if record.transport != Transport::Http {
-            return Err(UpstreamError(format!(
-                "upstream {name}: stdio upstreams are not served yet"
-            )));
-        }
-        let mut headers = http::HeaderMap::new();
-        if let Some(sealed) = &record.headers_sealed {
-            let keys = app
-                .keyring()
-                .map_err(|e| UpstreamError(format!("upstream {name}: {e}")))?;
-            let plain = keys
-                .open(&seal_context(&name, "headers"), sealed)
-                .map_err(|e| UpstreamError(format!("upstream {name}: headers: {e}")))?;
-            let pairs: Vec<(String, String)> = serde_json::from_slice(&plain)
-                .map_err(|_| UpstreamError(format!("upstream {name}: headers unreadable")))?;
-            for (n, v) in pairs {
-                let (Ok(n), Ok(mut v)) = (
-                    http::HeaderName::from_bytes(n.as_bytes()),
-                    http::HeaderValue::from_str(&v),
-                ) else {
-                    return Err(UpstreamError(format!(
-                        "upstream {name}: a header is invalid"
-                    )));
-                };
-                v.set_sensitive(true);
-                headers.insert(n, v);
+        let mut http = None;
+        let mut stdio = None;
+        match record.transport {
+            Transport::Http => {
+                let mut headers = http::HeaderMap::new();
+                for (n, v) in open_pairs(&app, &name, "headers", record.headers_sealed.as_deref())?
+                {
+                    let (Ok(n), Ok(mut v)) = (
+                        http::HeaderName::from_bytes(n.as_bytes()),
+                        http::HeaderValue::from_str(&v),
+                    ) else {
+                        return Err(UpstreamError(format!(
+                            "upstream {name}: a header is invalid"
+                        )));
+                    };
+                    v.set_sensitive(true);
+                    headers.insert(n, v);
+                }
+                // A whole answer may carry the result twice (structured and as text), plus
+                // framing.
+                let max_body = app.config.max_result_bytes.saturating_mul(4).max(1 << 20);
+                http = Some(
+                    UpstreamHttp::new(headers, LIST_TIMEOUT, max_body)
+                        .map_err(|e| UpstreamError(format!("upstream {name}: {e}")))?,
+                );
+            }
+            Transport::Stdio => {
+                let env = open_pairs(&app, &name, "env", record.env_sealed.as_deref())?;
+                stdio = Some(
+                    StdioCommand::new(name.as_str(), &record.command, env)
+                        .ok_or_else(|| UpstreamError(format!("upstream {name}: no command")))?,
+                );
             }
         }
-        // A whole answer may carry the result twice (structured and as text), plus framing.
-        let max_body = app.config.max_result_bytes.saturating_mul(4).max(1 << 20);
-        let http = UpstreamHttp::new(headers, LIST_TIMEOUT, max_body)
-            .map_err(|e| UpstreamError(format!("upstream {name}: {e}")))?;
         let permits = usize::try_from(record.max_concurrency.max(1)).unwrap_or(1);
         Ok(UpstreamServer {
             app,
             name,
-            http: Some(http),
+            http,
+            stdio,
+            restarts: std::sync::Mutex::new(Restarts::default()),
             calls: Arc::new(tokio::sync::Semaphore::new(permits)),
             client: tokio::sync::Mutex::new(None),
             listing: tokio::sync::Mutex::new(None),
+            extras_listing: tokio::sync::Mutex::new(None),
             noted_error: tokio::sync::Mutex::new(
                 record.last_error.as_ref().map(|(e, _)| e.clone()),
             ),
@@ -134,6 +156,26 @@ impl UpstreamServer {
     /// Its name.
     pub fn name(&self) -> &str {
         self.name.as_str()
+    }
+
+    /// Its name, checked.
+    pub(super) fn upstream_name(&self) -> &UpstreamName {
+        &self.name
+    }
+
+    /// The state it was made with.
+    pub(super) fn app(&self) -> &AppState {
+        &self.app
+    }
+
+    /// One of its `--max-concurrency` call slots, if one is free.
+    pub(super) fn call_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        Arc::clone(&self.calls).try_acquire_owned().ok()
+    }
+
+    /// Its per-call timeout (`--timeout`).
+    pub(super) fn call_timeout(&self) -> Duration {
+        self.timeout()
     }
 
     /// Whether `record` has the settings this server was made with (then it is kept, with its
@@ -153,19 +195,18 @@ impl UpstreamServer {
             && a.projects == record.projects
     }
 
-    /// Whether `tool` is listed: it is not destructive, and its definition is the approved
-    /// one or the upstream's definitions are trusted.
-    pub fn is_listed(
-        &self,
-        tool: &UpstreamTool,
-        approved: &HashMap<(String, String), String>,
-    ) -> bool {
-        if tool.destructive {
+    /// Whether `tool` is listed: it is not destructive or the operator allowed it
+    /// (`upstream allow-destructive`), and its definition is the approved one or the
+    /// upstream's definitions are trusted.
+    pub fn is_listed(&self, tool: &UpstreamTool, approved: &Approvals) -> bool {
+        let key = (self.record.name.clone(), tool.upstream_name.clone());
+        if tool.destructive && !approved.destructive.contains(&key) {
             return false;
         }
         self.record.trust_definitions
             || approved
-                .get(&(self.record.name.clone(), tool.upstream_name.clone()))
+                .hashes
+                .get(&key)
                 .is_some_and(|hash| *hash == tool.hash)
     }
 
@@ -199,39 +240,79 @@ impl UpstreamServer {
         Duration::from_millis(u64::try_from(self.record.timeout_ms).unwrap_or(30_000))
     }
 
-    /// The connected client, connecting first if there is none.
-    async fn connect(&self) -> Result<Arc<Client>, UpstreamError> {
+    /// The connected client, connecting first if there is none (for a stdio upstream:
+    /// starting its child, within the restart back-off).
+    pub(super) async fn connect(&self) -> Result<Arc<Client>, UpstreamError> {
         let mut slot = self.client.lock().await;
-        if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
+        if let Some(client) = slot
+            .as_ref()
+            .filter(|c| !c.is_closed() && !c.peer().is_transport_closed())
+        {
             return Ok(Arc::clone(client));
         }
-        let (Some(http), Some(url)) = (&self.http, &self.record.url) else {
-            return Err(UpstreamError(format!("upstream {}: no URL", self.name)));
-        };
-        let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
-        config.max_json_response_size = http.max_body;
-        config.max_sse_event_size = http.max_body;
-        config.reinit_on_expired_session = true;
-        let transport = StreamableHttpClientTransport::with_client(http.clone(), config);
         let info = ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("gatehouse", env!("CARGO_PKG_VERSION")),
         );
-        let client = tokio::time::timeout(
-            LIST_TIMEOUT.min(self.timeout().max(Duration::from_secs(1))),
-            info.serve(transport),
-        )
-        .await
-        .map_err(|_| {
-            UpstreamError(format!(
-                "upstream {} did not answer the handshake in time",
-                self.name
-            ))
-        })?
-        .map_err(|e| UpstreamError(format!("upstream {} refused the handshake: {e}", self.name)))?;
+        let handshake = LIST_TIMEOUT.min(self.timeout().max(Duration::from_secs(1)));
+        let served = if let Some(command) = &self.stdio {
+            let now = Instant::now();
+            {
+                let mut restarts = lock(&self.restarts);
+                if restarts.running() {
+                    // The child started last is gone (it exited, or a failure dropped it).
+                    restarts.exited(now);
+                }
+                if let Some(wait) = restarts.wait(now) {
+                    return Err(UpstreamError(format!(
+                        "upstream {}: its process exited; it is started again in {} s",
+                        self.name,
+                        wait.as_secs().max(1)
+                    )));
+                }
+                restarts.started(now);
+            }
+            let child = command.spawn(self.name()).map_err(|e| {
+                lock(&self.restarts).exited(Instant::now());
+                UpstreamError(format!(
+                    "upstream {}: could not start {}: {e}",
+                    self.name,
+                    command.program.escape_debug()
+                ))
+            })?;
+            tokio::time::timeout(handshake, info.serve(child)).await
+        } else {
+            let (Some(http), Some(url)) = (&self.http, &self.record.url) else {
+                return Err(UpstreamError(format!("upstream {}: no URL", self.name)));
+            };
+            let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+            config.max_json_response_size = http.max_body;
+            config.max_sse_event_size = http.max_body;
+            config.reinit_on_expired_session = true;
+            let transport = StreamableHttpClientTransport::with_client(http.clone(), config);
+            tokio::time::timeout(handshake, info.serve(transport)).await
+        };
+        let client = served
+            .map_err(|_| {
+                UpstreamError(format!(
+                    "upstream {} did not answer the handshake in time",
+                    self.name
+                ))
+            })?
+            .map_err(|e| {
+                UpstreamError(format!("upstream {} refused the handshake: {e}", self.name))
+            })?;
         let client = Arc::new(client);
         *slot = Some(Arc::clone(&client));
         Ok(client)
+    }
+
+    /// Ends the connection: a stdio upstream's child gets its stdin closed, then SIGTERM and
+    /// SIGKILL ([`super::stdio`]). Called when the upstream is disabled, removed or changed.
+    pub async fn stop(&self) {
+        if let Some(client) = self.client.lock().await.take() {
+            client.cancellation_token().cancel();
+        }
     }
 
     /// Records the upstream's last error (`None`: it answered) for `upstream list`, writing
@@ -434,6 +515,33 @@ impl UpstreamServer {
             ),
         }
     }
+}
+
+/// The pairs sealed as `what` for upstream `name` (a header or `--env` list), opened with the
+/// server key; none when nothing is sealed.
+fn open_pairs(
+    app: &AppState,
+    name: &UpstreamName,
+    what: &str,
+    sealed: Option<&str>,
+) -> Result<Vec<(String, String)>, UpstreamError> {
+    let Some(sealed) = sealed else {
+        return Ok(Vec::new());
+    };
+    let keys = app
+        .keyring()
+        .map_err(|e| UpstreamError(format!("upstream {name}: {e}")))?;
+    let plain = keys
+        .open(&seal_context(name, what), sealed)
+        .map_err(|e| UpstreamError(format!("upstream {name}: {what}: {e}")))?;
+    serde_json::from_slice(&plain)
+        .map_err(|_| UpstreamError(format!("upstream {name}: {what} unreadable")))
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Why an upstream's definition is over the bounds, if it is: description over

@@ -1,9 +1,15 @@
 //! Upstream MCP servers behind Gatehouse (issue "Upstream MCP servers behind Gatehouse"):
 //! the registry and its command line ([`registry`]), forwarding to an HTTP upstream
-//! ([`forwarding`]).
+//! ([`forwarding`]), running a stdio upstream as a child process ([`stdio`]), an upstream's
+//! prompts and resources ([`extras`]), destructive tools confirmed by the person
+//! ([`destructive`]), tool lists per credential ([`tool_lists`]).
 
+mod destructive;
+mod extras;
 mod forwarding;
 mod registry;
+mod stdio;
+mod tool_lists;
 
 use crate::helpers::{TestApp, spawn_app_with};
 

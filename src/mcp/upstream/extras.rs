@@ -1,0 +1,257 @@
+//! An upstream's prompts and resources, forwarded like its tools (issue "Upstream MCP servers
+//! behind Gatehouse" §2): its prompts are listed as `NAME__PROMPT`, its resources and resource
+//! templates under `gatehouse://upstreams/NAME/` followed by the upstream's own URI
+//! ([`crate::domain::upstream::namespaced_uri`]), after Gatehouse's own, on the last page.
+//!
+//! The listings are asked only of an upstream whose `initialize` answer declares the
+//! capability, are cached like its tools ([`super::server::LISTING_TTL`]; a failure for
+//! [`super::server::FAILURE_MEMORY`]) and are bounded: at most [`MAX_PROMPTS`] prompts and
+//! [`MAX_RESOURCES`] resources and templates each, descriptions of at most
+//! [`MAX_DESCRIPTION_BYTES`]; names or URIs Gatehouse cannot publish are left out and logged.
+//! `prompts/get` and `resources/read` share the upstream's call slots and per-call timeout;
+//! their answers are bounded by `GATEHOUSE_MAX_RESULT_BYTES` (a larger one is refused with an
+//! error naming the upstream, never sent whole).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::model::{
+    GetPromptRequestParams, GetPromptResult, JsonObject, Prompt, ReadResourceRequestParams,
+    ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+};
+
+use super::server::{FAILURE_MEMORY, LIST_TIMEOUT, LISTING_TTL, UpstreamError, UpstreamServer};
+use crate::domain::upstream::{
+    MAX_DESCRIPTION_BYTES, UpstreamName, namespaced_tool, namespaced_uri,
+};
+
+/// The most prompts one upstream may list.
+pub const MAX_PROMPTS: usize = 200;
+/// The most resources (and, separately, resource templates) one upstream may list.
+pub const MAX_RESOURCES: usize = 1000;
+
+/// An upstream's prompts, resources and resource templates as Gatehouse publishes them.
+#[derive(Debug, Default)]
+pub struct Extras {
+    /// Prompts named `NAME__PROMPT`, by name.
+    pub prompts: Vec<Prompt>,
+    /// Resources under `gatehouse://upstreams/NAME/`, by URI.
+    pub resources: Vec<Resource>,
+    /// Resource templates under the same prefix, by template.
+    pub templates: Vec<ResourceTemplate>,
+}
+
+/// The cached [`Extras`] of one upstream.
+pub(super) struct ExtrasListing {
+    at: Instant,
+    result: Result<Arc<Extras>, UpstreamError>,
+}
+
+fn description_ok(text: Option<&str>) -> bool {
+    text.is_none_or(|d| d.len() <= MAX_DESCRIPTION_BYTES)
+}
+
+/// `contents` with each URI put back under the upstream's prefix.
+fn namespace_contents(name: &UpstreamName, contents: &mut [ResourceContents]) {
+    for content in contents {
+        if let ResourceContents::TextResourceContents { uri, .. }
+        | ResourceContents::BlobResourceContents { uri, .. } = content
+        {
+            *uri = namespaced_uri(name, uri);
+        }
+    }
+}
+
+impl UpstreamServer {
+    /// The upstream's prompts and resources, from the cache while it is fresh.
+    ///
+    /// Errors: the upstream could not be reached or listed (remembered for
+    /// [`FAILURE_MEMORY`]).
+    pub async fn extras(&self) -> Result<Arc<Extras>, UpstreamError> {
+        let mut listing = self.extras_listing.lock().await;
+        if let Some(l) = listing.as_ref() {
+            let fresh = match &l.result {
+                Ok(_) => l.at.elapsed() < LISTING_TTL,
+                Err(_) => l.at.elapsed() < FAILURE_MEMORY,
+            };
+            if fresh {
+                return l.result.clone();
+            }
+        }
+        let result = tokio::time::timeout(LIST_TIMEOUT, self.list_extras())
+            .await
+            .unwrap_or_else(|_| {
+                Err(UpstreamError(format!(
+                    "upstream {} did not list its prompts and resources in time",
+                    self.name()
+                )))
+            });
+        *listing = Some(ExtrasListing {
+            at: Instant::now(),
+            result: result.clone(),
+        });
+        result
+    }
+
+    async fn list_extras(&self) -> Result<Arc<Extras>, UpstreamError> {
+        let client = self.connect().await?;
+        let peer = client.peer();
+        let capabilities = peer
+            .peer_info()
+            .map(|info| info.capabilities.clone())
+            .unwrap_or_default();
+        let name = self.upstream_name();
+        let fail = |what: &str, e: rmcp::ServiceError| {
+            UpstreamError(format!(
+                "upstream {} could not list its {what}: {e}",
+                self.name()
+            ))
+        };
+        let mut extras = Extras::default();
+        if capabilities.prompts.is_some() {
+            let prompts = peer
+                .list_all_prompts()
+                .await
+                .map_err(|e| fail("prompts", e))?;
+            for mut prompt in prompts.into_iter().take(MAX_PROMPTS) {
+                let Some(public) = namespaced_tool(name, &prompt.name) else {
+                    tracing::warn!(upstream = self.name(), prompt = %prompt.name.escape_debug(), "upstream prompt refused: its name is not [A-Za-z0-9_-] within 64 characters once namespaced");
+                    continue;
+                };
+                if !description_ok(prompt.description.as_deref()) {
+                    tracing::warn!(upstream = self.name(), prompt = %prompt.name, "upstream prompt refused: its description is over {MAX_DESCRIPTION_BYTES} bytes");
+                    continue;
+                }
+                prompt.name = public;
+                extras.prompts.push(prompt);
+            }
+            extras.prompts.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        if capabilities.resources.is_some() {
+            let resources = peer
+                .list_all_resources()
+                .await
+                .map_err(|e| fail("resources", e))?;
+            for mut resource in resources.into_iter().take(MAX_RESOURCES) {
+                if !description_ok(resource.description.as_deref()) {
+                    tracing::warn!(
+                        upstream = self.name(),
+                        "upstream resource refused: its description is over {MAX_DESCRIPTION_BYTES} bytes"
+                    );
+                    continue;
+                }
+                resource.uri = namespaced_uri(name, &resource.uri);
+                extras.resources.push(resource);
+            }
+            extras.resources.sort_by(|a, b| a.uri.cmp(&b.uri));
+            let templates = peer
+                .list_all_resource_templates()
+                .await
+                .map_err(|e| fail("resource templates", e))?;
+            for mut template in templates.into_iter().take(MAX_RESOURCES) {
+                if !description_ok(template.description.as_deref()) {
+                    continue;
+                }
+                template.uri_template = namespaced_uri(name, &template.uri_template);
+                extras.templates.push(template);
+            }
+            extras
+                .templates
+                .sort_by(|a, b| a.uri_template.cmp(&b.uri_template));
+        }
+        Ok(Arc::new(extras))
+    }
+
+    /// `prompts/get` of the upstream's prompt `prompt` (its own name), within a call slot and
+    /// the per-call timeout; the answer bounded by `GATEHOUSE_MAX_RESULT_BYTES`.
+    ///
+    /// Errors: the upstream's own JSON-RPC error (its code kept, the message naming the
+    /// upstream), or a failure naming it (busy, timeout, unreachable, too large).
+    pub async fn get_prompt(
+        &self,
+        prompt: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<GetPromptResult, rmcp::ErrorData> {
+        let mut params = GetPromptRequestParams::new(prompt.to_string());
+        params.arguments = arguments;
+        let result = self
+            .forward(|client| async move { client.peer().get_prompt(params).await })
+            .await?;
+        self.within_bound(result)
+    }
+
+    /// `resources/read` of the upstream's own URI `uri`, within a call slot and the per-call
+    /// timeout; the contents' URIs put back under the upstream's prefix, the answer bounded by
+    /// `GATEHOUSE_MAX_RESULT_BYTES`.
+    ///
+    /// Errors: as [`UpstreamServer::get_prompt`].
+    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, rmcp::ErrorData> {
+        let params = ReadResourceRequestParams::new(uri.to_string());
+        let mut result = self
+            .forward(|client| async move { client.peer().read_resource(params).await })
+            .await?;
+        namespace_contents(self.upstream_name(), &mut result.contents);
+        self.within_bound(result)
+    }
+
+    fn within_bound<T: serde::Serialize>(&self, result: T) -> Result<T, rmcp::ErrorData> {
+        let max = self.app().config.max_result_bytes;
+        let size = serde_json::to_vec(&result).map_or(usize::MAX, |v| v.len());
+        if size > max {
+            return Err(rmcp::ErrorData::internal_error(
+                format!(
+                    "The upstream server {} answered {size} bytes, more than the {max} Gatehouse passes on.",
+                    self.name()
+                ),
+                None,
+            ));
+        }
+        Ok(result)
+    }
+
+    /// Runs one request on the upstream within a call slot and the per-call timeout.
+    async fn forward<T, F, Fut>(&self, request: F) -> Result<T, rmcp::ErrorData>
+    where
+        F: FnOnce(Arc<super::server::Client>) -> Fut,
+        Fut: Future<Output = Result<T, rmcp::ServiceError>>,
+    {
+        let Some(_permit) = self.call_slot() else {
+            return Err(rmcp::ErrorData::internal_error(
+                format!(
+                    "The upstream server {} is busy; retry shortly.",
+                    self.name()
+                ),
+                None,
+            ));
+        };
+        let timeout = self.call_timeout();
+        let attempt = async {
+            let client = self
+                .connect()
+                .await
+                .map_err(|e| rmcp::ErrorData::internal_error(e.0, None))?;
+            request(client).await.map_err(|e| match e {
+                rmcp::ServiceError::McpError(error) => rmcp::ErrorData::new(
+                    error.code,
+                    format!("upstream {}: {}", self.name(), error.message),
+                    None,
+                ),
+                other => rmcp::ErrorData::internal_error(
+                    format!("The upstream server {} failed: {other}", self.name()),
+                    None,
+                ),
+            })
+        };
+        match tokio::time::timeout(timeout, attempt).await {
+            Ok(result) => result,
+            Err(_) => Err(rmcp::ErrorData::internal_error(
+                format!(
+                    "The upstream server {} did not answer within {} ms; try again later.",
+                    self.name(),
+                    timeout.as_millis()
+                ),
+                None,
+            )),
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! Stdio upstreams (`gatehouse upstream add NAME --command 'PROGRAM ARGS…' [--env K=V]…`): a
+//! local MCP server run as a child process and spoken to over its stdin and stdout with rmcp's
+//! child-process transport ([`rmcp::transport::TokioChildProcess`], MCP `basic/transports`
+//! §stdio).
+//!
+//! How the child is run:
+//! - **Environment**: empty but for `PATH` (Gatehouse's own) and the variables `--env` names,
+//!   opened from their sealed form only here. Nothing else of Gatehouse's environment reaches
+//!   it (`DATABASE_URL`, `GATEHOUSE_SECRET_KEY`, …): a tool that prints its environment shows
+//!   only what the operator gave it.
+//! - **Working folder**: its own, `gatehouse-upstream-NAME-PID` in the system's temporary
+//!   folder, created with mode 0700.
+//! - **Process group**: the child leads a new process group, so a terminal's Ctrl-C reaches
+//!   Gatehouse only, and it is killed when its handle is dropped.
+//! - **Pool**: one child per upstream per instance; calls share it, each a JSON-RPC request
+//!   of its own, at most `--max-concurrency` in flight.
+//! - **Output**: each line the child writes on stdout is bounded by rmcp's line limit
+//!   ([`rmcp::transport::async_rw`], 16 MiB; a longer line is dropped); results are then cut
+//!   like any upstream's ([`super::result`]). What it writes on stderr is read in chunks, never
+//!   kept beyond one line of [`STDERR_LINE_MAX`] bytes, and logged at `debug` level under the
+//!   target `gatehouse::upstream::stderr`.
+//! - **Restarts**: a child that exited (or failed its handshake) is started again on the next
+//!   use, after a back-off ([`Restarts`]): at once the first time, then 1 s, 2 s, 4 s, … up to
+//!   [`RESTART_BACKOFF_MAX`]; the back-off starts over once a child has run for
+//!   [`STABLE_AFTER`].
+//! - **Stop**: on `upstream disable` or `remove`, on a change of its settings, and when
+//!   Gatehouse stops, its stdin is closed, then it gets SIGTERM after 3 s and SIGKILL after 3 s
+//!   more (rmcp's graceful shutdown, the MCP stdio shutdown sequence).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
+use rmcp::transport::TokioChildProcess;
+use tokio::io::AsyncReadExt as _;
+
+/// The longest wait before a child that keeps exiting is started again.
+pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// A child that ran this long before it exited is restarted at once (the back-off starts over).
+pub const STABLE_AFTER: Duration = Duration::from_secs(60);
+/// The most bytes of one stderr line kept and logged; the rest of the line is dropped.
+pub const STDERR_LINE_MAX: usize = 512;
+
+/// What a stdio upstream runs: the program, its arguments, the variables given with `--env`
+/// (opened: secrets) and its working folder.
+#[derive(Clone)]
+pub struct StdioCommand {
+    /// The program (looked up in `PATH` when it has no `/`).
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// `--env` names and values.
+    pub env: Vec<(String, String)>,
+    /// Its own working folder.
+    pub dir: PathBuf,
+}
+
+impl std::fmt::Debug for StdioCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdioCommand")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field(
+                "env",
+                &self.env.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+            )
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+impl StdioCommand {
+    /// The command of upstream `upstream`: `words` is the program then its arguments (at least
+    /// one word, as `upstream add` stores it); the working folder is named after the upstream
+    /// and this process.
+    pub fn new(upstream: &str, words: &[String], env: Vec<(String, String)>) -> Option<Self> {
+        let (program, args) = words.split_first()?;
+        let dir = std::env::temp_dir().join(format!(
+            "gatehouse-upstream-{upstream}-{}",
+            std::process::id()
+        ));
+        Some(StdioCommand {
+            program: program.clone(),
+            args: args.to_vec(),
+            env,
+            dir,
+        })
+    }
+
+    /// Starts the child (see the module documentation) and the task that drains its stderr.
+    ///
+    /// Errors: the working folder could not be made, or the program could not be started
+    /// (not found, not executable).
+    pub fn spawn(&self, upstream: &str) -> std::io::Result<TokioChildProcess> {
+        std::fs::create_dir_all(&self.dir)?;
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+        let mut command = tokio::process::Command::new(&self.program);
+        command.args(&self.args).env_clear().current_dir(&self.dir);
+        if let Some(path) = std::env::var_os("PATH") {
+            command.env("PATH", path);
+        }
+        command.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let mut wrapped = CommandWrap::from(command);
+        wrapped.wrap(KillOnDrop).wrap(ProcessGroup::leader());
+        let (child, stderr) = TokioChildProcess::builder(wrapped)
+            .stderr(Stdio::piped())
+            .spawn()?;
+        if let Some(stderr) = stderr {
+            tokio::spawn(drain_stderr(upstream.to_string(), stderr));
+        }
+        Ok(child)
+    }
+}
+
+/// Reads the child's stderr until it closes, logging each line (cut to [`STDERR_LINE_MAX`]
+/// bytes) at `debug` level; holds at most one line.
+async fn drain_stderr(upstream: String, mut stderr: tokio::process::ChildStderr) {
+    let mut chunk = [0u8; 4096];
+    let mut line: Vec<u8> = Vec::with_capacity(STDERR_LINE_MAX);
+    let mut cut = false;
+    loop {
+        let n = match stderr.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &byte in &chunk[..n] {
+            if byte == b'\n' {
+                log_line(&upstream, &line, cut);
+                line.clear();
+                cut = false;
+            } else if line.len() < STDERR_LINE_MAX {
+                line.push(byte);
+            } else {
+                cut = true;
+            }
+        }
+    }
+    if !line.is_empty() {
+        log_line(&upstream, &line, cut);
+    }
+}
+
+fn log_line(upstream: &str, line: &[u8], cut: bool) {
+    let text = String::from_utf8_lossy(line);
+    tracing::debug!(
+        target: "gatehouse::upstream::stderr",
+        upstream,
+        cut,
+        "{}",
+        text.trim_end().escape_debug()
+    );
+}
+
+/// When a stdio upstream's child may be started again (see the module documentation).
+#[derive(Debug, Default)]
+pub struct Restarts {
+    /// Exits in a row, each within [`STABLE_AFTER`] of its start.
+    exits: u32,
+    /// When the running (or last) child was started.
+    started: Option<Instant>,
+    /// No start before this.
+    not_before: Option<Instant>,
+}
+
+impl Restarts {
+    /// How long to wait before the next start, if any.
+    pub fn wait(&self, now: Instant) -> Option<Duration> {
+        self.not_before
+            .and_then(|t| t.checked_duration_since(now))
+            .filter(|d| !d.is_zero())
+    }
+
+    /// A child was started at `now`.
+    pub fn started(&mut self, now: Instant) {
+        self.started = Some(now);
+    }
+
+    /// The child started last exited (or failed its handshake), seen at `now`: the next start
+    /// waits 0 s, 1 s, 2 s, 4 s, … for exits in a row, up to [`RESTART_BACKOFF_MAX`].
+    pub fn exited(&mut self, now: Instant) {
+        let ran = self
+            .started
+            .take()
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        if ran >= STABLE_AFTER {
+            self.exits = 0;
+        }
+        let delay = match self.exits {
+            0 => Duration::ZERO,
+            n => Duration::from_secs(1u64 << (n - 1).min(6)).min(RESTART_BACKOFF_MAX),
+        };
+        self.exits = self.exits.saturating_add(1);
+        self.not_before = Some(now + delay);
+    }
+
+    /// Whether a child is believed running (started and not seen exiting).
+    pub fn running(&self) -> bool {
+        self.started.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restarts_back_off_and_start_over_after_a_stable_run() {
+        let t0 = Instant::now();
+        let mut r = Restarts::default();
+        assert_eq!(r.wait(t0), None);
+        r.started(t0);
+        r.exited(t0);
+        assert_eq!(r.wait(t0), None, "the first exit restarts at once");
+        let mut now = t0;
+        for expected in [1, 2, 4, 8, 16, 32, 60, 60] {
+            r.started(now);
+            r.exited(now);
+            assert_eq!(r.wait(now), Some(Duration::from_secs(expected)));
+            now += Duration::from_secs(expected);
+            assert_eq!(r.wait(now), None);
+        }
+        r.started(now);
+        r.exited(now + STABLE_AFTER);
+        assert_eq!(r.wait(now + STABLE_AFTER), None, "a stable run starts over");
+    }
+
+    #[test]
+    fn the_command_keeps_env_values_out_of_debug() {
+        let c = StdioCommand::new(
+            "memory",
+            &["npx".into(), "-y".into(), "x".into()],
+            vec![("API_KEY".into(), "s3cret".into())],
+        )
+        .unwrap();
+        assert_eq!(c.program, "npx");
+        assert_eq!(c.args, ["-y", "x"]);
+        assert!(
+            c.dir
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("gatehouse-upstream-memory-")
+        );
+        let debug = format!("{c:?}");
+        assert!(
+            debug.contains("API_KEY") && !debug.contains("s3cret"),
+            "{debug}"
+        );
+        assert!(StdioCommand::new("x", &[], Vec::new()).is_none());
+    }
+}

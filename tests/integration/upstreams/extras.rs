@@ -1,0 +1,184 @@
+//! An upstream's prompts and resources: listed after Gatehouse's own as `NAME__PROMPT` and
+//! under `gatehouse://upstreams/NAME/…`, got and read through Gatehouse with the same scope,
+//! quota and audit as built-in reads, only by the accounts that may use the upstream.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sqlx::Row;
+
+use super::stdio::node_upstream_command;
+use super::{cli_ok, spawn_with_key};
+use crate::helpers::TestApp;
+use crate::mcp::{alice, bob, modern, rpc, send};
+
+const MEMO: &str = "gatehouse://upstreams/local/memo://notes/first";
+
+fn prompt_names(list: &Value) -> Vec<String> {
+    list["result"]["prompts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{list}"))
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Lists prompts until an upstream's appear (the child starts on first use).
+async fn prompts_until(app: &TestApp, token: &str, want: bool) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..150 {
+        last = rpc(app, token, "prompts/list", json!({})).await;
+        if prompt_names(&last).iter().any(|n| n == "local__greet") == want {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("the prompt listing never matched: {last}");
+}
+
+#[tokio::test]
+async fn upstream_prompts_and_resources_are_listed_namespaced_and_forwarded_with_audit() {
+    let app = spawn_with_key().await;
+    let a = alice(&app).await;
+    let builtin = prompt_names(&rpc(&app, &a.token, "prompts/list", json!({})).await);
+    let command = node_upstream_command();
+    cli_ok(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "local",
+            "--command",
+            &command,
+            "--trust-definitions",
+        ],
+    )
+    .await;
+
+    let listing = prompts_until(&app, &a.token, true).await;
+    let names = prompt_names(&listing);
+    assert_eq!(
+        &names[..builtin.len()],
+        &builtin[..],
+        "built-in prompts first"
+    );
+    assert_eq!(&names[builtin.len()..], ["local__greet"]);
+
+    let (status, _, got) = send(
+        modern(
+            &app,
+            Some(&a.token),
+            "prompts/get",
+            json!({"name": "local__greet", "arguments": {"who": "Ada"}}),
+        )
+        .header("mcp-name", "local__greet"),
+    )
+    .await;
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(
+        got["result"]["messages"][0]["content"]["text"], "Say hello to Ada.",
+        "{got}"
+    );
+
+    let resources = rpc(&app, &a.token, "resources/list", json!({})).await;
+    let uris: Vec<&str> = resources["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(uris.last(), Some(&MEMO), "{resources}");
+
+    let read = rpc(&app, &a.token, "resources/read", json!({"uri": MEMO})).await;
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "remember the milk",
+        "{read}"
+    );
+    assert_eq!(read["result"]["contents"][0]["uri"], MEMO);
+
+    // The upstream's "not found" names the upstream; 2026-07-28 gives a missing resource the
+    // code -32602 (rmcp maps the older -32002 for such clients).
+    let missing = rpc(
+        &app,
+        &a.token,
+        "resources/read",
+        json!({"uri": "gatehouse://upstreams/local/memo://notes/none"}),
+    )
+    .await;
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    assert!(
+        missing["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("upstream local: "),
+        "{missing}"
+    );
+
+    // A read-only token reads them too (they need mcp:read).
+    let (_, reader, _) = bob(&app, "mcp:read").await;
+    let read = rpc(&app, &reader, "resources/read", json!({"uri": MEMO})).await;
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "remember the milk",
+        "{read}"
+    );
+
+    // Audited like built-in reads, naming the upstream, never the arguments.
+    app.store.flush_audit().await;
+    let rows = sqlx::query(
+        "SELECT event, subject, outcome, detail FROM audit_events \
+         WHERE event IN ('prompt_get', 'resource_read') ORDER BY id",
+    )
+    .fetch_all(app.db.pool().await)
+    .await
+    .unwrap();
+    let rows: Vec<(String, String, String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.try_get("event").unwrap(),
+                r.try_get("subject").unwrap(),
+                r.try_get("outcome").unwrap(),
+                r.try_get("detail").unwrap(),
+            )
+        })
+        .collect();
+    let short: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|(e, s, o, _)| (e.as_str(), s.as_str(), o.as_str()))
+        .collect();
+    assert_eq!(
+        short,
+        [
+            ("prompt_get", "local__greet", "success"),
+            ("resource_read", "gatehouse://upstreams/local", "success"),
+            ("resource_read", "gatehouse://upstreams/local", "not_found"),
+            ("resource_read", "gatehouse://upstreams/local", "success"),
+        ]
+    );
+    assert!(
+        rows.iter().all(|r| r.3.contains("upstream=local")),
+        "{rows:?}"
+    );
+    assert!(rows.iter().all(|r| !r.3.contains("Ada")));
+
+    // Restricted to another account (Bob): gone for Alice, unknown when she asks for it.
+    cli_ok(&app, &["upstream", "remove", "local"]).await;
+    cli_ok(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "local",
+            "--command",
+            &command,
+            "--trust-definitions",
+            "--accounts",
+            "bob@example.com",
+        ],
+    )
+    .await;
+    prompts_until(&app, &a.token, false).await;
+    let read = rpc(&app, &a.token, "resources/read", json!({"uri": MEMO})).await;
+    assert!(read["error"].is_object(), "{read}");
+    assert!(read["result"].is_null(), "{read}");
+}

@@ -1,0 +1,88 @@
+// A small MCP server over stdio (MCP basic/transports §stdio: one JSON-RPC message per line),
+// with no dependencies, run by Gatehouse as a stdio upstream in the integration tests. Its tools
+// show what the child process sees: its environment's names, its working folder, its pid.
+//
+// Tools: echo (read-only), whoami (read-only: env names, cwd, pid), exit (read-only: answers,
+// then the process exits with status 3), wipe (destructive: counts its calls). Prompts: greet. Resources: memo://notes/first.
+import { createInterface } from "node:readline";
+
+const send = (message) => process.stdout.write(JSON.stringify(message) + "\n");
+const readOnly = { readOnlyHint: true, destructiveHint: false };
+const schema = { type: "object", properties: { message: { type: "string" } } };
+const tools = [
+  { name: "echo", description: "Echoes the message.", inputSchema: schema, annotations: readOnly },
+  { name: "whoami", description: "Shows the process's environment names, folder and pid.", inputSchema: { type: "object" }, annotations: readOnly },
+  { name: "exit", description: "Answers, then ends the process.", inputSchema: { type: "object" }, annotations: readOnly },
+  { name: "wipe", description: "Wipes the memos.", inputSchema: schema, annotations: { readOnlyHint: false, destructiveHint: true } },
+];
+let wipes = 0;
+const prompts = [
+  { name: "greet", description: "Greets someone.", arguments: [{ name: "who", required: true }] },
+];
+const resources = [
+  { uri: "memo://notes/first", name: "first", mimeType: "text/plain", description: "The first memo." },
+];
+const text = (t) => ({ content: [{ type: "text", text: t }], isError: false });
+
+function answer(request) {
+  const params = request.params ?? {};
+  switch (request.method) {
+    case "initialize":
+      return {
+        protocolVersion: params.protocolVersion ?? "2025-06-18",
+        capabilities: { tools: {}, prompts: {}, resources: {} },
+        serverInfo: { name: "stdio-test-upstream", version: "1.0.0" },
+      };
+    case "ping":
+      return {};
+    case "tools/list":
+      return { tools };
+    case "prompts/list":
+      return { prompts };
+    case "prompts/get":
+      if (params.name !== "greet") throw { code: -32602, message: "no such prompt" };
+      return { messages: [{ role: "user", content: { type: "text", text: `Say hello to ${params.arguments?.who}.` } }] };
+    case "resources/list":
+      return { resources };
+    case "resources/templates/list":
+      return { resourceTemplates: [] };
+    case "resources/read":
+      if (params.uri !== "memo://notes/first") throw { code: -32002, message: "no such resource" };
+      return { contents: [{ uri: params.uri, mimeType: "text/plain", text: "remember the milk" }] };
+    case "tools/call": {
+      const args = params.arguments ?? {};
+      switch (params.name) {
+        case "echo":
+          return text(`Echo: ${args.message ?? ""}`);
+        case "whoami":
+          return text(JSON.stringify({ env: Object.keys(process.env).sort(), cwd: process.cwd(), pid: process.pid }));
+        case "wipe":
+          wipes += 1;
+          return text(`wiped ${args.message ?? ""} (${wipes})`);
+        case "exit":
+          setTimeout(() => process.exit(3), 50);
+          return text("bye");
+        default:
+          throw { code: -32602, message: `no tool ${params.name}` };
+      }
+    }
+    default:
+      throw { code: -32601, message: `method not found: ${request.method}` };
+  }
+}
+
+createInterface({ input: process.stdin }).on("line", (line) => {
+  let request;
+  try {
+    request = JSON.parse(line);
+  } catch {
+    return;
+  }
+  if (request.id === undefined) return; // a notification
+  try {
+    send({ jsonrpc: "2.0", id: request.id, result: answer(request) });
+  } catch (e) {
+    send({ jsonrpc: "2.0", id: request.id, error: { code: e.code ?? -32603, message: e.message ?? String(e) } });
+  }
+});
+process.stderr.write("stdio test upstream ready\n");
