@@ -193,12 +193,15 @@ impl Application {
         // ready (migrated, first account created).
         let store = open_store(&config.database_url).await?;
         let server_keys = load_server_keys(&config).await?;
+        second_factor_needs_a_key(&config, server_keys.as_ref())?;
+        let mailer = mailer(&config)?;
         let state = AppState::new(AppParts {
             passwords: PasswordPool::new(config.password_workers, config.password_queue),
             config: Arc::new(config),
             store,
             clients: Arc::new(ClientResolver::new(Arc::new(HttpsFetcher))),
             server_keys,
+            mailer,
         });
         first_run(&state).await?;
         let listener = TcpListener::bind(state.config.bind).await.map_err(|e| {
@@ -228,12 +231,15 @@ impl Application {
     ) -> Result<Application, StartupError> {
         let store = open_store(&config.database_url).await?;
         let server_keys = load_server_keys(&config).await?;
+        second_factor_needs_a_key(&config, server_keys.as_ref())?;
+        let mailer = mailer(&config)?;
         let state = AppState::new(AppParts {
             passwords: PasswordPool::new(config.password_workers, config.password_queue),
             config: Arc::new(config),
             store,
             clients: Arc::new(ClientResolver::new(fetcher)),
             server_keys,
+            mailer,
         });
         first_run(&state).await?;
         Self::assemble(state, listener).await
@@ -256,6 +262,7 @@ impl Application {
             store,
             clients: Arc::new(ClientResolver::new(Arc::new(HttpsFetcher))),
             server_keys,
+            mailer: None,
         });
         let audit_writer = state.store.start_audit_writer();
         let served = crate::mcp::stdio::serve(crate::mcp::mcp_state(state), key).await;
@@ -405,6 +412,28 @@ async fn maintenance(store: Store, unused_client_max_age: i64) {
             }
         }
     }
+}
+
+/// `GATEHOUSE_REQUIRE_2FA=on` needs a server key (authenticator secrets are sealed with it):
+/// without one nobody could enrol, so nobody could sign in. Errors: one line saying so.
+fn second_factor_needs_a_key(
+    config: &Config,
+    keys: Option<&Arc<crate::domain::server_key::Keyring>>,
+) -> Result<(), StartupError> {
+    if config.identity.require_2fa && keys.is_none() {
+        return Err(StartupError(format!(
+            "GATEHOUSE_REQUIRE_2FA: authenticator secrets are sealed with the server key: {}",
+            crate::state::NO_SERVER_KEY
+        )));
+    }
+    Ok(())
+}
+
+/// The mail sender of `GATEHOUSE_SMTP_URL`, if set. Errors: one line naming the variable.
+fn mailer(config: &Config) -> Result<Option<Arc<crate::mail::Mailer>>, StartupError> {
+    Ok(crate::mail::Mailer::from_config(config)
+        .map_err(StartupError)?
+        .map(Arc::new))
 }
 
 /// Loads the server key once (reading, or on first start creating, the key file off the async

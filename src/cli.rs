@@ -1,4 +1,5 @@
-//! The command line: `serve` (default), `migrate`, `account add|disable`,
+//! The command line: `serve` (default), `migrate`,
+//! `account add|disable|enable|list|set-password|reset-link|quota`,
 //! `project add|list|add-member|remove-member`, `client add|list|revoke`, `key create|list|revoke`,
 //! `url create|list|revoke` ([`url`]), `resource add|list|remove` ([`resource`]), `upstream …`
 //! ([`upstream`]). Every command works on both
@@ -202,6 +203,30 @@ pub enum AccountCommand {
         /// Email address.
         email: String,
     },
+    /// Enable a disabled account again: it may sign in, and its keys and connected apps work
+    /// again (authorization codes pending when it was disabled stay void).
+    Enable {
+        /// Email address.
+        email: String,
+    },
+    /// List accounts, oldest first: email, id, status, when created.
+    List,
+    /// Set an account's password; it is read from the first line of standard input. Every
+    /// browser session of the account ends; its connected apps and API keys keep working.
+    SetPassword {
+        /// Email address.
+        email: String,
+        /// Read the password from standard input (required: passwords never go on the command line).
+        #[arg(long, required = true)]
+        password_stdin: bool,
+    },
+    /// Print a one-time link that lets the account's owner choose a new password (valid for
+    /// one hour; hand it over privately). Setting the password with it ends every browser
+    /// session of the account.
+    ResetLink {
+        /// Email address.
+        email: String,
+    },
     /// Set the account's budget of MCP tool calls per rolling hour, or put it back on the
     /// server's default (`GATEHOUSE_QUOTA_CALLS_PER_HOUR`). Applies to the next call.
     Quota {
@@ -295,16 +320,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         Command::Account(AccountCommand::Add { email, .. }) => {
             let email =
                 Email::parse(&email).map_err(|e| CliError(format!("invalid email: {e}")))?;
-            let mut line = String::new();
-            std::io::stdin()
-                .lock()
-                .read_line(&mut line)
-                .map_err(|e| CliError(format!("cannot read the password from stdin: {e}")))?;
-            let password = line.trim_end_matches(['\r', '\n']).to_string();
-            validate_password(&password).map_err(|e| CliError(e.to_string()))?;
-            let hash = crate::password::hash_password(password)
-                .await
-                .map_err(|e| CliError(e.to_string()))?;
+            let hash = password_from_stdin().await?;
             let account = store
                 .create_account(&email, &hash, now)
                 .await
@@ -352,6 +368,84 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             )
             .await;
             format!("disabled account {}", email.as_str())
+        }
+        Command::Account(AccountCommand::Enable { email }) => {
+            let email =
+                Email::parse(&email).map_err(|e| CliError(format!("invalid email: {e}")))?;
+            let account = find_account(&store, email.as_str()).await?;
+            store
+                .set_account_status(&email, AccountStatus::Active)
+                .await?;
+            cli_audit(
+                &store,
+                "account_enabled",
+                Some(&account),
+                Some(email.as_str()),
+                None,
+                now,
+            )
+            .await;
+            format!("enabled account {}", email.as_str())
+        }
+        Command::Account(AccountCommand::List) => {
+            let accounts = store.list_accounts().await?;
+            listing(
+                "EMAIL\tID\tSTATUS\tCREATED",
+                accounts.iter().map(|a| {
+                    [
+                        a.email.clone(),
+                        a.id.clone(),
+                        a.status.to_string(),
+                        timestamp(a.created_at),
+                    ]
+                    .join("\t")
+                }),
+                "no accounts",
+            )
+        }
+        Command::Account(AccountCommand::SetPassword { email, .. }) => {
+            let account = find_account_record(&store, &email).await?;
+            let hash = password_from_stdin().await?;
+            store.set_password_hash(&account.id, &hash, true).await?;
+            store.void_reset_tokens(&account.id, now).await?;
+            crate::web::recovery::after_password_reset(
+                &store,
+                &account,
+                None,
+                "actor=cli set-password",
+                now,
+            )
+            .await?;
+            format!(
+                "set the password of {}; its browser sessions were signed out",
+                account.email
+            )
+        }
+        Command::Account(AccountCommand::ResetLink { email }) => {
+            let account = find_account_record(&store, &email).await?;
+            let link =
+                crate::web::recovery::new_reset_link(&store, |p| config.url(p), &account, now)
+                    .await?;
+            cli_audit(
+                &store,
+                "password_reset_requested",
+                Some(&account.id),
+                Some(&account.email),
+                Some("reset-link"),
+                now,
+            )
+            .await;
+            let mut out = format!(
+                "One-time link to choose a new password for {} (valid for one hour):\n{link}",
+                account.email
+            );
+            if account.status != AccountStatus::Active {
+                out.push_str(&format!(
+                    "\nThe account is disabled: it cannot sign in until `gatehouse account enable {}`.",
+                    account.email
+                ));
+            }
+            out
         }
         Command::Account(AccountCommand::Quota {
             email,
@@ -901,6 +995,33 @@ async fn find_active_account(store: &crate::store::Store, email: &str) -> Result
         )));
     }
     Ok(account.id)
+}
+
+/// Reads a password from the first line of standard input, checks the policy and hashes it
+/// (argon2id, off the async workers). Errors: unreadable input, a password the policy refuses.
+async fn password_from_stdin() -> Result<String, CliError> {
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| CliError(format!("cannot read the password from stdin: {e}")))?;
+    let password = line.trim_end_matches(['\r', '\n']).to_string();
+    validate_password(&password).map_err(|e| CliError(e.to_string()))?;
+    crate::password::hash_password(password)
+        .await
+        .map_err(|e| CliError(e.to_string()))
+}
+
+/// The account with `email`. Errors: an invalid email, no such account.
+async fn find_account_record(
+    store: &crate::store::Store,
+    email: &str,
+) -> Result<crate::store::accounts::Account, CliError> {
+    let email = Email::parse(email).map_err(|e| CliError(format!("invalid email: {e}")))?;
+    store
+        .account_by_email(&email)
+        .await?
+        .ok_or_else(|| CliError(format!("no account with email {}", email.as_str())))
 }
 
 async fn find_account(store: &crate::store::Store, email: &str) -> Result<String, CliError> {

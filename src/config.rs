@@ -15,6 +15,7 @@ use url::Url;
 
 use crate::domain::resource::ResourceIndicator;
 
+pub mod identity;
 pub mod server_key;
 
 pub use server_key::ServerKeySettings;
@@ -226,6 +227,8 @@ pub struct Config {
     /// The MCP surface's name and title, the audit's retention and the events sent out
     /// ([`surface::SurfaceConfig`]).
     pub surface: surface::SurfaceConfig,
+    /// The mail server of password resets ([`identity::IdentityConfig`]).
+    pub identity: identity::IdentityConfig,
 }
 
 impl Config {
@@ -596,6 +599,7 @@ impl Config {
             max_connections_per_address,
             server_key,
             surface: surface::SurfaceConfig::from_vars(vars)?,
+            identity: identity::IdentityConfig::from_vars(vars)?,
         })
     }
 

@@ -249,6 +249,7 @@ fn describe() {
             "authorization_codes",
             "authorization_requests",
             "setup_tokens",
+            "password_reset_tokens",
             "signin_devices",
             "client_assertion_jtis",
             "device_authorizations",

@@ -332,12 +332,15 @@ impl Verified {
     /// Finishes a sign-in once the session is signed in: the failures are forgotten
     /// ([`forget_failures`]), the browser recognised from now on (a new device cookie, which
     /// replaces the one it sent; returned for the response to set, see [`DEVICE_COOKIE`]) and
-    /// the success audited (`signin` / `success`).
+    /// the success audited: `signin` / `success` / `password` when the sign-in is complete,
+    /// `signin_password` / `success` when a second factor is asked next
+    /// (`second_factor_next`).
     pub async fn finish(
         self,
         state: &AppState,
         source: IpAddr,
         now: i64,
+        second_factor_next: bool,
     ) -> Result<String, StoreError> {
         if self.past_delay {
             refund_address(state, &self.limits, &self.counted).await?;
@@ -359,12 +362,16 @@ impl Verified {
             .await?;
         let ip = source.to_string();
         let row = audit_row(
-            "signin",
+            if second_factor_next {
+                "signin_password"
+            } else {
+                "signin"
+            },
             "success",
             Some(&self.account.id),
             &self.email_key,
             &ip,
-            None,
+            Some("password"),
         );
         state.store.audit(row, now).await;
         Ok(cookie)

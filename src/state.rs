@@ -44,6 +44,8 @@ pub struct AppParts {
     /// loaded once at start; `None` on `PostgreSQL` without a configured key, where sealing is
     /// refused with [`AppParts::keyring`]'s message.
     pub server_keys: Option<Arc<Keyring>>,
+    /// The mail sender of password resets (`GATEHOUSE_SMTP_URL`); `None` when unset.
+    pub mailer: Option<Arc<crate::mail::Mailer>>,
 }
 
 /// What sealing or opening is refused with when no server key is configured.

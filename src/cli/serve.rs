@@ -253,6 +253,28 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub events_token: Option<String>,
+    /// SMTP server that mails password-reset links (smtp://host:port, `?tls=required` for
+    /// STARTTLS, or smtps://; environment only, it may hold a password). Default: unset (no
+    /// "Forgot your password?").
+    #[arg(
+        long,
+        env = "GATEHOUSE_SMTP_URL",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub smtp_url: Option<String>,
+    /// The From of those mails. Default: gatehouse@ the issuer's host.
+    #[arg(long, env = "GATEHOUSE_SMTP_FROM", value_name = "MAILBOX")]
+    pub smtp_from: Option<String>,
+    /// `on`: every password sign-in needs a second factor (TOTP); a person without one enrols
+    /// at the next sign-in.
+    #[arg(
+        long,
+        env = "GATEHOUSE_REQUIRE_2FA",
+        value_name = "on|off",
+        default_value = "off"
+    )]
+    pub require_2fa: Option<String>,
 }
 
 /// Every setting of [`ServeArgs`]: (argument id, environment variable, secret).
@@ -313,6 +335,7 @@ mod tests {
         let sources = [
             include_str!("../config.rs"),
             include_str!("../config/surface.rs"),
+            include_str!("../config/identity.rs"),
             include_str!("../config/server_key.rs"),
         ];
         let listed: Vec<String> = settings().into_iter().map(|(_, env, _)| env).collect();

@@ -53,13 +53,15 @@ pub enum TokenKind {
     SetupToken,
     /// The secret path segment of a personal MCP URL (`<MCP path>/<secret>`), prefix `gate_pu_`.
     PersonalUrl,
+    /// One-time token of a password-reset link (`/reset?token=…`), prefix `gate_reset_`.
+    ResetToken,
     /// Device verification code of the device authorization grant (RFC 8628 §3.2), prefix
     /// `gate_dc_`.
     DeviceCode,
 }
 
 impl TokenKind {
-    const ALL: [TokenKind; 8] = [
+    const ALL: [TokenKind; 9] = [
         TokenKind::AccessToken,
         TokenKind::RefreshToken,
         TokenKind::AuthorizationCode,
@@ -67,6 +69,7 @@ impl TokenKind {
         TokenKind::ApiKey,
         TokenKind::SetupToken,
         TokenKind::PersonalUrl,
+        TokenKind::ResetToken,
         TokenKind::DeviceCode,
     ];
 
@@ -87,6 +90,7 @@ impl TokenKind {
             TokenKind::ApiKey => "gate_key_",
             TokenKind::SetupToken => "gate_setup_",
             TokenKind::PersonalUrl => "gate_pu_",
+            TokenKind::ResetToken => "gate_reset_",
             TokenKind::DeviceCode => "gate_dc_",
         }
     }

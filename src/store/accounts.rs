@@ -207,3 +207,113 @@ impl Store {
         .await?)
     }
 }
+
+/// The account columns, each prefixed with `a.` for queries that join `accounts AS a`.
+const ACCOUNT_COLUMNS_A: &str =
+    "a.id, a.email, a.password_hash, a.status, a.created_at, a.session_epoch";
+
+impl Store {
+    /// Every account, oldest first (for `gatehouse account list`).
+    pub async fn list_accounts(&self) -> Result<Vec<Account>, StoreError> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {ACCOUNT_COLUMNS} FROM accounts ORDER BY created_at, email"
+        ))
+        .fetch_all(&self.pool())
+        .await?)
+    }
+
+    /// Stores a password-reset link's token hash for `account_id`, good for one use until
+    /// `expires_at` (Unix seconds).
+    pub async fn create_reset_token(
+        &self,
+        hash: &TokenHash,
+        account_id: &str,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO password_reset_tokens (token_hash, account_id, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4)",
+        )
+        .bind(hash.as_str())
+        .bind(account_id)
+        .bind(now)
+        .bind(expires_at)
+        .execute(&self.writer())
+        .await?;
+        Ok(())
+    }
+
+    /// The account a password-reset token is for, while the token is unused and unexpired
+    /// (`None` otherwise). Disabled accounts are returned too: a reset sets their password
+    /// but does not enable them.
+    pub async fn reset_token_account(
+        &self,
+        hash: &TokenHash,
+        now: i64,
+    ) -> Result<Option<Account>, StoreError> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {ACCOUNT_COLUMNS_A} FROM password_reset_tokens AS t \
+             JOIN accounts AS a ON a.id = t.account_id \
+             WHERE t.token_hash = $1 AND t.used_at IS NULL AND t.expires_at > $2"
+        ))
+        .bind(hash.as_str())
+        .bind(now)
+        .fetch_optional(&self.pool())
+        .await?)
+    }
+
+    /// Spends a password-reset token and sets its account's password, atomically: the
+    /// account's other unused reset tokens are spent with it and its session epoch raised (every
+    /// browser session ends; grants and keys stay). Returns the account as it is afterwards,
+    /// or `Ok(None)` when the token is unknown, used or expired (nothing is written then).
+    pub async fn reset_password_with_token(
+        &self,
+        hash: &TokenHash,
+        password_hash: &str,
+        now: i64,
+    ) -> Result<Option<Account>, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let account_id: Option<String> = sqlx::query_scalar(
+            "UPDATE password_reset_tokens SET used_at = $1 \
+             WHERE token_hash = $2 AND used_at IS NULL AND expires_at > $1 RETURNING account_id",
+        )
+        .bind(now)
+        .bind(hash.as_str())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(account_id) = account_id else {
+            return Ok(None);
+        };
+        sqlx::query(
+            "UPDATE password_reset_tokens SET used_at = $1 WHERE account_id = $2 AND used_at IS NULL",
+        )
+        .bind(now)
+        .bind(&account_id)
+        .execute(&mut *tx)
+        .await?;
+        let account: Option<Account> = sqlx::query_as(&format!(
+            "UPDATE accounts SET password_hash = $1, session_epoch = session_epoch + 1 \
+             WHERE id = $2 RETURNING {ACCOUNT_COLUMNS}"
+        ))
+        .bind(password_hash)
+        .bind(&account_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(account)
+    }
+
+    /// Spends every unused password-reset token of the account (after its password was set
+    /// another way, the links mailed before must not set it again).
+    pub async fn void_reset_tokens(&self, account_id: &str, now: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE password_reset_tokens SET used_at = $1 WHERE account_id = $2 AND used_at IS NULL",
+        )
+        .bind(now)
+        .bind(account_id)
+        .execute(&self.writer())
+        .await?;
+        Ok(())
+    }
+}

@@ -83,12 +83,13 @@ pub const REFRESH_REPLAY_WINDOW_SECS: i64 = 30 * 24 * 3600;
 ///   families revoked 30 days ago;
 /// - `token_families` revoked 30 days ago with no token left;
 /// - `authorization_codes` (used or not) and `authorization_requests` a day after they expired;
-/// - `setup_tokens`, `signin_devices` and `device_authorizations` (RFC 8628) a day after they
-///   expired, `idp_signins` (sign-ins waiting on an identity provider) once expired;
+/// - `setup_tokens`, `password_reset_tokens`, `signin_devices` and `device_authorizations`
+///   (RFC 8628) a day after they expired, `idp_signins` (sign-ins waiting on an identity
+///   provider) once expired;
 /// - `client_assertion_jtis` once the assertion expired (RFC 7523 §3: a `jti` need only be
 ///   remembered until `exp`);
 /// - `rate_limits` counters once they no longer count.
-pub const CREDENTIAL_RETENTIONS: [(Retention, i64); 13] = [
+pub const CREDENTIAL_RETENTIONS: [(Retention, i64); 14] = [
     (
         Retention {
             name: "access_tokens",
@@ -155,6 +156,15 @@ pub const CREDENTIAL_RETENTIONS: [(Retention, i64); 13] = [
             name: "setup_tokens",
             delete_batch: "DELETE FROM setup_tokens WHERE token_hash IN \
                            (SELECT token_hash FROM setup_tokens WHERE expires_at < $1 LIMIT $2)",
+        },
+        super::EXPIRED_RETENTION_SECS,
+    ),
+    (
+        Retention {
+            name: "password_reset_tokens",
+            delete_batch: "DELETE FROM password_reset_tokens WHERE token_hash IN \
+                           (SELECT token_hash FROM password_reset_tokens WHERE expires_at < $1 \
+                           LIMIT $2)",
         },
         super::EXPIRED_RETENTION_SECS,
     ),

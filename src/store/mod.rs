@@ -34,6 +34,7 @@ pub mod quotas;
 pub mod read_batches;
 pub mod resources;
 pub mod rotations;
+pub mod second_factor;
 pub mod services;
 pub mod sessions;
 pub mod signing_keys;

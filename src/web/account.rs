@@ -1,5 +1,5 @@
 //! The account page: `GET /account`, `POST /account/password` (the current password is
-//! required; other sessions end only when asked) and `POST /account/sign-out-everywhere`.
+//! required; the account's other sessions end) and `POST /account/sign-out-everywhere`.
 //! Connected apps are never touched here.
 
 use askama::Template;
@@ -32,10 +32,15 @@ struct AccountPage<'a> {
     email: &'a str,
     notice: Option<String>,
     error: Option<&'a str>,
-    sign_out_others: bool,
     csrf_token: &'a str,
     oauth_enabled: bool,
     usage: Usage,
+    /// The account has a confirmed TOTP authenticator.
+    totp: bool,
+    /// Its unused recovery codes.
+    recovery_codes_left: i64,
+    /// The server requires a second factor (it cannot be removed).
+    require_2fa: bool,
 }
 
 /// The account's MCP tool calls of the last hour against its budget (issue "The rest of the MCP
@@ -67,21 +72,24 @@ async fn account_page(
     account: &Account,
     status: StatusCode,
     error: Option<&str>,
-    sign_out_others: bool,
 ) -> Result<Response, AppError> {
     let notice = take_notice(session).await?;
     let csrf = csrf_token(session).await?;
     let usage = usage(state, &account.id).await?;
+    let totp = state.store.has_second_factor(&account.id).await?;
+    let recovery_codes_left = state.store.recovery_codes_left(&account.id).await?;
     render(
         status,
         &AccountPage {
             email: &account.email,
             notice,
             error,
-            sign_out_others,
             csrf_token: &csrf,
             oauth_enabled: state.config.oauth_enabled,
             usage,
+            totp,
+            recovery_codes_left,
+            require_2fa: state.config.identity.require_2fa,
         },
     )
 }
@@ -91,7 +99,7 @@ pub async fn show(State(state): State<AppState>, session: Session) -> Result<Res
     let Some(account) = signed_in(&state, &session).await? else {
         return Ok(see_other("/signin?next=%2Faccount"));
     };
-    account_page(&state, &session, &account, StatusCode::OK, None, false).await
+    account_page(&state, &session, &account, StatusCode::OK, None).await
 }
 
 /// Body of `POST /account/password`. The passwords are never shown again.
@@ -101,13 +109,12 @@ pub struct PasswordForm {
     current_password: String,
     #[serde(default)]
     new_password: String,
-    #[serde(default)]
-    sign_out_others: Option<String>,
 }
 
 /// `POST /account/password`: checks the current password and hashes the new one on the
-/// password pool (503 with `Retry-After` when it is full), stores it and, when asked, ends
-/// every other session of the account. This session stays signed in. Wrong current passwords
+/// password pool (503 with `Retry-After` when it is full), stores it and ends every other
+/// session of the account (issue 36: a changed password ends the other sessions; grants and
+/// keys stay). This session stays signed in. Wrong current passwords
 /// are limited per session ([`MAX_PASSWORD_FAILURES_PER_SESSION`], then signed out), never by
 /// the sign-in page's per-address or per-account counters.
 pub async fn change_password(
@@ -119,11 +126,10 @@ pub async fn change_password(
     let Some(account) = signed_in(&state, &session).await? else {
         return Ok(see_other("/signin?next=%2Faccount"));
     };
-    let end_others = form.sign_out_others.is_some();
     let refuse = |status, error: String| {
         let (state, session, account) = (&state, &session, &account);
         async move {
-            let r = account_page(state, session, account, status, Some(&error), end_others).await?;
+            let r = account_page(state, session, account, status, Some(&error)).await?;
             if status == StatusCode::SERVICE_UNAVAILABLE {
                 return Ok(super::password_busy(r));
             }
@@ -184,22 +190,18 @@ pub async fn change_password(
     let hash = slot.hash(form.new_password).await?;
     let Some(epoch) = state
         .store
-        .set_password_hash(&account.id, &hash, end_others)
+        .set_password_hash(&account.id, &hash, true)
         .await?
     else {
         return Ok(see_other("/signin"));
     };
-    if end_others {
-        keep_after_epoch(&session, epoch).await?;
-    }
+    keep_after_epoch(&session, epoch).await?;
+    // Reset links made before must not set the password again.
+    state.store.void_reset_tokens(&account.id, now).await?;
     state.store.audit(audit("success"), now).await;
     set_notice(
         &session,
-        if end_others {
-            "Password changed. Your other sessions were signed out."
-        } else {
-            "Password changed."
-        },
+        "Password changed. Your other sessions were signed out.",
     )
     .await?;
     Ok(see_other("/account"))

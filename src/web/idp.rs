@@ -397,7 +397,9 @@ pub async fn callback(
             return refuse(StatusCode::FORBIDDEN, next, text).await;
         }
     };
-    super::session::sign_in(&session, &account).await?;
+    // A provider sign-in counts as strong: no second factor is asked here.
+    super::session::sign_in_with(&session, &account, super::session::SignInMethod::Provider)
+        .await?;
     audit(&state, "success", Some(&account.id), &name, &ip, "", now).await;
     crate::signin::count("success");
     let mut response = see_other(&next);

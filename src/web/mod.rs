@@ -28,6 +28,8 @@ pub mod idp;
 pub mod keys;
 pub mod notes;
 pub mod projects;
+pub mod recovery;
+pub mod second_factor;
 pub mod session;
 pub mod setup;
 pub mod signin;
@@ -68,6 +70,30 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/signin", get(signin::show).post(signin::submit))
         .route("/signout", post(signin::sign_out))
+        .route(
+            "/signin/forgot",
+            get(recovery::forgot_show).post(recovery::forgot_submit),
+        )
+        .route(
+            "/signin/second-factor",
+            get(second_factor::show).post(second_factor::submit),
+        )
+        .route(
+            "/account/second-factor/start",
+            post(second_factor::account_start),
+        )
+        .route(
+            "/account/second-factor/confirm",
+            post(second_factor::account_confirm),
+        )
+        .route(
+            "/account/second-factor/remove",
+            post(second_factor::account_remove),
+        )
+        .route(
+            "/reset",
+            get(recovery::reset_show).post(recovery::reset_submit),
+        )
         .route("/signin/idp/{name}", get(idp::start))
         .route("/signin/idp/{name}/callback", get(idp::callback))
         .route("/setup", get(setup::show).post(setup::submit))

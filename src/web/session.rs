@@ -23,6 +23,65 @@ const CSRF_KEY: &str = "csrf";
 /// [`crate::store::accounts::Account::session_epoch`]).
 const EPOCH_KEY: &str = "epoch";
 const NOTICE_KEY: &str = "notice";
+/// How this session was signed in ([`SignInMethod`]).
+const METHOD_KEY: &str = "method";
+
+/// How a session was signed in (issue 36): audited with every sign-in, and what decides
+/// whether the sign-in was strong (more than a password).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignInMethod {
+    /// A password alone.
+    Password,
+    /// A password and a TOTP code (RFC 6238).
+    PasswordAndTotp,
+    /// A password and a recovery code.
+    PasswordAndRecoveryCode,
+    /// A passkey (WebAuthn): possession and, with user verification, a second factor in one.
+    Passkey,
+    /// The organisation's identity provider (`OpenID Connect`), which did its own checks.
+    Provider,
+}
+
+impl SignInMethod {
+    /// The stored and audited spelling: `password`, `password+totp`,
+    /// `password+recovery_code`, `passkey`, `provider`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SignInMethod::Password => "password",
+            SignInMethod::PasswordAndTotp => "password+totp",
+            SignInMethod::PasswordAndRecoveryCode => "password+recovery_code",
+            SignInMethod::Passkey => "passkey",
+            SignInMethod::Provider => "provider",
+        }
+    }
+
+    /// Whether the sign-in was strong: anything but a password alone.
+    pub fn is_strong(self) -> bool {
+        self != SignInMethod::Password
+    }
+
+    fn parse(s: &str) -> Option<SignInMethod> {
+        [
+            SignInMethod::Password,
+            SignInMethod::PasswordAndTotp,
+            SignInMethod::PasswordAndRecoveryCode,
+            SignInMethod::Passkey,
+            SignInMethod::Provider,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == s)
+    }
+}
+
+/// How the session was signed in (`None`: not signed in, or signed in before methods were
+/// recorded).
+pub async fn sign_in_method(session: &Session) -> Result<Option<SignInMethod>, AppError> {
+    Ok(session
+        .get::<String>(METHOD_KEY)
+        .await?
+        .as_deref()
+        .and_then(SignInMethod::parse))
+}
 
 /// The session's CSRF token, created on first use (32 random bytes, base64url).
 pub async fn csrf_token(session: &Session) -> Result<String, AppError> {
@@ -163,12 +222,23 @@ pub async fn signed_in(state: &AppState, session: &Session) -> Result<Option<Acc
     }
 }
 
-/// Signs `account` in: a new session id (against fixation), a new CSRF token.
+/// Signs `account` in with a password alone ([`sign_in_with`]).
 pub async fn sign_in(session: &Session, account: &Account) -> Result<(), AppError> {
+    sign_in_with(session, account, SignInMethod::Password).await
+}
+
+/// Signs `account` in by `method`: a new session id (against fixation), a new CSRF token, the
+/// method kept ([`sign_in_method`]).
+pub async fn sign_in_with(
+    session: &Session,
+    account: &Account,
+    method: SignInMethod,
+) -> Result<(), AppError> {
     session.cycle_id().await?;
     session.insert(ACCOUNT_KEY, &account.id).await?;
     session.insert(EPOCH_KEY, account.session_epoch).await?;
     session.insert(CSRF_KEY, random_urlsafe(32)).await?;
+    session.insert(METHOD_KEY, method.as_str()).await?;
     Ok(())
 }
 

@@ -28,6 +28,10 @@ struct SigninPage<'a> {
     next: &'a str,
     email: &'a str,
     error: Option<&'a str>,
+    /// A notice above the form (after a password reset).
+    notice: Option<&'a str>,
+    /// Mail is set up: "Forgot your password?" is offered.
+    forgot: bool,
     /// A button per identity provider that signs people in: (name, words).
     providers: &'a [(String, String)],
     /// Whether the email and password form is shown (`GATEHOUSE_PASSWORD_SIGNIN`).
@@ -61,6 +65,22 @@ pub async fn signin_page(
     email: &str,
     error: Option<&str>,
 ) -> Result<Response, AppError> {
+    signin_page_with_notice(state, session, csrf, status, next, email, error, None).await
+}
+
+/// [`signin_page`] with a notice above the form (after a password reset).
+#[allow(clippy::too_many_arguments)]
+async fn signin_page_with_notice(
+    state: &AppState,
+    session: &Session,
+    csrf: PageCsrf,
+    status: StatusCode,
+    next: &str,
+    email: &str,
+    error: Option<&str>,
+    notice: Option<&str>,
+) -> Result<Response, AppError> {
+    let forgot = state.mailer.is_some();
     let providers = provider_buttons(state).await;
     let password_signin = state.config.password_signin;
     csrf.page(session, |csrf_token| {
@@ -73,6 +93,8 @@ pub async fn signin_page(
                 error,
                 providers: &providers,
                 password_signin,
+                notice,
+                forgot,
             },
         )
     })
@@ -86,6 +108,8 @@ pub struct SigninQuery {
     /// `1`: show the form even when signed in (an authorization request asked to sign in
     /// again with `prompt=login`).
     reauth: Option<String>,
+    /// `1`: the password was just reset (a notice says so).
+    reset: Option<String>,
 }
 
 /// `GET /signin?next=/path[&reauth=1]`: the form, or straight on to `next` when already
@@ -101,7 +125,19 @@ pub async fn show(
     if q.reauth.as_deref() != Some("1") && signed_in(&state, &session).await?.is_some() {
         return Ok(see_other(&next));
     }
-    signin_page(&state, &session, csrf, StatusCode::OK, &next, "", None).await
+    let notice = (q.reset.as_deref() == Some("1"))
+        .then_some("Your password was changed. Sign in with the new one.");
+    signin_page_with_notice(
+        &state,
+        &session,
+        csrf,
+        StatusCode::OK,
+        &next,
+        "",
+        None,
+        notice,
+    )
+    .await
 }
 
 /// Body of `POST /signin`.
@@ -150,6 +186,7 @@ pub async fn submit(
     };
     let next = safe_next(form.next.as_deref());
     let (shown_next, email) = (next.as_str(), form.email.as_str());
+    let forgot = state.mailer.is_some();
     let providers = provider_buttons(&state).await;
     let providers = providers.as_slice();
     let page = |status: StatusCode, error: String| {
@@ -161,6 +198,8 @@ pub async fn submit(
                     next: shown_next,
                     email,
                     error: Some(&error),
+                    notice: None,
+                    forgot,
                     providers,
                     password_signin: true,
                 },
@@ -209,9 +248,22 @@ pub async fn submit(
             return Ok(super::password_busy(r));
         }
     };
-    super::session::sign_in(&session, &verified.account).await?;
-    let device = verified.finish(&state, client.0, now).await?;
-    let mut response = see_other(&next);
+    // A second factor next: the account has one, or the server requires one (then it enrols).
+    let has_factor = state.store.has_second_factor(&verified.account.id).await?;
+    let second_factor = has_factor || state.config.identity.require_2fa;
+    if second_factor {
+        super::second_factor::begin(&session, &verified.account, &next, !has_factor, now).await?;
+    } else {
+        super::session::sign_in(&session, &verified.account).await?;
+    }
+    let device = verified
+        .finish(&state, client.0, now, second_factor)
+        .await?;
+    let mut response = see_other(if second_factor {
+        "/signin/second-factor"
+    } else {
+        &next
+    });
     let cookie = Cookie::build((signin::DEVICE_COOKIE, device))
         .path("/signin")
         .http_only(true)

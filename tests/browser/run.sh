@@ -32,4 +32,8 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
 fi
 
 echo "chromium: $("$CHROMIUM" --version 2>/dev/null || echo "$CHROMIUM")"
-exec "$NODE" browser.mjs
+rc=0
+"$NODE" browser.mjs || rc=1
+# The second factor (TOTP enrolment and sign-in); after browser.mjs, which empties ARTIFACTS.
+"$NODE" second-factor.mjs || rc=1
+exit "$rc"

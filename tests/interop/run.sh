@@ -182,12 +182,14 @@ step "client-v2 (@modelcontextprotocol/client 2.4.0)" \
 # finds Gatehouse from its 401, and tokens do not cross between it and Gatehouse.
 PYTHON="${PYTHON:-python3}"
 PY_MCP_VERSION="2.3.0"
+PY_AIOSMTPD_VERSION="1.4.6"
 python_venv() { # the official Python SDK, installed into .venv/ next to this script
   local venv="$HERE/.venv"
   if [ ! -x "$venv/bin/python" ]; then
     "$PYTHON" -m venv "$venv" || return 1
   fi
-  "$venv/bin/pip" install -q --disable-pip-version-check "mcp==$PY_MCP_VERSION"
+  "$venv/bin/pip" install -q --disable-pip-version-check "mcp==$PY_MCP_VERSION" \
+    "aiosmtpd==$PY_AIOSMTPD_VERSION"
 }
 RS_PORT="$("$NODE" lib/tools.mjs free-port)"
 RS_URL="http://127.0.0.1:$RS_PORT/mcp"
@@ -320,6 +322,12 @@ step "Python SDK stdio client (mcp $PY_MCP_VERSION) launching gatehouse stdio" \
   python_stdio
 step "Python SDK stdio client (mcp $PY_MCP_VERSION) launching gatehouse stdio --url (bridge over HTTP)" \
   python_bridge
+smtp_reset() { # "Forgot your password?" mailed to aiosmtpd; its link sets a new password
+  python_venv || return 1
+  WORK_DIR="$WORK" "$HERE/.venv/bin/python" smtp-reset.py
+}
+step "password reset mailed to aiosmtpd $PY_AIOSMTPD_VERSION (a server of its own with GATEHOUSE_SMTP_URL)" \
+  smtp_reset
 
 if [ "${SKIP_CONFORMANCE:-0}" = "1" ]; then
   summary
