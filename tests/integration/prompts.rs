@@ -658,7 +658,9 @@ async fn resource_reads_and_prompt_gets_are_audited_without_their_arguments() {
     let apps = page(&app, &a.browser, "/apps").await;
     let consent = hidden_input(&apps, "consent_id").unwrap();
     let html = page(&app, &a.browser, &format!("/apps/{consent}")).await;
-    assert_eq!(html.matches("<tr class=\"event\">").count(), 4, "{html}");
+    // The two reads and two prompt gets, and the approval that began the app's access.
+    assert_eq!(html.matches("<tr class=\"event\">").count(), 5, "{html}");
+    assert!(html.contains("Approved"), "{html}");
     assert!(
         html.contains("Prompt <code>summarize_project</code>"),
         "{html}"
@@ -670,7 +672,8 @@ async fn resource_reads_and_prompt_gets_are_audited_without_their_arguments() {
         "{html}"
     );
     assert!(
-        html.contains("Research") && html.contains("invalid_arguments"),
+        html.contains("Research")
+            && html.contains("Refused: the app sent arguments the tool does not accept"),
         "{html}"
     );
     assert!(!html.contains(focus), "{html}");

@@ -201,13 +201,22 @@ async fn the_registry_is_administered_from_the_command_line_without_showing_secr
             .trim(),
         "removed upstream everything"
     );
-    let left: i64 = sqlx::query("SELECT COUNT(*) AS n FROM upstream_tools")
-        .fetch_one(app.db.pool().await)
-        .await
-        .unwrap()
-        .try_get("n")
-        .unwrap();
-    assert_eq!(left, 0);
+    // Read until the test's own pooled connection sees the removal: on SQLite a connection can
+    // still be reading the snapshot of an earlier statement for a moment (WAL).
+    let mut left: i64 = -1;
+    for _ in 0..50 {
+        left = sqlx::query("SELECT COUNT(*) AS n FROM upstream_tools")
+            .fetch_one(app.db.pool().await)
+            .await
+            .unwrap()
+            .try_get("n")
+            .unwrap();
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(left, 0, "the removed upstream's definitions are gone");
     assert!(
         !cli_ok(&app, &["upstream", "list"])
             .await
