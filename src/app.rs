@@ -455,11 +455,26 @@ pub async fn load_server_keys(
     Ok(loaded.map(Arc::new))
 }
 
-/// Connects to `DATABASE_URL` and applies migrations; the error names the variable.
+/// How long [`open_store`] keeps trying a database that is busy or out of reach (a
+/// PostgreSQL server still starting, or too slow to open a connection within the pool's
+/// 5 s), one try a second.
+pub const CONNECT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Connects to `DATABASE_URL` and applies migrations; the error names the variable. A
+/// database that is busy or out of reach ([`crate::store::StoreError::is_unavailable`]) is
+/// tried again once a second for up to [`CONNECT_PATIENCE`]; any other error ends at once.
 pub async fn open_store(url: &str) -> Result<Store, StartupError> {
-    let store = Store::connect(url)
-        .await
-        .map_err(|e| StartupError(format!("DATABASE_URL: cannot connect: {e}")))?;
+    let deadline = tokio::time::Instant::now() + CONNECT_PATIENCE;
+    let store = loop {
+        match Store::connect(url).await {
+            Ok(store) => break store,
+            Err(e) if e.is_unavailable() && tokio::time::Instant::now() < deadline => {
+                tracing::warn!(error = %e, "database not reachable yet; trying again in 1 s");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            Err(e) => return Err(StartupError(format!("DATABASE_URL: cannot connect: {e}"))),
+        }
+    };
     store
         .migrate()
         .await

@@ -124,7 +124,7 @@ async fn one_address_holds_at_most_its_cap_of_connections() {
 async fn answer_without_body(app: &TestApp, head: &str) -> String {
     let mut stream = connect_from(app, "127.0.0.1").await;
     stream.write_all(head.as_bytes()).await.unwrap();
-    let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(2)).await;
+    let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(10)).await;
     answer
 }
 
@@ -175,7 +175,9 @@ async fn form_routes_refuse_before_reading_a_body() {
             "{} answered {answer:?}",
             head.lines().next().unwrap()
         );
-        assert!(started.elapsed() < Duration::from_secs(2));
+        // Far below the 30 s body deadline: the answer did not wait for the body (the
+        // margin is for a loaded machine; on a quiet one each answer takes milliseconds).
+        assert!(started.elapsed() < Duration::from_secs(10));
     }
 }
 
