@@ -456,7 +456,7 @@ pub async fn load_server_keys(
 }
 
 /// How long [`open_store`] keeps trying a database that is busy or out of reach (a
-/// PostgreSQL server still starting, or too slow to open a connection within the pool's
+/// `PostgreSQL` server still starting, or too slow to open a connection within the pool's
 /// 5 s), one try a second.
 pub const CONNECT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
