@@ -213,7 +213,7 @@ fn challenge_response(
         serde_json::json!({"error": error, "error_description": description}).to_string(),
     )
         .into_response();
-    if let Ok(value) = HeaderValue::from_str(&challenge) {
+    if let Ok(value) = HeaderValue::try_from(challenge) {
         response
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, value);

@@ -154,6 +154,10 @@ pub async fn device_authorization(
     let mut user_code = None;
     for _ in 0..3 {
         let candidate = generate_user_code();
+        #[allow(
+            clippy::expect_used,
+            reason = "generate_user_code draws only from the alphabet normalize_user_code accepts"
+        )]
         let normal = normalize_user_code(&candidate).expect("a generated code is valid");
         let stored = state
             .store

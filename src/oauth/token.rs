@@ -745,6 +745,10 @@ async fn rotate(
 ) -> Result<Result<TokenResponse, Rotation>, OAuthError> {
     let (refresh, access, tokens) =
         new_pair(ctx, target, &state.account_id, &state.resource, scope)?;
+    #[allow(
+        clippy::expect_used,
+        reason = "a struct of strings and an integer always serializes"
+    )]
     let sealed = successor::seal(
         presented,
         &serde_json::to_vec(&SealedPair {
