@@ -536,3 +536,53 @@ async fn metadata_advertises_dpop() {
     assert_eq!(resource["dpop_signing_alg_values_supported"], algs);
     assert_eq!(resource["dpop_bound_access_tokens_required"], false);
 }
+
+/// The speed rule: a DPoP request costs one database round trip for its credential, as a
+/// bearer one does. On `SQLite` the server's in-place statistics count the reads: with the
+/// validation cache off (so the bearer token is looked up too), a DPoP `tools/list` reads
+/// exactly as often as a bearer one (the credential's one statement, which for DPoP also
+/// reads the proof's replay record, and the listing's probe of projects), and nothing is asked
+/// of the pool (the proof's record is written later, in a batch).
+#[tokio::test]
+async fn a_dpop_request_reads_the_database_as_often_as_a_bearer_one() {
+    let app = crate::helpers::spawn_app_with(|v| {
+        v.insert("GATEHOUSE_AUTH_CACHE".into(), "off".into());
+    })
+    .await;
+    let Some(_) = app.store.in_place_stats() else {
+        assert!(
+            std::env::var("GATEHOUSE_TEST_BACKEND").as_deref() == Ok("postgres"),
+            "a SQLite file reads in place"
+        );
+        return;
+    };
+    let key = es256("k1");
+    let (client_id, code, verifier) = code(&app).await;
+    let body = dpop_exchange(&app, &key, &client_id, &code, &verifier).await;
+    let bound = body["access_token"].as_str().unwrap().to_string();
+    let (_, body) = full_grant(&app).await;
+    let bearer = body["access_token"].as_str().unwrap().to_string();
+    let reads = |scheme: &'static str, token: String, key: Option<&'static TestKey>| {
+        let app = &app;
+        async move {
+            let p = key.map(|k| proof(k, &claims("POST", mcp_url(app), Some(&token))));
+            let before = app.store.in_place_stats().unwrap();
+            let (status, _, list) = tools_list(app, scheme, &token, p.as_deref()).await;
+            let after = app.store.in_place_stats().unwrap();
+            assert_eq!(status, StatusCode::OK, "{list}");
+            (
+                after.reads - before.reads,
+                after.fallbacks - before.fallbacks,
+            )
+        }
+    };
+    let key: &'static TestKey = Box::leak(Box::new(key));
+    // The first requests warm the statement caches.
+    reads("DPoP", bound.clone(), Some(key)).await;
+    reads("Bearer", bearer.clone(), None).await;
+    let dpop = reads("DPoP", bound, Some(key)).await;
+    let plain = reads("Bearer", bearer, None).await;
+    assert_eq!(dpop, plain, "DPoP (reads, pool fallbacks) against Bearer");
+    assert_eq!(dpop.1, 0, "nothing asked of the pool");
+    eprintln!("in-place reads of one tools/list: DPoP {dpop:?}, Bearer {plain:?}");
+}
