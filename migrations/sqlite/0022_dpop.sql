@@ -4,6 +4,9 @@
 -- own `jkt`. Both are written when the row is inserted and never changed.
 ALTER TABLE access_tokens ADD COLUMN jkt TEXT;
 ALTER TABLE token_families ADD COLUMN jkt TEXT;
+-- The `dpop_jkt` of the authorization request (RFC 9449 §10): the code is redeemed only with a
+-- proof by that key.
+ALTER TABLE authorization_codes ADD COLUMN dpop_jkt TEXT;
 
 -- DPoP proofs seen (RFC 9449 §11.1): the SHA-256 (hex) of each accepted proof's key
 -- thumbprint and `jti`, until the proof's `iat` window has passed, so that a proof is accepted

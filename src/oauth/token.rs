@@ -524,6 +524,14 @@ async fn check_unused_code(
     if record.expires_at <= ctx.now {
         return Err(invalid_code());
     }
+    // RFC 9449 §10: a code whose request named a key is redeemed only with a proof by it.
+    if let Some(bound) = &record.dpop_jkt
+        && ctx.jkt.as_ref() != Some(bound)
+    {
+        return Err(OAuthError::InvalidGrant(
+            "the authorization request named a DPoP key (dpop_jkt): send a DPoP proof signed with that key".into(),
+        ));
+    }
     Ok(target)
 }
 

@@ -185,6 +185,9 @@ pub struct CodeRecord {
     pub expires_at: i64,
     /// When it was redeemed (or used up by a revocation).
     pub used_at: Option<i64>,
+    /// The DPoP key thumbprint the authorization request named (`dpop_jkt`, RFC 9449 §10): the
+    /// code is redeemed only with a proof by that key.
+    pub dpop_jkt: Option<String>,
 }
 
 /// Tokens to create when a code is redeemed or a refresh token rotated.
@@ -780,8 +783,8 @@ impl Store {
     pub async fn insert_code(&self, c: &CodeRecord) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO authorization_codes (code_hash, client_id, account_id, consent_id, redirect_uri, \
-             code_challenge, resource, scope, issuer, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+             code_challenge, resource, scope, issuer, created_at, expires_at, dpop_jkt) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         )
         .bind(c.code_hash.as_str())
         .bind(&c.client_id)
@@ -794,6 +797,7 @@ impl Store {
         .bind(&c.issuer)
         .bind(c.created_at)
         .bind(c.expires_at)
+        .bind(&c.dpop_jkt)
         .execute(&self.writer())
         .await?;
         Ok(())
@@ -803,7 +807,7 @@ impl Store {
     pub async fn code(&self, hash: &TokenHash) -> Result<Option<CodeRecord>, StoreError> {
         Ok(sqlx::query_as(
             "SELECT code_hash, client_id, account_id, consent_id, redirect_uri, code_challenge, resource, scope, \
-             issuer, created_at, expires_at, used_at FROM authorization_codes WHERE code_hash = $1",
+             issuer, created_at, expires_at, used_at, dpop_jkt FROM authorization_codes WHERE code_hash = $1",
         )
         .bind(hash.as_str())
         .fetch_optional(&self.pool())

@@ -463,6 +463,7 @@ mod tests {
             created_at: 1,
             expires_at: 600,
             used_at: None,
+            dpop_jkt: None,
         };
         store.insert_code(&code).await.unwrap();
         let tokens = NewTokens {

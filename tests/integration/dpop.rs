@@ -513,6 +513,41 @@ async fn a_proof_replayed_on_another_instance_is_refused() {
 }
 
 #[tokio::test]
+async fn a_code_requested_with_dpop_jkt_is_redeemed_only_with_that_key() {
+    let app = spawn_app().await;
+    let key = es256("k1");
+    let client_id = register_public(&app, &[REDIRECT]).await;
+    let browser = signed_in_browser(&app).await;
+    let jkt = thumbprint(&key);
+    let (code, verifier) = code_in(&app, &browser, &client_id, &[("dpop_jkt", &jkt)]).await;
+    let form = [
+        ("grant_type", "authorization_code"),
+        ("code", code.as_str()),
+        ("code_verifier", verifier.as_str()),
+        ("client_id", client_id.as_str()),
+        ("redirect_uri", REDIRECT),
+    ];
+    let url = token_url(&app);
+    let (status, body) = token_request(&app, &form, None).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant")),
+        "no proof: {body}"
+    );
+    let other = proof(&es256("k2"), &claims("POST", url.clone(), None));
+    let (status, body) = token_request(&app, &form, Some(&other)).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant")),
+        "another key: {body}"
+    );
+    let p = proof(&key, &claims("POST", url, None));
+    let (status, body) = token_request(&app, &form, Some(&p)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["token_type"], "DPoP");
+}
+
+#[tokio::test]
 async fn metadata_advertises_dpop() {
     let app = spawn_app().await;
     let algs = json!(["RS256", "PS256", "ES256", "EdDSA"]);

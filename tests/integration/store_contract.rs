@@ -299,6 +299,7 @@ async fn pending_code(
         created_at: now,
         expires_at: now + 600,
         used_at: None,
+        dpop_jkt: None,
     };
     store.insert_code(&code).await.unwrap();
     let tokens = NewTokens {
