@@ -548,6 +548,51 @@ async fn a_code_requested_with_dpop_jkt_is_redeemed_only_with_that_key() {
 }
 
 #[tokio::test]
+async fn a_service_clients_token_is_bound_with_client_credentials() {
+    let app = spawn_app().await;
+    app.create_account("alice@example.com", "a-long-password")
+        .await;
+    let (ok, out, err) = crate::keys::gatehouse(
+        &app,
+        &[
+            "client",
+            "add",
+            "Billing",
+            "--service",
+            "--owner",
+            "alice@example.com",
+        ],
+    );
+    assert!(ok, "{err}");
+    let field = |name: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+            .unwrap()
+            .to_string()
+    };
+    let (id, secret) = (field("client_id"), field("client_secret"));
+    let key = es256("svc");
+    let r = app
+        .client
+        .post(app.url("/oauth/token"))
+        .basic_auth(&id, Some(&secret))
+        .header("DPoP", proof(&key, &claims("POST", token_url(&app), None)))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["token_type"], "DPoP", "{body}");
+    let token = body["access_token"].as_str().unwrap();
+    let p = proof(&key, &claims("POST", mcp_url(&app), Some(token)));
+    let (status, _, list) = tools_list(&app, "DPoP", token, Some(&p)).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let (status, headers, _) = tools_list(&app, "Bearer", token, None).await;
+    refused_with(status, &headers, "invalid_token", "service token as Bearer");
+}
+
+#[tokio::test]
 async fn metadata_advertises_dpop() {
     let app = spawn_app().await;
     let algs = json!(["RS256", "PS256", "ES256", "EdDSA"]);
