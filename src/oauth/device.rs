@@ -144,6 +144,7 @@ pub async fn device_authorization(
         prompt: None,
         registered,
         device: Some(device_hash.as_str().to_string()),
+        dpop_jkt: None,
         about: super::authorize::ClientAbout::of(&client.metadata, client.created_at),
     };
     let request_json = serde_json::to_string(&request).map_err(|e| {

@@ -27,6 +27,7 @@ mod delay_proxy;
 mod device;
 mod display_text;
 mod doctor;
+mod dpop;
 mod failover;
 mod fallbacks;
 mod grants;
