@@ -25,6 +25,7 @@ use crate::domain::cimd::{
 };
 use crate::domain::client::ClientId;
 use crate::domain::client_assertion::validate_jwks_uri;
+pub use crate::domain::client_assertion::validate_trusted_uri;
 use crate::store::auth_cache::CacheTicket;
 use crate::store::limits::{Admission, Limit};
 use crate::store::oauth::ClientRecord;
@@ -62,24 +63,6 @@ pub trait MetadataFetcher: Send + Sync + 'static {
     async fn fetch_trusted(&self, url: &Url) -> Result<Fetched, CimdError> {
         self.fetch_jwks(url).await
     }
-}
-
-/// Checks a URL an operator named for a key set or discovery document: https (with a host, no
-/// user information or fragment), or plain http on a loopback host
-/// ([`crate::domain::loopback::is_loopback_host`]). Errors: what is wrong, in words.
-pub fn validate_trusted_uri(uri: &str) -> Result<Url, &'static str> {
-    if let Ok(url) = Url::parse(uri)
-        && url.scheme() == "http"
-        && url
-            .host_str()
-            .is_some_and(crate::domain::loopback::is_loopback_host)
-    {
-        if !url.username().is_empty() || url.password().is_some() || url.fragment().is_some() {
-            return Err("the URL must not contain user information or a fragment");
-        }
-        return Ok(url);
-    }
-    validate_jwks_uri(uri).map_err(|_| "the URL must be https (plain http only on a loopback host)")
 }
 
 /// Largest key set fetched from a `jwks_uri`, in bytes (a few RSA keys fit many times over).
