@@ -360,7 +360,7 @@ async fn oauth_principal(mcp: &McpState, secret: &Secret, now: i64) -> Result<Pr
         credential_id,
         client_id: Some(grant.client_id),
         calls_per_hour: own_budget(grant.calls_per_hour),
-        tools: crate::domain::principal::ToolFilter::All,
+        tools: crate::domain::principal::ToolFilter::from_stored(grant.tool_filter.as_deref()),
     })
 }
 
@@ -751,6 +751,7 @@ mod tests {
             service: false,
             project_id: None,
             calls_per_hour: None,
+            tool_filter: None,
         }
     }
 
