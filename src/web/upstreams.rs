@@ -11,6 +11,8 @@
 //! it: every other signed-in account gets the 404 page, as for a path no route serves, and
 //! nothing is changed.
 
+use std::collections::HashSet;
+
 use askama::Template;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -24,7 +26,7 @@ use super::{
     Confirmation, CsrfForm, PageQuery, confirm_page, error_page, not_found, render, see_other, when,
 };
 use crate::client_addr::ClientAddr;
-use crate::domain::upstream::UpstreamName;
+use crate::domain::upstream::{UpstreamName, is_destructive};
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::store::accounts::Account;
@@ -48,6 +50,8 @@ struct PendingRow {
     listed_as: String,
     /// Never approved before.
     new: bool,
+    /// Destructive (or unannotated) and not allowed by name: hidden even once approved.
+    hidden_destructive: bool,
     changes: Vec<FieldChange>,
 }
 
@@ -61,8 +65,8 @@ struct UpstreamRow {
     /// `Reachable`, `Unreachable` or `Disabled`.
     status: &'static str,
     enabled: bool,
-    /// Tools listed to clients.
-    listed: i64,
+    /// Tools whose approved definition is the one last seen.
+    approved: i64,
     /// Tools seen on it.
     seen: i64,
     /// `(when, what)` of the last failure.
@@ -154,6 +158,25 @@ fn digest(pending: &[PendingTool]) -> String {
     hex::encode(hasher.finalize())
 }
 
+/// Whether the tool of `p` is destructive by its annotations
+/// ([`crate::domain::upstream::is_destructive`]) and not allowed by name in `allowed`: then it
+/// stays hidden once approved (`gatehouse upstream allow-destructive`).
+fn hidden_destructive(
+    upstream: &str,
+    p: &PendingTool,
+    allowed: &HashSet<(String, String)>,
+) -> bool {
+    let value: serde_json::Value = serde_json::from_str(&p.definition).unwrap_or_default();
+    let hint = |name: &str| {
+        value
+            .get("annotations")
+            .and_then(|a| a.get(name))
+            .and_then(serde_json::Value::as_bool)
+    };
+    is_destructive(hint("readOnlyHint"), hint("destructiveHint"))
+        && !allowed.contains(&(upstream.to_string(), p.tool.clone()))
+}
+
 fn status(u: &UpstreamRecord) -> &'static str {
     if !u.enabled {
         "Disabled"
@@ -184,6 +207,7 @@ pub async fn show(State(state): State<AppState>, session: Session) -> Result<Res
         Ok(a) => a,
         Err(response) => return Ok(response),
     };
+    let allowed = state.store.destructive_allowed_upstream_tools().await?;
     let mut upstreams = Vec::new();
     for u in state.store.upstreams().await? {
         let pending = if u.trust_definitions {
@@ -202,7 +226,7 @@ pub async fn show(State(state): State<AppState>, session: Session) -> Result<Res
             },
             status: status(&u),
             enabled: u.enabled,
-            listed: if u.trust_definitions {
+            approved: if u.trust_definitions {
                 u.tools_seen
             } else {
                 u.tools_approved
@@ -215,6 +239,7 @@ pub async fn show(State(state): State<AppState>, session: Session) -> Result<Res
                 .map(|p| PendingRow {
                     listed_as: format!("{}__{}", u.name, p.tool),
                     new: p.approved_definition.is_none(),
+                    hidden_destructive: hidden_destructive(&u.name, p, &allowed),
                     changes: changes(p.approved_definition.as_deref(), &p.definition),
                 })
                 .collect(),
@@ -314,19 +339,41 @@ async fn confirm(
                 .await?;
                 return Ok(see_other("/upstreams"));
             }
-            let tools: Vec<String> = pending
+            let allowed = state.store.destructive_allowed_upstream_tools().await?;
+            let (hidden, listed): (Vec<&PendingTool>, Vec<&PendingTool>) = pending
                 .iter()
-                .map(|p| format!("{name}__{}", p.tool))
-                .collect();
+                .partition(|p| hidden_destructive(&name, p, &allowed));
+            let names = |tools: &[&PendingTool]| {
+                tools
+                    .iter()
+                    .map(|p| format!("{name}__{}", p.tool))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let mut consequence =
+                String::from("The definitions shown on the upstream page become the approved ones");
+            if !listed.is_empty() {
+                consequence.push_str(&format!(
+                    ": {} will be listed to every MCP client allowed to use {name}, on every instance within a second, and calls to them are forwarded",
+                    names(&listed)
+                ));
+            }
+            consequence.push('.');
+            if !hidden.is_empty() {
+                consequence.push_str(&format!(
+                    " {} stay hidden: destructive tools are listed only once allowed by name (gatehouse upstream allow-destructive {name} TOOL).",
+                    names(&hidden)
+                ));
+            }
+            consequence.push_str(
+                " A tool's description and schemas reach the models that call it: approve only what you have read.",
+            );
             Confirmation {
                 title: format!(
                     "Approve {} of {name}?",
                     plural(pending.len(), "tool definition")
                 ),
-                consequence: format!(
-                    "The definitions shown on the upstream page become the approved ones: {} will be listed to every MCP client allowed to use {name}, on every instance within a second, and calls to them are forwarded. A tool's description and schemas reach the models that call it: approve only what you have read.",
-                    tools.join(", ")
-                ),
+                consequence,
                 action: action.path().into(),
                 fields: vec![("name", name.clone()), ("pending", digest(&pending))],
                 button: format!("Approve {name}'s definitions"),

@@ -433,6 +433,8 @@ async function main() {
           await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Upstreams' }).waitFor();
           await page.getByRole('heading', { name: 'local', exact: true }).waitFor();
           await page.getByRole('heading', { name: /local__echo — a new tool/ }).waitFor();
+          // wipe is destructive: the page says it stays hidden once approved.
+          await page.getByText('hidden even once approved').first().waitFor();
           const box = await page.getByRole('button', { name: 'Approve the definitions of local' }).boundingBox();
           assert(box && box.x >= 0 && box.x + box.width <= viewport.width, `Approve at x=${box?.x} width ${box?.width}`);
         });

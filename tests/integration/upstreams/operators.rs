@@ -201,7 +201,7 @@ async fn an_operator_approves_disables_and_enables_on_the_page_and_tools_list_fo
     let (_, html) = get(&app, &a.browser, "/upstreams").await;
     for part in [
         "<strong>Reachable</strong>",
-        "0 listed to clients, 2 seen, 2 waiting for approval",
+        "0 approved, 2 seen, 2 waiting for approval",
         "<code>demo__echo</code> — a new tool",
         "<code>demo__note</code> — a new tool",
         "Echoes the message.",
