@@ -361,8 +361,9 @@ async fn confirm(
             consequence.push('.');
             if !hidden.is_empty() {
                 consequence.push_str(&format!(
-                    " {} stay hidden: destructive tools are listed only once allowed by name (gatehouse upstream allow-destructive {name} TOOL).",
-                    names(&hidden)
+                    " {} {} hidden: destructive tools are listed only once allowed by name (gatehouse upstream allow-destructive {name} TOOL).",
+                    names(&hidden),
+                    if hidden.len() == 1 { "stays" } else { "stay" }
                 ));
             }
             consequence.push_str(
