@@ -277,9 +277,10 @@ fn pg_janitor(server: &str, name: Option<String>) {
                     .unwrap_or_default();
                     for left in names {
                         let pid = left.split('_').nth(2).and_then(|p| p.parse::<u32>().ok());
-                        if let Some(pid) = pid
-                            && !std::path::Path::new(&format!("/proc/{pid}")).exists()
-                        {
+                        let ended = pid.is_some_and(|pid| {
+                            !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                        });
+                        if ended {
                             let _ = sqlx::query(&format!(
                                 "DROP DATABASE IF EXISTS {left} WITH (FORCE)"
                             ))
