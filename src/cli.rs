@@ -224,8 +224,19 @@ pub enum AccountCommand {
         /// Email address.
         email: String,
     },
-    /// List accounts, oldest first: email, id, status, when created.
+    /// List accounts, oldest first: email, id, status, when created, and `operator` for an
+    /// account with the admin flag.
     List,
+    /// Make an account an operator (the admin flag): it may use the console's upstream page
+    /// (`/upstreams`) to approve, disable and enable upstream MCP servers. `--revoke` clears
+    /// the flag.
+    Admin {
+        /// Email address.
+        email: String,
+        /// Clear the flag: the account is no longer an operator.
+        #[arg(long)]
+        revoke: bool,
+    },
     /// Set an account's password; it is read from the first line of standard input. Every
     /// browser session of the account ends; its connected apps and API keys keep working.
     SetPassword {
@@ -405,18 +416,49 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         Command::Account(AccountCommand::List) => {
             let accounts = store.list_accounts().await?;
             listing(
-                "EMAIL\tID\tSTATUS\tCREATED",
+                "EMAIL\tID\tSTATUS\tCREATED\tROLE",
                 accounts.iter().map(|a| {
                     [
                         a.email.clone(),
                         a.id.clone(),
                         a.status.to_string(),
                         timestamp(a.created_at),
+                        if a.admin { "operator" } else { "-" }.to_string(),
                     ]
                     .join("\t")
                 }),
                 "no accounts",
             )
+        }
+        Command::Account(AccountCommand::Admin { email, revoke }) => {
+            let account = find_account_record(&store, &email).await?;
+            let email = Email::parse(&account.email)
+                .map_err(|e| CliError(format!("invalid email: {e}")))?;
+            let changed = store.set_account_admin(&email, !revoke).await?;
+            if changed {
+                cli_audit(
+                    &store,
+                    if revoke {
+                        "operator_revoked"
+                    } else {
+                        "operator_granted"
+                    },
+                    Some(&account.id),
+                    Some(email.as_str()),
+                    None,
+                    now,
+                )
+                .await;
+            }
+            match (revoke, changed) {
+                (false, true) => format!(
+                    "{} is now an operator (the console's upstream page: /upstreams)",
+                    email.as_str()
+                ),
+                (false, false) => format!("{} was already an operator", email.as_str()),
+                (true, true) => format!("{} is no longer an operator", email.as_str()),
+                (true, false) => format!("{} was not an operator", email.as_str()),
+            }
         }
         Command::Account(AccountCommand::SetPassword { email, .. }) => {
             let account = find_account_record(&store, &email).await?;
@@ -937,7 +979,7 @@ async fn run_key(
             let account_id = account_filter(store, account.as_deref()).await?;
             let keys = store.api_keys(account_id.as_deref()).await?;
             Ok(listing(
-                "ID\tACCOUNT\tKIND\tPROJECT\tACCESS\tNAME\tCREATED\tEXPIRES\tLAST_USED\tSTATUS\tALLOWED_IPS",
+                "ID\tACCOUNT\tKIND\tPROJECT\tACCESS\tNAME\tCREATED\tEXPIRES\tLAST_USED\tSTATUS\tALLOWED_IPS\tTOOLS",
                 keys.iter().map(|key| key_line(key, now)),
                 "no keys",
             ))
@@ -1045,6 +1087,7 @@ fn key_line(key: &ApiKeyRecord, now: i64) -> String {
         timestamp_or_never(key.last_used_at),
         status.to_string(),
         allowed,
+        crate::domain::principal::ToolFilter::from_stored(key.tool_filter.as_deref()).describe(),
     ]
     .join("\t")
 }
