@@ -6,6 +6,7 @@
 mod helpers;
 
 mod audit;
+mod backup;
 mod cache;
 mod cancelled_writes;
 mod cimd;
@@ -62,6 +63,7 @@ mod stdio;
 mod store_contract;
 mod surface;
 mod token;
+mod upgrades;
 mod upstream_connections;
 mod upstreams;
 mod urls;
