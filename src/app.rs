@@ -345,6 +345,9 @@ impl Application {
         // every request records.
         let metrics = self.metrics_listener.and_then(|listener| {
             crate::metrics::recorder().map(|handle| {
+                if let Ok(catalog) = crate::mcp::tools::catalog() {
+                    crate::metrics::tools_served(catalog.all().iter().map(|t| t.spec.name));
+                }
                 tokio::spawn(crate::metrics::serve(
                     listener,
                     self.state.passwords.clone(),

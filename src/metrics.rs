@@ -258,14 +258,6 @@ fn describe() {
             "sessions",
         ],
     );
-    if let Ok(catalog) = crate::mcp::tools::catalog() {
-        for tool in catalog.all() {
-            for outcome in TOOL_OUTCOMES {
-                metrics::counter!(TOOL_CALLS, "tool" => tool.spec.name, "outcome" => outcome)
-                    .increment(0);
-            }
-        }
-    }
     metrics::counter!(CONNECTIONS_REFUSED).increment(0);
     metrics::counter!(crate::events::EVENTS_SENT).increment(0);
 }
@@ -282,6 +274,17 @@ pub const TOOL_OUTCOMES: [&str; 7] = [
     "error",
     "unavailable",
 ];
+
+/// Makes the [`TOOL_CALLS`] series of every tool in `tools` (the built-in catalog's names)
+/// present at zero for every outcome of [`TOOL_OUTCOMES`]: called when metrics start being
+/// served, so a rate or alert on a tool works before its first call.
+pub fn tools_served(tools: impl IntoIterator<Item = &'static str>) {
+    for tool in tools {
+        for outcome in TOOL_OUTCOMES {
+            metrics::counter!(TOOL_CALLS, "tool" => tool, "outcome" => outcome).increment(0);
+        }
+    }
+}
 
 /// The `outcome` label values of [`UPSTREAM_CALLS`] (`crate::mcp::upstream` `server.call`).
 pub const UPSTREAM_OUTCOMES: [&str; 5] =
