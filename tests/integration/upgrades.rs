@@ -241,7 +241,14 @@ async fn insert_rows(pool: &sqlx::AnyPool, resource: &str) -> Fixture {
 
 /// One level: the fixture, the newest release started on it, and its data used over HTTP.
 async fn upgrade_from(level: i64) {
-    let db = TestDb::for_app().await;
+    // An empty database (not the migrated copy `TestDb::for_app` gives on `PostgreSQL`).
+    let db = if std::env::var("GATEHOUSE_TEST_BACKEND").as_deref() == Ok("postgres") {
+        TestDb::postgres()
+            .await
+            .expect("GATEHOUSE_TEST_BACKEND=postgres needs GATEHOUSE_TEST_POSTGRES")
+    } else {
+        TestDb::sqlite()
+    };
     let url = db.url.clone();
     let pool = db.pool().await;
     migrate_to(pool, &url, level).await;
