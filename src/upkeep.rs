@@ -1,7 +1,8 @@
 //! The one upkeep task that deletes what is past its retention, so the database stops
 //! growing: the audit rows older than `GATEHOUSE_AUDIT_RETENTION_DAYS`, and the expired or
 //! revoked credentials, spent codes, replay records and rate-limit counters of
-//! [`crate::store::audit_query::CREDENTIAL_RETENTIONS`]. Another kind of old rows joins by
+//! [`crate::store::audit_query::CREDENTIAL_RETENTIONS`], and the ended browser sessions
+//! ([`sessions_pruning`]). Another kind of old rows joins by
 //! adding a [`Pruning`] to [`prunings`] (a [`crate::store::audit_query::Retention`]: a name
 //! and a statement deleting one batch). Deleted rows are counted in
 //! `gatehouse_pruned_rows_total{what="<table>"}`.
@@ -62,6 +63,15 @@ pub fn credential_prunings() -> impl Iterator<Item = Pruning> {
             retention,
             max_age_secs,
         })
+}
+
+/// The ended browser sessions of `store`'s engine, deleted once past their expiry
+/// ([`Store::sessions_retention`]).
+pub fn sessions_pruning(store: &Store) -> Pruning {
+    Pruning {
+        retention: store.sessions_retention(),
+        max_age_secs: 0,
+    }
 }
 
 /// What one round did for one pruning.
@@ -126,7 +136,8 @@ pub async fn prune_round(
 
 /// Runs the upkeep rounds for as long as the server runs.
 pub async fn run(store: Store, config: std::sync::Arc<Config>) {
-    let prunings = prunings(&config);
+    let mut prunings = prunings(&config);
+    prunings.push(sessions_pruning(&store));
     tokio::time::sleep(FIRST_ROUND_AFTER).await;
     let mut tick = tokio::time::interval(UPKEEP_EVERY);
     loop {

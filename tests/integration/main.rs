@@ -9,6 +9,7 @@
 mod helpers;
 
 mod audit;
+mod backup;
 mod cache;
 mod cancelled_writes;
 mod cimd;
@@ -66,6 +67,7 @@ mod stdio;
 mod store_contract;
 mod surface;
 mod token;
+mod upgrades;
 mod upstream_connections;
 mod upstreams;
 mod urls;

@@ -123,7 +123,10 @@ impl Upstreams {
                 continue;
             }
             match UpstreamServer::new(self.app.clone(), record) {
-                Ok(server) => servers.push(Arc::new(server)),
+                Ok(server) => {
+                    crate::metrics::upstream_served(server.name());
+                    servers.push(Arc::new(server));
+                }
                 Err(e) => tracing::warn!(error = %e, "upstream not served"),
             }
         }
