@@ -103,7 +103,13 @@ async function main() {
     );
     front = await rep.check(
       'start the front gatehouse as 127.0.0.1 with a server key',
-      () => startGatehouse({ bin: BIN, projectName: 'Front side', env: { GATEHOUSE_SECRET_KEY: SERVER_KEY } }),
+      () =>
+        startGatehouse({
+          bin: BIN,
+          projectName: 'Front side',
+          // The upstream may also be a person's own server, though on loopback over http.
+          env: { GATEHOUSE_SECRET_KEY: SERVER_KEY, GATEHOUSE_UPSTREAM_ALLOW_HOSTS: `localhost:${upstream.port}` },
+        }),
       { fatal: true },
     );
     rep.info(`upstream ${upstream.issuer}, front ${front.issuer}`);
@@ -204,6 +210,38 @@ async function main() {
       assert(elicitation, `the call still went through: ${textOf(result)}`);
       return 'the next call asks to connect again';
     });
+
+    await rep.check(
+      "a server of one's own: added on the page with a key of the upstream, its tool approved, then listed and called",
+      async () => {
+        const { stdout } = await promisify(execFile)(BIN, ['key', 'create', '--account', upstream.email], { env: upstream.env });
+        const key = stdout.split('\n').find((l) => l.startsWith('key: '))?.slice(5);
+        assert(key, `no key printed: ${stdout}`);
+        await page.goto(`${front.issuer}/connections`);
+        await page.getByLabel('Name (a-z, 0-9 and -, up to 16)').fill('mine');
+        await page.getByLabel('MCP address (https)').fill(upstream.mcpUrl);
+        await page.getByLabel('Bearer token (optional; kept encrypted, never shown again)').fill(key);
+        await page.getByRole('button', { name: 'Add server' }).click();
+        await page.waitForLoadState();
+        await page.getByText('Waiting for your approval').waitFor();
+        assert(!(await page.content()).includes(key), 'the token is shown on the page');
+        await shot(page, 'own-server-pending');
+        const before = (await client.listTools()).tools.map((t) => t.name);
+        assert(!before.some((n) => n.startsWith('p_mine_')), `listed before approval: ${before.join(', ')}`);
+        await page.getByRole('button', { name: 'Approve these tools of mine' }).click();
+        await page.waitForLoadState();
+        await shot(page, 'own-server-approved');
+        let name;
+        for (let i = 0; i < 40 && !name; i++) {
+          name = (await client.listTools()).tools.map((t) => t.name).find((n) => /^p_mine_[0-9a-f]{6}__list_projects$/.test(n));
+          if (!name) await new Promise((r) => setTimeout(r, 250));
+        }
+        assert(name, 'never listed after approval');
+        const result = await client.callTool({ name, arguments: {} });
+        assert(!result.isError && textOf(result).includes('Upstream side'), textOf(result));
+        return name;
+      },
+    );
 
     await client.close().catch(() => {});
     await context.close();
