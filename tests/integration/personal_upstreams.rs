@@ -405,7 +405,7 @@ async fn a_changed_definition_waits_with_its_diff_and_two_servers_keep_their_ord
         page.contains("<code>list_projects</code>: changed since you approved it"),
         "{page}"
     );
-    assert!(page.contains("class=\"before\""), "{page}");
+    assert!(page.contains("class=\"definition before\""), "{page}");
     // A stale approval (a hash the page never showed) approves nothing.
     post(
         &app,
