@@ -64,6 +64,23 @@ pub struct ServeArgs {
         default_value = "on"
     )]
     pub password_signin: Option<String>,
+    /// `off` turns people's own MCP servers off (the Connections page offers none and the
+    /// ones added are not served).
+    #[arg(
+        long,
+        env = "GATEHOUSE_PERSONAL_UPSTREAMS",
+        value_name = "on|off",
+        default_value = "on"
+    )]
+    pub personal_upstreams: Option<String>,
+    /// Hosts (`host[:port]`, comma-separated) a person's own MCP server may name although they
+    /// are plain http or resolve to a loopback, private or link-local address. Default: none.
+    #[arg(
+        long,
+        env = "GATEHOUSE_UPSTREAM_ALLOW_HOSTS",
+        value_name = "HOST[:PORT],…"
+    )]
+    pub upstream_allow_hosts: Option<String>,
     /// `on` keeps live credential and client lookups in memory (the validation cache).
     #[arg(
         long,
