@@ -136,7 +136,7 @@ PG_DB=""
 stop_all() {
   local pid kids="" i alive
   for pid in "${PIDS[@]}"; do
-    kids="$kids $(pgrep -P "$pid" 2>/dev/null | tr '\n' ' ')"
+    kids="$kids $( { pgrep -P "$pid" 2>/dev/null || true; } | tr '\n' ' ')"
     kill "$pid" 2>/dev/null || true
   done
   for i in $(seq 1 50); do
@@ -168,6 +168,18 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# create_database NAME : on the server of $PG_ADMIN, trying once a second for up to 60 s while it
+# refuses connections (a shared server at its max_connections answers "too many clients")
+create_database() {
+  local i
+  for i in $(seq 1 60); do
+    psql -q "$PG_ADMIN" -c "CREATE DATABASE $1" >/dev/null 2>"$WORK/createdb.err" && return 0
+    grep -q "too many clients\|starting up\|Connection refused" "$WORK/createdb.err" || break
+    sleep 1
+  done
+  cat "$WORK/createdb.err" >&2
+  return 1
+}
 free_port() { "$NODE" "$ROOT/tests/interop/lib/tools.mjs" free-port; }
 wait_ready() { "$NODE" "$ROOT/tests/interop/lib/tools.mjs" wait-ready "$1" "${2:-60}" >&2; }
 wait_file() { # wait_file PATH SECONDS
@@ -231,7 +243,7 @@ if wanted gh-sqlite; then
 fi
 if wanted gh-postgres; then
   PG_DB="gatehouse_bench_$(date +%s)_$$"
-  psql -q "$PG_ADMIN" -c "CREATE DATABASE $PG_DB" >/dev/null || die "cannot create database $PG_DB (BENCH_POSTGRES=$PG_ADMIN)"
+  create_database "$PG_DB" || die "cannot create database $PG_DB (BENCH_POSTGRES=$PG_ADMIN)"
   PG_URL="${PG_ADMIN%/*}/$PG_DB"
   start_gatehouse gh-postgres "$PG_URL"
   GATEHOUSES="$GATEHOUSES gh-postgres"
