@@ -69,3 +69,4 @@ mod token;
 mod upstream_connections;
 mod upstreams;
 mod urls;
+mod workload;
