@@ -28,6 +28,7 @@ pub mod keys;
 pub mod limits;
 pub mod notes;
 pub mod oauth;
+pub mod passkeys;
 pub mod postgres;
 pub mod projects;
 pub mod quotas;

@@ -36,4 +36,6 @@ rc=0
 "$NODE" browser.mjs || rc=1
 # The second factor (TOTP enrolment and sign-in); after browser.mjs, which empties ARTIFACTS.
 "$NODE" second-factor.mjs || rc=1
+# Passkeys (virtual authenticator) and sign-in through node-oidc-provider (issue 36).
+"$NODE" identity.mjs || rc=1
 exit "$rc"

@@ -43,6 +43,7 @@ mod oauth;
 #[allow(dead_code)]
 mod oauth_helpers;
 mod paging;
+mod passkeys;
 mod private_key_jwt;
 mod prompts;
 mod proxies;
