@@ -397,6 +397,9 @@ pub struct AccessGrant {
     /// accepted only as `Authorization: DPoP` with a proof signed by that key. `None`: a bearer
     /// token.
     pub jkt: Option<String>,
+    /// The tools the grant may use, set on the connected app's console page: stored form of
+    /// [`crate::domain::principal::ToolFilter`] (`consents.tool_filter`; `None`: every tool).
+    pub tool_filter: Option<String>,
 }
 
 /// An [`AccessGrant`] with the two scopes its own must stay within.
@@ -418,7 +421,7 @@ macro_rules! access_lookup {
              t.created_at AS issued_at, t.expires_at AS expires_at, t.family_id AS family_id, \
              f.scope AS family_scope, c.scope AS consent_scope, \
              s.client_id IS NOT NULL AS service, s.project_id AS project_id, \
-             a.calls_per_hour AS calls_per_hour, t.jkt AS jkt",
+             a.calls_per_hour AS calls_per_hour, t.jkt AS jkt, c.tool_filter AS tool_filter",
             $extra,
             " FROM access_tokens t \
              JOIN token_families f ON f.id = t.family_id \
@@ -469,6 +472,7 @@ impl FromSqliteRow for ProofAccessRow {
         "project_id",
         "calls_per_hour",
         "jkt",
+        "tool_filter",
         "proof_seen",
     ];
 
@@ -495,6 +499,7 @@ impl FromSqliteRow for AccessRow {
         "project_id",
         "calls_per_hour",
         "jkt",
+        "tool_filter",
     ];
 
     fn from_sqlite(row: &in_place::Named<'_, '_>) -> rusqlite::Result<Self> {
@@ -511,6 +516,7 @@ impl FromSqliteRow for AccessRow {
                 project_id: row.get("project_id")?,
                 calls_per_hour: row.get("calls_per_hour")?,
                 jkt: row.get("jkt")?,
+                tool_filter: row.get("tool_filter")?,
             },
             family_scope: row.get("family_scope")?,
             consent_scope: row.get("consent_scope")?,
@@ -535,6 +541,9 @@ pub struct ConnectedApp {
     pub resource: String,
     /// Unix seconds of the last approval.
     pub updated_at: i64,
+    /// The tools the grant may use, set on the app's console page: stored form of
+    /// [`crate::domain::principal::ToolFilter`] (`None`: every tool).
+    pub tool_filter: Option<String>,
 }
 
 async fn insert_tokens(
@@ -1133,7 +1142,8 @@ impl Store {
     pub async fn connected_apps(&self, account_id: &str) -> Result<Vec<ConnectedApp>, StoreError> {
         Ok(sqlx::query_as(
             "SELECT c.id AS consent_id, c.client_id AS client_id, k.client_name AS client_name, c.redirect_uri AS redirect_uri, \
-             c.scope AS scope, c.resource AS resource, c.updated_at AS updated_at FROM consents c JOIN oauth_clients k ON k.client_id = c.client_id \
+             c.scope AS scope, c.resource AS resource, c.updated_at AS updated_at, c.tool_filter AS tool_filter \
+             FROM consents c JOIN oauth_clients k ON k.client_id = c.client_id \
              WHERE c.account_id = $1 AND c.revoked_at IS NULL ORDER BY c.updated_at DESC, c.id",
         )
         .bind(account_id)
@@ -1150,13 +1160,42 @@ impl Store {
     ) -> Result<Option<ConnectedApp>, StoreError> {
         Ok(sqlx::query_as(
             "SELECT c.id AS consent_id, c.client_id AS client_id, k.client_name AS client_name, c.redirect_uri AS redirect_uri, \
-             c.scope AS scope, c.resource AS resource, c.updated_at AS updated_at FROM consents c JOIN oauth_clients k ON k.client_id = c.client_id \
+             c.scope AS scope, c.resource AS resource, c.updated_at AS updated_at, c.tool_filter AS tool_filter \
+             FROM consents c JOIN oauth_clients k ON k.client_id = c.client_id \
              WHERE c.account_id = $1 AND c.id = $2",
         )
         .bind(account_id)
         .bind(consent_id)
         .fetch_optional(&self.pool())
         .await?)
+    }
+
+    /// Sets the tools the account's live consent `consent_id` lets its app use: the stored form
+    /// of [`crate::domain::principal::ToolFilter`], `None` for every tool. It applies to every
+    /// token of the grant, on every instance: the update is announced to the validation
+    /// caches (migration `0012_auth_generation`'s `consents` triggers) and this method returns
+    /// once every instance has dropped what it cached (like a revocation). Returns whether a
+    /// live consent of the account was changed (`false`: another account's, unknown or
+    /// revoked).
+    ///
+    /// Errors: [`StoreError::Database`].
+    pub async fn set_consent_tool_filter(
+        &self,
+        account_id: &str,
+        consent_id: &str,
+        filter: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let changed = sqlx::query(
+            "UPDATE consents SET tool_filter = $1 WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL",
+        )
+        .bind(filter)
+        .bind(consent_id)
+        .bind(account_id)
+        .execute(&self.writer())
+        .await?
+        .rows_affected();
+        self.auth_changed().await;
+        Ok(changed > 0)
     }
 
     /// Revokes one of the account's consents and, at once, every family and access token that
