@@ -22,6 +22,7 @@ pub mod mail;
 pub mod mcp;
 pub mod metrics;
 pub mod oauth;
+pub mod passkeys;
 pub mod password;
 pub mod remote;
 pub mod request_body;

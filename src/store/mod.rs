@@ -29,6 +29,7 @@ pub mod keys;
 pub mod limits;
 pub mod notes;
 pub mod oauth;
+pub mod passkeys;
 pub mod personal_upstreams;
 pub mod postgres;
 pub mod projects;

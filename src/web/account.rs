@@ -43,6 +43,21 @@ struct AccountPage<'a> {
     recovery_codes_left: i64,
     /// The server requires a second factor (it cannot be removed).
     require_2fa: bool,
+    /// The account's passkeys, oldest first.
+    passkeys: Vec<PasskeyRow>,
+    /// Whether passkeys can be added on this server (the button is shown by
+    /// `/static/passkey.js`).
+    passkeys_available: bool,
+}
+
+/// A passkey as the account page lists it.
+struct PasskeyRow {
+    id: String,
+    name: String,
+    /// When it was added, in words.
+    created: String,
+    /// When it last signed in, in words (`never`).
+    last_used: String,
 }
 
 /// The account's MCP tool calls of the last hour against its budget (issue "The rest of the MCP
@@ -80,7 +95,22 @@ async fn account_page(
     let usage = usage(state, &account.id).await?;
     let totp = state.store.has_second_factor(&account.id).await?;
     let recovery_codes_left = state.store.recovery_codes_left(&account.id).await?;
-    render(
+    let passkeys_available = super::passkeys::available(state);
+    let passkeys = state
+        .store
+        .passkeys_of(&account.id)
+        .await?
+        .into_iter()
+        .map(|p| PasskeyRow {
+            id: p.id,
+            name: p.name,
+            created: super::when(p.created_at),
+            last_used: p
+                .last_used_at
+                .map_or_else(|| "never".to_string(), super::when),
+        })
+        .collect();
+    let page = render(
         status,
         &AccountPage {
             email: &account.email,
@@ -93,8 +123,15 @@ async fn account_page(
             totp,
             recovery_codes_left,
             require_2fa: state.config.identity.require_2fa,
+            passkeys,
+            passkeys_available,
         },
-    )
+    )?;
+    Ok(if passkeys_available {
+        super::passkeys::with_script(page)
+    } else {
+        page
+    })
 }
 
 /// `GET /account`.

@@ -1,6 +1,6 @@
 //! HTML pages for people: sign-in, first-run setup, the account page, the authorization consent
 //! page and connected apps. Server-side sessions (tower-sessions in our database), CSRF tokens on
-//! every form, no JavaScript.
+//! every form; no `JavaScript` but the one script of the passkey buttons ([`passkeys`]).
 
 use askama::Template;
 use axum::Router;
@@ -27,6 +27,7 @@ pub mod device;
 pub mod idp;
 pub mod keys;
 pub mod notes;
+pub mod passkeys;
 pub mod personal_upstreams;
 pub mod projects;
 pub mod recovery;
@@ -109,6 +110,15 @@ pub fn router(state: AppState) -> Router {
             "/reset",
             get(recovery::reset_show).post(recovery::reset_submit),
         )
+        .route("/account/passkeys/options", post(passkeys::add_options))
+        .route("/account/passkeys", post(passkeys::add))
+        .route(
+            "/account/passkeys/remove",
+            get(passkeys::confirm_remove).post(passkeys::remove),
+        )
+        .route("/signin/passkey/options", post(passkeys::sign_in_options))
+        .route("/signin/passkey", post(passkeys::sign_in))
+        .route("/static/passkey.js", get(passkeys::script))
         .route("/signin/idp/{name}", get(idp::start))
         .route("/signin/idp/{name}/callback", get(idp::callback))
         .route("/setup", get(setup::show).post(setup::submit))
@@ -208,7 +218,7 @@ pub async fn not_found() -> Response {
     )
 }
 
-/// A confirmation page for a destructive action (no JavaScript): what will be done to what,
+/// A confirmation page for a destructive action (no `JavaScript`): what will be done to what,
 /// and its consequence, with one button that sends the action's form and a way back.
 pub struct Confirmation {
     /// The question, naming the thing: `Revoke Cursor?`.

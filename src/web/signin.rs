@@ -36,6 +36,8 @@ struct SigninPage<'a> {
     providers: &'a [(String, String)],
     /// Whether the email and password form is shown (`GATEHOUSE_PASSWORD_SIGNIN`).
     password_signin: bool,
+    /// Whether "Sign in with a passkey" is offered (shown by `/static/passkey.js`).
+    passkeys: bool,
 }
 
 /// The sign-in buttons of the identity providers that sign people in: (name, words). A
@@ -83,22 +85,30 @@ async fn signin_page_with_notice(
     let forgot = state.mailer.is_some();
     let providers = provider_buttons(state).await;
     let password_signin = state.config.password_signin;
-    csrf.page(session, |csrf_token| {
-        render(
-            status,
-            &SigninPage {
-                csrf_token,
-                next,
-                email,
-                error,
-                providers: &providers,
-                password_signin,
-                notice,
-                forgot,
-            },
-        )
+    let passkeys = super::passkeys::available(state);
+    let page = csrf
+        .page(session, |csrf_token| {
+            render(
+                status,
+                &SigninPage {
+                    csrf_token,
+                    next,
+                    email,
+                    error,
+                    providers: &providers,
+                    password_signin,
+                    passkeys,
+                    notice,
+                    forgot,
+                },
+            )
+        })
+        .await?;
+    Ok(if passkeys {
+        super::passkeys::with_script(page)
+    } else {
+        page
     })
-    .await
 }
 
 /// Query of `GET /signin`.
@@ -189,6 +199,7 @@ pub async fn submit(
     let forgot = state.mailer.is_some();
     let providers = provider_buttons(&state).await;
     let providers = providers.as_slice();
+    let passkeys = super::passkeys::available(&state);
     let page = |status: StatusCode, error: String| {
         csrf.page(&session, move |csrf_token| {
             render(
@@ -202,8 +213,16 @@ pub async fn submit(
                     forgot,
                     providers,
                     password_signin: true,
+                    passkeys,
                 },
             )
+            .map(|r| {
+                if passkeys {
+                    super::passkeys::with_script(r)
+                } else {
+                    r
+                }
+            })
         })
     };
     // A place for the password check first: when every worker is busy the attempt is turned

@@ -39,4 +39,6 @@ rc=0
 # Connections: a second Gatehouse as a per-person upstream, connected through the URL
 # elicitation the SDK client gets, in Chromium.
 "$NODE" connections.mjs || rc=1
+# Passkeys (virtual authenticator) and sign-in through node-oidc-provider (issue 36).
+"$NODE" identity.mjs || rc=1
 exit "$rc"

@@ -48,6 +48,7 @@ mod oauth;
 #[allow(dead_code)]
 mod oauth_helpers;
 mod paging;
+mod passkeys;
 mod personal_upstreams;
 mod private_key_jwt;
 mod prompts;

@@ -45,14 +45,14 @@ export async function waitReady(url, secs = 60) {
 /**
  * Starts `bin serve` on a fresh database and creates one project owned by the
  * bootstrap account. Returns {issuer, mcpUrl, email, password, projectId,
- * projectName, work, log(), stop()}. stop() kills the server and removes the
- * temp dir unless keep is true.
+ * projectName, work, env, log(), stop()}. stop() kills the server and removes the
+ * temp dir unless keep is true. `host` names the server in its URLs (it listens on
+ * 127.0.0.1 either way): `localhost` for passkeys, whose relying party id cannot be an
+ * IP address. `port` may be chosen beforehand (a provider's redirect URI names it).
  */
-export async function startGatehouse({ bin, projectName = 'Interop', env: extraEnv = {}, host = '127.0.0.1' } = {}) {
+export async function startGatehouse({ bin, projectName = 'Interop', env: extraEnv = {}, host = '127.0.0.1', port: chosenPort } = {}) {
   const work = mkdtempSync(join(tmpdir(), 'gatehouse-test-'));
-  const port = await freePort();
-  // `host` names the server (issuer, MCP URL); it listens on 127.0.0.1 either way. Two servers
-  // of one test use 127.0.0.1 and localhost, so that their session cookies stay apart.
+  const port = chosenPort || (await freePort());
   const issuer = `http://${host}:${port}`;
   const mcpUrl = `${issuer}/mcp`;
   const env = {
