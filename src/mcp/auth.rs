@@ -343,9 +343,10 @@ async fn oauth_principal(mcp: &McpState, secret: &Secret, now: i64) -> Result<Pr
         .await?
         .ok_or(Refusal::Invalid(Rejection::NotLive))?;
     let scopes = check_grant(&grant, &mcp.app.config.resource).map_err(Refusal::Invalid)?;
+    // A service client limited to one project, else the person's choice kept with the grant.
     let reach = match grant.project_id {
         Some(project) => Reach::Project(project),
-        None => Reach::Account,
+        None => Reach::from_choice(grant.chosen_projects.as_deref()),
     };
     let (credential, credential_id) = if grant.service {
         (CredentialKind::ServiceToken, grant.client_id.clone())
@@ -751,6 +752,7 @@ mod tests {
             service: false,
             project_id: None,
             calls_per_hour: None,
+            chosen_projects: None,
         }
     }
 

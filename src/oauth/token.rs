@@ -699,6 +699,13 @@ async fn refresh_token(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
         }
     };
     let mut state = read().await?;
+    // The person allowed the app for a limited time (issue 37) and it has passed: the grant
+    // has ended, like a revoked one, and the client must ask again.
+    if state.grant_ended(ctx.now) {
+        return Err(OAuthError::InvalidGrant(
+            "the authorization has ended: it was allowed for a limited time".into(),
+        ));
+    }
     let grace = ctx.state.config.refresh_grace_secs;
     let mut decision = refresh::decide(&state.facts(), ctx.now, grace);
     if let RefreshDecision::Refuse(why) = decision {

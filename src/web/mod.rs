@@ -122,7 +122,11 @@ pub fn router(state: AppState) -> Router {
             .route("/oauth/authorize/resume", get(consent::resume))
             .route("/apps", get(apps::list))
             .route("/apps/revoke", get(apps::confirm_revoke).post(apps::revoke))
-            .route("/apps/{consent_id}", get(apps::activity));
+            .route("/apps/{consent_id}", get(apps::activity))
+            .route(
+                "/apps/{consent_id}/access",
+                get(apps::access).post(apps::change_access),
+            );
     }
     pages.layer(session_layer(&state)).with_state(state)
 }

@@ -44,6 +44,7 @@ mod oauth;
 mod oauth_helpers;
 mod paging;
 mod private_key_jwt;
+mod project_choice;
 mod prompts;
 mod proxies;
 mod pruning;
