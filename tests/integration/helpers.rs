@@ -35,14 +35,39 @@ impl TestDb {
         }
     }
 
-    /// A `PostgreSQL` database on the server named by `GATEHOUSE_TEST_POSTGRES`, if set.
+    /// An empty `PostgreSQL` database on the server named by `GATEHOUSE_TEST_POSTGRES`, if set.
     pub(crate) async fn postgres() -> Option<TestDb> {
+        TestDb::postgres_from(None).await
+    }
+
+    /// A `PostgreSQL` database with every migration applied, copied from a template database
+    /// that is migrated once per set of migration files (see [`pg_template`]); a copy takes a
+    /// tenth of a second where migrating a new database takes two.
+    async fn postgres_migrated() -> Option<TestDb> {
         let server = std::env::var("GATEHOUSE_TEST_POSTGRES").ok()?;
-        let name = format!("gatehouse_test_{}", uuid::Uuid::new_v4().simple());
+        let template = tokio::task::spawn_blocking(move || pg_template(&server))
+            .await
+            .expect("the template task ends");
+        TestDb::postgres_from(Some(template)).await
+    }
+
+    async fn postgres_from(template: Option<&'static str>) -> Option<TestDb> {
+        let server = std::env::var("GATEHOUSE_TEST_POSTGRES").ok()?;
+        // The process id in the name lets a later run drop what a run that ended early left.
+        let name = format!(
+            "gatehouse_test_{}_{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        );
+        pg_janitor(&server, None);
         let admin = sqlx::PgPool::connect(&server)
             .await
             .expect("connect to GATEHOUSE_TEST_POSTGRES");
-        sqlx::query(&format!("CREATE DATABASE {name}"))
+        let create = match template {
+            Some(template) => format!("CREATE DATABASE {name} TEMPLATE {template}"),
+            None => format!("CREATE DATABASE {name}"),
+        };
+        sqlx::query(&create)
             .execute(&admin)
             .await
             .expect("create test database");
@@ -87,7 +112,7 @@ impl TestDb {
     /// `GATEHOUSE_TEST_BACKEND=postgres`, `SQLite` otherwise.
     pub(crate) async fn for_app() -> TestDb {
         if std::env::var("GATEHOUSE_TEST_BACKEND").as_deref() == Ok("postgres") {
-            TestDb::postgres()
+            TestDb::postgres_migrated()
                 .await
                 .expect("GATEHOUSE_TEST_BACKEND=postgres needs GATEHOUSE_TEST_POSTGRES")
         } else {
@@ -99,24 +124,182 @@ impl TestDb {
 impl Drop for TestDb {
     fn drop(&mut self) {
         if let Some((server, name)) = self.pg.take() {
-            // Drop runs outside any runtime guarantee: use a small runtime on its own thread.
+            // At once: no new connections, and the open ones (pools of servers whose tasks
+            // outlive the test) ended, so that they do not add up while the drop waits its
+            // turn. Drop runs outside any runtime guarantee: a small runtime on its own thread.
+            let fence = (server.clone(), name.clone());
             let _ = std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
+                let (server, name) = fence;
+                tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
-                    .expect("runtime");
-                rt.block_on(async move {
-                    if let Ok(admin) = sqlx::PgPool::connect(&server).await {
-                        let _ =
-                            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                                .execute(&admin)
-                                .await;
-                        admin.close().await;
-                    }
-                });
+                    .expect("runtime")
+                    .block_on(async move {
+                        use sqlx::Connection;
+                        if let Ok(mut admin) = sqlx::PgConnection::connect(&server).await {
+                            let _ = sqlx::query(&format!(
+                                "ALTER DATABASE {name} ALLOW_CONNECTIONS false"
+                            ))
+                            .execute(&mut admin)
+                            .await;
+                            let _ = sqlx::query(
+                                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                                 WHERE datname = $1",
+                            )
+                            .bind(&name)
+                            .execute(&mut admin)
+                            .await;
+                            let _ = admin.close().await;
+                        }
+                    });
             })
             .join();
+            pg_janitor(&server, Some(name));
         }
+    }
+}
+
+/// The name of a database on `server` with every `PostgreSQL` migration applied, made once
+/// per set of migration files (its name carries their SHA-256) and kept for later runs. Other
+/// processes making the same template at the same time wait on an advisory lock; the template
+/// is migrated under a temporary name and renamed when done, so a half-made one is never used.
+/// Blocking: call it off the async runtime.
+fn pg_template(server: &str) -> &'static str {
+    static TEMPLATE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEMPLATE.get_or_init(|| {
+        use sha2::Digest;
+        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/postgres");
+        let mut files: Vec<_> = std::fs::read_dir(folder)
+            .expect("the migrations folder")
+            .map(|e| e.expect("a migration file").path())
+            .collect();
+        files.sort();
+        let mut digest = sha2::Sha256::new();
+        for file in &files {
+            digest.update(file.file_name().unwrap().as_encoded_bytes());
+            digest.update(std::fs::read(file).expect("a migration file"));
+        }
+        let name = format!("gatehouse_tpl_{}", &hex::encode(digest.finalize())[..16]);
+        let server = server.to_string();
+        let template = name.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                use sqlx::Connection;
+                let mut admin = sqlx::PgConnection::connect(&server)
+                    .await
+                    .expect("connect to GATEHOUSE_TEST_POSTGRES");
+                sqlx::query("SELECT pg_advisory_lock(7210113)")
+                    .execute(&mut admin)
+                    .await
+                    .expect("the template lock");
+                let exists: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)",
+                )
+                .bind(&template)
+                .fetch_one(&mut admin)
+                .await
+                .expect("look for the template");
+                if !exists {
+                    let scratch = format!("{template}_{}", uuid::Uuid::new_v4().simple());
+                    sqlx::query(&format!("CREATE DATABASE {scratch}"))
+                        .execute(&mut admin)
+                        .await
+                        .expect("create the template database");
+                    let base = server.rsplit_once('/').map(|(b, _)| b).unwrap_or(&server);
+                    let url = format!("{base}/{scratch}");
+                    // Migrated on a runtime of its own: when it ends, every connection and
+                    // task of the store has ended too, and the database can be renamed.
+                    std::thread::spawn(move || {
+                        tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                            .expect("runtime")
+                            .block_on(async move {
+                                let store = Store::connect(&url).await.expect("connect");
+                                store.migrate().await.expect("migrate the template");
+                            });
+                    })
+                    .join()
+                    .expect("the template's migration");
+                    sqlx::query(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
+                    )
+                    .bind(&scratch)
+                    .execute(&mut admin)
+                    .await
+                    .expect("end the template's connections");
+                    sqlx::query(&format!("ALTER DATABASE {scratch} RENAME TO {template}"))
+                        .execute(&mut admin)
+                        .await
+                        .expect("publish the template");
+                }
+                let _ = admin.close().await;
+            });
+        })
+        .join()
+        .expect("the template is made");
+        name
+    })
+}
+
+/// Drops test databases on a thread of its own, one after another, so that a test does not
+/// wait for the checkpoint each `DROP DATABASE` costs; `None` only starts the thread. On its
+/// first use it also drops what
+/// earlier runs on this machine left (databases named after a process that no longer runs),
+/// when the server is on loopback. Drops still queued when the process ends are left for that.
+fn pg_janitor(server: &str, name: Option<String>) {
+    use std::sync::mpsc;
+    static QUEUE: std::sync::OnceLock<std::sync::Mutex<mpsc::Sender<String>>> =
+        std::sync::OnceLock::new();
+    let queue = QUEUE.get_or_init(|| {
+        let (send, receive) = mpsc::channel::<String>();
+        let server = server.to_string();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let Ok(admin) = sqlx::PgPool::connect(&server).await else {
+                    return;
+                };
+                let local = server.contains("@127.0.0.1") || server.contains("@localhost");
+                if local && std::path::Path::new("/proc/self").exists() {
+                    let names: Vec<String> = sqlx::query_scalar(
+                        "SELECT datname FROM pg_database WHERE datname LIKE 'gatehouse\\_test\\_%'",
+                    )
+                    .fetch_all(&admin)
+                    .await
+                    .unwrap_or_default();
+                    for left in names {
+                        let pid = left.split('_').nth(2).and_then(|p| p.parse::<u32>().ok());
+                        let ended = pid.is_some_and(|pid| {
+                            !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                        });
+                        if ended {
+                            let _ = sqlx::query(&format!(
+                                "DROP DATABASE IF EXISTS {left} WITH (FORCE)"
+                            ))
+                            .execute(&admin)
+                            .await;
+                        }
+                    }
+                }
+                while let Ok(name) = receive.recv() {
+                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .execute(&admin)
+                        .await;
+                }
+            });
+        });
+        std::sync::Mutex::new(send)
+    });
+    if let Some(name) = name {
+        let _ = queue.lock().expect("the drop queue").send(name);
     }
 }
 
