@@ -18,7 +18,7 @@ use super::{Confirmation, CsrfForm, PageQuery, confirm_page, error_page, render,
 use crate::domain::cimd::is_url_client_id;
 use crate::domain::device::DEVICE_CODE_GRANT;
 use crate::domain::redirect_uri::host_for_display;
-use crate::domain::scope::ScopeSet;
+use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::text::check_line;
 use crate::error::AppError;
 use crate::state::AppState;
@@ -101,8 +101,14 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
                         "{} (this Gatehouse)",
                         host_for_display(&state.config.mcp_server_url)
                     ),
+                    // What it may do now: reading only leaves writing out.
                     ScopeSet::parse(&a.scope)
-                        .map(|s| s.iter().map(|s| s.describe().to_string()).collect())
+                        .map(|s| {
+                            s.iter()
+                                .filter(|s| !(a.read_only && *s == Scope::McpWrite))
+                                .map(|s| s.describe().to_string())
+                                .collect()
+                        })
                         .unwrap_or_default(),
                 ),
                 None => (host_for_display(&a.resource), Vec::new()),

@@ -413,6 +413,10 @@ async fn narrowing_on_the_app_page_reaches_another_instance_at_once_and_revives_
         "the app page says what it reaches"
     );
     assert!(apps.contains("Read only"));
+    assert!(
+        !apps.contains("Create and change notes in your projects"),
+        "what it may do now leaves writing out"
+    );
 
     // Named with nothing ticked is refused with the reason, and changes nothing.
     let r = change_on_app_page(
