@@ -25,7 +25,7 @@ pub use crate::server::{MAX_HEADER_BYTES, MAX_HEADERS, SHUTDOWN_GRACE};
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'";
 
 /// The whole HTTP surface.
-pub fn router(state: AppState) -> Router {
+pub fn router(state: &AppState) -> Router {
     let mut app = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -285,7 +285,7 @@ impl Application {
                 ))
             })?),
         };
-        let router = router(state.clone());
+        let router = router(&state);
         Ok(Application {
             listener,
             port,

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -257,7 +257,12 @@ impl ClientResolver {
         let url = validate_jwks_uri(jwks_uri).map_err(CimdError::BadUrl)?;
         let now = Instant::now();
         let mut refreshed = None;
-        if let Some(cached) = self.key_sets.lock().expect("key set lock").get(jwks_uri) {
+        if let Some(cached) = self
+            .key_sets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(jwks_uri)
+        {
             let refreshed_lately = cached
                 .refreshed
                 .is_some_and(|at| now.duration_since(at) < JWKS_REFETCH_INTERVAL);
@@ -270,7 +275,7 @@ impl ClientResolver {
         let body = Arc::new(fetched.body);
         let until =
             now + cache_lifetime(fetched.cache_control.as_deref()).unwrap_or(JWKS_REFETCH_INTERVAL);
-        let mut sets = self.key_sets.lock().expect("key set lock");
+        let mut sets = self.key_sets.lock().unwrap_or_else(PoisonError::into_inner);
         if sets.len() >= MAX_CACHED_KEY_SETS && !sets.contains_key(jwks_uri) {
             sets.retain(|_, c| c.until > now);
         }
@@ -329,7 +334,7 @@ impl ClientResolver {
     ) -> Result<Option<ClientRecord>, ClientLookupError> {
         let client_id = client_id.as_str();
         let cached = {
-            let cache = self.cache.lock().expect("cache lock");
+            let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
             cache
                 .get(client_id)
                 .filter(|(_, until)| *until > Instant::now())
@@ -365,7 +370,7 @@ impl ClientResolver {
             created_at: crate::store::now(),
         };
         store.upsert_metadata_client(&record).await?;
-        let mut cache = self.cache.lock().expect("cache lock");
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
         match cache_lifetime(fetched.cache_control.as_deref()) {
             Some(ttl) => remember(&mut cache, &record, ttl),
             None => {

@@ -16,9 +16,9 @@ use crate::domain::api_key::API_KEY_HEADER;
 pub const PREFLIGHT_MAX_AGE: Duration = Duration::from_secs(86_400);
 
 /// The request headers a browser-based MCP or OAuth client may send: `Authorization`,
-/// `X-Api-Key`, `Content-Type`, `Accept`, `MCP-Protocol-Version`, and the 2026-07-28
-/// `MCP-Method` / `MCP-Name`.
-pub fn request_headers() -> [HeaderName; 7] {
+/// `X-Api-Key`, `Content-Type`, `Accept`, `MCP-Protocol-Version`, the 2026-07-28
+/// `MCP-Method` / `MCP-Name`, and `DPoP` (RFC 9449 §4.1).
+pub fn request_headers() -> [HeaderName; 8] {
     [
         header::AUTHORIZATION,
         HeaderName::from_static(API_KEY_HEADER),
@@ -27,6 +27,7 @@ pub fn request_headers() -> [HeaderName; 7] {
         HeaderName::from_static("mcp-protocol-version"),
         HeaderName::from_static("mcp-method"),
         HeaderName::from_static("mcp-name"),
+        HeaderName::from_static("dpop"),
     ]
 }
 

@@ -252,6 +252,7 @@ fn describe() {
             "password_reset_tokens",
             "signin_devices",
             "client_assertion_jtis",
+            "dpop_proofs",
             "device_authorizations",
             "idp_signins",
             "rate_limits",

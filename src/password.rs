@@ -77,6 +77,10 @@ const RESERVED_BLOCKS: usize = 33 * 1024;
 /// against it so that they cost the same as known ones.
 const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRmb3JkdW1teQ$Cnp/5SPPyhvAFuvcsnw/XoqIi3Ss0iqU44W34nuEM8Q";
 
+#[allow(
+    clippy::expect_used,
+    reason = "constant parameters inside argon2's bounds (a unit test builds them)"
+)]
 fn params() -> Params {
     Params::new(MEMORY_KIB, ITERATIONS, PARALLELISM, Some(OUTPUT_LEN))
         .expect("argon2 parameters are valid constants")
@@ -188,6 +192,10 @@ impl PasswordPool {
             let rx = Arc::clone(&rx);
             let held = Arc::clone(&held);
             let abandoned = Arc::clone(&abandoned);
+            #[allow(
+                clippy::expect_used,
+                reason = "at startup: a server that cannot start a thread cannot serve"
+            )]
             std::thread::Builder::new()
                 .name(format!("gatehouse-password-{n}"))
                 .spawn(move || {

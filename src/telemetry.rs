@@ -12,6 +12,10 @@ use crate::config::LogFormat;
 pub fn init(format: LogFormat) {
     // rmcp logs request and result payloads at debug level: it stays at warn whatever RUST_LOG
     // says, so tool arguments and results never reach a log.
+    #[allow(
+        clippy::expect_used,
+        reason = "a constant directive, parsed in the tests"
+    )]
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_sessions=warn"))
         .add_directive("rmcp=warn".parse().expect("valid directive"));

@@ -13,6 +13,9 @@
 //! Test code (`#[cfg(test)]` modules, inline or in files of their own) may reach across the
 //! layers and is not read.
 
+// Test code states its expectations with `expect`: a failed one is the test failing.
+#![allow(clippy::expect_used, clippy::needless_pass_by_value)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

@@ -12,7 +12,7 @@ use crate::config::server_key::{KeySource, key_file_text, new_private_file};
 use crate::domain::server_key::ServerKey;
 
 /// `gatehouse secret-key …`
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Copy, Subcommand)]
 pub enum SecretKeyCommand {
     /// Show where the server key comes from and the ids of the current and previous keys
     /// (never a key).

@@ -7,6 +7,7 @@ pub mod cimd;
 pub mod client;
 pub mod client_assertion;
 pub mod device;
+pub mod dpop;
 pub mod forwarded;
 pub mod idp;
 pub mod loopback;

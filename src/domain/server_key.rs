@@ -175,6 +175,10 @@ impl Keyring {
     pub fn seal(&self, context: &[u8], plaintext: &[u8]) -> String {
         let mut nonce = [0u8; NONCE_LEN];
         OsRng.fill_bytes(&mut nonce);
+        #[allow(
+            clippy::expect_used,
+            reason = "ChaCha20-Poly1305 fails only on plaintexts over 256 GiB"
+        )]
         let ciphertext = self
             .current
             .cipher()

@@ -36,6 +36,10 @@ fn cipher(presented_refresh_token: &str) -> ChaCha20Poly1305 {
 pub fn seal(presented_refresh_token: &str, plaintext: &[u8]) -> Vec<u8> {
     let mut nonce = [0u8; NONCE_LEN];
     OsRng.fill_bytes(&mut nonce);
+    #[allow(
+        clippy::expect_used,
+        reason = "ChaCha20-Poly1305 fails only on plaintexts over 256 GiB"
+    )]
     let ciphertext = cipher(presented_refresh_token)
         .encrypt(Nonce::from_slice(&nonce), plaintext)
         .expect("ChaCha20-Poly1305 only fails on plaintexts over 256 GiB");

@@ -22,6 +22,15 @@
 //! - A key's `last_used_at` is written off the response path, at most once a minute per key
 //!   ([`KeyUseTracker`] in this process, a conditional `UPDATE` across instances); its first use
 //!   is audited once.
+//! - DPoP (RFC 9449 §7): an access token bound to a key (issued with a DPoP proof at the token
+//!   endpoint) is accepted only as `Authorization: DPoP <token>` with a `DPoP` proof header
+//!   signed by that key: `htm` the request's method, `htu` `MCP_SERVER_URL`, `iat` within
+//!   [`dpop::PROOF_WINDOW_SECS`], `ath` the token's hash, its `jti` not seen before on this
+//!   instance (memory) nor recorded by another ([`crate::store::dpop`]: read in the same
+//!   statement as the token, so still one round trip). A refusal is `401` with
+//!   `WWW-Authenticate: DPoP error="invalid_token"` (or `"invalid_dpop_proof"`), `algs="…"`,
+//!   and the `Bearer resource_metadata=…` challenge beside it. A bound token sent as `Bearer`
+//!   is refused; tokens issued without a proof stay bearer tokens.
 //! - No credentials: `401` with `WWW-Authenticate: Bearer resource_metadata="…", scope="…"`
 //!   (RFC 9728 §5.1, RFC 6750 §3; `Bearer realm="gatehouse"` while OAuth is off); a bad
 //!   credential: the same plus `error="invalid_token"`.
@@ -42,10 +51,11 @@ use super::McpState;
 use crate::client_addr::ClientAddr;
 use crate::config::Config;
 use crate::domain::api_key::{address_allowed, last_use_due, parse_allowed};
+use crate::domain::dpop::{self, ProofError};
 use crate::domain::principal::{CredentialKind, Reach};
 use crate::domain::resource::ResourceIndicator;
 use crate::domain::scope::{Scope, ScopeSet};
-use crate::domain::secret::{Secret, TokenKind};
+use crate::domain::secret::{Secret, TokenKind, constant_time_eq};
 use crate::store::audit::AuditEvent;
 use crate::store::keys::{KeyGrant, KeyUse};
 use crate::store::oauth::AccessGrant;
@@ -82,6 +92,12 @@ pub enum Rejection {
     NotAKey,
     /// Both `Authorization` and `X-Api-Key` were sent.
     TwoCredentials,
+    /// A DPoP-bound token sent as `Bearer` (RFC 9449 §7.2).
+    BoundToKey,
+    /// A DPoP proof by another key than the token is bound to.
+    WrongKey,
+    /// A token not bound to any key sent as `DPoP`.
+    NotBound,
 }
 
 /// A credential as sent: the secret, and whether it came in `X-Api-Key`.
@@ -91,6 +107,8 @@ pub struct Presented {
     pub secret: Secret,
     /// It came in `X-Api-Key` (so it must be an API key).
     pub api_key_header: bool,
+    /// It came as `Authorization: DPoP` (so it must be a DPoP-bound access token).
+    pub dpop: bool,
 }
 
 /// Whether `token` is an RFC 6750 §2.1 `b64token` (`1*( ALPHA / DIGIT / "-" / "." / "_" /
@@ -110,10 +128,13 @@ fn is_token68(token: &str) -> bool {
 pub fn presented_credential(headers: &HeaderMap) -> Result<Option<Presented>, Rejection> {
     let mut keys = headers.get_all(API_KEY_HEADER).iter();
     let Some(key) = keys.next() else {
-        return Ok(bearer_token(headers)?.map(|secret| Presented {
-            secret,
-            api_key_header: false,
-        }));
+        return Ok(
+            authorization_token(headers)?.map(|(secret, dpop)| Presented {
+                secret,
+                api_key_header: false,
+                dpop,
+            }),
+        );
     };
     if headers.contains_key(header::AUTHORIZATION) {
         return Err(Rejection::TwoCredentials);
@@ -128,12 +149,24 @@ pub fn presented_credential(headers: &HeaderMap) -> Result<Option<Presented>, Re
     Ok(Some(Presented {
         secret: Secret::from_presented(key),
         api_key_header: true,
+        dpop: false,
     }))
 }
 
 /// The bearer token of `Authorization`, if any. `Err` for a present header that is not a
 /// usable `Bearer` credential (RFC 6750 §2.1; the scheme is case-insensitive).
 pub fn bearer_token(headers: &HeaderMap) -> Result<Option<Secret>, Rejection> {
+    match authorization_token(headers)? {
+        Some((_, true)) => Err(Rejection::Malformed),
+        Some((secret, false)) => Ok(Some(secret)),
+        None => Ok(None),
+    }
+}
+
+/// The token of `Authorization`, if any, and whether its scheme is `DPoP` (RFC 9449 §7.1)
+/// rather than `Bearer` (RFC 6750 §2.1; schemes are case-insensitive). `Err` for a present
+/// header that is neither, or not a token.
+pub fn authorization_token(headers: &HeaderMap) -> Result<Option<(Secret, bool)>, Rejection> {
     let mut values = headers.get_all(header::AUTHORIZATION).iter();
     let Some(value) = values.next() else {
         return Ok(None);
@@ -144,10 +177,11 @@ pub fn bearer_token(headers: &HeaderMap) -> Result<Option<Secret>, Rejection> {
     let value = value.to_str().map_err(|_| Rejection::Malformed)?;
     let (scheme, token) = value.split_once(' ').ok_or(Rejection::Malformed)?;
     let token = token.trim();
-    if !scheme.eq_ignore_ascii_case("bearer") || !is_token68(token) {
+    let dpop = scheme.eq_ignore_ascii_case(dpop::TOKEN_TYPE);
+    if !(dpop || scheme.eq_ignore_ascii_case("bearer")) || !is_token68(token) {
         return Err(Rejection::Malformed);
     }
-    Ok(Some(Secret::from_presented(token)))
+    Ok(Some((Secret::from_presented(token), dpop)))
 }
 
 /// Checks a live grant against this resource (RFC 8707 audience, compared by
@@ -213,7 +247,7 @@ fn challenge_response(
         serde_json::json!({"error": error, "error_description": description}).to_string(),
     )
         .into_response();
-    if let Ok(value) = HeaderValue::from_str(&challenge) {
+    if let Ok(value) = HeaderValue::try_from(challenge) {
         response
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, value);
@@ -276,6 +310,33 @@ pub fn invalid_token(config: &Config) -> Response {
     )
 }
 
+/// The `DPoP` challenge (RFC 9449 §7.1) with `error`: the algorithms proofs may use.
+pub fn dpop_challenge(error: &str) -> String {
+    format!(
+        "DPoP error=\"{error}\", algs=\"{}\"",
+        dpop::SIGNING_ALGS.join(" ")
+    )
+}
+
+/// `401` for a DPoP request or a DPoP-bound token (RFC 9449 §7.1, §7.2): `error` is
+/// `invalid_token` or `invalid_dpop_proof`; the `WWW-Authenticate` values are the `DPoP`
+/// challenge, then the `Bearer` one (with the protected-resource metadata) for clients without
+/// DPoP.
+pub fn dpop_refusal(config: &Config, error: &str, description: &str) -> Response {
+    let mut response = challenge_response(
+        StatusCode::UNAUTHORIZED,
+        dpop_challenge(error),
+        error,
+        description,
+    );
+    if let Ok(value) = HeaderValue::from_str(&unauthorized_challenge(config, None)) {
+        response
+            .headers_mut()
+            .append(header::WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
 /// `403 insufficient_scope`.
 pub fn insufficient_scope(config: &Config) -> Response {
     challenge_response(
@@ -324,6 +385,8 @@ enum Refusal {
     Invalid(Rejection),
     /// `403`: a key used from an address outside its allow-list.
     Address,
+    /// `401 invalid_dpop_proof`.
+    Proof(ProofError),
     /// The database failed: `503`.
     Unavailable(crate::store::StoreError),
 }
@@ -342,6 +405,69 @@ async fn oauth_principal(mcp: &McpState, secret: &Secret, now: i64) -> Result<Pr
         .live_access_token(&secret.hash(), now)
         .await?
         .ok_or(Refusal::Invalid(Rejection::NotLive))?;
+    if grant.jkt.is_some() {
+        return Err(Refusal::Invalid(Rejection::BoundToKey));
+    }
+    grant_principal(mcp, grant)
+}
+
+/// The single `DPoP` header's value (RFC 9449 §4.1: exactly one).
+fn one_proof(headers: &HeaderMap) -> Result<&str, ProofError> {
+    let mut values = headers.get_all(dpop::HEADER).iter();
+    let value = values.next().ok_or(ProofError::NotJwt)?;
+    if values.next().is_some() {
+        return Err(ProofError::NotOne);
+    }
+    Ok(value.to_str().map_err(|_| ProofError::NotOne)?.trim())
+}
+
+/// The principal of an access token sent as `Authorization: DPoP` with a proof (RFC 9449
+/// §4.3, §7.1): the proof checked for this request (`method`, `MCP_SERVER_URL`, the token's
+/// `ath`), its `jti` new to this instance, then one statement reads the token and whether
+/// another instance recorded the proof; the token must be bound to the proof's key. The proof
+/// is then recorded for the other instances (batched, off the response path).
+async fn dpop_principal(
+    mcp: &McpState,
+    headers: &HeaderMap,
+    method: &str,
+    secret: &Secret,
+    now: i64,
+) -> Result<Principal, Refusal> {
+    let store = &mcp.app.store;
+    let proof = one_proof(headers).map_err(Refusal::Proof)?;
+    let verified = dpop::verify_proof(
+        proof,
+        &dpop::Expected {
+            method,
+            url: &mcp.app.config.mcp_server_url,
+            access_token: Some(secret.expose()),
+            now,
+        },
+    )
+    .map_err(Refusal::Proof)?;
+    let key = verified.replay_key();
+    let until = verified.remember_until();
+    if store.dpop_proof_seen_here(&key, until, now) {
+        return Err(Refusal::Proof(ProofError::Replayed));
+    }
+    let (grant, seen) = store
+        .live_access_token_with_proof(&secret.hash(), &key, now)
+        .await?
+        .ok_or(Refusal::Invalid(Rejection::NotLive))?;
+    if seen {
+        return Err(Refusal::Proof(ProofError::Replayed));
+    }
+    match &grant.jkt {
+        Some(jkt) if constant_time_eq(jkt.as_bytes(), verified.jkt.as_bytes()) => {}
+        Some(_) => return Err(Refusal::Invalid(Rejection::WrongKey)),
+        None => return Err(Refusal::Invalid(Rejection::NotBound)),
+    }
+    store.record_dpop_proof(key, until);
+    grant_principal(mcp, grant)
+}
+
+/// The principal of a live access grant checked against this resource.
+fn grant_principal(mcp: &McpState, grant: AccessGrant) -> Result<Principal, Refusal> {
     let scopes = check_grant(&grant, &mcp.app.config.resource).map_err(Refusal::Invalid)?;
     // A service client limited to one project, else the person's choice kept with the grant.
     let reach = match grant.project_id {
@@ -503,6 +629,7 @@ pub async fn local_key_principal(
         Ok(principal) => Ok(principal),
         Err(Refusal::Invalid(_)) => Err(KeyRefused::Invalid),
         Err(Refusal::Address) => Err(KeyRefused::Address),
+        Err(Refusal::Proof(_)) => Err(KeyRefused::Invalid),
         Err(Refusal::Unavailable(e)) => Err(KeyRefused::Unavailable(e)),
     }
 }
@@ -529,11 +656,18 @@ pub async fn authenticate(mcp: &McpState, request: Request) -> Result<Request, R
     };
     let peer = ClientAddr::of(request.extensions()).map(|c| c.0);
     let resolved = match presented.secret.kind() {
+        _ if presented.dpop && presented.secret.kind() != Some(TokenKind::AccessToken) => {
+            Err(Refusal::Invalid(Rejection::NotBound))
+        }
         Some(TokenKind::ApiKey) => {
             key_principal(mcp, &presented.secret, KeyLike::ApiKey, peer, now).await
         }
         Some(TokenKind::AccessToken) if presented.api_key_header => {
             Err(Refusal::Invalid(Rejection::NotAKey))
+        }
+        Some(TokenKind::AccessToken) if config.oauth_enabled && presented.dpop => {
+            let method = request.method().as_str();
+            dpop_principal(mcp, request.headers(), method, &presented.secret, now).await
         }
         Some(TokenKind::AccessToken) if config.oauth_enabled => {
             oauth_principal(mcp, &presented.secret, now).await
@@ -542,9 +676,31 @@ pub async fn authenticate(mcp: &McpState, request: Request) -> Result<Request, R
     };
     let principal = match resolved {
         Ok(principal) => principal,
+        Err(Refusal::Invalid(why)) if presented.dpop || matches!(why, Rejection::BoundToKey) => {
+            tracing::info!(?why, "MCP credential refused");
+            return Err(dpop_refusal(
+                config,
+                "invalid_token",
+                match why {
+                    Rejection::BoundToKey => {
+                        "This access token is bound to a DPoP key: send it as Authorization: DPoP with a DPoP proof."
+                    }
+                    Rejection::WrongKey => {
+                        "The DPoP proof is signed with another key than the access token is bound to."
+                    }
+                    _ => {
+                        "The access token is unknown, expired, revoked, not bound to a DPoP key or not valid for this server."
+                    }
+                },
+            ));
+        }
         Err(Refusal::Invalid(why)) => {
             tracing::info!(?why, "MCP credential refused");
             return Err(invalid_token(config));
+        }
+        Err(Refusal::Proof(why)) => {
+            tracing::info!(?why, "MCP DPoP proof refused");
+            return Err(dpop_refusal(config, "invalid_dpop_proof", &why.to_string()));
         }
         Err(Refusal::Address) => {
             tracing::info!("MCP API key refused: address not allowed");
@@ -601,6 +757,10 @@ pub async fn authenticate_personal(mcp: &McpState, request: Request) -> Result<R
     let principal = match key_principal(mcp, &secret, KeyLike::PersonalUrl, peer, now).await {
         Ok(principal) => principal,
         Err(Refusal::Invalid(why)) => {
+            tracing::info!(?why, "MCP personal URL refused");
+            return Err(invalid_personal_url());
+        }
+        Err(Refusal::Proof(why)) => {
             tracing::info!(?why, "MCP personal URL refused");
             return Err(invalid_personal_url());
         }
@@ -753,6 +913,7 @@ mod tests {
             project_id: None,
             calls_per_hour: None,
             chosen_projects: None,
+            jkt: None,
         }
     }
 

@@ -140,6 +140,10 @@ pub struct ToolCtx {
 impl ToolCtx {
     /// The resolved project. Panics if the tool did not declare [`ProjectAccess`]: that is a
     /// programming error caught by the tool's tests.
+    #[allow(
+        clippy::expect_used,
+        reason = "a tool without ProjectAccess never asks; each tool's tests call it"
+    )]
     pub fn project(&self) -> &ProjectMembership {
         self.project
             .as_ref()

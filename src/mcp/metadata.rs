@@ -28,6 +28,12 @@ pub struct ProtectedResourceMetadata {
     pub bearer_methods_supported: Vec<&'static str>,
     /// A name to show people.
     pub resource_name: &'static str,
+    /// The algorithms of the DPoP proofs accepted with bound tokens (RFC 9449 §5.1, RFC 9728
+    /// §2): [`crate::domain::dpop::SIGNING_ALGS`].
+    pub dpop_signing_alg_values_supported: [&'static str; 4],
+    /// `false`: bearer tokens stay accepted; a token bound with DPoP is accepted only with a
+    /// proof (RFC 9728 §2).
+    pub dpop_bound_access_tokens_required: bool,
 }
 
 impl ProtectedResourceMetadata {
@@ -39,6 +45,8 @@ impl ProtectedResourceMetadata {
             scopes_supported: Scope::resource_scopes().map(Scope::as_str).collect(),
             bearer_methods_supported: vec!["header"],
             resource_name: "Gatehouse MCP server",
+            dpop_signing_alg_values_supported: crate::domain::dpop::SIGNING_ALGS,
+            dpop_bound_access_tokens_required: false,
         }
     }
 }

@@ -207,6 +207,7 @@ impl PromptSpec {
     }
 }
 
+#[allow(clippy::needless_pass_by_value, reason = "given to map_err")]
 fn internal(e: StoreError) -> ErrorData {
     super::errors::storage_failure(&e, "prompt")
 }
@@ -741,6 +742,7 @@ mod tests {
         }
     }
 
+    #[allow(clippy::needless_pass_by_value, reason = "called with json! literals")]
     fn args(v: serde_json::Value) -> JsonObject {
         v.as_object().unwrap().clone()
     }

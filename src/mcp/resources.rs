@@ -23,6 +23,7 @@ use crate::store::StoreError;
 pub const PAGE: usize = 50;
 const JSON: &str = "application/json";
 
+#[allow(clippy::needless_pass_by_value, reason = "given to map_err")]
 fn internal(e: StoreError) -> ErrorData {
     super::errors::storage_failure(&e, "resource")
 }

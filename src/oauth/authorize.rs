@@ -65,6 +65,10 @@ pub struct AuthorizationRequest {
     /// to) and it has no `code_challenge`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// `dpop_jkt` (RFC 9449 §10): the thumbprint of the DPoP key the code may be redeemed
+    /// with only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpop_jkt: Option<String>,
     /// What the client published about itself for the consent page (RFC 7591 §2).
     #[serde(default)]
     pub about: ClientAbout,
@@ -403,6 +407,17 @@ pub async fn validate(
         TargetError::Storage { unavailable } => AuthorizeError::Storage { unavailable },
     })?;
     let prompt = params.get("prompt").map(ToString::to_string);
+    // A thumbprint has the shape of an S256 challenge: 43 base64url characters.
+    let dpop_jkt = match params.get("dpop_jkt") {
+        None => None,
+        Some(jkt) if is_valid_challenge(jkt) => Some(jkt.to_string()),
+        Some(_) => {
+            return Err(fail(
+                Code::InvalidRequest,
+                "dpop_jkt must be the 43-character base64url SHA-256 thumbprint of a key (RFC 9449 §10)".into(),
+            ));
+        }
+    };
     Ok(AuthorizationRequest {
         client_id: client.client_id,
         // A name stored before the rule of names applied at registration is not shown.
@@ -416,6 +431,7 @@ pub async fn validate(
         prompt,
         registered: target,
         device: None,
+        dpop_jkt,
         about: ClientAbout::of(&client.metadata, client.created_at),
     })
 }
@@ -634,6 +650,7 @@ pub async fn issue_code(
             created_at: now,
             expires_at: now + CODE_TTL_SECS,
             used_at: None,
+            dpop_jkt: req.dpop_jkt.clone(),
         })
         .await?;
     let mut params = vec![("code", code.expose())];
@@ -759,6 +776,7 @@ pub async fn approve_device(
         created_at: now,
         expires_at: now + CODE_TTL_SECS,
         used_at: None,
+        dpop_jkt: None,
     };
     app.store
         .approve_device(&TokenHash::from_hex(device.clone()), &record, now)

@@ -144,6 +144,7 @@ pub async fn device_authorization(
         prompt: None,
         registered,
         device: Some(device_hash.as_str().to_string()),
+        dpop_jkt: None,
         about: super::authorize::ClientAbout::of(&client.metadata, client.created_at),
     };
     let request_json = serde_json::to_string(&request).map_err(|e| {
@@ -154,6 +155,10 @@ pub async fn device_authorization(
     let mut user_code = None;
     for _ in 0..3 {
         let candidate = generate_user_code();
+        #[allow(
+            clippy::expect_used,
+            reason = "generate_user_code draws only from the alphabet normalize_user_code accepts"
+        )]
         let normal = normalize_user_code(&candidate).expect("a generated code is valid");
         let stored = state
             .store

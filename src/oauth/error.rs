@@ -55,6 +55,9 @@ pub enum OAuthError {
     /// `access_denied` (400, RFC 8628 §3.5): the person denied the request.
     #[error("access_denied")]
     AccessDenied(String),
+    /// `invalid_dpop_proof` (400, RFC 9449 §5): the `DPoP` header's proof is refused.
+    #[error("invalid_dpop_proof")]
+    InvalidDpopProof(String),
     /// `temporarily_unavailable` (503 with `Retry-After`): the database is busy or out of
     /// reach (RFC 6749 §4.1.2.1 names the code; RFC 9110 §15.6.4 the status).
     #[error("temporarily_unavailable")]
@@ -85,7 +88,8 @@ impl OAuthError {
             | OAuthError::AuthorizationPending(d)
             | OAuthError::SlowDown(d)
             | OAuthError::ExpiredToken(d)
-            | OAuthError::AccessDenied(d) => d,
+            | OAuthError::AccessDenied(d)
+            | OAuthError::InvalidDpopProof(d) => d,
             OAuthError::InvalidClient { description, .. } => description,
             OAuthError::ServerError => "the server could not complete the request",
             OAuthError::TemporarilyUnavailable => "the server is busy; try again in a few seconds",

@@ -90,7 +90,8 @@ fn refused(description: impl Into<String>) -> OAuthError {
 }
 
 /// The JWT-bearer grant with an ID-JAG (module docs) for `client`, already authenticated by
-/// the token endpoint. `params` is the token request's body; `ip` the caller's address.
+/// the token endpoint. `params` is the token request's body; `ip` the caller's address; `jkt`
+/// the thumbprint of the request's DPoP key, to which the token is then bound (RFC 9449 §5).
 ///
 /// Errors: `invalid_request` without `assertion`; `invalid_grant` for an assertion that fails a
 /// check; `invalid_scope` for a `scope` beyond the assertion's; `temporarily_unavailable` when
@@ -101,6 +102,7 @@ pub async fn grant(
     params: &HashMap<String, String>,
     ip: &str,
     now: i64,
+    jkt: Option<&str>,
 ) -> Result<TokenResponse, OAuthError> {
     let assertion = params
         .get("assertion")
@@ -139,6 +141,7 @@ pub async fn grant(
             &access.hash(),
             now,
             now + ttl,
+            jkt,
         )
         .await?;
     crate::metrics::token_event("issued");
@@ -154,7 +157,11 @@ pub async fn grant(
     .await;
     Ok(TokenResponse {
         access_token: access.expose().to_string(),
-        token_type: "Bearer".into(),
+        token_type: if jkt.is_some() {
+            crate::domain::dpop::TOKEN_TYPE.into()
+        } else {
+            "Bearer".into()
+        },
         expires_in: ttl,
         refresh_token: None,
         scope,

@@ -79,9 +79,13 @@ pub async fn introspect(
                 "exp": g.expires_at,
                 "iat": g.issued_at,
                 "iss": state.config.issuer,
-                "token_type": "Bearer",
+                "token_type": if g.jkt.is_some() { crate::domain::dpop::TOKEN_TYPE } else { "Bearer" },
                 "grant_type": if g.service { "client_credentials" } else { "authorization_code" },
             });
+            if let Some(jkt) = &g.jkt {
+                // RFC 9449 §6.2: the confirmation of a DPoP-bound token.
+                body["cnf"] = json!({ "jkt": jkt });
+            }
             if let Some(project) = &g.project_id {
                 body["project_id"] = json!(project);
             }

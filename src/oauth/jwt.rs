@@ -69,6 +69,16 @@ pub struct AccessClaims<'a> {
     pub iat: i64,
     /// A unique id.
     pub jti: String,
+    /// The DPoP key the token is bound to (RFC 9449 §6.1), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cnf: Option<Confirmation>,
+}
+
+/// The `cnf` claim of a DPoP-bound JWT access token (RFC 9449 §6.1, RFC 7800 §3.1).
+#[derive(Debug, Serialize)]
+pub struct Confirmation {
+    /// The RFC 7638 thumbprint of the key.
+    pub jkt: String,
 }
 
 /// Signs `claims` with `key`. Errors: `server_error` if the key cannot be used.

@@ -111,6 +111,8 @@ pub struct AuthorizationServerMetadata {
     pub authorization_response_iss_parameter_supported: bool,
     /// Client ID metadata documents (MCP authorization).
     pub client_id_metadata_document_supported: bool,
+    /// The algorithms of DPoP proofs (RFC 9449 §5.1): [`crate::domain::dpop::SIGNING_ALGS`].
+    pub dpop_signing_alg_values_supported: [&'static str; 4],
     /// The resources tokens may be issued for: `MCP_SERVER_URL`, then every registered
     /// resource's URL.
     pub protected_resources: Vec<String>,
@@ -141,6 +143,7 @@ impl AuthorizationServerMetadata {
             scopes_supported: Scope::ALL.iter().map(|s| s.as_str().to_string()).collect(),
             authorization_response_iss_parameter_supported: true,
             client_id_metadata_document_supported: true,
+            dpop_signing_alg_values_supported: crate::domain::dpop::SIGNING_ALGS,
             protected_resources: vec![config.mcp_server_url.clone()],
         }
     }

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{HeaderMap, header};
 use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +24,7 @@ use super::client_auth::ClientForm;
 use super::{OAuthError, jwt};
 use crate::client_addr::ClientAddr;
 use crate::domain::device::{DEVICE_CODE_GRANT, PollAnswer, decide_poll};
+use crate::domain::dpop::{self, ProofError};
 use crate::domain::pkce::verify_s256;
 use crate::domain::refresh::{self, RefreshDecision};
 use crate::domain::registry::TokenFormat;
@@ -44,7 +45,8 @@ use crate::store::oauth::{
 pub struct TokenResponse {
     /// The access token.
     pub access_token: String,
-    /// Always `Bearer`.
+    /// `Bearer`, or `DPoP` for a token bound to the key of the request's DPoP proof (RFC 9449
+    /// §5).
     pub token_type: String,
     /// Seconds until the access token expires.
     pub expires_in: i64,
@@ -62,6 +64,9 @@ struct SealedPair {
     access_token: String,
     access_expires_at: i64,
     scope: String,
+    /// The access token's `token_type` (absent in pairs sealed before DPoP: `Bearer`).
+    #[serde(default)]
+    token_type: Option<String>,
 }
 
 struct Ctx<'a> {
@@ -70,6 +75,61 @@ struct Ctx<'a> {
     params: &'a HashMap<String, String>,
     ip: &'a str,
     now: i64,
+    /// The thumbprint of the key of the request's valid DPoP proof (RFC 9449 §5), if any: the
+    /// access token issued is bound to it.
+    jkt: Option<String>,
+}
+
+impl Ctx<'_> {
+    /// The `token_type` of the access token this request gets.
+    fn token_type(&self) -> String {
+        if self.jkt.is_some() {
+            dpop::TOKEN_TYPE.into()
+        } else {
+            "Bearer".into()
+        }
+    }
+}
+
+/// The key thumbprint of the request's DPoP proof (RFC 9449 §4.3, §5), `None` without a `DPoP`
+/// header: `typ`, `alg`, `jwk`, signature, `htm` `POST`, `htu` the token endpoint, `iat`
+/// within [`dpop::PROOF_WINDOW_SECS`], and its `jti` spent once across instances
+/// ([`crate::store::Store::spend_dpop_proof`]).
+///
+/// Errors: `invalid_dpop_proof` (400) naming the check that failed.
+async fn dpop_key(
+    state: &AppState,
+    headers: &HeaderMap,
+    now: i64,
+) -> Result<Option<String>, OAuthError> {
+    let refused = |e: ProofError| OAuthError::InvalidDpopProof(e.to_string());
+    let mut values = headers.get_all(dpop::HEADER).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(refused(ProofError::NotOne));
+    }
+    let proof = value.to_str().map_err(|_| refused(ProofError::NotOne))?;
+    let url = state.config.url("/oauth/token");
+    let verified = dpop::verify_proof(
+        proof.trim(),
+        &dpop::Expected {
+            method: "POST",
+            url: &url,
+            access_token: None,
+            now,
+        },
+    )
+    .map_err(refused)?;
+    if !state
+        .store
+        .spend_dpop_proof(&verified.replay_key(), verified.remember_until(), now)
+        .await?
+    {
+        return Err(refused(ProofError::Replayed));
+    }
+    Ok(Some(verified.jkt))
 }
 
 /// `POST /oauth/token`: the authenticated client's grant, answered with `Cache-Control:
@@ -77,15 +137,19 @@ struct Ctx<'a> {
 pub async fn token(
     State(state): State<AppState>,
     addr: ClientAddr,
+    headers: HeaderMap,
     ClientForm { client, params, .. }: ClientForm,
 ) -> Result<impl IntoResponse, OAuthError> {
     let ip = addr.to_string();
+    let now = now();
+    let jkt = dpop_key(&state, &headers, now).await?;
     let ctx = Ctx {
         state: &state,
         client: &client,
         params: &params,
         ip: &ip,
-        now: now(),
+        now,
+        jkt,
     };
     let body = grant(&ctx).await?;
     let no_store = [
@@ -114,7 +178,15 @@ async fn grant(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
         "refresh_token" => refresh_token(ctx).await,
         "client_credentials" => client_credentials(ctx).await,
         super::id_jag::JWT_BEARER => {
-            super::id_jag::grant(ctx.state, ctx.client, ctx.params, ctx.ip, ctx.now).await
+            super::id_jag::grant(
+                ctx.state,
+                ctx.client,
+                ctx.params,
+                ctx.ip,
+                ctx.now,
+                ctx.jkt.as_deref(),
+            )
+            .await
         }
         DEVICE_CODE_GRANT => device_code(ctx).await,
         other => Err(OAuthError::UnsupportedGrantType(format!(
@@ -154,6 +226,10 @@ impl Target {
             exp: ctx.now + self.ttl,
             iat: ctx.now,
             jti: random_urlsafe(16),
+            cnf: ctx
+                .jkt
+                .as_ref()
+                .map(|jkt| jwt::Confirmation { jkt: jkt.clone() }),
         };
         Ok(Secret::from_presented(jwt::sign(key, &claims)?))
     }
@@ -250,14 +326,23 @@ fn new_pair(
         access_hash: access.hash(),
         access_expires_at: ctx.now + target.ttl,
         scope: scope.to_string(),
+        jkt: ctx.jkt.clone(),
+        // RFC 9449 §5: a public client's refresh tokens are bound to the key too.
+        refresh_jkt: ctx.jkt.clone().filter(|_| !ctx.client.is_confidential()),
     };
     Ok((refresh, access, tokens))
 }
 
-fn response(refresh: &Secret, access: &Secret, ttl: i64, scope: &str) -> TokenResponse {
+fn response(
+    ctx: &Ctx<'_>,
+    refresh: &Secret,
+    access: &Secret,
+    ttl: i64,
+    scope: &str,
+) -> TokenResponse {
     TokenResponse {
         access_token: access.expose().to_string(),
-        token_type: "Bearer".into(),
+        token_type: ctx.token_type(),
         expires_in: ttl,
         refresh_token: Some(refresh.expose().to_string()),
         scope: scope.to_string(),
@@ -374,6 +459,7 @@ async fn client_credentials(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
             &config.mcp_server_url,
             ctx.now,
             ctx.now + ttl,
+            ctx.jkt.as_deref(),
         )
         .await?;
     crate::metrics::resource_token_event("issued", &config.mcp_server_url);
@@ -391,7 +477,7 @@ async fn client_credentials(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
     .await;
     Ok(TokenResponse {
         access_token: access.expose().to_string(),
-        token_type: "Bearer".into(),
+        token_type: ctx.token_type(),
         expires_in: ttl,
         refresh_token: None,
         scope,
@@ -437,6 +523,14 @@ async fn check_unused_code(
     }
     if record.expires_at <= ctx.now {
         return Err(invalid_code());
+    }
+    // RFC 9449 §10: a code whose request named a key is redeemed only with a proof by it.
+    if let Some(bound) = &record.dpop_jkt
+        && ctx.jkt.as_ref() != Some(bound)
+    {
+        return Err(OAuthError::InvalidGrant(
+            "the authorization request named a DPoP key (dpop_jkt): send a DPoP proof signed with that key".into(),
+        ));
     }
     Ok(target)
 }
@@ -508,7 +602,7 @@ async fn redeem(
                 }),
             )
             .await;
-            Ok(response(&refresh, &access, target.ttl, &record.scope))
+            Ok(response(ctx, &refresh, &access, target.ttl, &record.scope))
         }
         Redeemed::Replayed { family_id } => {
             audit(
@@ -706,6 +800,15 @@ async fn refresh_token(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
             "the authorization has ended: it was allowed for a limited time".into(),
         ));
     }
+    // RFC 9449 §5: a bound refresh token is used only with a proof by its key.
+    if let Some(bound) = &state.jkt
+        && ctx.jkt.as_ref() != Some(bound)
+    {
+        return Err(OAuthError::InvalidGrant(
+            "the refresh token is bound to a DPoP key: send a DPoP proof signed with that key"
+                .into(),
+        ));
+    }
     let grace = ctx.state.config.refresh_grace_secs;
     let mut decision = refresh::decide(&state.facts(), ctx.now, grace);
     if let RefreshDecision::Refuse(why) = decision {
@@ -752,6 +855,10 @@ async fn rotate(
 ) -> Result<Result<TokenResponse, Rotation>, OAuthError> {
     let (refresh, access, tokens) =
         new_pair(ctx, target, &state.account_id, &state.resource, scope)?;
+    #[allow(
+        clippy::expect_used,
+        reason = "a struct of strings and an integer always serializes"
+    )]
     let sealed = successor::seal(
         presented,
         &serde_json::to_vec(&SealedPair {
@@ -759,6 +866,7 @@ async fn rotate(
             access_token: access.expose().to_string(),
             access_expires_at: tokens.access_expires_at,
             scope: scope.to_string(),
+            token_type: Some(ctx.token_type()),
         })
         .expect("serializable"),
     );
@@ -780,7 +888,7 @@ async fn rotate(
         Some(&format!("resource={}", state.resource)),
     )
     .await;
-    Ok(Ok(response(&refresh, &access, target.ttl, scope)))
+    Ok(Ok(response(ctx, &refresh, &access, target.ttl, scope)))
 }
 
 /// Reuse of a rotated token: treated as theft, the family and its access tokens are revoked
@@ -809,7 +917,7 @@ fn grace_successor(ctx: &Ctx<'_>, state: &RefreshState, presented: &str) -> Opti
     let pair: SealedPair = serde_json::from_slice(&plain).ok()?;
     Some(TokenResponse {
         access_token: pair.access_token,
-        token_type: "Bearer".into(),
+        token_type: pair.token_type.unwrap_or_else(|| "Bearer".into()),
         expires_in: (pair.access_expires_at - ctx.now).max(0),
         refresh_token: Some(pair.refresh_token),
         scope: pair.scope,

@@ -328,7 +328,8 @@ impl Store {
     /// `account_id` for `client_id` under [`crate::domain::client_assertion::JWT_BEARER_GRANT`] is made or
     /// widened to `scope` (so the client shows on Connected apps and can be revoked there),
     /// then a token family of its own and the access token (its SHA-256 `access_hash`, bound to
-    /// `resource`, expiring at `expires_at`) are inserted in one transaction. No refresh token.
+    /// `resource`, expiring at `expires_at`, bound to the DPoP key `jkt` if any) are inserted
+    /// in one transaction. No refresh token.
     ///
     /// Errors: [`StoreError::Database`].
     #[allow(clippy::too_many_arguments)]
@@ -342,6 +343,7 @@ impl Store {
         access_hash: &TokenHash,
         now: i64,
         expires_at: i64,
+        jkt: Option<&str>,
     ) -> Result<(), StoreError> {
         let consent_id = self
             .approve_consent_for(
@@ -370,8 +372,8 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         sqlx::query(
-            "INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            "INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at, jkt) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
         .bind(access_hash.as_str())
         .bind(&family_id)
@@ -381,6 +383,7 @@ impl Store {
         .bind(resource)
         .bind(now)
         .bind(expires_at)
+        .bind(jkt)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;

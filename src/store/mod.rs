@@ -22,6 +22,7 @@ pub mod auth_cache;
 pub mod checkpoints;
 pub mod device_grants;
 pub mod devices;
+pub mod dpop;
 pub mod idps;
 pub mod in_place;
 pub mod keys;
@@ -428,6 +429,8 @@ pub struct StoreParts {
     backend: Backend,
     sessions: SessionBackend,
     audit_queue: std::sync::Arc<audit::AuditQueue>,
+    /// DPoP proofs seen by this instance and still to be recorded ([`dpop`]).
+    dpop_proofs: std::sync::Arc<dpop::ProofLog>,
     /// Permits for full-text searches, fewer than the pool's connections, so that slow
     /// searches can never hold every connection ([`Store::search_notes`]).
     searches: std::sync::Arc<tokio::sync::Semaphore>,
@@ -518,6 +521,7 @@ impl Store {
             backend,
             sessions,
             audit_queue: Default::default(),
+            dpop_proofs: Default::default(),
             searches: std::sync::Arc::new(tokio::sync::Semaphore::new(search_permits(max))),
             auth_cache: std::sync::Arc::new(auth_cache::AuthCache::new(backend)),
             write_turns: std::sync::Arc::clone(&write_turns),

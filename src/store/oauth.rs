@@ -259,6 +259,9 @@ pub struct CodeRecord {
     pub expires_at: i64,
     /// When it was redeemed (or used up by a revocation).
     pub used_at: Option<i64>,
+    /// The DPoP key thumbprint the authorization request named (`dpop_jkt`, RFC 9449 §10): the
+    /// code is redeemed only with a proof by that key.
+    pub dpop_jkt: Option<String>,
 }
 
 /// Tokens to create when a code is redeemed or a refresh token rotated.
@@ -272,6 +275,12 @@ pub struct NewTokens {
     pub access_expires_at: i64,
     /// Scopes of the access token.
     pub scope: String,
+    /// The RFC 7638 thumbprint of the DPoP key the access token is bound to (RFC 9449 §6);
+    /// `None`: a bearer token.
+    pub jkt: Option<String>,
+    /// At a code's redemption, the thumbprint the new family's refresh tokens are bound to (a
+    /// public client's, RFC 9449 §5); ignored by a rotation, which keeps its family's.
+    pub refresh_jkt: Option<String>,
 }
 
 /// What redeeming a code did.
@@ -337,6 +346,9 @@ pub struct RefreshState {
     /// Whether the successor refresh token has itself been rotated (used).
     #[sqlx(try_from = "Flag")]
     pub successor_used: bool,
+    /// The thumbprint of the DPoP key the family's refresh tokens are bound to (RFC 9449 §5);
+    /// `None`: unbound.
+    pub jkt: Option<String>,
 }
 
 /// The columns of [`RefreshState`] for the refresh token(s) chosen by `$where`, each row
@@ -352,7 +364,7 @@ macro_rules! refresh_lookup {
              f.revoked_at IS NOT NULL AS family_revoked, \
              a.status = 'active' AS account_active, c.revoked_at IS NOT NULL AS consent_revoked, \
              r.rotated_at AS rotated_at, r.successor_sealed AS successor_sealed, \
-             s.rotated_at IS NOT NULL AS successor_used \
+             s.rotated_at IS NOT NULL AS successor_used, f.jkt AS jkt \
              FROM refresh_tokens r \
              JOIN token_families f ON f.id = r.family_id \
              JOIN accounts a ON a.id = f.account_id \
@@ -396,6 +408,7 @@ impl FromSqliteRow for RefreshState {
         "rotated_at",
         "successor_sealed",
         "successor_used",
+        "jkt",
     ];
 
     fn from_sqlite(row: &in_place::Named<'_, '_>) -> rusqlite::Result<Self> {
@@ -416,6 +429,7 @@ impl FromSqliteRow for RefreshState {
             rotated_at: row.get("rotated_at")?,
             successor_sealed: row.get("successor_sealed")?,
             successor_used: row.get::<i64>("successor_used")? != 0,
+            jkt: row.get("jkt")?,
         })
     }
 }
@@ -470,6 +484,10 @@ pub struct AccessGrant {
     /// project ids; issue 37, per-app project choice), `None` for every project of the
     /// account, including later ones. Read as [`crate::domain::principal::Reach::from_choice`].
     pub chosen_projects: Option<String>,
+    /// The RFC 7638 thumbprint of the DPoP key the token is bound to (RFC 9449 §6): it is then
+    /// accepted only as `Authorization: DPoP` with a proof signed by that key. `None`: a bearer
+    /// token.
+    pub jkt: Option<String>,
 }
 
 /// An [`AccessGrant`] with the two scopes its own must stay within, and the person's choice of
@@ -485,25 +503,105 @@ struct AccessRow {
     consent_expires_at: Option<i64>,
 }
 
+impl AccessRow {
+    /// The grant, when neither the family's nor the token's scope exceeds the consent's (RFC
+    /// 6749 §3.3), with the person's choice kept with the consent applied: reading only takes
+    /// `mcp:write` away from whatever the token carries (it is not revoked: widening the choice
+    /// again gives it back, within what was approved), and the grant's end caps the token's,
+    /// so that no cached answer outlives it.
+    fn live_grant(self) -> Option<AccessGrant> {
+        if !within_approval(&self.consent_scope, &self.family_scope)
+            || !within_approval(&self.consent_scope, &self.grant.scope)
+        {
+            return None;
+        }
+        let mut grant = self.grant;
+        if self.consent_read_only {
+            grant.scope = without_write(&grant.scope);
+        }
+        if let Some(end) = self.consent_expires_at {
+            grant.expires_at = grant.expires_at.min(end);
+        }
+        Some(grant)
+    }
+}
+
+/// The columns of an [`AccessRow`] then `$extra` (more columns, each led by a comma), for the
+/// live access token whose hash is `$1` at `$2` (Unix seconds), with its family's and
+/// consent's scopes (a literal, so that both statements are `&'static str`).
+macro_rules! access_lookup {
+    ($extra:literal) => {
+        concat!(
+            "SELECT t.account_id AS account_id, t.client_id AS client_id, t.scope AS scope, t.audience AS resource, \
+             t.created_at AS issued_at, t.expires_at AS expires_at, t.family_id AS family_id, \
+             f.scope AS family_scope, c.scope AS consent_scope, \
+             s.client_id IS NOT NULL AS service, s.project_id AS project_id, \
+             a.calls_per_hour AS calls_per_hour, t.jkt AS jkt, c.project_ids AS chosen_projects, \
+             c.read_only AS consent_read_only, c.expires_at AS consent_expires_at",
+            $extra,
+            " FROM access_tokens t \
+             JOIN token_families f ON f.id = t.family_id \
+             JOIN consents c ON c.id = f.consent_id \
+             JOIN accounts a ON a.id = t.account_id \
+             LEFT JOIN service_clients s ON s.family_id = t.family_id \
+             LEFT JOIN projects p ON p.id = s.project_id \
+             LEFT JOIN memberships m ON m.project_id = s.project_id AND m.account_id = t.account_id \
+             WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > $2 \
+             AND f.revoked_at IS NULL AND c.revoked_at IS NULL AND a.status = 'active' \
+             AND (c.expires_at IS NULL OR c.expires_at > $2) \
+             AND (s.project_id IS NULL OR (p.status = 'active' AND m.account_id IS NOT NULL))"
+        )
+    };
+}
+
 /// The live access token whose hash is `$1` at `$2` (Unix seconds), with its family's and
 /// consent's scopes: an [`AccessRow`].
-pub(super) const ACCESS_LOOKUP: &str = "SELECT t.account_id AS account_id, t.client_id AS client_id, t.scope AS scope, t.audience AS resource, \
-     t.created_at AS issued_at, t.expires_at AS expires_at, t.family_id AS family_id, \
-     f.scope AS family_scope, c.scope AS consent_scope, \
-     s.client_id IS NOT NULL AS service, s.project_id AS project_id, \
-     a.calls_per_hour AS calls_per_hour, c.project_ids AS chosen_projects, \
-     c.read_only AS consent_read_only, c.expires_at AS consent_expires_at \
-     FROM access_tokens t \
-     JOIN token_families f ON f.id = t.family_id \
-     JOIN consents c ON c.id = f.consent_id \
-     JOIN accounts a ON a.id = t.account_id \
-     LEFT JOIN service_clients s ON s.family_id = t.family_id \
-     LEFT JOIN projects p ON p.id = s.project_id \
-     LEFT JOIN memberships m ON m.project_id = s.project_id AND m.account_id = t.account_id \
-     WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > $2 \
-     AND f.revoked_at IS NULL AND c.revoked_at IS NULL AND a.status = 'active' \
-     AND (c.expires_at IS NULL OR c.expires_at > $2) \
-     AND (s.project_id IS NULL OR (p.status = 'active' AND m.account_id IS NOT NULL))";
+pub(super) const ACCESS_LOOKUP: &str = access_lookup!("");
+
+/// [`ACCESS_LOOKUP`] and whether the DPoP proof whose replay key is `$3` was recorded by any
+/// instance and has not expired at `$2` (`proof_seen`): a [`ProofAccessRow`]. One statement,
+/// so a DPoP request still costs one round trip ([`super::dpop`]).
+const ACCESS_LOOKUP_WITH_PROOF: &str = access_lookup!(
+    ", EXISTS (SELECT 1 FROM dpop_proofs d WHERE d.proof_hash = $3 AND d.expires_at > $2) AS proof_seen"
+);
+
+/// An [`AccessRow`] and whether its request's DPoP proof was seen before.
+#[derive(sqlx::FromRow)]
+struct ProofAccessRow {
+    #[sqlx(flatten)]
+    access: AccessRow,
+    #[sqlx(try_from = "Flag")]
+    proof_seen: bool,
+}
+
+impl FromSqliteRow for ProofAccessRow {
+    const COLUMNS: &'static [&'static str] = &[
+        "account_id",
+        "client_id",
+        "scope",
+        "resource",
+        "issued_at",
+        "expires_at",
+        "family_id",
+        "family_scope",
+        "consent_scope",
+        "service",
+        "project_id",
+        "calls_per_hour",
+        "jkt",
+        "chosen_projects",
+        "consent_read_only",
+        "consent_expires_at",
+        "proof_seen",
+    ];
+
+    fn from_sqlite(row: &in_place::Named<'_, '_>) -> rusqlite::Result<Self> {
+        Ok(ProofAccessRow {
+            access: AccessRow::from_sqlite(row)?,
+            proof_seen: row.get::<i64>("proof_seen")? != 0,
+        })
+    }
+}
 
 impl FromSqliteRow for AccessRow {
     const COLUMNS: &'static [&'static str] = &[
@@ -519,6 +617,7 @@ impl FromSqliteRow for AccessRow {
         "service",
         "project_id",
         "calls_per_hour",
+        "jkt",
         "chosen_projects",
         "consent_read_only",
         "consent_expires_at",
@@ -538,6 +637,7 @@ impl FromSqliteRow for AccessRow {
                 project_id: row.get("project_id")?,
                 calls_per_hour: row.get("calls_per_hour")?,
                 chosen_projects: row.get("chosen_projects")?,
+                jkt: row.get("jkt")?,
             },
             family_scope: row.get("family_scope")?,
             consent_scope: row.get("consent_scope")?,
@@ -593,8 +693,8 @@ async fn insert_tokens(
     .execute(&mut **tx)
     .await?;
     sqlx::query(
-        "INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        "INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at, jkt) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(new.access_hash.as_str())
     .bind(family_id)
@@ -604,6 +704,7 @@ async fn insert_tokens(
     .bind(resource)
     .bind(now)
     .bind(new.access_expires_at)
+    .bind(&new.jkt)
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -899,8 +1000,8 @@ impl Store {
     pub async fn insert_code(&self, c: &CodeRecord) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO authorization_codes (code_hash, client_id, account_id, consent_id, redirect_uri, \
-             code_challenge, resource, scope, issuer, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+             code_challenge, resource, scope, issuer, created_at, expires_at, dpop_jkt) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         )
         .bind(c.code_hash.as_str())
         .bind(&c.client_id)
@@ -913,6 +1014,7 @@ impl Store {
         .bind(&c.issuer)
         .bind(c.created_at)
         .bind(c.expires_at)
+        .bind(&c.dpop_jkt)
         .execute(&self.writer())
         .await?;
         Ok(())
@@ -922,7 +1024,7 @@ impl Store {
     pub async fn code(&self, hash: &TokenHash) -> Result<Option<CodeRecord>, StoreError> {
         Ok(sqlx::query_as(
             "SELECT code_hash, client_id, account_id, consent_id, redirect_uri, code_challenge, resource, scope, \
-             issuer, created_at, expires_at, used_at FROM authorization_codes WHERE code_hash = $1",
+             issuer, created_at, expires_at, used_at, dpop_jkt FROM authorization_codes WHERE code_hash = $1",
         )
         .bind(hash.as_str())
         .fetch_optional(&self.pool())
@@ -964,8 +1066,8 @@ impl Store {
                 == 1;
         if won {
             sqlx::query(
-                "INSERT INTO token_families (id, account_id, client_id, consent_id, scope, resource, issuer, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                "INSERT INTO token_families (id, account_id, client_id, consent_id, scope, resource, issuer, created_at, jkt) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             )
             .bind(&family_id)
             .bind(&code.account_id)
@@ -975,6 +1077,7 @@ impl Store {
             .bind(&code.resource)
             .bind(&code.issuer)
             .bind(now)
+            .bind(&new.refresh_jkt)
             .execute(&mut *tx)
             .await?;
             insert_tokens(
@@ -1114,6 +1217,7 @@ impl Store {
                 access_expires_at: new.access_expires_at,
                 consent_id: state.consent_id.clone(),
                 consent_scope: consent_scope.clone(),
+                jkt: new.jkt.clone(),
             };
             let won = self.rotate_in_group(write).await?;
             if won {
@@ -1161,23 +1265,42 @@ impl Store {
         let Some(row) = row else {
             return Ok(None);
         };
-        if !within_approval(&row.consent_scope, &row.family_scope)
-            || !within_approval(&row.consent_scope, &row.grant.scope)
-        {
+        Ok(row.live_grant())
+    }
+
+    /// [`Store::authenticate_access_token`] for a request with a DPoP proof, in the same one
+    /// round trip, never through the validation cache: the grant, and whether the proof whose
+    /// replay key is `proof_hash` ([`crate::domain::dpop::VerifiedProof::replay_key`]) was
+    /// already recorded by an instance ([`Store::record_dpop_proof`]) and is unexpired.
+    ///
+    /// Errors: [`StoreError::Database`].
+    pub async fn live_access_token_with_proof(
+        &self,
+        hash: &TokenHash,
+        proof_hash: &str,
+        now: i64,
+    ) -> Result<Option<(AccessGrant, bool)>, StoreError> {
+        let row: Option<ProofAccessRow> = match self.read_in_place(|conn| {
+            in_place::optional(
+                conn,
+                ACCESS_LOOKUP_WITH_PROOF,
+                &[&hash.as_str(), &now, &proof_hash],
+            )
+        }) {
+            Some(row) => row,
+            None => {
+                sqlx::query_as(ACCESS_LOOKUP_WITH_PROOF)
+                    .bind(hash.as_str())
+                    .bind(now)
+                    .bind(proof_hash)
+                    .fetch_optional(&self.pool())
+                    .await?
+            }
+        };
+        let Some(ProofAccessRow { access, proof_seen }) = row else {
             return Ok(None);
-        }
-        let mut grant = row.grant;
-        // The person's choice kept with the consent: read only takes `mcp:write` away from
-        // whatever the token carries (it is not revoked: widening the choice again gives it
-        // back, within what was approved), and the grant's end caps the token's, so that no
-        // cached answer outlives it.
-        if row.consent_read_only {
-            grant.scope = without_write(&grant.scope);
-        }
-        if let Some(end) = row.consent_expires_at {
-            grant.expires_at = grant.expires_at.min(end);
-        }
-        Ok(Some(grant))
+        };
+        Ok(access.live_grant().map(|grant| (grant, proof_seen)))
     }
 
     /// RFC 7009 revocation of a token presented by `client_id`: a refresh token revokes its

@@ -42,8 +42,8 @@ impl Dialect for Postgres {
            INSERT INTO refresh_tokens (token_hash, family_id, created_at) \
            SELECT $2, $5, $1 FROM won RETURNING 1 \
          ) \
-         INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at) \
-         SELECT $10, $5, $6, $7, $8, $9, $1, $11 FROM won"
+         INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at, jkt) \
+         SELECT $10, $5, $6, $7, $8, $9, $1, $11, $14 FROM won"
     }
 }
 
@@ -57,13 +57,13 @@ impl Dialect for Postgres {
 /// Binds `$1`: a JSON array with one object per rotation, members `i` (its place in the
 /// group), `now`, `refresh_hash`, `sealed` (the sealed successor, lowercase hex), `presented`,
 /// `family_id`, `account_id`, `client_id`, `scope`, `resource`, `access_hash`,
-/// `access_expires_at`, `consent_id`, `consent_scope`. Returns one row, `i`, per rotation that
+/// `access_expires_at`, `consent_id`, `consent_scope`, `jkt`. Returns one row, `i`, per rotation that
 /// won. Two rotations of one token in one group: the token is marked once, for one of them.
 pub(super) const ROTATE_REFRESH_GROUP: &str = "WITH input AS ( \
        SELECT * FROM json_to_recordset($1::text::json) AS x( \
          i bigint, now bigint, refresh_hash text, sealed text, presented text, family_id text, \
          account_id text, client_id text, scope text, resource text, access_hash text, \
-         access_expires_at bigint, consent_id text, consent_scope text) \
+         access_expires_at bigint, consent_id text, consent_scope text, jkt text) \
      ), consent AS ( \
        SELECT c.id, c.scope FROM consents c JOIN accounts a ON a.id = c.account_id \
        WHERE c.id IN (SELECT consent_id FROM input) AND c.revoked_at IS NULL AND a.status = 'active' \
@@ -80,7 +80,7 @@ pub(super) const ROTATE_REFRESH_GROUP: &str = "WITH input AS ( \
        INSERT INTO refresh_tokens (token_hash, family_id, created_at) \
        SELECT refresh_hash, family_id, now FROM won \
      ), access AS ( \
-       INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at) \
-       SELECT access_hash, family_id, account_id, client_id, scope, resource, now, access_expires_at FROM won \
+       INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at, jkt) \
+       SELECT access_hash, family_id, account_id, client_id, scope, resource, now, access_expires_at, jkt FROM won \
      ) \
      SELECT i FROM won";

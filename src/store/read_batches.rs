@@ -157,6 +157,7 @@ where
         let mut keys: Vec<&str> = batch.iter().map(|w| w.key.as_str()).collect();
         keys.sort_unstable();
         keys.dedup();
+        #[allow(clippy::expect_used, reason = "a list of strings always serializes")]
         let input = serde_json::to_string(&keys).expect("a list of strings serializes");
         let rows: Result<Vec<Keyed<T>>, sqlx::Error> = sqlx::query_as(self.sql)
             .bind(input)

@@ -64,6 +64,8 @@ pub(crate) struct RotationWrite {
     pub access_expires_at: i64,
     pub consent_id: String,
     pub consent_scope: String,
+    /// The DPoP key thumbprint the new access token is bound to (`None`: bearer).
+    pub jkt: Option<String>,
 }
 
 impl RotationWrite {
@@ -87,6 +89,7 @@ impl RotationWrite {
             .bind(self.access_expires_at)
             .bind(self.consent_id.as_str())
             .bind(self.consent_scope.as_str())
+            .bind(self.jkt.as_deref())
             .execute(conn)
             .await?
             .rows_affected()
@@ -116,13 +119,14 @@ impl RotationWrite {
             "access_expires_at": self.access_expires_at,
             "consent_id": self.consent_id,
             "consent_scope": self.consent_scope,
+            "jkt": self.jkt,
         })
     }
 
     /// Runs the rotation's statements ([`super::sqlite::ROTATE_REFRESH`]) on the in-place
     /// write connection, inside its transaction: whether it won.
     fn run_in_place(&self, conn: &rusqlite::Connection) -> rusqlite::Result<bool> {
-        let params: [&dyn rusqlite::ToSql; 13] = [
+        let params: [&dyn rusqlite::ToSql; 14] = [
             &self.now,
             &self.refresh_hash,
             &self.successor_sealed,
@@ -136,6 +140,7 @@ impl RotationWrite {
             &self.access_expires_at,
             &self.consent_id,
             &self.consent_scope,
+            &self.jkt,
         ];
         let mut changed = 0;
         for sql in super::sqlite::ROTATE_REFRESH {
@@ -458,6 +463,7 @@ mod tests {
             created_at: 1,
             expires_at: 600,
             used_at: None,
+            dpop_jkt: None,
         };
         store.insert_code(&code).await.unwrap();
         let tokens = NewTokens {
@@ -465,6 +471,8 @@ mod tests {
             access_hash: TokenHash::of("at-0"),
             access_expires_at: 9000,
             scope: "mcp:read".into(),
+            jkt: None,
+            refresh_jkt: None,
         };
         assert!(matches!(
             store.redeem_code(&code, &tokens, 2).await.unwrap(),
@@ -487,6 +495,8 @@ mod tests {
             access_hash: TokenHash::of("at-1"),
             access_expires_at: 9000,
             scope: "mcp:read".into(),
+            jkt: None,
+            refresh_jkt: None,
         };
         // Another writer holds the turn; the rotation queues behind it.
         let holder = store.begin_write().await.unwrap();
@@ -551,6 +561,8 @@ mod tests {
             access_hash: TokenHash::of("at-pool"),
             access_expires_at: 9000,
             scope: "mcp:read".into(),
+            jkt: None,
+            refresh_jkt: None,
         };
         let rotation = {
             let (store, refresh, state, next) =

@@ -148,7 +148,9 @@ impl Store {
     }
 
     /// Stores an access token (only its SHA-256) for `service` in its family, bound to
-    /// `resource`, with `scope`, expiring at `expires_at` (Unix seconds). No refresh token.
+    /// `resource`, with `scope`, expiring at `expires_at` (Unix seconds), bound to the DPoP key
+    /// whose thumbprint is `jkt` (RFC 9449 §6; `None`: a bearer token). No refresh token.
+    #[allow(clippy::too_many_arguments)]
     pub async fn insert_service_token(
         &self,
         service: &ServiceClient,
@@ -157,10 +159,11 @@ impl Store {
         resource: &str,
         now: i64,
         expires_at: i64,
+        jkt: Option<&str>,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            "INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at, jkt) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
         .bind(hash.as_str())
         .bind(&service.family_id)
@@ -170,6 +173,7 @@ impl Store {
         .bind(resource)
         .bind(now)
         .bind(expires_at)
+        .bind(jkt)
         .execute(&self.writer())
         .await?;
         Ok(())

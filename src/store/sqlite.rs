@@ -20,8 +20,8 @@ macro_rules! rotate_insert_refresh {
 }
 macro_rules! rotate_insert_access {
     () => {
-        "INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at) \
-         SELECT $10, $5, $6, $7, $8, $9, $1, $11 WHERE changes() = 1"
+        "INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at, jkt) \
+         SELECT $10, $5, $6, $7, $8, $9, $1, $11, $14 WHERE changes() = 1"
     };
 }
 

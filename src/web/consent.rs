@@ -346,16 +346,21 @@ async fn authorize(
     let wants = |value: &str| prompt.split(' ').any(|p| p == value);
     // Not signed in, or `prompt=login` (OpenID Connect Core §3.1.2.1: authenticate again): the
     // sign-in page, then back to this request without `login`, so it is asked for once.
-    if account.is_none() || wants("login") {
-        if wants("none") {
-            return Ok(fail(
-                AuthorizationErrorCode::LoginRequired,
-                "the user is not signed in",
-            ));
+    let account = match account {
+        Some(account) if !wants("login") => account,
+        signed_in => {
+            if wants("none") {
+                return Ok(fail(
+                    AuthorizationErrorCode::LoginRequired,
+                    "the user is not signed in",
+                ));
+            }
+            return Ok(see_other(&signin_then_authorize(
+                &pairs,
+                signed_in.is_some(),
+            )));
         }
-        return Ok(see_other(&signin_then_authorize(&pairs, account.is_some())));
-    }
-    let account = account.expect("checked above");
+    };
     let now = now();
     let forced = wants("consent");
     let remembered = state

@@ -398,16 +398,15 @@ pub async fn add_member(
         _ if !shares => Some(NOT_ADDABLE),
         _ => None,
     };
-    if let Some(error) = problem {
+    let (Some(member), Some(role), None) = (member, role, problem) else {
         let form_state = MemberFormState {
             status: StatusCode::UNPROCESSABLE_ENTITY,
-            error,
+            error: problem.unwrap_or(NOT_ADDABLE),
             email: &form.email,
             role: &form.role,
         };
         return project_page(&state, &session, &account, &project, "", Some(form_state)).await;
-    }
-    let (member, role) = (member.expect("checked above"), role.expect("checked above"));
+    };
     let now = now();
     state
         .store

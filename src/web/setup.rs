@@ -89,22 +89,22 @@ pub async fn submit(
     if !state.store.setup_token_valid(&hash, now).await? {
         return Ok(link_invalid());
     }
-    let problem = match (Email::parse(&form.email), validate_password(&form.password)) {
-        (Err(e), _) => Some(e.to_string()),
-        (_, Err(e)) => Some(e.to_string()),
-        (Ok(_), Ok(())) => None,
+    let checked = match (Email::parse(&form.email), validate_password(&form.password)) {
+        (Err(e), _) => Err(e.to_string()),
+        (_, Err(e)) => Err(e.to_string()),
+        (Ok(email), Ok(())) => Ok(email),
     };
     // A place on the password pool for the hash; when every worker is busy, 503.
-    let slot = match (problem, state.passwords.try_reserve()) {
-        (None, Ok(slot)) => Ok(slot),
-        (Some(problem), _) => Err((StatusCode::UNPROCESSABLE_ENTITY, problem)),
-        (None, Err(_)) => Err((
+    let slot = match (checked, state.passwords.try_reserve()) {
+        (Ok(email), Ok(slot)) => Ok((email, slot)),
+        (Err(problem), _) => Err((StatusCode::UNPROCESSABLE_ENTITY, problem)),
+        (Ok(_), Err(_)) => Err((
             StatusCode::SERVICE_UNAVAILABLE,
             "The server is busy. Try again in a moment.".to_string(),
         )),
     };
-    let slot = match slot {
-        Ok(slot) => slot,
+    let (email, slot) = match slot {
+        Ok(checked) => checked,
         Err((status, problem)) => {
             let r = csrf
                 .page(&session, |csrf_token| {
@@ -125,7 +125,6 @@ pub async fn submit(
             return Ok(r);
         }
     };
-    let email = Email::parse(&form.email).expect("checked above");
     let password_hash = slot.hash(form.password).await?;
     let Some(account) = state
         .store

@@ -11,6 +11,9 @@
 //! The `PostgreSQL` server named by `GATEHOUSE_TEST_POSTGRES` is never stopped: the outage drill
 //! cuts a TCP proxy of its own in front of it.
 
+// Test code states its expectations with `expect`: a failed one is the test failing.
+#![allow(clippy::expect_used, clippy::needless_pass_by_value)]
+
 #[allow(dead_code)]
 #[path = "../integration/delay_proxy.rs"]
 mod delay_proxy;

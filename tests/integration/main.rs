@@ -2,6 +2,9 @@
 //! HTTP to it. Storage runs on `SQLite`, or on `PostgreSQL` with `GATEHOUSE_TEST_BACKEND=postgres`
 //! and `GATEHOUSE_TEST_POSTGRES=postgres://…` (a fresh database per test, dropped after).
 
+// Test code states its expectations with `expect`: a failed one is the test failing.
+#![allow(clippy::expect_used, clippy::needless_pass_by_value)]
+
 #[allow(dead_code)]
 mod helpers;
 
@@ -24,6 +27,7 @@ mod delay_proxy;
 mod device;
 mod display_text;
 mod doctor;
+mod dpop;
 mod failover;
 mod fallbacks;
 mod grants;

@@ -299,6 +299,7 @@ async fn pending_code(
         created_at: now,
         expires_at: now + 600,
         used_at: None,
+        dpop_jkt: None,
     };
     store.insert_code(&code).await.unwrap();
     let tokens = NewTokens {
@@ -306,6 +307,8 @@ async fn pending_code(
         access_hash: TokenHash::of(&format!("at-{client_id}")),
         access_expires_at: access_exp,
         scope: scope.into(),
+        jkt: None,
+        refresh_jkt: None,
     };
     (code, tokens)
 }
@@ -431,6 +434,8 @@ async fn grants_contract(store: &Store, raw: &sqlx::AnyPool) {
         access_hash: access.clone(),
         access_expires_at: 5000,
         scope: "mcp:read".into(),
+        jkt: None,
+        refresh_jkt: None,
     };
     revoke_behind_its_back(state.consent_id.clone()).await;
     assert_eq!(
@@ -565,6 +570,8 @@ async fn issuance_announces_nothing_contract(store: &Store, db: &TestDb) {
         access_hash: TokenHash::of("at-quiet"),
         access_expires_at: 9000,
         scope: "mcp:read".into(),
+        jkt: None,
+        refresh_jkt: None,
     };
     let mark = announcements.mark().await;
     assert_eq!(
@@ -661,6 +668,8 @@ async fn rotation_racing_withdrawal_contract(store: &Store, raw: &sqlx::AnyPool)
             access_hash: TokenHash::of(&format!("at-race-{trial}")),
             access_expires_at: 9000,
             scope: "mcp:read".into(),
+            jkt: None,
+            refresh_jkt: None,
         };
         let (rotation, withdrawal) = tokio::join!(
             store.rotate_refresh(&tokens.refresh_hash, &state, b"sealed", &next, 3002),
@@ -808,6 +817,8 @@ async fn concurrent_rotations_contract(store: &Store, raw: &sqlx::AnyPool) {
         access_hash: TokenHash::of(&format!("at-{tag}")),
         access_expires_at: 9000,
         scope: "mcp:read".into(),
+        jkt: None,
+        refresh_jkt: None,
     };
     let rotations = chains.iter().enumerate().map(|(i, (refresh, state))| {
         let new = next(format!("together-{i}"));
@@ -891,6 +902,8 @@ async fn rotation_after_reapproval_contract(store: &Store) {
         access_hash: TokenHash::of("at-after-reapproval"),
         access_expires_at: 9000,
         scope: "mcp:read".into(),
+        jkt: None,
+        refresh_jkt: None,
     };
     assert_eq!(
         store
@@ -1210,6 +1223,7 @@ async fn in_place_lookups_contract(store: &Store, raw: &sqlx::AnyPool) {
             "https://mcp.example/mcp",
             now,
             now + 60,
+            None,
         )
         .await
         .unwrap();

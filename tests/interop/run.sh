@@ -231,6 +231,11 @@ step "JWT access tokens verified by jose against the JWKS, before and after sign
 step "device grant with private_key_jwt assertions made by jose (register, /device, consent, poll, refresh)" \
   "$NODE" device-jose.mjs
 
+# DPoP (RFC 9449) with proofs that the npm package jose signs: a bound token from the device
+# grant, tools/list with Authorization: DPoP, the refusals, a bound refresh.
+step "DPoP proofs made by jose (device grant, tools/list with DPoP, Bearer and replay refused, bound refresh)" \
+  "$NODE" dpop-jose.mjs
+
 # --- credentials without a browser: an API key and a personal URL (made with the CLI) ---
 credentials_add() {
   local key_out url_out

@@ -12,6 +12,8 @@ async fn protected_resource_metadata_at_both_urls_with_cors() {
         "scopes_supported": ["mcp:read", "mcp:write"],
         "bearer_methods_supported": ["header"],
         "resource_name": "Gatehouse MCP server",
+        "dpop_signing_alg_values_supported": ["RS256", "PS256", "ES256", "EdDSA"],
+        "dpop_bound_access_tokens_required": false,
     });
     assert_eq!(
         prm_url(&app),
