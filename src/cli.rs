@@ -25,6 +25,7 @@ use crate::store::audit::AuditEvent;
 use crate::store::keys::ApiKeyRecord;
 use crate::store::oauth::ClientRecord;
 use crate::store::services::NewService;
+use crate::store::workloads::WorkloadIdentity;
 use crate::store::{StoreError, now};
 
 pub mod audit;
@@ -175,6 +176,20 @@ pub enum ClientCommand {
         /// `private_key_jwt` assertions it signs (RFC 7523 §2.2) instead of a secret.
         #[arg(long, value_name = "URL", requires = "service")]
         jwks_uri: Option<String>,
+        /// Workload identity (MCP's draft workload identity federation extension): the issuer
+        /// of the JWTs the workload presents with the JWT-bearer grant (RFC 7523 §2.1) instead
+        /// of a secret, e.g. a Kubernetes cluster's service-account issuer or a SPIFFE trust
+        /// domain's OIDC discovery URL (https; plain http only on a loopback host).
+        #[arg(long, value_name = "URL", requires_all = ["service", "workload_subject"], conflicts_with = "jwks_uri")]
+        workload_issuer: Option<String>,
+        /// The workload's `sub`, e.g. `system:serviceaccount:NAMESPACE:NAME` or
+        /// `spiffe://TRUST_DOMAIN/PATH`.
+        #[arg(long, value_name = "SUB", requires = "workload_issuer")]
+        workload_subject: Option<String>,
+        /// The issuer's key set, when it publishes no OpenID Connect discovery document
+        /// (default: the `jwks_uri` of `ISSUER/.well-known/openid-configuration`).
+        #[arg(long, value_name = "URL", requires = "workload_issuer")]
+        workload_jwks_uri: Option<String>,
     },
     /// List registered clients, newest first (never a secret): id, name, kind, authentication
     /// method, live grants, when created, status.
@@ -209,8 +224,19 @@ pub enum AccountCommand {
         /// Email address.
         email: String,
     },
-    /// List accounts, oldest first: email, id, status, when created.
+    /// List accounts, oldest first: email, id, status, when created, and `operator` for an
+    /// account with the admin flag.
     List,
+    /// Make an account an operator (the admin flag): it may use the console's upstream page
+    /// (`/upstreams`) to approve, disable and enable upstream MCP servers. `--revoke` clears
+    /// the flag.
+    Admin {
+        /// Email address.
+        email: String,
+        /// Clear the flag: the account is no longer an operator.
+        #[arg(long)]
+        revoke: bool,
+    },
     /// Set an account's password; it is read from the first line of standard input. Every
     /// browser session of the account ends; its connected apps and API keys keep working.
     SetPassword {
@@ -390,18 +416,49 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         Command::Account(AccountCommand::List) => {
             let accounts = store.list_accounts().await?;
             listing(
-                "EMAIL\tID\tSTATUS\tCREATED",
+                "EMAIL\tID\tSTATUS\tCREATED\tROLE",
                 accounts.iter().map(|a| {
                     [
                         a.email.clone(),
                         a.id.clone(),
                         a.status.to_string(),
                         timestamp(a.created_at),
+                        if a.admin { "operator" } else { "-" }.to_string(),
                     ]
                     .join("\t")
                 }),
                 "no accounts",
             )
+        }
+        Command::Account(AccountCommand::Admin { email, revoke }) => {
+            let account = find_account_record(&store, &email).await?;
+            let email = Email::parse(&account.email)
+                .map_err(|e| CliError(format!("invalid email: {e}")))?;
+            let changed = store.set_account_admin(&email, !revoke).await?;
+            if changed {
+                cli_audit(
+                    &store,
+                    if revoke {
+                        "operator_revoked"
+                    } else {
+                        "operator_granted"
+                    },
+                    Some(&account.id),
+                    Some(email.as_str()),
+                    None,
+                    now,
+                )
+                .await;
+            }
+            match (revoke, changed) {
+                (false, true) => format!(
+                    "{} is now an operator (the console's upstream page: /upstreams)",
+                    email.as_str()
+                ),
+                (false, false) => format!("{} was already an operator", email.as_str()),
+                (true, true) => format!("{} is no longer an operator", email.as_str()),
+                (true, false) => format!("{} was not an operator", email.as_str()),
+            }
         }
         Command::Account(AccountCommand::SetPassword { email, .. }) => {
             let account = find_account_record(&store, &email).await?;
@@ -640,6 +697,9 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             project,
             write,
             jwks_uri,
+            workload_issuer,
+            workload_subject,
+            workload_jwks_uri,
         }) => {
             let name = name.trim();
             if name.is_empty() || name.chars().count() > 200 {
@@ -652,9 +712,36 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 validate_jwks_uri(uri).map_err(|e| CliError(format!("--jwks-uri: {e}")))?;
             }
             let client_id = format!("gc_{}", random_urlsafe(18));
-            // A service with published keys signs assertions; any other client gets a secret.
-            let secret = jwks_uri
-                .is_none()
+            let workload = match (&workload_issuer, &workload_subject) {
+                (Some(issuer), Some(subject)) => {
+                    for (flag, uri) in [
+                        ("--workload-issuer", Some(issuer)),
+                        ("--workload-jwks-uri", workload_jwks_uri.as_ref()),
+                    ] {
+                        if let Some(uri) = uri {
+                            crate::clients::validate_trusted_uri(uri)
+                                .map_err(|e| CliError(format!("{flag}: {e}")))?;
+                        }
+                    }
+                    let subject = subject.trim();
+                    if subject.is_empty() || subject.len() > 500 {
+                        return Err(CliError(
+                            "--workload-subject must be 1 to 500 characters".to_string(),
+                        ));
+                    }
+                    check_line(subject).map_err(|e| CliError(format!("--workload-subject {e}")))?;
+                    Some(WorkloadIdentity {
+                        client_id: client_id.clone(),
+                        issuer: issuer.clone(),
+                        subject: subject.to_string(),
+                        jwks_uri: workload_jwks_uri.clone(),
+                    })
+                }
+                _ => None,
+            };
+            // A service with published keys signs assertions, a workload presents its
+            // platform's JWT; any other client gets a secret.
+            let secret = (jwks_uri.is_none() && workload.is_none())
                 .then(|| Secret::generate(TokenKind::ClientSecret));
             let mut metadata = serde_json::json!({"client_name": name});
             if let Some(uri) = &jwks_uri {
@@ -665,6 +752,8 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 client_secret_hash: secret.as_ref().map(Secret::hash),
                 token_endpoint_auth_method: if jwks_uri.is_some() {
                     PRIVATE_KEY_JWT.into()
+                } else if workload.is_some() {
+                    "none".into()
                 } else {
                     "client_secret_basic".into()
                 },
@@ -707,21 +796,27 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                         )));
                     }
                     let scope = key_scopes(write).to_string();
-                    record.grant_types = vec!["client_credentials".into()];
+                    record.grant_types = vec![if workload.is_some() {
+                        crate::domain::client_assertion::JWT_BEARER_GRANT.into()
+                    } else {
+                        "client_credentials".into()
+                    }];
                     record.scope = Some(scope.clone());
-                    store
-                        .create_service_client(
-                            &record,
-                            &NewService {
-                                account_id: &account_id,
-                                project_id: project.as_deref(),
-                                scope: &scope,
-                                resource: &config.mcp_server_url,
-                                issuer: &config.issuer,
-                            },
-                            now,
-                        )
-                        .await?;
+                    let service = NewService {
+                        account_id: &account_id,
+                        project_id: project.as_deref(),
+                        scope: &scope,
+                        resource: &config.mcp_server_url,
+                        issuer: &config.issuer,
+                    };
+                    match &workload {
+                        Some(w) => {
+                            store
+                                .create_workload_client(&record, &service, w, now)
+                                .await?;
+                        }
+                        None => store.create_service_client(&record, &service, now).await?,
+                    }
                     store
                         .audit(
                             AuditEvent {
@@ -731,22 +826,38 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                                 client_id: Some(&client_id),
                                 subject: project.as_deref(),
                                 source_ip: None,
-                                detail: Some(&format!("actor=cli service scope={scope}")),
+                                detail: Some(&match &workload {
+                                    Some(w) => format!(
+                                        "actor=cli service scope={scope} workload_issuer={}",
+                                        w.issuer
+                                    ),
+                                    None => format!("actor=cli service scope={scope}"),
+                                }),
                             },
                             now,
                         )
                         .await;
                 }
             }
-            match &secret {
-                Some(secret) => format!(
-                    "client_id: {client_id}\nclient_secret: {}\n(the secret is shown once; it is stored hashed)",
-                    secret.expose()
-                ),
-                None => format!(
-                    "client_id: {client_id}\ntoken_endpoint_auth_method: private_key_jwt\n(assertions signed with a key of {})",
-                    jwks_uri.as_deref().unwrap_or_default()
-                ),
+            if let Some(w) = &workload {
+                format!(
+                    "client_id: {client_id}\ngrant_type: {}\nworkload_issuer: {}\nworkload_subject: {}\n(the workload presents a JWT of this issuer and subject, aud {}, as the assertion)",
+                    crate::domain::client_assertion::JWT_BEARER_GRANT,
+                    w.issuer,
+                    w.subject,
+                    config.issuer
+                )
+            } else {
+                match &secret {
+                    Some(secret) => format!(
+                        "client_id: {client_id}\nclient_secret: {}\n(the secret is shown once; it is stored hashed)",
+                        secret.expose()
+                    ),
+                    None => format!(
+                        "client_id: {client_id}\ntoken_endpoint_auth_method: private_key_jwt\n(assertions signed with a key of {})",
+                        jwks_uri.as_deref().unwrap_or_default()
+                    ),
+                }
             }
         }
         Command::Key(command) => run_key(&store, command, now).await?,
@@ -868,7 +979,7 @@ async fn run_key(
             let account_id = account_filter(store, account.as_deref()).await?;
             let keys = store.api_keys(account_id.as_deref()).await?;
             Ok(listing(
-                "ID\tACCOUNT\tKIND\tPROJECT\tACCESS\tNAME\tCREATED\tEXPIRES\tLAST_USED\tSTATUS\tALLOWED_IPS",
+                "ID\tACCOUNT\tKIND\tPROJECT\tACCESS\tNAME\tCREATED\tEXPIRES\tLAST_USED\tSTATUS\tALLOWED_IPS\tTOOLS",
                 keys.iter().map(|key| key_line(key, now)),
                 "no keys",
             ))
@@ -976,6 +1087,7 @@ fn key_line(key: &ApiKeyRecord, now: i64) -> String {
         timestamp_or_never(key.last_used_at),
         status.to_string(),
         allowed,
+        crate::domain::principal::ToolFilter::from_stored(key.tool_filter.as_deref()).describe(),
     ]
     .join("\t")
 }

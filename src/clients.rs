@@ -25,6 +25,7 @@ use crate::domain::cimd::{
 };
 use crate::domain::client::ClientId;
 use crate::domain::client_assertion::validate_jwks_uri;
+pub use crate::domain::client_assertion::validate_trusted_uri;
 use crate::store::auth_cache::CacheTicket;
 use crate::store::limits::{Admission, Limit};
 use crate::store::oauth::ClientRecord;
@@ -51,6 +52,16 @@ pub trait MetadataFetcher: Send + Sync + 'static {
     /// default the same fetch.
     async fn fetch_jwks(&self, url: &Url) -> Result<Fetched, CimdError> {
         self.fetch(url).await
+    }
+
+    /// Fetches a document an operator named on the command line (an identity provider's or a
+    /// workload issuer's key set or discovery document, already validated by
+    /// [`validate_trusted_uri`]): as [`MetadataFetcher::fetch_jwks`], except that plain http is
+    /// fetched when the host is a loopback name or literal and resolves only to loopback
+    /// addresses (a provider on the same machine: development and tests). By default the
+    /// same fetch as [`MetadataFetcher::fetch_jwks`].
+    async fn fetch_trusted(&self, url: &Url) -> Result<Fetched, CimdError> {
+        self.fetch_jwks(url).await
     }
 }
 
@@ -82,10 +93,39 @@ impl MetadataFetcher for HttpsFetcher {
         }
         result
     }
+
+    async fn fetch_trusted(&self, url: &Url) -> Result<Fetched, CimdError> {
+        let result = if url.scheme() == "http" {
+            self.fetch_loopback(url).await
+        } else {
+            self.fetch_inner(url, MAX_JWKS_BYTES).await
+        };
+        if let Err(CimdError::Fetch(detail) | CimdError::Unavailable(detail)) = &result {
+            tracing::warn!(url = %url, detail = %detail, "key set or discovery document fetch failed");
+        }
+        result
+    }
 }
 
 impl HttpsFetcher {
+    /// A plain-http fetch of an operator's URL on a loopback host
+    /// ([`MetadataFetcher::fetch_trusted`]): every address the host resolves to must be
+    /// loopback; otherwise the limits of every fetch.
+    async fn fetch_loopback(&self, url: &Url) -> Result<Fetched, CimdError> {
+        if !url
+            .host_str()
+            .is_some_and(crate::domain::loopback::is_loopback_host)
+        {
+            return Err(CimdError::BadUrl(
+                "plain http is fetched only from a loopback host",
+            ));
+        }
+        self.fetch_inner(url, MAX_JWKS_BYTES).await
+    }
+
     async fn fetch_inner(&self, url: &Url, max_bytes: usize) -> Result<Fetched, CimdError> {
+        // Plain http only reaches here for an operator's URL on a loopback host.
+        let loopback_http = url.scheme() == "http";
         let host = url
             .host_str()
             .ok_or(CimdError::BadUrl("it has no host"))?
@@ -106,14 +146,18 @@ impl HttpsFetcher {
         if addrs.is_empty() {
             return Err(CimdError::Unavailable("the host has no address".into()));
         }
-        if addrs.iter().any(|a| is_forbidden_ip(a.ip())) {
+        if loopback_http {
+            if !addrs.iter().all(|a| a.ip().is_loopback()) {
+                return Err(CimdError::ForbiddenAddress);
+            }
+        } else if addrs.iter().any(|a| is_forbidden_ip(a.ip())) {
             tracing::warn!(client_id = %url, "client metadata document host resolves to a forbidden address");
             return Err(CimdError::ForbiddenAddress);
         }
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(5))
-            .https_only(true)
+            .https_only(!loopback_http)
             .resolve(&lookup_host, addrs[0])
             .build()
             .map_err(|e| CimdError::Unavailable(e.to_string()))?;
@@ -255,6 +299,31 @@ impl ClientResolver {
     /// fetcher's ([`CimdError::is_temporary`] tells a failure for now).
     pub async fn key_set(&self, jwks_uri: &str, refresh: bool) -> Result<Arc<Vec<u8>>, CimdError> {
         let url = validate_jwks_uri(jwks_uri).map_err(CimdError::BadUrl)?;
+        self.cached_fetch(jwks_uri, &url, refresh, false).await
+    }
+
+    /// [`ClientResolver::key_set`] for a URL an operator named (an identity provider's or a
+    /// workload issuer's key set, or its OpenID Connect discovery document), cached the same
+    /// way: https through the protected fetcher, or plain http on a loopback host
+    /// ([`validate_trusted_uri`], [`MetadataFetcher::fetch_trusted`]).
+    ///
+    /// Errors: [`CimdError::BadUrl`] for any other URL, else the fetcher's.
+    pub async fn trusted_document(
+        &self,
+        uri: &str,
+        refresh: bool,
+    ) -> Result<Arc<Vec<u8>>, CimdError> {
+        let url = validate_trusted_uri(uri).map_err(CimdError::BadUrl)?;
+        self.cached_fetch(uri, &url, refresh, true).await
+    }
+
+    async fn cached_fetch(
+        &self,
+        jwks_uri: &str,
+        url: &Url,
+        refresh: bool,
+        trusted: bool,
+    ) -> Result<Arc<Vec<u8>>, CimdError> {
         let now = Instant::now();
         let mut refreshed = None;
         if let Some(cached) = self
@@ -271,7 +340,11 @@ impl ClientResolver {
             }
             refreshed = if refresh { Some(now) } else { cached.refreshed };
         }
-        let fetched = self.fetcher.fetch_jwks(&url).await?;
+        let fetched = if trusted {
+            self.fetcher.fetch_trusted(url).await?
+        } else {
+            self.fetcher.fetch_jwks(url).await?
+        };
         let body = Arc::new(fetched.body);
         let until =
             now + cache_lifetime(fetched.cache_control.as_deref()).unwrap_or(JWKS_REFETCH_INTERVAL);

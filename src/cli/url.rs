@@ -131,7 +131,7 @@ pub(super) async fn run(
             let account_id = account_filter(store, account.as_deref()).await?;
             let urls = store.personal_urls(account_id.as_deref()).await?;
             Ok(listing(
-                "ID\tACCOUNT\tPROJECT\tACCESS\tNAME\tCREATED\tEXPIRES\tLAST_USED\tSTATUS",
+                "ID\tACCOUNT\tPROJECT\tACCESS\tNAME\tCREATED\tEXPIRES\tLAST_USED\tSTATUS\tTOOLS",
                 urls.iter().map(|url| line(url, now)),
                 "no personal URLs",
             ))
@@ -156,6 +156,7 @@ fn line(url: &PersonalUrlRecord, now: i64) -> String {
         timestamp_or_never(url.expires_at),
         timestamp_or_never(url.last_used_at),
         status.to_string(),
+        crate::domain::principal::ToolFilter::from_stored(url.tool_filter.as_deref()).describe(),
     ]
     .join("\t")
 }

@@ -144,6 +144,24 @@ pub fn validate_jwks_uri(uri: &str) -> Result<Url, &'static str> {
     Ok(url)
 }
 
+/// Checks a URL an operator named for a key set or discovery document: https (with a host, no
+/// user information or fragment), or plain http on a loopback host
+/// ([`super::loopback::is_loopback_host`]). Errors: what is wrong, in words.
+pub fn validate_trusted_uri(uri: &str) -> Result<Url, &'static str> {
+    if let Ok(url) = Url::parse(uri)
+        && url.scheme() == "http"
+        && url
+            .host_str()
+            .is_some_and(super::loopback::is_loopback_host)
+    {
+        if !url.username().is_empty() || url.password().is_some() || url.fragment().is_some() {
+            return Err("the URL must not contain user information or a fragment");
+        }
+        return Ok(url);
+    }
+    validate_jwks_uri(uri).map_err(|_| "the URL must be https (plain http only on a loopback host)")
+}
+
 /// Checks a key set given inline (`jwks`, RFC 7591 §2): an object with a `keys` array of 1 to
 /// [`MAX_KEYS`] objects, each with a `kty`, none holding a private member
 /// ([`PRIVATE_KEY_MEMBERS`]). Errors: what is wrong, in words.
@@ -173,6 +191,30 @@ pub fn validate_public_jwks(jwks: &Value) -> Result<(), &'static str> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_operators_url_is_https_or_plain_http_on_a_loopback_host() {
+        for ok in [
+            "https://idp.example/jwks",
+            "http://127.0.0.1:8080/jwks",
+            "http://localhost/.well-known/openid-configuration",
+            "http://[::1]:9/keys",
+        ] {
+            assert!(validate_trusted_uri(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "http://idp.example/jwks",
+            "http://10.0.0.1/jwks",
+            "http://user@127.0.0.1/jwks",
+            "http://127.0.0.1/jwks#k",
+            "ftp://127.0.0.1/jwks",
+            "not a url",
+        ] {
+            assert!(validate_trusted_uri(bad).is_err(), "{bad}");
+        }
+        // A client's own jwks_uri stays https only.
+        assert!(validate_jwks_uri("http://127.0.0.1:8080/jwks").is_err());
+    }
 
     fn claims(aud: Audience, exp: i64) -> AssertionClaims {
         AssertionClaims {

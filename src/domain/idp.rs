@@ -95,13 +95,13 @@ pub fn parse_issuer(text: &str) -> Result<Url, IdpInputError> {
     Ok(url)
 }
 
-/// Checks a `--jwks-uri`: an https URL without user information or fragment (it is fetched
-/// through the same protected fetcher as client key sets,
-/// [`super::client_assertion::validate_jwks_uri`]).
+/// Checks a `--jwks-uri`: an https URL without user information or fragment, or plain http
+/// on a loopback host (it is fetched through the same protected fetcher as client key sets,
+/// [`super::client_assertion::validate_trusted_uri`]).
 ///
 /// Errors: what is wrong, in words.
 pub fn parse_jwks_uri(text: &str) -> Result<Url, IdpInputError> {
-    super::client_assertion::validate_jwks_uri(text.trim())
+    super::client_assertion::validate_trusted_uri(text.trim())
         .map_err(|e| IdpInputError(format!("--jwks-uri: {e}")))
 }
 

@@ -191,6 +191,15 @@ impl ToolFilter {
         }
     }
 
+    /// How the console shows it: `All tools`, `Only: a, b` or `All but: c`.
+    pub fn in_words(&self) -> String {
+        match self {
+            ToolFilter::All => "All tools".to_string(),
+            ToolFilter::Only(names) => format!("Only: {}", names.join(", ")),
+            ToolFilter::Except(names) => format!("All but: {}", names.join(", ")),
+        }
+    }
+
     /// How `key list` and `url list` show it: `all`, `only:a,b` or `except:c`.
     pub fn describe(&self) -> String {
         match self {

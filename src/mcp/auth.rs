@@ -487,7 +487,7 @@ fn grant_principal(mcp: &McpState, grant: AccessGrant) -> Result<Principal, Refu
         credential_id,
         client_id: Some(grant.client_id),
         calls_per_hour: own_budget(grant.calls_per_hour),
-        tools: crate::domain::principal::ToolFilter::All,
+        tools: crate::domain::principal::ToolFilter::from_stored(grant.tool_filter.as_deref()),
     })
 }
 
@@ -914,6 +914,7 @@ mod tests {
             calls_per_hour: None,
             chosen_projects: None,
             jkt: None,
+            tool_filter: None,
         }
     }
 

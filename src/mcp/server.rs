@@ -507,18 +507,43 @@ fn read_outcome(result: &Result<rmcp::model::ReadResourceResult, ErrorData>) -> 
     }
 }
 
+/// MCP's client-credentials authorization extension (`client_credentials` and
+/// `private_key_jwt` for service clients).
+pub const CLIENT_CREDENTIALS_EXTENSION: &str = "io.modelcontextprotocol/oauth-client-credentials";
+/// MCP's enterprise-managed authorization extension (the JWT-bearer grant with an ID-JAG,
+/// [`crate::oauth::id_jag`]).
+pub const ENTERPRISE_MANAGED_EXTENSION: &str =
+    "io.modelcontextprotocol/enterprise-managed-authorization";
+
+/// The authorization extensions this server's authorization server implements, declared under
+/// `capabilities.extensions` (SEP-1724; each with no settings: an empty object) in
+/// `server/discover` (2026-07-28) and in `initialize` (older revisions), as the extensions'
+/// "advertise support" sections ask: [`CLIENT_CREDENTIALS_EXTENSION`],
+/// [`ENTERPRISE_MANAGED_EXTENSION`] and workload identity
+/// ([`crate::oauth::workload::WIF_EXTENSION`], a draft).
+pub fn auth_extensions() -> rmcp::model::ExtensionCapabilities {
+    [
+        CLIENT_CREDENTIALS_EXTENSION,
+        ENTERPRISE_MANAGED_EXTENSION,
+        crate::oauth::workload::WIF_EXTENSION,
+    ]
+    .into_iter()
+    .map(|id| (id.to_string(), rmcp::model::JsonObject::new()))
+    .collect()
+}
+
 impl ServerHandler for GatehouseMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_completions()
-                .enable_prompts()
-                .enable_resources()
-                .enable_tools()
-                .build(),
-        )
-        .with_server_info(server_info(&self.mcp.app.config))
-        .with_instructions(INSTRUCTIONS)
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_completions()
+            .enable_prompts()
+            .enable_resources()
+            .enable_tools()
+            .build();
+        capabilities.extensions = Some(auth_extensions());
+        ServerConfig::new(capabilities)
+            .with_server_info(server_info(&self.mcp.app.config))
+            .with_instructions(INSTRUCTIONS)
     }
 
     /// The default negotiation; remembers whether the client declared URL-mode elicitation

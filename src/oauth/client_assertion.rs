@@ -225,11 +225,40 @@ pub async fn verify_with_key_set<T: serde::de::DeserializeOwned>(
     assertion: &str,
     header: &jsonwebtoken::Header,
 ) -> Result<T, KeySetError> {
+    verify_with(app, jwks_uri, inline, assertion, header, false).await
+}
+
+/// [`verify_with_key_set`] with the key set at a URL an operator named (an identity
+/// provider's or a workload issuer's): fetched by
+/// [`crate::clients::ClientResolver::trusted_document`], so plain http on a loopback host
+/// is fetched too.
+pub async fn verify_with_trusted_key_set<T: serde::de::DeserializeOwned>(
+    app: &AppState,
+    jwks_uri: &str,
+    assertion: &str,
+    header: &jsonwebtoken::Header,
+) -> Result<T, KeySetError> {
+    verify_with(app, Some(jwks_uri), None, assertion, header, true).await
+}
+
+async fn verify_with<T: serde::de::DeserializeOwned>(
+    app: &AppState,
+    jwks_uri: Option<&str>,
+    inline: Option<&serde_json::Value>,
+    assertion: &str,
+    header: &jsonwebtoken::Header,
+    trusted: bool,
+) -> Result<T, KeySetError> {
     let mut refreshed = false;
     loop {
         let set: JwkSet = match (jwks_uri, inline) {
             (Some(uri), _) => {
-                let body = match app.clients.key_set(uri, refreshed).await {
+                let fetched = if trusted {
+                    app.clients.trusted_document(uri, refreshed).await
+                } else {
+                    app.clients.key_set(uri, refreshed).await
+                };
+                let body = match fetched {
                     Ok(body) => body,
                     Err(e) if e.is_temporary() => return Err(KeySetError::Unavailable),
                     Err(_) => return Err(KeySetError::Unfetchable),

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use axum::body::Body;
 use axum::extract::{FromRequest, Request};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use base64::Engine;
 
@@ -85,6 +86,20 @@ impl FromRequest<AppState> for ClientForm {
         // A malformed `Authorization: Basic` is refused before the body is read.
         basic_credentials(&parts.headers)?;
         let params = read_form(&parts.headers, body).await?;
+        Self::authenticate(state, &parts, params).await
+    }
+}
+
+impl ClientForm {
+    /// The client that the request (`parts`, with the form `params` already read by
+    /// [`read_form`]) authenticates ([`authenticate_client`]), as the extractor does.
+    ///
+    /// Errors: `invalid_client` (or 503 when a metadata document cannot be fetched now).
+    pub async fn authenticate(
+        state: &AppState,
+        parts: &Parts,
+        params: HashMap<String, String>,
+    ) -> Result<Self, OAuthError> {
         // A metadata document met here for the first time spends the caller's budget.
         let for_whom = match crate::client_addr::ClientAddr::of(&parts.extensions) {
             Some(addr) => FetchFor::Budgeted(super::register::registration_budget(

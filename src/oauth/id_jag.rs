@@ -8,7 +8,7 @@
 //! Checks, each refused with `invalid_grant` and a description: header `typ`
 //! [`ID_JAG_TYP`]; an asymmetric algorithm ([`SIGNING_ALGS`]); `iss` a provider trusted for
 //! assertions whose key set (its `jwks_uri`, fetched through the protected fetcher and cached,
-//! [`super::client_assertion::verify_with_key_set`]) verifies the signature; `aud` exactly this
+//! https or plain http on a loopback host, [`super::client_assertion::verify_with_trusted_key_set`]) verifies the signature; `aud` exactly this
 //! server's issuer; `client_id` the authenticated client; `resource`, when present, this
 //! server's MCP URL; `exp` in the future; `jti` spent once across instances (the table of
 //! client assertions, keyed by the issuer). The subject is the account linked to that
@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 
 use super::OAuthError;
-use super::client_assertion::{KeySetError, algorithm_name, verify_with_key_set};
+use super::client_assertion::{KeySetError, algorithm_name, verify_with_trusted_key_set};
 use super::token::TokenResponse;
 use crate::domain::account::{AccountStatus, Email};
 use crate::domain::client_assertion::SIGNING_ALGS;
@@ -201,21 +201,18 @@ async fn check(
             "the assertion's issuer is not an identity provider trusted for assertions",
         ));
     };
-    let claims: IdJagClaims = verify_with_key_set(
-        state,
-        provider.jwks_uri.as_deref(),
-        None,
-        assertion,
-        &header,
-    )
-    .await
-    .map_err(|e| match e {
-        KeySetError::Unavailable => OAuthError::ClientMetadataUnavailable,
-        KeySetError::NoMatch => {
-            refused("the assertion's signature does not verify with the identity provider's keys")
-        }
-        _ => refused("the identity provider's key set could not be read"),
-    })?;
+    let Some(jwks_uri) = provider.jwks_uri.as_deref() else {
+        return Err(refused("the identity provider's key set could not be read"));
+    };
+    let claims: IdJagClaims = verify_with_trusted_key_set(state, jwks_uri, assertion, &header)
+        .await
+        .map_err(|e| match e {
+            KeySetError::Unavailable => OAuthError::ClientMetadataUnavailable,
+            KeySetError::NoMatch => refused(
+                "the assertion's signature does not verify with the identity provider's keys",
+            ),
+            _ => refused("the identity provider's key set could not be read"),
+        })?;
     let config = &state.config;
     let aud = claims
         .aud

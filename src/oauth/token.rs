@@ -134,24 +134,41 @@ async fn dpop_key(
 
 /// `POST /oauth/token`: the authenticated client's grant, answered with `Cache-Control:
 /// no-store` (OAuth 2.1 §3.2.3); errors as RFC 6749 §5.2 JSON.
+///
+/// A workload's JWT-bearer grant authenticates no client ([`super::workload::route`] tells it
+/// apart); every other request is [`ClientForm`]'s.
 pub async fn token(
     State(state): State<AppState>,
     addr: ClientAddr,
-    headers: HeaderMap,
-    ClientForm { client, params, .. }: ClientForm,
+    req: axum::extract::Request,
 ) -> Result<impl IntoResponse, OAuthError> {
+    let (parts, body) = req.into_parts();
+    // A malformed `Authorization: Basic` is refused before the body is read.
+    super::client_auth::basic_credentials(&parts.headers)?;
+    let params = super::client_auth::read_form(&parts.headers, body).await?;
     let ip = addr.to_string();
     let now = now();
-    let jkt = dpop_key(&state, &headers, now).await?;
-    let ctx = Ctx {
-        state: &state,
-        client: &client,
-        params: &params,
-        ip: &ip,
-        now,
-        jkt,
+    let body = match super::workload::route(&state, &parts.headers, &params).await? {
+        super::workload::Route::Workload(candidates) => {
+            super::workload::grant(&state, &candidates, &params, &ip, now).await?
+        }
+        super::workload::Route::Client => {
+            let ClientForm { client, params, .. } =
+                ClientForm::authenticate(&state, &parts, params).await?;
+            // The proof after the client: a request that fails client authentication spends
+            // no proof.
+            let jkt = dpop_key(&state, &parts.headers, now).await?;
+            let ctx = Ctx {
+                state: &state,
+                client: &client,
+                params: &params,
+                ip: &ip,
+                now,
+                jkt,
+            };
+            grant(&ctx).await?
+        }
     };
-    let body = grant(&ctx).await?;
     let no_store = [
         (header::CACHE_CONTROL, "no-store"),
         (header::PRAGMA, "no-cache"),

@@ -1,6 +1,6 @@
 //! Accounts and first-run setup tokens.
 
-use super::{Store, StoreError, new_id};
+use super::{Flag, Store, StoreError, new_id};
 use crate::domain::account::{AccountStatus, Email};
 use crate::domain::secret::TokenHash;
 
@@ -21,9 +21,12 @@ pub struct Account {
     /// Browser sessions are valid only while they carry this number; ending every session
     /// raises it.
     pub session_epoch: i64,
+    /// An operator (`gatehouse account admin EMAIL`): may use the console's upstream page.
+    #[sqlx(try_from = "Flag")]
+    pub admin: bool,
 }
 
-const ACCOUNT_COLUMNS: &str = "id, email, password_hash, status, created_at, session_epoch";
+const ACCOUNT_COLUMNS: &str = "id, email, password_hash, status, created_at, session_epoch, admin";
 
 /// Inserts an active account through `executor` (the pool or a transaction). Errors:
 /// [`StoreError::Conflict`] when the email exists.
@@ -52,6 +55,7 @@ pub(super) async fn insert_account<'e>(
         status: AccountStatus::Active,
         created_at: now,
         session_epoch: 0,
+        admin: false,
     })
 }
 
@@ -106,6 +110,25 @@ impl Store {
             return Err(StoreError::NotFound(format!("account {}", email.as_str())));
         }
         Ok(())
+    }
+
+    /// Makes the account with this email an operator (`admin` true) or no longer one
+    /// (`gatehouse account admin EMAIL [--revoke]`). Returns whether it changed.
+    ///
+    /// Errors: [`StoreError::NotFound`] for an unknown email.
+    pub async fn set_account_admin(&self, email: &Email, admin: bool) -> Result<bool, StoreError> {
+        let Some(account) = self.account_by_email(email).await? else {
+            return Err(StoreError::NotFound(format!("account {}", email.as_str())));
+        };
+        if account.admin == admin {
+            return Ok(false);
+        }
+        sqlx::query("UPDATE accounts SET admin = $1 WHERE id = $2")
+            .bind(i64::from(admin))
+            .bind(&account.id)
+            .execute(&self.writer())
+            .await?;
+        Ok(true)
     }
 
     /// How many accounts exist.
@@ -210,7 +233,7 @@ impl Store {
 
 /// The account columns, each prefixed with `a.` for queries that join `accounts AS a`.
 const ACCOUNT_COLUMNS_A: &str =
-    "a.id, a.email, a.password_hash, a.status, a.created_at, a.session_epoch";
+    "a.id, a.email, a.password_hash, a.status, a.created_at, a.session_epoch, a.admin";
 
 impl Store {
     /// Every account, oldest first (for `gatehouse account list`).

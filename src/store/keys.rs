@@ -54,6 +54,9 @@ pub struct ApiKeyRecord {
     pub last_used_at: Option<i64>,
     /// Unix seconds; `None`: live.
     pub revoked_at: Option<i64>,
+    /// The tools it may use, stored form of [`crate::domain::principal::ToolFilter`]
+    /// (`None`: every tool).
+    pub tool_filter: Option<String>,
 }
 
 /// A live key found by its hash: what authentication needs.
@@ -358,7 +361,7 @@ impl Store {
              c.project_id AS project_id, c.name AS name, c.scope AS scope, \
              {allowed_ips} AS allowed_ips, c.created_at AS created_at, \
              c.expires_at AS expires_at, c.last_used_at AS last_used_at, \
-             c.revoked_at AS revoked_at \
+             c.revoked_at AS revoked_at, c.tool_filter AS tool_filter \
              FROM {name} c JOIN accounts a ON a.id = c.account_id \
              WHERE {filter} ORDER BY c.created_at, c.id"
         ))

@@ -43,6 +43,7 @@ pub mod sqlite;
 pub mod upstreams;
 pub mod urls;
 pub mod vault;
+pub mod workloads;
 mod writable_again;
 
 #[cfg(test)]

@@ -488,6 +488,9 @@ pub struct AccessGrant {
     /// accepted only as `Authorization: DPoP` with a proof signed by that key. `None`: a bearer
     /// token.
     pub jkt: Option<String>,
+    /// The tools the grant may use, set on the connected app's console page: stored form of
+    /// [`crate::domain::principal::ToolFilter`] (`consents.tool_filter`; `None`: every tool).
+    pub tool_filter: Option<String>,
 }
 
 /// An [`AccessGrant`] with the two scopes its own must stay within, and the person's choice of
@@ -537,7 +540,8 @@ macro_rules! access_lookup {
              f.scope AS family_scope, c.scope AS consent_scope, \
              s.client_id IS NOT NULL AS service, s.project_id AS project_id, \
              a.calls_per_hour AS calls_per_hour, t.jkt AS jkt, c.project_ids AS chosen_projects, \
-             c.read_only AS consent_read_only, c.expires_at AS consent_expires_at",
+             c.read_only AS consent_read_only, c.expires_at AS consent_expires_at, \
+             c.tool_filter AS tool_filter",
             $extra,
             " FROM access_tokens t \
              JOIN token_families f ON f.id = t.family_id \
@@ -592,6 +596,7 @@ impl FromSqliteRow for ProofAccessRow {
         "chosen_projects",
         "consent_read_only",
         "consent_expires_at",
+        "tool_filter",
         "proof_seen",
     ];
 
@@ -621,6 +626,7 @@ impl FromSqliteRow for AccessRow {
         "chosen_projects",
         "consent_read_only",
         "consent_expires_at",
+        "tool_filter",
     ];
 
     fn from_sqlite(row: &in_place::Named<'_, '_>) -> rusqlite::Result<Self> {
@@ -638,6 +644,7 @@ impl FromSqliteRow for AccessRow {
                 calls_per_hour: row.get("calls_per_hour")?,
                 chosen_projects: row.get("chosen_projects")?,
                 jkt: row.get("jkt")?,
+                tool_filter: row.get("tool_filter")?,
             },
             family_scope: row.get("family_scope")?,
             consent_scope: row.get("consent_scope")?,
@@ -673,6 +680,9 @@ pub struct ConnectedApp {
     pub expires_at: Option<i64>,
     /// When it was revoked (Unix seconds), `None` while live.
     pub revoked_at: Option<i64>,
+    /// The tools the grant may use, set on the app's console page: stored form of
+    /// [`crate::domain::principal::ToolFilter`] (`None`: every tool).
+    pub tool_filter: Option<String>,
 }
 
 async fn insert_tokens(
@@ -1341,7 +1351,8 @@ impl Store {
         Ok(sqlx::query_as(
             "SELECT c.id AS consent_id, c.client_id AS client_id, k.client_name AS client_name, c.redirect_uri AS redirect_uri, \
              c.scope AS scope, c.resource AS resource, c.updated_at AS updated_at, c.project_ids AS project_ids, \
-             c.read_only AS read_only, c.expires_at AS expires_at, c.revoked_at AS revoked_at FROM consents c JOIN oauth_clients k ON k.client_id = c.client_id \
+             c.read_only AS read_only, c.expires_at AS expires_at, c.revoked_at AS revoked_at, \
+             c.tool_filter AS tool_filter FROM consents c JOIN oauth_clients k ON k.client_id = c.client_id \
              WHERE c.account_id = $1 AND c.revoked_at IS NULL ORDER BY c.updated_at DESC, c.id",
         )
         .bind(account_id)
@@ -1359,13 +1370,42 @@ impl Store {
         Ok(sqlx::query_as(
             "SELECT c.id AS consent_id, c.client_id AS client_id, k.client_name AS client_name, c.redirect_uri AS redirect_uri, \
              c.scope AS scope, c.resource AS resource, c.updated_at AS updated_at, c.project_ids AS project_ids, \
-             c.read_only AS read_only, c.expires_at AS expires_at, c.revoked_at AS revoked_at FROM consents c JOIN oauth_clients k ON k.client_id = c.client_id \
+             c.read_only AS read_only, c.expires_at AS expires_at, c.revoked_at AS revoked_at, \
+             c.tool_filter AS tool_filter FROM consents c JOIN oauth_clients k ON k.client_id = c.client_id \
              WHERE c.account_id = $1 AND c.id = $2",
         )
         .bind(account_id)
         .bind(consent_id)
         .fetch_optional(&self.pool())
         .await?)
+    }
+
+    /// Sets the tools the account's live consent `consent_id` lets its app use: the stored form
+    /// of [`crate::domain::principal::ToolFilter`], `None` for every tool. It applies to every
+    /// token of the grant, on every instance: the update is announced to the validation
+    /// caches (migration `0012_auth_generation`'s `consents` triggers) and this method returns
+    /// once every instance has dropped what it cached (like a revocation). Returns whether a
+    /// live consent of the account was changed (`false`: another account's, unknown or
+    /// revoked).
+    ///
+    /// Errors: [`StoreError::Database`].
+    pub async fn set_consent_tool_filter(
+        &self,
+        account_id: &str,
+        consent_id: &str,
+        filter: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let changed = sqlx::query(
+            "UPDATE consents SET tool_filter = $1 WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL",
+        )
+        .bind(filter)
+        .bind(consent_id)
+        .bind(account_id)
+        .execute(&self.writer())
+        .await?
+        .rows_affected();
+        self.auth_changed().await;
+        Ok(changed > 0)
     }
 
     /// Revokes one of the account's consents and, at once, every family and access token that

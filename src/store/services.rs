@@ -9,6 +9,7 @@
 //! consent (the owner's Connected apps page) cuts the service off.
 
 use super::oauth::ClientRecord;
+use super::workloads::WorkloadIdentity;
 use super::{Store, StoreError, new_id};
 use crate::domain::secret::TokenHash;
 
@@ -51,6 +52,34 @@ impl Store {
         &self,
         client: &ClientRecord,
         service: &NewService<'_>,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        self.create_service_client_with(client, service, None, now)
+            .await
+    }
+
+    /// [`Store::create_service_client`] for a client that stands for a workload
+    /// (`workload.client_id` is `client.client_id`), its workload identity recorded in the
+    /// same transaction.
+    ///
+    /// Errors: [`StoreError::Conflict`] if the client id exists or another client stands for
+    /// this issuer and subject.
+    pub async fn create_workload_client(
+        &self,
+        client: &ClientRecord,
+        service: &NewService<'_>,
+        workload: &WorkloadIdentity,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        self.create_service_client_with(client, service, Some(workload), now)
+            .await
+    }
+
+    async fn create_service_client_with(
+        &self,
+        client: &ClientRecord,
+        service: &NewService<'_>,
+        workload: Option<&WorkloadIdentity>,
         now: i64,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin_write().await?;
@@ -111,6 +140,28 @@ impl Store {
         .bind(now)
         .execute(&mut *tx)
         .await?;
+        if let Some(w) = workload {
+            sqlx::query(
+                "INSERT INTO workload_identities (client_id, issuer, subject, jwks_uri, created_at) \
+                 VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(&w.client_id)
+            .bind(&w.issuer)
+            .bind(&w.subject)
+            .bind(&w.jwks_uri)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| {
+                StoreError::from_insert(
+                    e,
+                    &format!(
+                        "a workload client for subject {} of {}",
+                        w.subject, w.issuer
+                    ),
+                )
+            })?;
+        }
         tx.commit().await?;
         Ok(())
     }

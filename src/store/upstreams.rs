@@ -88,6 +88,19 @@ impl UpstreamRecord {
     }
 }
 
+/// A tool definition waiting for the operator's approval: new, or changed since approved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingTool {
+    /// The upstream's own name for the tool (without `NAME__`).
+    pub tool: String,
+    /// The definition last seen (JSON text, as the upstream listed it).
+    pub definition: String,
+    /// Its SHA-256 (hex).
+    pub hash: String,
+    /// The definition approved before (JSON text); `None`: a new tool.
+    pub approved_definition: Option<String>,
+}
+
 /// What `gatehouse upstream add` stores.
 #[derive(Debug, Clone)]
 pub struct NewUpstream {
@@ -306,6 +319,30 @@ impl Store {
         }
         tx.commit().await?;
         Ok(approved)
+    }
+
+    /// The definitions of upstream `name` waiting for approval (new, or changed since they
+    /// were approved), by tool name: what [`Store::approve_upstream_tools`] would approve.
+    ///
+    /// Errors: [`StoreError::Database`].
+    pub async fn pending_upstream_tools(&self, name: &str) -> Result<Vec<PendingTool>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT tool, definition, hash, approved_definition FROM upstream_tools \
+             WHERE upstream = $1 AND (approved_hash IS NULL OR approved_hash <> hash) ORDER BY tool",
+        )
+        .bind(name)
+        .fetch_all(&self.pool())
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            out.push(PendingTool {
+                tool: row.try_get("tool")?,
+                definition: row.try_get("definition")?,
+                hash: row.try_get("hash")?,
+                approved_definition: row.try_get("approved_definition")?,
+            });
+        }
+        Ok(out)
     }
 
     /// Allows (`true`) or stops allowing the destructive tool `tool` of upstream `name`

@@ -46,6 +46,9 @@ pub struct PersonalUrlRecord {
     pub last_used_at: Option<i64>,
     /// Unix seconds; `None`: live.
     pub revoked_at: Option<i64>,
+    /// The tools it may use, stored form of [`crate::domain::principal::ToolFilter`]
+    /// (`None`: every tool).
+    pub tool_filter: Option<String>,
 }
 
 impl Store {

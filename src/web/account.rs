@@ -34,6 +34,8 @@ struct AccountPage<'a> {
     error: Option<&'a str>,
     csrf_token: &'a str,
     oauth_enabled: bool,
+    /// The signed-in account is an operator: the nav links the upstream page.
+    operator: bool,
     usage: Usage,
     /// The account has a confirmed TOTP authenticator.
     totp: bool,
@@ -86,6 +88,7 @@ async fn account_page(
             error,
             csrf_token: &csrf,
             oauth_enabled: state.config.oauth_enabled,
+            operator: account.admin,
             usage,
             totp,
             recovery_codes_left,

@@ -39,6 +39,8 @@ struct ActivityPage {
     rows: Vec<Row>,
     csrf_token: String,
     oauth_enabled: bool,
+    /// The signed-in account is an operator: the nav links the upstream page.
+    operator: bool,
 }
 
 /// The credential kind of an MCP audit row's detail (`credential=KIND:ID …`).
@@ -131,6 +133,7 @@ pub async fn show(
             rows,
             csrf_token: csrf_token(&session).await?,
             oauth_enabled: state.config.oauth_enabled,
+            operator: account.admin,
         },
     )
 }

@@ -17,6 +17,7 @@ use super::session::{csrf_token, set_notice, signed_in, take_notice};
 use super::{Confirmation, CsrfForm, PageQuery, confirm_page, error_page, render, see_other, when};
 use crate::domain::cimd::is_url_client_id;
 use crate::domain::device::DEVICE_CODE_GRANT;
+use crate::domain::principal::ToolFilter;
 use crate::domain::redirect_uri::host_for_display;
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::text::check_line;
@@ -45,6 +46,8 @@ struct AppRow {
     access: &'static str,
     /// `Until you revoke it`, `Until 2026-01-02 03:04 UTC`, or that it has ended.
     until: String,
+    /// The tools it may use, in words.
+    tools: String,
 }
 
 #[derive(Template)]
@@ -55,6 +58,8 @@ struct AppsPage {
     mcp_url: String,
     csrf_token: String,
     oauth_enabled: bool,
+    /// The signed-in account is an operator: the nav links the upstream page.
+    operator: bool,
 }
 
 /// The name to show: the registered one when it follows the visible-text rule (a name stored
@@ -139,6 +144,7 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
                     "Read and write"
                 },
                 until: until_words(a.expires_at, now),
+                tools: ToolFilter::from_stored(a.tool_filter.as_deref()).in_words(),
                 consent_id: a.consent_id,
                 client_id: a.client_id,
             }
@@ -152,6 +158,7 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
             mcp_url: state.config.mcp_server_url.clone(),
             csrf_token: csrf_token(&session).await?,
             oauth_enabled: state.config.oauth_enabled,
+            operator: account.admin,
         },
     )
 }
@@ -194,6 +201,8 @@ struct AccessPage {
     error: Option<&'static str>,
     csrf_token: String,
     oauth_enabled: bool,
+    /// The signed-in account is an operator: the nav links the upstream page.
+    operator: bool,
 }
 
 /// The live, unended grant `consent_id` of the signed-in account, for the access page.
@@ -230,12 +239,12 @@ fn choice_of(app: &ConnectedApp) -> GrantChoice {
 async fn access_page(
     state: &AppState,
     session: &Session,
-    account_id: &str,
+    account: &crate::store::accounts::Account,
     app: &ConnectedApp,
     shown: Option<&GrantChoice>,
     error: Option<&'static str>,
 ) -> Result<Response, AppError> {
-    let projects = state.store.projects_of_account(account_id).await?;
+    let projects = state.store.projects_of_account(&account.id).await?;
     let kept = choice_of(app);
     let current = shown.unwrap_or(&kept);
     render(
@@ -256,6 +265,7 @@ async fn access_page(
             error,
             csrf_token: csrf_token(session).await?,
             oauth_enabled: state.config.oauth_enabled,
+            operator: account.admin,
         },
     )
 }
@@ -275,7 +285,7 @@ pub async fn access(
     let Some(app) = live_app(&state, &account.id, &consent_id, now()).await? else {
         return Ok(app_not_found());
     };
-    access_page(&state, &session, &account.id, &app, None, None).await
+    access_page(&state, &session, &account, &app, None, None).await
 }
 
 /// `POST /apps/{consent_id}/access`: stores the new choice ([`crate::store::Store::set_grant_choice`]),
@@ -302,7 +312,7 @@ pub async fn change_access(
         Ok(Some(choice)) => choice,
         Ok(None) => choice_of(&app),
         Err(why) => {
-            return access_page(&state, &session, &account.id, &app, None, Some(why)).await;
+            return access_page(&state, &session, &account, &app, None, Some(why)).await;
         }
     };
     let name = display_name(&app);
@@ -401,12 +411,22 @@ fn to_the_second(unix_seconds: i64) -> String {
 #[template(path = "app_activity.html")]
 struct ActivityPage {
     name: String,
+    consent_id: String,
+    notice: Option<String>,
+    /// The tool list of the grant, in words.
+    tools: String,
+    /// `all`, `only` or `except`: which choice the form shows selected.
+    tools_mode: &'static str,
+    /// The names of the list, comma-separated, for the form.
+    tool_names: String,
     limit: i64,
     /// The grant was revoked: the page says so.
     revoked: bool,
     events: Vec<EventRow>,
     csrf_token: String,
     oauth_enabled: bool,
+    /// The signed-in account is an operator: the nav links the upstream page.
+    operator: bool,
 }
 
 /// The project id in a `tool_call`, `resource_read` or `prompt_get` audit record's detail
@@ -504,15 +524,27 @@ pub async fn activity(
             },
         });
     }
+    let filter = ToolFilter::from_stored(app.tool_filter.as_deref());
+    let (tools_mode, tool_names) = match &filter {
+        ToolFilter::All => ("all", String::new()),
+        ToolFilter::Only(names) => ("only", names.join(", ")),
+        ToolFilter::Except(names) => ("except", names.join(", ")),
+    };
     render(
         StatusCode::OK,
         &ActivityPage {
             name: display_name(&app),
+            consent_id: app.consent_id.clone(),
+            notice: take_notice(&session).await?,
+            tools: filter.in_words(),
+            tools_mode,
+            tool_names,
             limit: ACTIVITY_SHOWN,
             revoked,
             events,
             csrf_token: csrf_token(&session).await?,
             oauth_enabled: state.config.oauth_enabled,
+            operator: account.admin,
         },
     )
 }
@@ -612,4 +644,88 @@ pub async fn revoke(
             .await;
     }
     Ok(see_other("/apps"))
+}
+
+/// Body of `POST /apps/tools`.
+#[derive(Deserialize)]
+pub struct ToolsForm {
+    #[serde(default)]
+    consent_id: String,
+    /// `all`, `only` or `except`.
+    #[serde(default)]
+    mode: String,
+    /// Comma-separated catalog names (`list_projects`, `memory__read_graph`).
+    #[serde(default)]
+    tools: String,
+}
+
+/// `POST /apps/tools`: sets which tools the app's grant may use — every tool, only the named
+/// ones, or all but the named ones (issue "Upstream MCP servers behind Gatehouse" §4, the same
+/// lists as `gatehouse key create --tools|--deny-tools`). It applies to the next request of
+/// every token of the grant on every instance: `tools/list` leaves the others out and a call
+/// of one answers like an unknown tool. Then `303` to the app's page with a notice; a list
+/// that does not parse changes nothing and says why. Another account's (or a revoked) grant
+/// answers 404.
+pub async fn set_tools(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    session: Session,
+    CsrfForm(form): CsrfForm<ToolsForm>,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin?next=%2Fapps"));
+    };
+    let Some(app) = state
+        .store
+        .connected_apps(&account.id)
+        .await?
+        .into_iter()
+        .find(|a| a.consent_id == form.consent_id)
+    else {
+        return Ok(app_not_found());
+    };
+    let back = format!("/apps/{}", app.consent_id);
+    let parsed = match form.mode.as_str() {
+        "only" => ToolFilter::parse(Some(&form.tools), None),
+        "except" => ToolFilter::parse(None, Some(&form.tools)),
+        "all" => Ok(ToolFilter::All),
+        _ => Err("choose every tool, only some, or every tool but some".to_string()),
+    };
+    let filter = match parsed {
+        Ok(filter) => filter,
+        Err(why) => {
+            let why = why
+                .replace("--deny-tools", "the list")
+                .replace("--tools", "the list");
+            set_notice(&session, &format!("Tool list not changed: {why}.")).await?;
+            return Ok(see_other(&back));
+        }
+    };
+    let name = display_name(&app);
+    state
+        .store
+        .set_consent_tool_filter(&account.id, &app.consent_id, filter.to_stored().as_deref())
+        .await?;
+    let now = now();
+    state
+        .store
+        .audit(
+            AuditEvent {
+                event: "app_tools_set",
+                outcome: "success",
+                account_id: Some(&account.id),
+                client_id: Some(&app.client_id),
+                subject: Some(&app.consent_id),
+                source_ip: Some(&client.to_string()),
+                detail: Some(&format!("tools={}", filter.describe())),
+            },
+            now,
+        )
+        .await;
+    set_notice(
+        &session,
+        &format!("{name} may now use: {}.", filter.in_words()),
+    )
+    .await?;
+    Ok(see_other(&back))
 }

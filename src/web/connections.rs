@@ -64,6 +64,8 @@ struct ConnectionsPage {
     notice: Option<String>,
     csrf_token: String,
     oauth_enabled: bool,
+    /// The signed-in account is an operator: the nav links the upstream page.
+    operator: bool,
 }
 
 #[derive(Template)]
@@ -138,6 +140,7 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
             notice: take_notice(&session).await?,
             csrf_token: csrf_token(&session).await?,
             oauth_enabled: state.config.oauth_enabled,
+            operator: account.admin,
         },
     )
 }

@@ -20,6 +20,7 @@ use super::{Confirmation, CsrfForm, PageQuery, confirm_page, error_page, render,
 use crate::client_addr::ClientAddr;
 use crate::credentials::{self, Actor, CredentialKind, NewCredential, Revocation};
 use crate::domain::api_key::{access_label, parse_lifetime, parse_name, status_label};
+use crate::domain::principal::ToolFilter;
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::store::accounts::Account;
@@ -42,6 +43,8 @@ struct Row {
     expires: String,
     last_used: String,
     status: &'static str,
+    /// The tools it may use, in words (`All tools`, `Only: a, b`, `All but: c`).
+    tools: String,
 }
 
 /// The secret of a credential just made, shown once.
@@ -84,6 +87,8 @@ struct KeysPage<'a> {
     max_url_days: i64,
     csrf_token: &'a str,
     oauth_enabled: bool,
+    /// The signed-in account is an operator: the nav links the upstream page.
+    operator: bool,
 }
 
 fn kind(project_id: Option<&str>, projects: &[ProjectMembership]) -> String {
@@ -127,6 +132,7 @@ async fn keys_page(
             expires: k.expires_at.map_or_else(|| "never".into(), when),
             last_used: k.last_used_at.map_or_else(|| "never".into(), when),
             status: status_label(k.revoked_at, k.expires_at, now),
+            tools: ToolFilter::from_stored(k.tool_filter.as_deref()).in_words(),
             id: k.id,
             name: k.name,
         })
@@ -143,6 +149,7 @@ async fn keys_page(
             expires: u.expires_at.map_or_else(|| "never".into(), when),
             last_used: u.last_used_at.map_or_else(|| "never".into(), when),
             status: status_label(u.revoked_at, u.expires_at, now),
+            tools: ToolFilter::from_stored(u.tool_filter.as_deref()).in_words(),
             id: u.id,
             name: u.name,
         })
@@ -181,6 +188,7 @@ async fn keys_page(
             max_url_days: MAX_URL_DAYS,
             csrf_token: &csrf,
             oauth_enabled: state.config.oauth_enabled,
+            operator: account.admin,
         },
     )
 }

@@ -33,6 +33,7 @@ pub mod second_factor;
 pub mod session;
 pub mod setup;
 pub mod signin;
+pub mod upstreams;
 
 /// Name of the session cookie.
 pub const SESSION_COOKIE: &str = "gatehouse_session";
@@ -67,6 +68,19 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/keys/urls/revoke",
             get(keys::confirm_revoke_url).post(keys::revoke_url),
+        )
+        .route("/upstreams", get(upstreams::show))
+        .route(
+            "/upstreams/approve",
+            get(upstreams::confirm_approve).post(upstreams::approve),
+        )
+        .route(
+            "/upstreams/disable",
+            get(upstreams::confirm_disable).post(upstreams::disable),
+        )
+        .route(
+            "/upstreams/enable",
+            get(upstreams::confirm_enable).post(upstreams::enable),
         )
         .route("/signin", get(signin::show).post(signin::submit))
         .route("/signout", post(signin::sign_out))
@@ -122,6 +136,7 @@ pub fn router(state: AppState) -> Router {
             .route("/oauth/authorize/resume", get(consent::resume))
             .route("/apps", get(apps::list))
             .route("/apps/revoke", get(apps::confirm_revoke).post(apps::revoke))
+            .route("/apps/tools", post(apps::set_tools))
             .route("/apps/{consent_id}", get(apps::activity))
             .route(
                 "/apps/{consent_id}/access",
@@ -207,6 +222,8 @@ struct ConfirmPage<'a> {
     cancel: &'a str,
     csrf_token: &'a str,
     oauth_enabled: bool,
+    /// The signed-in account is an operator: the nav links the upstream page.
+    operator: bool,
 }
 
 /// Renders `c` for the signed-in session (200).
@@ -216,6 +233,9 @@ pub async fn confirm_page(
     c: &Confirmation,
 ) -> Result<Response, AppError> {
     let csrf = session::csrf_token(session).await?;
+    let operator = session::signed_in(state, session)
+        .await?
+        .is_some_and(|a| a.admin);
     render(
         StatusCode::OK,
         &ConfirmPage {
@@ -227,6 +247,7 @@ pub async fn confirm_page(
             cancel: &c.cancel,
             csrf_token: &csrf,
             oauth_enabled: state.config.oauth_enabled,
+            operator,
         },
     )
 }

@@ -37,6 +37,8 @@ struct NotePage {
     last_change: Option<String>,
     csrf_token: String,
     oauth_enabled: bool,
+    /// The signed-in account is an operator: the nav links the upstream page.
+    operator: bool,
 }
 
 /// The `note=ID` word of a tool call's audit detail.
@@ -111,6 +113,7 @@ pub async fn show(
             last_change,
             csrf_token: csrf_token(&session).await?,
             oauth_enabled: state.config.oauth_enabled,
+            operator: account.admin,
         },
     )
 }

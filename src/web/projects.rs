@@ -37,6 +37,8 @@ struct HomePage<'a> {
     mcp_url: &'a str,
     csrf_token: &'a str,
     oauth_enabled: bool,
+    /// The signed-in account is an operator: the nav links the upstream page.
+    operator: bool,
 }
 
 /// Projects an account may be a member of before the console refuses to create another (the
@@ -67,6 +69,7 @@ async fn home_page(
             mcp_url: &state.config.mcp_server_url,
             csrf_token: &csrf,
             oauth_enabled: state.config.oauth_enabled,
+            operator: account.admin,
         },
     )
 }
@@ -185,6 +188,8 @@ struct ProjectPage<'a> {
     notice: Option<String>,
     csrf_token: &'a str,
     oauth_enabled: bool,
+    /// The signed-in account is an operator: the nav links the upstream page.
+    operator: bool,
 }
 
 /// The one answer for a project that is missing or not the account's.
@@ -280,6 +285,7 @@ async fn project_page(
             notice: take_notice(session).await?,
             csrf_token: &csrf,
             oauth_enabled: state.config.oauth_enabled,
+            operator: account.admin,
         },
     )
 }

@@ -13,9 +13,11 @@
 // Prints one PASS/FAIL line per check and finally "browser: N passed, N failed".
 
 import { createServer } from 'node:http';
+import { execFile } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -408,6 +410,57 @@ async function main() {
           assert(box && box.x >= 0 && box.x + box.width <= viewport.width, `button ${i} at x=${box?.x} width ${box?.width}`);
         }
         return `${n} button(s) inside ${viewport.width}px`;
+      });
+    }
+
+    // --- 3b. the operators' upstream page: a pending definition, approved ---------
+    const cli = (args) =>
+      promisify(execFile)(BIN, args, { env: { ...process.env, DATABASE_URL: `sqlite://${s.work}/gatehouse.db?mode=rwc`, MCP_SERVER_URL: s.mcpUrl } });
+    const upstreamReady = await rep.check('a stdio upstream with definitions waiting for approval; the account made an operator', async () => {
+      const script = join(HERE, '../integration/upstreams/stdio_upstream.mjs');
+      await cli(['upstream', 'add', 'local', '--command', `node '${script}'`]);
+      const { stdout } = await cli(['account', 'admin', s.email]);
+      assert(stdout.includes('is now an operator'), stdout);
+      // Gatehouse records the definitions the first time it lists the upstream.
+      for (let i = 0; i < 100; i++) {
+        await a.client.listTools();
+        const list = (await cli(['upstream', 'list'])).stdout;
+        if (/pending=[1-9]/.test(list)) return list.trim();
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      throw new Error('the upstream definitions were never recorded');
+    });
+    if (upstreamReady) {
+      for (const [page, viewport] of [
+        [dPage, DESKTOP],
+        [pPage, PHONE],
+      ]) {
+        const ok = await rep.check(`/upstreams at ${viewport.width}x${viewport.height} shows the pending definitions`, async () => {
+          await page.goto(`${s.issuer}/upstreams`);
+          await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Upstreams' }).waitFor();
+          await page.getByRole('heading', { name: 'local', exact: true }).waitFor();
+          await page.getByRole('heading', { name: /local__echo — a new tool/ }).waitFor();
+          // wipe is destructive: the page says it stays hidden once approved.
+          await page.getByText('hidden even once approved').first().waitFor();
+          const box = await page.getByRole('button', { name: 'Approve the definitions of local' }).boundingBox();
+          assert(box && box.x >= 0 && box.x + box.width <= viewport.width, `Approve at x=${box?.x} width ${box?.width}`);
+        });
+        if (ok) await auditPage(page, 'upstreams', viewport);
+      }
+      await rep.check('Approve on /upstreams asks first, then the SDK lists the upstream tools', async () => {
+        await dPage.goto(`${s.issuer}/upstreams`);
+        await dPage.getByRole('button', { name: 'Approve the definitions of local' }).click();
+        await dPage.getByRole('heading', { name: /^Approve \d+ tool definitions? of local\?$/ }).waitFor();
+        await auditPage(dPage, 'upstreams-confirm', DESKTOP);
+        await dPage.getByRole('button', { name: "Approve local's definitions" }).click();
+        await dPage.getByRole('status').filter({ hasText: /Approved \d+ tool definitions? of local/ }).waitFor();
+        await auditPage(dPage, 'upstreams-approved', DESKTOP);
+        for (let i = 0; i < 50; i++) {
+          const names = (await a.client.listTools()).tools.map((t) => t.name);
+          if (names.includes('local__echo')) return names.filter((n) => n.startsWith('local__')).join(', ');
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        throw new Error('local__echo never listed after approval');
       });
     }
 

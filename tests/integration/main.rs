@@ -70,3 +70,4 @@ mod token;
 mod upstream_connections;
 mod upstreams;
 mod urls;
+mod workload;

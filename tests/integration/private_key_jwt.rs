@@ -65,7 +65,7 @@ pub(crate) fn es256(kid: &str) -> TestKey {
     }
 }
 
-fn rsa(kid: &str, alg: Algorithm) -> TestKey {
+pub(crate) fn rsa(kid: &str, alg: Algorithm) -> TestKey {
     let der = base64::engine::general_purpose::STANDARD
         .decode(RSA_DER_B64)
         .unwrap();

@@ -234,7 +234,7 @@ async fn the_command_line_lists_enables_and_sets_passwords() {
 
     let list = ok(&app, &["account", "list"]);
     let lines: Vec<&str> = list.lines().collect();
-    assert_eq!(lines[0], "EMAIL\tID\tSTATUS\tCREATED");
+    assert_eq!(lines[0], "EMAIL\tID\tSTATUS\tCREATED\tROLE");
     assert!(
         lines
             .iter()

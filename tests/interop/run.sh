@@ -236,6 +236,14 @@ step "device grant with private_key_jwt assertions made by jose (register, /devi
 step "DPoP proofs made by jose (device grant, tools/list with DPoP, Bearer and replay refused, bound refresh)" \
   "$NODE" dpop-jose.mjs
 
+# Independent makers of JWT-bearer assertions (RFC 7523 §2.1), each with its own key pair made
+# by the npm package jose and its key set served from the script over http on loopback: an
+# enterprise identity provider's ID-JAG, and a workload issuer's service-account token.
+step "ID-JAG made by jose, its provider trusted with gatehouse idp add --assertions (redeem, tools/list, replay)" \
+  env GATEHOUSE_BIN="$GATEHOUSE_BIN" DATABASE_URL="$DATABASE_URL" "$NODE" id-jag-jose.mjs
+step "workload token made by jose for gatehouse client add --workload-issuer (redeem, tools/list, replay, key rotation)" \
+  env GATEHOUSE_BIN="$GATEHOUSE_BIN" DATABASE_URL="$DATABASE_URL" "$NODE" workload-jose.mjs
+
 # --- credentials without a browser: an API key and a personal URL (made with the CLI) ---
 credentials_add() {
   local key_out url_out

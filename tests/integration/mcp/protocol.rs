@@ -22,6 +22,13 @@ async fn protocol_revisions_discover_initialize_and_version_errors() {
     }
     assert!(r["capabilities"]["tools"].is_object() && r["capabilities"]["resources"].is_object());
     assert!(r["ttlMs"].is_u64() && r["cacheScope"].is_string());
+    // The authorization extensions, each with no settings (an empty object).
+    let extensions = json!({
+        "io.modelcontextprotocol/oauth-client-credentials": {},
+        "io.modelcontextprotocol/enterprise-managed-authorization": {},
+        "io.modelcontextprotocol/auth/wif": {},
+    });
+    assert_eq!(r["capabilities"]["extensions"], extensions, "{r}");
     assert_eq!(
         r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
         "gatehouse"
@@ -78,6 +85,10 @@ async fn protocol_revisions_discover_initialize_and_version_errors() {
         assert_eq!(s, StatusCode::OK, "{v}");
         assert_eq!(body["result"]["protocolVersion"], v);
         assert_eq!(body["result"]["serverInfo"]["name"], "gatehouse");
+        assert_eq!(
+            body["result"]["capabilities"]["extensions"], extensions,
+            "{v}"
+        );
         let (s, _, body) = send(legacy(&app, &a.token, Some(v), "tools/list", json!({}))).await;
         assert_eq!(s, StatusCode::OK);
         assert!(body["result"].get("resultType").is_none(), "{v}: {body}");

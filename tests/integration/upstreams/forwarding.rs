@@ -133,7 +133,7 @@ fn names(list: &Value) -> Vec<String> {
         .collect()
 }
 
-fn upstream_names(list: &Value) -> Vec<String> {
+pub(crate) fn upstream_names(list: &Value) -> Vec<String> {
     names(list)
         .into_iter()
         .filter(|n| n.contains("__"))
@@ -146,7 +146,11 @@ async fn list(app: &TestApp, token: &str) -> Value {
 
 /// Lists until `pred` holds (a registry change reaches the server within a second; up to
 /// 15 s here, for a loaded machine).
-async fn list_until(app: &TestApp, token: &str, pred: impl Fn(&[String]) -> bool) -> Value {
+pub(crate) async fn list_until(
+    app: &TestApp,
+    token: &str,
+    pred: impl Fn(&[String]) -> bool,
+) -> Value {
     let mut last = Value::Null;
     for _ in 0..150 {
         last = list(app, token).await;

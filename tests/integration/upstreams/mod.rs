@@ -9,6 +9,7 @@ mod chained;
 mod destructive;
 mod extras;
 mod forwarding;
+mod operators;
 mod registry;
 mod stdio;
 mod tool_lists;
