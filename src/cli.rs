@@ -1,4 +1,4 @@
-//! The command line: `serve` (default), `migrate`,
+//! The command line: `serve` (default), `migrate`, `backup`, `restore` ([`backup`]),
 //! `account add|disable|enable|list|set-password|reset-link|quota`,
 //! `project add|list|add-member|remove-member`, `client add|list|revoke`, `key create|list|revoke`,
 //! `url create|list|revoke` ([`url`]), `resource add|list|remove` ([`resource`]), `upstream …`
@@ -29,6 +29,7 @@ use crate::store::workloads::WorkloadIdentity;
 use crate::store::{StoreError, now};
 
 pub mod audit;
+pub mod backup;
 pub mod idp;
 pub mod resource;
 pub mod secret_key;
@@ -65,6 +66,22 @@ pub enum Command {
     Login(crate::remote::LoginArgs),
     /// Apply database migrations and exit.
     Migrate,
+    /// Copy the `SQLite` database to FILE while the server serves (a consistent snapshot);
+    /// on `PostgreSQL`, says to use `pg_dump -Fc` and exits 1.
+    Backup {
+        /// Where to write the copy.
+        file: PathBuf,
+        /// Replace FILE if it exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Replace the `SQLite` database with the backup FILE and migrate it to this release's
+    /// schema; refused while a server has the database open. On `PostgreSQL`, says to use
+    /// `pg_restore` and exits 1.
+    Restore {
+        /// A file written by `gatehouse backup`.
+        file: PathBuf,
+    },
     /// Manage accounts.
     #[command(subcommand)]
     Account(AccountCommand),
@@ -330,6 +347,13 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         // Needs the key settings only, not the database.
         return secret_key::run(config, command);
     }
+    // Both work on the file, not through a store: a backup must not migrate the database it
+    // copies, and a restore needs it closed.
+    let command = match command {
+        Command::Backup { file, force } => return backup::backup(config, file, force).await,
+        Command::Restore { file } => return backup::restore(config, file).await,
+        other => other,
+    };
     let store = open_store(&config.database_url)
         .await
         .map_err(|e| CliError(e.to_string()))?;
@@ -339,7 +363,9 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
         | Command::Stdio(_)
         | Command::Doctor(_)
         | Command::Login(_)
-        | Command::SecretKey(_) => {
+        | Command::SecretKey(_)
+        | Command::Backup { .. }
+        | Command::Restore { .. } => {
             unreachable!("handled before")
         }
         Command::Migrate => "migrations applied".to_string(),

@@ -125,6 +125,42 @@ impl PartialEq<&str> for PublicUrl {
     }
 }
 
+/// One entry of `GATEHOUSE_UPSTREAM_ALLOW_HOSTS`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedHost {
+    /// The host, lowercase (an IPv6 address without brackets).
+    pub host: String,
+    /// The port; `None`: every port.
+    pub port: Option<u16>,
+}
+
+impl AllowedHost {
+    /// Parses `host`, `host:port`, `[v6]` or `[v6]:port`; `None` when it is none of those.
+    pub fn parse(text: &str) -> Option<AllowedHost> {
+        let url = Url::parse(&format!("https://{text}/")).ok()?;
+        if url.path() != "/" || !url.username().is_empty() || url.query().is_some() {
+            return None;
+        }
+        let host = url
+            .host_str()?
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let port = url.port();
+        // `host:443` reads as no port (the scheme's default) once parsed.
+        let port = port.or_else(|| text.ends_with(":443").then_some(443));
+        Some(AllowedHost {
+            host: host.to_ascii_lowercase(),
+            port,
+        })
+    }
+
+    /// Whether this entry allows `host` (as in a URL, IPv6 in brackets or not) at `port`.
+    pub fn allows(&self, host: &str, port: u16) -> bool {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        self.host.eq_ignore_ascii_case(host) && self.port.is_none_or(|p| p == port)
+    }
+}
+
 /// The whole configuration of a Gatehouse process.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -155,6 +191,13 @@ pub struct Config {
     pub openai_apps_challenge: Option<String>,
     /// `GATEHOUSE_OAUTH`: `false` when set to `off` (API keys only; no OAuth routes).
     pub oauth_enabled: bool,
+    /// `GATEHOUSE_PERSONAL_UPSTREAMS`: whether people may add MCP servers of their own on the
+    /// Connections page (on by default; `off` also stops serving the ones already added).
+    pub personal_upstreams: bool,
+    /// `GATEHOUSE_UPSTREAM_ALLOW_HOSTS`: `host[:port]` entries (comma-separated) a person's own
+    /// upstream may name although they are not https or resolve to a loopback, private or
+    /// link-local address (an entry without a port allows every port). Default: none.
+    pub upstream_allow_hosts: Vec<AllowedHost>,
     /// `GATEHOUSE_PASSWORD_SIGNIN`: `false` when set to `off`: the sign-in page offers only the
     /// identity providers (`gatehouse idp add`), and `POST /signin` is refused.
     pub password_signin: bool,
@@ -355,6 +398,35 @@ impl Config {
                     format!("must be on or off (got \"{v}\")"),
                 ));
             }
+        };
+
+        let personal_upstreams =
+            match get("GATEHOUSE_PERSONAL_UPSTREAMS").map(str::to_ascii_lowercase) {
+                None => true,
+                Some(v) if v == "on" || v == "true" || v == "1" => true,
+                Some(v) if v == "off" || v == "false" || v == "0" => false,
+                Some(v) => {
+                    return Err(ConfigError::new(
+                        "GATEHOUSE_PERSONAL_UPSTREAMS",
+                        format!("must be on or off (got \"{v}\")"),
+                    ));
+                }
+            };
+        let upstream_allow_hosts = match get("GATEHOUSE_UPSTREAM_ALLOW_HOSTS") {
+            None => Vec::new(),
+            Some(raw) => raw
+                .split(',')
+                .map(str::trim)
+                .filter(|e| !e.is_empty())
+                .map(|e| {
+                    AllowedHost::parse(e).ok_or_else(|| {
+                        ConfigError::new(
+                            "GATEHOUSE_UPSTREAM_ALLOW_HOSTS",
+                            format!("each entry must be host or host:port (got \"{e}\")"),
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?,
         };
 
         let password_signin = match get("GATEHOUSE_PASSWORD_SIGNIN").map(str::to_ascii_lowercase) {
@@ -576,6 +648,8 @@ impl Config {
             metrics_bind,
             openai_apps_challenge: get("OPENAI_APPS_CHALLENGE").map(str::to_string),
             oauth_enabled,
+            personal_upstreams,
+            upstream_allow_hosts,
             password_signin,
             auth_cache,
             listen_database_url,
@@ -859,6 +933,36 @@ mod tests {
         .unwrap();
         assert_eq!((c.password_workers, c.password_queue), (3, 5));
         assert_eq!(c.unused_client_max_age_secs, 7200);
+    }
+
+    #[test]
+    fn personal_upstreams_are_on_and_allow_no_host_by_default() {
+        let c = Config::from_vars(&vars(&[])).unwrap();
+        assert!(c.personal_upstreams);
+        assert!(c.upstream_allow_hosts.is_empty());
+        let c = Config::from_vars(&vars(&[
+            ("GATEHOUSE_PERSONAL_UPSTREAMS", "off"),
+            (
+                "GATEHOUSE_UPSTREAM_ALLOW_HOSTS",
+                "127.0.0.1:8080, Mcp.Internal,[::1]:9000",
+            ),
+        ]))
+        .unwrap();
+        assert!(!c.personal_upstreams);
+        let allow = &c.upstream_allow_hosts;
+        assert_eq!(allow.len(), 3);
+        assert!(allow[0].allows("127.0.0.1", 8080) && !allow[0].allows("127.0.0.1", 8081));
+        assert!(allow[1].allows("mcp.internal", 443) && allow[1].allows("mcp.internal", 1));
+        assert!(allow[2].allows("[::1]", 9000));
+        for bad in [
+            ("GATEHOUSE_PERSONAL_UPSTREAMS", "maybe"),
+            ("GATEHOUSE_UPSTREAM_ALLOW_HOSTS", "a/b"),
+        ] {
+            assert_eq!(
+                Config::from_vars(&vars(&[bad])).unwrap_err().variable,
+                bad.0
+            );
+        }
     }
 
     #[test]

@@ -256,10 +256,50 @@ fn describe() {
             "device_authorizations",
             "idp_signins",
             "rate_limits",
+            "sessions",
         ],
     );
     metrics::counter!(CONNECTIONS_REFUSED).increment(0);
     metrics::counter!(crate::events::EVENTS_SENT).increment(0);
+}
+
+/// The `outcome` label values of [`TOOL_CALLS`]: a result, a continued call
+/// ([`crate::mcp::quota::CONTINUED`]), or the tool error's kind
+/// ([`crate::mcp::catalog::ToolError::outcome`]).
+pub const TOOL_OUTCOMES: [&str; 7] = [
+    "success",
+    "continued",
+    "invalid_arguments",
+    "not_found",
+    "forbidden",
+    "error",
+    "unavailable",
+];
+
+/// Makes the [`TOOL_CALLS`] series of every tool in `tools` (the built-in catalog's names)
+/// present at zero for every outcome of [`TOOL_OUTCOMES`]: called when metrics start being
+/// served, so a rate or alert on a tool works before its first call.
+pub fn tools_served(tools: impl IntoIterator<Item = &'static str>) {
+    for tool in tools {
+        for outcome in TOOL_OUTCOMES {
+            metrics::counter!(TOOL_CALLS, "tool" => tool, "outcome" => outcome).increment(0);
+        }
+    }
+}
+
+/// The `outcome` label values of [`UPSTREAM_CALLS`] (`crate::mcp::upstream` `server.call`).
+pub const UPSTREAM_OUTCOMES: [&str; 5] =
+    ["success", "tool_error", "upstream_error", "timeout", "busy"];
+
+/// Makes the [`UPSTREAM_CALLS`] series of the upstream `name` present at zero for every
+/// outcome: called when the upstream starts being served, so a rate or alert on it works
+/// before its first call.
+pub fn upstream_served(name: &str) {
+    for outcome in UPSTREAM_OUTCOMES {
+        metrics::counter!(UPSTREAM_CALLS, "upstream" => name.to_string(), "outcome" => outcome)
+            .increment(0);
+    }
+    metrics::counter!(UPSTREAM_LIST_FAILURES, "upstream" => name.to_string()).increment(0);
 }
 
 /// The `process_*` series of the Prometheus client conventions, read now from `/proc/self`

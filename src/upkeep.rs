@@ -1,12 +1,14 @@
 //! The one upkeep task that deletes what is past its retention, so the database stops
 //! growing: the audit rows older than `GATEHOUSE_AUDIT_RETENTION_DAYS`, and the expired or
 //! revoked credentials, spent codes, replay records and rate-limit counters of
-//! [`crate::store::audit_query::CREDENTIAL_RETENTIONS`]. Another kind of old rows joins by
+//! [`crate::store::audit_query::CREDENTIAL_RETENTIONS`], and the ended browser sessions
+//! ([`sessions_pruning`]). Another kind of old rows joins by
 //! adding a [`Pruning`] to [`prunings`] (a [`crate::store::audit_query::Retention`]: a name
 //! and a statement deleting one batch). Deleted rows are counted in
 //! `gatehouse_pruned_rows_total{what="<table>"}`.
 //!
-//! Every [`UPKEEP_EVERY`] (the first round [`FIRST_ROUND_AFTER`] after start) each pruning
+//! Every [`UPKEEP_EVERY`] (the first round [`FIRST_ROUND_AFTER`] after start; both shorter
+//! with a shorter `GATEHOUSE_UPKEEP_INTERVAL`, see [`first_round_after`]) each pruning
 //! deletes in batches of [`BATCH`] rows, each batch its own short transaction, at most
 //! [`MAX_BATCHES`] batches per round with a pause of [`PAUSE`] between them, so neither a
 //! long lock nor a long burst of writes competes with requests; what is left waits for the
@@ -19,7 +21,7 @@ use crate::config::Config;
 use crate::store::Store;
 use crate::store::audit_query::{AUDIT_RETENTION, CREDENTIAL_RETENTIONS, Retention};
 
-/// Time between rounds: ten minutes.
+/// Time between rounds by default (`GATEHOUSE_UPKEEP_INTERVAL`): ten minutes.
 pub const UPKEEP_EVERY: Duration = Duration::from_secs(600);
 /// Time from start to the first round.
 pub const FIRST_ROUND_AFTER: Duration = Duration::from_secs(60);
@@ -39,19 +41,41 @@ pub struct Pruning {
     pub max_age_secs: i64,
 }
 
-/// The prunings `config` asks for: the audit rows unless `GATEHOUSE_AUDIT_RETENTION_DAYS` is 0,
-/// then every [`CREDENTIAL_RETENTIONS`].
+/// The prunings `config` asks for: the audit rows older than
+/// `GATEHOUSE_AUDIT_RETENTION_SECONDS`, or else `GATEHOUSE_AUDIT_RETENTION_DAYS` unless that is
+/// 0; then every [`CREDENTIAL_RETENTIONS`], each kept for `GATEHOUSE_CREDENTIAL_RETENTION_SECONDS`
+/// when that is set (those deleted at once, after 0 s, stay at 0).
 pub fn prunings(config: &Config) -> Vec<Pruning> {
     let mut list = Vec::new();
-    let days = config.surface.audit_retention_days;
-    if days > 0 {
+    let audit_secs = config
+        .surface
+        .audit_retention_secs
+        .unwrap_or(config.surface.audit_retention_days * 86_400);
+    if audit_secs > 0 {
         list.push(Pruning {
             retention: AUDIT_RETENTION,
-            max_age_secs: days * 86_400,
+            max_age_secs: audit_secs,
         });
     }
-    list.extend(credential_prunings());
+    let kept = config.surface.credential_retention_secs;
+    list.extend(credential_prunings().map(|p| Pruning {
+        max_age_secs: match kept {
+            Some(secs) if p.max_age_secs > 0 => secs,
+            _ => p.max_age_secs,
+        },
+        ..p
+    }));
     list
+}
+
+/// Time between two rounds: `GATEHOUSE_UPKEEP_INTERVAL` ([`UPKEEP_EVERY`] by default).
+pub fn interval(config: &Config) -> Duration {
+    Duration::from_secs(config.surface.upkeep_interval_secs.max(1).unsigned_abs())
+}
+
+/// Time from start to the first round: [`FIRST_ROUND_AFTER`], or the interval when shorter.
+pub fn first_round_after(config: &Config) -> Duration {
+    FIRST_ROUND_AFTER.min(interval(config))
 }
 
 /// The [`CREDENTIAL_RETENTIONS`] as prunings.
@@ -62,6 +86,15 @@ pub fn credential_prunings() -> impl Iterator<Item = Pruning> {
             retention,
             max_age_secs,
         })
+}
+
+/// The ended browser sessions of `store`'s engine, deleted once past their expiry
+/// ([`Store::sessions_retention`]).
+pub fn sessions_pruning(store: &Store) -> Pruning {
+    Pruning {
+        retention: store.sessions_retention(),
+        max_age_secs: 0,
+    }
 }
 
 /// What one round did for one pruning.
@@ -126,11 +159,77 @@ pub async fn prune_round(
 
 /// Runs the upkeep rounds for as long as the server runs.
 pub async fn run(store: Store, config: std::sync::Arc<Config>) {
-    let prunings = prunings(&config);
-    tokio::time::sleep(FIRST_ROUND_AFTER).await;
-    let mut tick = tokio::time::interval(UPKEEP_EVERY);
+    let mut prunings = prunings(&config);
+    prunings.push(sessions_pruning(&store));
+    tokio::time::sleep(first_round_after(&config)).await;
+    let mut tick = tokio::time::interval(interval(&config));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         prune_round(&store, &prunings, crate::store::now(), BATCH, MAX_BATCHES).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> Config {
+        let vars: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_vars(&vars).unwrap()
+    }
+
+    fn ages(list: &[Pruning]) -> Vec<(&'static str, i64)> {
+        list.iter()
+            .map(|p| (p.retention.name, p.max_age_secs))
+            .collect()
+    }
+
+    #[test]
+    fn built_in_retention_by_default() {
+        let c = config(&[]);
+        let list = prunings(&c);
+        assert_eq!(list[0].retention.name, "audit_events");
+        assert_eq!(list[0].max_age_secs, 90 * 86_400);
+        assert_eq!(
+            ages(&list[1..]),
+            ages(&credential_prunings().collect::<Vec<_>>())
+        );
+        assert!(list.iter().any(|p| p.max_age_secs == 30 * 86_400));
+        assert_eq!(interval(&c), Duration::from_secs(600));
+        assert_eq!(first_round_after(&c), Duration::from_secs(60));
+        let c = config(&[("GATEHOUSE_AUDIT_RETENTION_DAYS", "0")]);
+        assert!(
+            prunings(&c)
+                .iter()
+                .all(|p| p.retention.name != "audit_events")
+        );
+    }
+
+    #[test]
+    fn retention_in_seconds_replaces_the_built_in_times() {
+        let c = config(&[
+            ("GATEHOUSE_AUDIT_RETENTION_DAYS", "0"),
+            ("GATEHOUSE_AUDIT_RETENTION_SECONDS", "120"),
+            ("GATEHOUSE_CREDENTIAL_RETENTION_SECONDS", "30"),
+            ("GATEHOUSE_UPKEEP_INTERVAL", "5"),
+        ]);
+        let list = prunings(&c);
+        assert_eq!(list[0].retention.name, "audit_events");
+        assert_eq!(list[0].max_age_secs, 120);
+        let built_in: Vec<_> = credential_prunings().collect();
+        assert_eq!(list.len(), built_in.len() + 1);
+        for (p, b) in list[1..].iter().zip(&built_in) {
+            assert_eq!(p.retention.name, b.retention.name);
+            let want = if b.max_age_secs == 0 { 0 } else { 30 };
+            assert_eq!(p.max_age_secs, want, "{}", p.retention.name);
+        }
+        assert_eq!(interval(&c), Duration::from_secs(5));
+        assert_eq!(first_round_after(&c), Duration::from_secs(5));
     }
 }

@@ -1,13 +1,19 @@
 -- wrk script of bench/run.sh: one request shape per BENCH_MODE, every response checked.
 --
 -- Environment:
---   BENCH_MODE    gatehouse-mcp | peer-mcp | introspect | refresh | unauth
+--   BENCH_MODE    gatehouse-mcp | peer-mcp | session-mcp | introspect | refresh | unauth
 --   BENCH_TOKENS  file with one token a line (access tokens; for refresh, one chain per thread)
+--   BENCH_TOOL    gatehouse-mcp: the tool called (default list_projects); a name ending in
+--                 "__echo" is an upstream's server-everything `echo`, called with
+--                 {"message":"Bench project"}, whose result must read "Echo: Bench project"
+--   BENCH_SESSION session-mcp: the Mcp-Session-Id of a session opened beforehand (bench/mcp-echo.mjs)
+--                 on a server-everything or mcp-proxy; `echo` is called without a token
 --   BENCH_AUTH    introspect: the Basic credentials, base64
 --   BENCH_CLIENT  refresh: the public client's id
 --
 -- A response counts as bad when its status is not the expected one (2xx; 401 for unauth) or
--- its body lacks the expected member: "result" (and no "isError":true) for MCP, "active":true
+-- its body lacks the expected member: "result" with the expected text (and no "isError":true)
+-- for MCP, JSON or an SSE event alike, "active":true
 -- for introspection, a new refresh_token for rotation (which then becomes the thread's next
 -- token: run refresh with -tN -cN, one connection per thread, on fresh chains: the token
 -- rotated by the request in flight when wrk stops is never seen). done() prints one line
@@ -48,11 +54,26 @@ function init(args)
     wrk.headers["Content-Type"] = "application/json"
     wrk.headers["Accept"] = "application/json, text/event-stream"
     wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
-    wrk.headers["Mcp-Method"] = "tools/call"
-    wrk.headers["Mcp-Name"] = "list_projects"
-    wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_projects","arguments":{},'
-      .. '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
+    local tool = os.getenv("BENCH_TOOL") or ""
+    if tool == "" then tool = "list_projects" end
+    local arguments = "{}"
     expect = "Bench project"
+    if string.sub(tool, -6) == "__echo" then
+      arguments = '{"message":"Bench project"}'
+      expect = "Echo: Bench project"
+    end
+    wrk.headers["Mcp-Method"] = "tools/call"
+    wrk.headers["Mcp-Name"] = tool
+    wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"' .. tool .. '","arguments":' .. arguments .. ','
+      .. '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
+  elseif mode == "session-mcp" then
+    wrk.method = "POST"
+    wrk.headers["Content-Type"] = "application/json"
+    wrk.headers["Accept"] = "application/json, text/event-stream"
+    wrk.headers["MCP-Protocol-Version"] = "2025-11-25"
+    wrk.headers["Mcp-Session-Id"] = os.getenv("BENCH_SESSION")
+    wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"Bench project"}}}'
+    expect = "Echo: Bench project"
   elseif mode == "peer-mcp" then
     wrk.method = "POST"
     wrk.headers["Authorization"] = "Bearer " .. tokens[(id % #tokens) + 1]

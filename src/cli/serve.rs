@@ -64,6 +64,23 @@ pub struct ServeArgs {
         default_value = "on"
     )]
     pub password_signin: Option<String>,
+    /// `off` turns people's own MCP servers off (the Connections page offers none and the
+    /// ones added are not served).
+    #[arg(
+        long,
+        env = "GATEHOUSE_PERSONAL_UPSTREAMS",
+        value_name = "on|off",
+        default_value = "on"
+    )]
+    pub personal_upstreams: Option<String>,
+    /// Hosts (`host[:port]`, comma-separated) a person's own MCP server may name although they
+    /// are plain http or resolve to a loopback, private or link-local address. Default: none.
+    #[arg(
+        long,
+        env = "GATEHOUSE_UPSTREAM_ALLOW_HOSTS",
+        value_name = "HOST[:PORT],…"
+    )]
+    pub upstream_allow_hosts: Option<String>,
     /// `on` keeps live credential and client lookups in memory (the validation cache).
     #[arg(
         long,
@@ -242,6 +259,32 @@ pub struct ServeArgs {
         default_value = "90"
     )]
     pub audit_retention_days: Option<String>,
+    /// Audit rows older than this many seconds are deleted, in place of the days (10 s and
+    /// up; for staging and soak runs). Default: unset (the days apply).
+    #[arg(
+        long,
+        env = "GATEHOUSE_AUDIT_RETENTION_SECONDS",
+        value_name = "SECONDS"
+    )]
+    pub audit_retention_seconds: Option<String>,
+    /// Seconds ended credentials are kept before they are deleted (10 s and up): expired
+    /// tokens and codes, rotated refresh tokens (a replay is recognised only while the rotated
+    /// token is kept) and revoked families. Default: unset (a day past expiry; 30 days after
+    /// rotation or revocation).
+    #[arg(
+        long,
+        env = "GATEHOUSE_CREDENTIAL_RETENTION_SECONDS",
+        value_name = "SECONDS"
+    )]
+    pub credential_retention_seconds: Option<String>,
+    /// Seconds between two rounds of pruning (1 to 86400).
+    #[arg(
+        long,
+        env = "GATEHOUSE_UPKEEP_INTERVAL",
+        value_name = "SECONDS",
+        default_value = "600"
+    )]
+    pub upkeep_interval: Option<String>,
     /// Where audit events are posted as NDJSON batches. Default: unset (none sent).
     #[arg(long, env = "GATEHOUSE_EVENTS_URL", value_name = "URL")]
     pub events_url: Option<String>,

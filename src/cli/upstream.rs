@@ -438,11 +438,20 @@ async fn set_enabled(
 }
 
 /// The listing: one line per upstream, then its last error indented, if any.
-fn list(upstreams: &[UpstreamRecord], oauths: &[crate::store::vault::UpstreamOAuth]) -> String {
-    if upstreams.is_empty() {
-        return "no upstreams (add one with: gatehouse upstream add NAME --url URL)".to_string();
-    }
+fn list(all: &[UpstreamRecord], oauths: &[crate::store::vault::UpstreamOAuth]) -> String {
+    // People's own upstreams are theirs (the Connections page); only their number shows here.
+    let personal = all.iter().filter(|u| u.owner.is_some()).count();
+    let upstreams: Vec<&UpstreamRecord> = all.iter().filter(|u| u.owner.is_none()).collect();
     let mut out = String::new();
+    if upstreams.is_empty() {
+        out.push_str("no upstreams (add one with: gatehouse upstream add NAME --url URL)");
+        if personal > 0 {
+            out.push_str(&format!(
+                "\n{personal} upstreams of people's own (Connections page)"
+            ));
+        }
+        return out;
+    }
     for u in upstreams {
         let target = match u.transport {
             Transport::Http => u.url.clone().unwrap_or_default(),
@@ -498,6 +507,11 @@ fn list(upstreams: &[UpstreamRecord], oauths: &[crate::store::vault::UpstreamOAu
                 super::timestamp(*at)
             ));
         }
+    }
+    if personal > 0 {
+        out.push_str(&format!(
+            "{personal} upstreams of people's own (Connections page)\n"
+        ));
     }
     out.truncate(out.trim_end().len());
     out

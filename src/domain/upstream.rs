@@ -71,10 +71,81 @@ impl UpstreamName {
         Ok(UpstreamName(text.to_string()))
     }
 
+    /// Parses an operator's name ([`UpstreamName::parse`]) or a person's own upstream's name
+    /// ([`UpstreamName::personal`]): what the registry and the catalog accept.
+    ///
+    /// Errors: neither shape.
+    pub fn parse_any(text: &str) -> Result<UpstreamName, UpstreamInputError> {
+        if is_personal_name(text) {
+            return Ok(UpstreamName(text.to_string()));
+        }
+        UpstreamName::parse(text)
+    }
+
+    /// The name of a person's own upstream: `p_LABEL_SUFFIX`, `label` a checked
+    /// [`parse_personal_label`] and `suffix` [`PERSONAL_SUFFIX_LEN`] lowercase hex digits
+    /// (random, so that two people's labels never meet). The underscores keep it apart from
+    /// every operator name (`[a-z0-9-]`) and built-in tool (no `__`).
+    pub fn personal(label: &str, suffix: &str) -> Option<UpstreamName> {
+        let name = format!("{PERSONAL_PREFIX}{label}_{suffix}");
+        is_personal_name(&name).then_some(UpstreamName(name))
+    }
+
+    /// Whether this is a person's own upstream's name.
+    pub fn is_personal(&self) -> bool {
+        is_personal_name(&self.0)
+    }
+
     /// The name.
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// The start of every personal upstream's name (and so of its tools' names).
+pub const PERSONAL_PREFIX: &str = "p_";
+/// The longest label a person gives their own upstream.
+pub const MAX_PERSONAL_LABEL_LEN: usize = 16;
+/// The hex digits that end a personal upstream's name.
+pub const PERSONAL_SUFFIX_LEN: usize = 6;
+/// The most upstreams of their own one account may keep.
+pub const MAX_PERSONAL_UPSTREAMS: usize = 10;
+/// Calls in flight per personal upstream and instance.
+pub const PERSONAL_MAX_CONCURRENCY: u32 = 4;
+/// The per-call timeout of a personal upstream.
+pub const PERSONAL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Parses the label a person gives their own upstream: `[a-z0-9-]{1,16}`.
+///
+/// Errors: anything else, in one sentence for the page.
+pub fn parse_personal_label(text: &str) -> Result<String, UpstreamInputError> {
+    let text = text.trim();
+    if text.is_empty()
+        || text.len() > MAX_PERSONAL_LABEL_LEN
+        || !text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return refuse(format!(
+            "The name must be 1 to {MAX_PERSONAL_LABEL_LEN} characters of a-z, 0-9 and -."
+        ));
+    }
+    Ok(text.to_string())
+}
+
+/// Whether `text` is `p_LABEL_SUFFIX` ([`UpstreamName::personal`]).
+fn is_personal_name(text: &str) -> bool {
+    let Some(rest) = text.strip_prefix(PERSONAL_PREFIX) else {
+        return false;
+    };
+    let Some((label, suffix)) = rest.rsplit_once('_') else {
+        return false;
+    };
+    parse_personal_label(label).is_ok_and(|l| l == label)
+        && suffix.len() == PERSONAL_SUFFIX_LEN
+        && suffix
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 impl std::fmt::Display for UpstreamName {
@@ -367,7 +438,7 @@ pub fn namespaced_uri(upstream: &UpstreamName, uri: &str) -> String {
 pub fn split_uri(uri: &str) -> Option<(UpstreamName, &str)> {
     let rest = uri.strip_prefix(RESOURCE_URI_PREFIX)?;
     let (upstream, own) = rest.split_once('/')?;
-    let upstream = UpstreamName::parse(upstream).ok()?;
+    let upstream = UpstreamName::parse_any(upstream).ok()?;
     (!own.is_empty()).then_some((upstream, own))
 }
 
@@ -375,13 +446,41 @@ pub fn split_uri(uri: &str) -> Option<(UpstreamName, &str)> {
 /// `NAME__TOOL` shape with a valid upstream name.
 pub fn split_namespaced(name: &str) -> Option<(UpstreamName, &str)> {
     let (upstream, tool) = name.split_once(SEPARATOR)?;
-    let upstream = UpstreamName::parse(upstream).ok()?;
+    let upstream = UpstreamName::parse_any(upstream).ok()?;
     (!tool.is_empty()).then_some((upstream, tool))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn personal_names_never_meet_operator_names() {
+        let name = UpstreamName::personal("my-tools", "0a1b2c").unwrap();
+        assert_eq!(name.as_str(), "p_my-tools_0a1b2c");
+        assert!(name.is_personal());
+        assert!(
+            UpstreamName::parse(name.as_str()).is_err(),
+            "never an operator's name"
+        );
+        assert_eq!(UpstreamName::parse_any(name.as_str()).unwrap(), name);
+        assert!(!UpstreamName::parse_any("everything").unwrap().is_personal());
+        for bad in [
+            "p_my_tools_0a1b2c",
+            "p_my-tools_0A1B2C",
+            "p__0a1b2c",
+            "p_x_0a1b2",
+            "p_abcdefghijklmnopq_0a1b2c",
+        ] {
+            assert!(UpstreamName::parse_any(bad).is_err(), "{bad}");
+        }
+        let tool = namespaced_tool(&name, "search").unwrap();
+        assert_eq!(tool, "p_my-tools_0a1b2c__search");
+        let (back, own) = split_namespaced(&tool).unwrap();
+        assert_eq!((back, own), (name, "search"));
+        assert!(parse_personal_label("UPPER").is_err());
+        assert_eq!(parse_personal_label(" notes ").unwrap(), "notes");
+    }
 
     #[test]
     fn names_are_short_lowercase_words() {

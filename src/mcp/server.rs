@@ -29,6 +29,7 @@ use super::auth::Principal;
 use super::catalog::{DataProbe, ToolCtx, ToolError};
 use super::{output, prompts, resources};
 use crate::domain::notes::ResourceUri;
+use crate::domain::principal::Reach;
 use crate::domain::scope::Scope;
 use crate::domain::upstream::{split_namespaced, split_uri};
 use crate::store::audit::AuditEvent;
@@ -141,6 +142,11 @@ impl GatehouseMcp {
         principal: &Principal,
         server: &super::upstream::server::UpstreamServer,
     ) -> Result<bool, ErrorData> {
+        if let Some(owner) = server.owner() {
+            // A person's own upstream: its owner, with a credential reaching the whole account
+            // (never a project key); no database read.
+            return Ok(owner == principal.account_id && principal.reach == Reach::Account);
+        }
         if !server.is_restricted() {
             return Ok(true);
         }
@@ -152,7 +158,7 @@ impl GatehouseMcp {
                 return Err(ErrorData::internal_error("memberships unreadable", None));
             }
         };
-        Ok(server.allows(&principal.account_id, &reachable))
+        Ok(server.allows(&principal.account_id, false, &reachable))
     }
 
     /// A `tools/call` of an upstream's tool ([`super::upstream`]): the same scope check,
@@ -337,7 +343,11 @@ impl GatehouseMcp {
             Vec::new()
         };
         upstreams
-            .listed_extras(&principal.account_id, &reachable)
+            .listed_extras(
+                &principal.account_id,
+                principal.reach == Reach::Account,
+                &reachable,
+            )
             .await
     }
 
@@ -598,7 +608,12 @@ impl ServerHandler for GatehouseMcp {
         tools.extend(
             self.mcp
                 .upstreams
-                .listed(&principal.scopes, &principal.account_id, &reachable)
+                .listed(
+                    &principal.scopes,
+                    &principal.account_id,
+                    principal.reach == Reach::Account,
+                    &reachable,
+                )
                 .await,
         );
         // The credential's own tool list (`--tools` / `--deny-tools`).

@@ -416,7 +416,26 @@ impl Store {
     }
 
     /// Writes a record, logging (not returning) a failure: auditing never fails a request.
+    ///
+    /// Every event but the routine ones ([`ROUTINE_EVENTS`]) is also logged at INFO as a
+    /// structured line of target `gatehouse::audit`: the account and admin events (accounts,
+    /// clients, keys, upstreams changed from the command line or the console, sign-ins, grants
+    /// and revocations), with the event, outcome, account id, client id, address and detail;
+    /// never the subject (a sign-in's subject is what was typed as the email, which may be a
+    /// password typed into the wrong field) nor any secret.
     pub async fn audit(&self, e: AuditEvent<'_>, now: i64) {
+        if !ROUTINE_EVENTS.contains(&e.event) {
+            tracing::info!(
+                target: "gatehouse::audit",
+                event = e.event,
+                outcome = e.outcome,
+                account_id = e.account_id,
+                client_id = e.client_id,
+                source_ip = e.source_ip,
+                detail = e.detail,
+                "audit event"
+            );
+        }
         if let Err(err) = self.record_audit(&e, now).await {
             tracing::error!(event = e.event, error = %err, "could not write audit record");
         }
@@ -476,3 +495,12 @@ impl Store {
         .await?)
     }
 }
+
+/// The events too frequent for a log line of their own (each request already has its line):
+/// tool calls, resource reads, prompt gets and refresh-token rotations.
+pub const ROUTINE_EVENTS: [&str; 4] = [
+    "tool_call",
+    "resource_read",
+    "prompt_get",
+    "token_refreshed",
+];

@@ -63,6 +63,24 @@ pub struct Retention {
     pub delete_batch: &'static str,
 }
 
+/// Ended browser sessions on `SQLite`: tower-sessions' rows (table `tower_sessions`, the
+/// expiry an RFC 3339 text) whose expiry is before `$1`.
+pub const SESSIONS_SQLITE: Retention = Retention {
+    name: "sessions",
+    delete_batch: "DELETE FROM tower_sessions WHERE id IN \
+                   (SELECT id FROM tower_sessions \
+                    WHERE datetime(expiry_date) < datetime($1, 'unixepoch') LIMIT $2)",
+};
+
+/// Ended browser sessions on `PostgreSQL`: tower-sessions' rows (`tower_sessions.session`,
+/// the expiry a `timestamptz`) whose expiry is before `$1`.
+pub const SESSIONS_POSTGRES: Retention = Retention {
+    name: "sessions",
+    delete_batch: "DELETE FROM tower_sessions.session WHERE id IN \
+                   (SELECT id FROM tower_sessions.session \
+                    WHERE expiry_date < to_timestamp($1) LIMIT $2)",
+};
+
 /// The audit rows past `GATEHOUSE_AUDIT_RETENTION_DAYS`.
 pub const AUDIT_RETENTION: Retention = Retention {
     name: "audit_events",
@@ -274,6 +292,15 @@ impl Store {
             .bind(limit.clamp(1, MAX_AUDIT_ROWS))
             .fetch_all(&self.pool())
             .await?)
+    }
+
+    /// The ended browser sessions of this store's engine ([`SESSIONS_SQLITE`],
+    /// [`SESSIONS_POSTGRES`]), pruned like the other retentions, with no age beyond the expiry.
+    pub fn sessions_retention(&self) -> Retention {
+        match self.backend {
+            Backend::Sqlite => SESSIONS_SQLITE,
+            Backend::Postgres => SESSIONS_POSTGRES,
+        }
     }
 
     /// Deletes at most `batch` rows of `retention` older than `cutoff` in one transaction.

@@ -29,6 +29,7 @@ pub mod keys;
 pub mod limits;
 pub mod notes;
 pub mod oauth;
+pub mod personal_upstreams;
 pub mod postgres;
 pub mod projects;
 pub mod quotas;
@@ -557,15 +558,18 @@ impl Store {
     }
 
     /// Applies the migrations of this backend's folder and the session table's schema.
+    /// Migrations applied by a newer release and unknown to this one are left alone (not an
+    /// error), so an instance of the previous release can start during a rolling upgrade.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        match self.backend {
-            Backend::Sqlite => sqlx::migrate!("migrations/sqlite").run(&self.pool).await?,
-            Backend::Postgres => {
-                sqlx::migrate!("migrations/postgres")
-                    .run(&self.pool)
-                    .await?;
-            }
-        }
+        let mut migrator = match self.backend {
+            Backend::Sqlite => sqlx::migrate!("migrations/sqlite"),
+            Backend::Postgres => sqlx::migrate!("migrations/postgres"),
+        };
+        // A database a newer release already migrated (a rolling upgrade on `PostgreSQL`,
+        // docs/reliability.md "Upgrades") is served as it is: the migrations follow the
+        // expand/contract rule, so what this release reads is still there.
+        migrator.set_ignore_missing(true);
+        migrator.run(&self.pool).await?;
         self.sessions.migrate().await?;
         Ok(())
     }
@@ -905,15 +909,18 @@ impl Store {
         }
     }
 
-    /// Deletes what can no longer be used, at `now`: expired sessions, then one full pass of
-    /// every [`audit_query::CREDENTIAL_RETENTIONS`] in batches (what the upkeep task spreads
-    /// over its rounds, [`crate::upkeep`]). Rotated refresh tokens within the replay window are
-    /// kept: presenting one must still be recognised as reuse. Returns how many rows were
-    /// deleted (sessions not counted).
+    /// Deletes what can no longer be used, at `now`: one full pass of every
+    /// [`audit_query::CREDENTIAL_RETENTIONS`] and of the ended sessions
+    /// ([`Store::sessions_retention`]) in batches (what the upkeep task spreads over its
+    /// rounds, [`crate::upkeep`]). Rotated refresh tokens within the replay window are kept:
+    /// presenting one must still be recognised as reuse. Returns how many rows were deleted.
     pub async fn housekeeping(&self, now: i64) -> Result<u64, StoreError> {
-        self.delete_expired_sessions().await;
         let mut deleted = 0;
-        for (retention, age) in &audit_query::CREDENTIAL_RETENTIONS {
+        let sessions = (self.sessions_retention(), 0);
+        for (retention, age) in audit_query::CREDENTIAL_RETENTIONS
+            .iter()
+            .chain(std::iter::once(&sessions))
+        {
             loop {
                 match self.prune_batch(retention, now - age, PRUNE_BATCH).await? {
                     Some(n) => {

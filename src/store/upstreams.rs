@@ -79,6 +79,13 @@ pub struct UpstreamRecord {
     /// Each person connects their own account (`--per-person-oauth`; the client settings are
     /// in [`crate::store::vault`]).
     pub per_person: bool,
+    /// A person's own upstream ([`crate::store::personal_upstreams`]): the account it belongs
+    /// to; `None` for the operator's.
+    pub owner: Option<String>,
+    /// A person's own upstream: the label they gave it.
+    pub label: Option<String>,
+    /// A person's own upstream: its place in their order (smallest first).
+    pub position: i64,
 }
 
 impl UpstreamRecord {
@@ -140,14 +147,15 @@ fn from_json(text: Option<String>) -> Option<Vec<String>> {
     text.and_then(|t| serde_json::from_str(&t).ok())
 }
 
-const UPSTREAM_COLUMNS: &str = "u.name, u.transport, u.url, u.header_names, u.headers_sealed, u.command, \
+pub(super) const UPSTREAM_COLUMNS: &str = "u.name, u.transport, u.url, u.header_names, u.headers_sealed, u.command, \
      u.env_names, u.env_sealed, u.timeout_ms, u.max_concurrency, u.trust_definitions, u.enabled, \
      u.accounts, u.projects, u.last_error, u.last_error_at, u.created_at, \
      (SELECT COUNT(*) FROM upstream_tools t WHERE t.upstream = u.name) AS tools_seen, \
      (SELECT COUNT(*) FROM upstream_tools t WHERE t.upstream = u.name AND t.approved_hash = t.hash) AS tools_approved, \
-     (SELECT COUNT(*) FROM upstream_oauth o WHERE o.upstream = u.name) AS per_person";
+     (SELECT COUNT(*) FROM upstream_oauth o WHERE o.upstream = u.name) AS per_person, \
+     u.owner_account, u.label, u.position";
 
-fn upstream_of(row: &sqlx::any::AnyRow) -> Result<UpstreamRecord, sqlx::Error> {
+pub(super) fn upstream_of(row: &sqlx::any::AnyRow) -> Result<UpstreamRecord, sqlx::Error> {
     let last_error: Option<String> = row.try_get("last_error")?;
     let last_error_at: Option<i64> = row.try_get("last_error_at")?;
     Ok(UpstreamRecord {
@@ -170,11 +178,14 @@ fn upstream_of(row: &sqlx::any::AnyRow) -> Result<UpstreamRecord, sqlx::Error> {
         tools_approved: row.try_get("tools_approved")?,
         created_at: row.try_get("created_at")?,
         per_person: row.try_get::<i64, _>("per_person")? != 0,
+        owner: row.try_get("owner_account")?,
+        label: row.try_get("label")?,
+        position: row.try_get("position")?,
     })
 }
 
 /// Raises the registry's version inside `tx`.
-async fn bump_version(tx: &mut sqlx::AnyConnection) -> Result<(), sqlx::Error> {
+pub(super) async fn bump_version(tx: &mut sqlx::AnyConnection) -> Result<(), sqlx::Error> {
     sqlx::query("UPDATE upstream_registry SET version = version + 1 WHERE id = 1")
         .execute(tx)
         .await?;
@@ -215,10 +226,12 @@ impl Store {
         Ok(())
     }
 
-    /// Every upstream, by name, with its tool counts.
+    /// Every upstream with its tool counts: the operator's by name, then people's own by
+    /// owner, their order and name.
     pub async fn upstreams(&self) -> Result<Vec<UpstreamRecord>, StoreError> {
         let rows = sqlx::query(&format!(
-            "SELECT {UPSTREAM_COLUMNS} FROM upstreams u ORDER BY u.name"
+            "SELECT {UPSTREAM_COLUMNS} FROM upstreams u \
+             ORDER BY CASE WHEN u.owner_account IS NULL THEN 0 ELSE 1 END, u.owner_account, u.position, u.name"
         ))
         .fetch_all(&self.pool())
         .await?;

@@ -61,6 +61,10 @@ struct Row {
 #[template(path = "connections.html")]
 struct ConnectionsPage {
     rows: Vec<Row>,
+    /// The person's own servers ([`super::personal_upstreams`]).
+    own: Vec<super::personal_upstreams::OwnServer>,
+    /// Whether the operator lets people add their own (`GATEHOUSE_PERSONAL_UPSTREAMS`).
+    personal: bool,
     notice: Option<String>,
     csrf_token: String,
     oauth_enabled: bool,
@@ -137,6 +141,8 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
         StatusCode::OK,
         &ConnectionsPage {
             rows,
+            own: super::personal_upstreams::own_servers(&state, &account.id).await?,
+            personal: state.config.personal_upstreams,
             notice: take_notice(&session).await?,
             csrf_token: csrf_token(&session).await?,
             oauth_enabled: state.config.oauth_enabled,

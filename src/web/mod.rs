@@ -27,6 +27,7 @@ pub mod device;
 pub mod idp;
 pub mod keys;
 pub mod notes;
+pub mod personal_upstreams;
 pub mod projects;
 pub mod recovery;
 pub mod second_factor;
@@ -124,6 +125,23 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/connections/{name}/disconnect",
             post(connections::disconnect),
+        )
+        .route("/connections/servers", post(personal_upstreams::add))
+        .route(
+            "/connections/servers/{name}/check",
+            post(personal_upstreams::check),
+        )
+        .route(
+            "/connections/servers/{name}/approve",
+            post(personal_upstreams::approve),
+        )
+        .route(
+            "/connections/servers/{name}/remove",
+            get(personal_upstreams::confirm_remove).post(personal_upstreams::remove),
+        )
+        .route(
+            "/connections/servers/{name}/{action}",
+            post(personal_upstreams::act),
         );
     if state.config.oauth_enabled {
         pages = pages

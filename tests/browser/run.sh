@@ -36,4 +36,7 @@ rc=0
 "$NODE" browser.mjs || rc=1
 # The second factor (TOTP enrolment and sign-in); after browser.mjs, which empties ARTIFACTS.
 "$NODE" second-factor.mjs || rc=1
+# Connections: a second Gatehouse as a per-person upstream, connected through the URL
+# elicitation the SDK client gets, in Chromium.
+"$NODE" connections.mjs || rc=1
 exit "$rc"

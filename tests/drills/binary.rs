@@ -25,6 +25,8 @@ pub(crate) fn free_port() -> u16 {
 /// One server process and what it takes to start it again.
 pub(crate) struct Server {
     child: std::sync::Mutex<Option<Child>>,
+    /// The binary started: this build's, or another release's.
+    program: PathBuf,
     vars: HashMap<String, String>,
     /// `http://127.0.0.1:PORT`.
     pub base: String,
@@ -35,6 +37,25 @@ pub(crate) struct Server {
 impl Server {
     /// Starts the binary on `database_url` at `port`; `extra` adds environment variables.
     pub(crate) async fn start(
+        database_url: &str,
+        port: u16,
+        log: &Path,
+        extra: &[(&str, &str)],
+    ) -> Server {
+        Server::start_program(
+            Path::new(env!("CARGO_BIN_EXE_gatehouse")),
+            database_url,
+            port,
+            log,
+            extra,
+        )
+        .await
+    }
+
+    /// [`Server::start`] with the binary `program` (another release's, for the rolling
+    /// upgrade drill).
+    pub(crate) async fn start_program(
+        program: &Path,
         database_url: &str,
         port: u16,
         log: &Path,
@@ -57,6 +78,7 @@ impl Server {
         }
         let server = Server {
             child: std::sync::Mutex::new(None),
+            program: program.to_path_buf(),
             vars,
             base,
             log: log.to_path_buf(),
@@ -86,7 +108,7 @@ impl Server {
                 .append(true)
                 .open(&self.log)
                 .expect("the server log");
-            let mut command = Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+            let mut command = Command::new(&self.program);
             command
                 .env_clear()
                 .envs(&self.vars)
@@ -126,6 +148,16 @@ impl Server {
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
+        }
+    }
+
+    /// SIGTERM, then waits for the process to end (an orderly stop).
+    pub(crate) fn stop(&self) {
+        if let Some(mut child) = self.child.lock().unwrap().take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            child.wait().expect("reap");
         }
     }
 

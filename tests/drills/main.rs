@@ -24,11 +24,13 @@ mod helpers;
 #[path = "../integration/oauth_helpers.rs"]
 mod oauth_helpers;
 
+mod backup;
 mod binary;
 mod disk;
 mod hostile;
 mod kill;
 mod late_listener;
+mod rolling;
 mod slow_bodies;
 
 use std::sync::Arc;
@@ -370,6 +372,26 @@ async fn database_outage_behind_a_proxy() {
         recovered.is_some_and(|d| d <= Duration::from_secs(2)),
         "{recovered:?}"
     );
+}
+
+// Backup under load and restore (SQLite): `gatehouse backup` while refresh rotations and tool
+// calls run; the copy restored into a fresh path serves every access token acknowledged before
+// the backup, every family rotates on, nothing revoked before it works again.
+// `DRILL_BACKUP_SECONDS` sets the length of the load (default 6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn backup_under_load_restores_every_acknowledged_token() {
+    backup::drill().await;
+}
+
+// Rolling upgrade on PostgreSQL: the previous release (`GATEHOUSE_PREVIOUS_BIN`) and this one
+// serve one database; tokens, refresh and calls checked on each, and the previous release
+// restarted on the migrated database. Says why and ends when `GATEHOUSE_PREVIOUS_BIN` or
+// `GATEHOUSE_TEST_POSTGRES` is unset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn rolling_upgrade_previous_and_new_release_share_postgres() {
+    rolling::drill().await;
 }
 
 // kill -9 under load on a SQLite file: nothing acknowledged is lost, nothing revoked comes back,

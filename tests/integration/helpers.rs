@@ -374,6 +374,37 @@ pub(crate) async fn spawn_twin_with_fetcher(
     .await
 }
 
+/// Starts the server on a database the test prepared (a fixture at an older migration level):
+/// the real startup path migrates it.
+pub(crate) async fn spawn_app_on(
+    db: TestDb,
+    adjust: impl FnOnce(&mut HashMap<String, String>),
+) -> TestApp {
+    spawn_on(db, adjust, Arc::new(HttpsFetcher)).await
+}
+
+/// A server on the database at `url` (not dropped with it) that answers as `first`'s
+/// deployment: `first`'s issuer and `MCP_SERVER_URL` (the audience its tokens are bound to), on
+/// a port of its own. For a deployment moved to a restored copy of its database.
+pub(crate) async fn spawn_successor(
+    first: &TestApp,
+    url: &str,
+    adjust: impl FnOnce(&mut HashMap<String, String>),
+) -> TestApp {
+    let mcp = first.config.mcp_server_url.clone();
+    let issuer = first.config.issuer.clone();
+    spawn_on(
+        TestDb::shared(url),
+        |v| {
+            v.insert("MCP_SERVER_URL".into(), mcp);
+            v.insert("GATEHOUSE_ISSUER".into(), issuer);
+            adjust(v);
+        },
+        Arc::new(HttpsFetcher),
+    )
+    .await
+}
+
 async fn spawn_on(
     db: TestDb,
     adjust: impl FnOnce(&mut HashMap<String, String>),

@@ -9,6 +9,7 @@
 mod helpers;
 
 mod audit;
+mod backup;
 mod cache;
 mod cancelled_writes;
 mod cimd;
@@ -47,6 +48,7 @@ mod oauth;
 #[allow(dead_code)]
 mod oauth_helpers;
 mod paging;
+mod personal_upstreams;
 mod private_key_jwt;
 mod project_choice;
 mod prompts;
@@ -67,6 +69,7 @@ mod stdio;
 mod store_contract;
 mod surface;
 mod token;
+mod upgrades;
 mod upstream_connections;
 mod upstreams;
 mod urls;

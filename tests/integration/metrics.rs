@@ -242,11 +242,40 @@ async fn every_series_has_help_and_type_and_counters_start_at_zero() {
         "gatehouse_pruned_rows_total{what=\"device_authorizations\"}",
         "gatehouse_pruned_rows_total{what=\"idp_signins\"}",
         "gatehouse_pruned_rows_total{what=\"rate_limits\"}",
+        "gatehouse_pruned_rows_total{what=\"sessions\"}",
     ] {
         assert!(
             sample(&body, series).is_some_and(|v| v >= 0.0),
             "{series} missing\n{body}"
         );
+    }
+    // Every built-in tool by every outcome, before any call.
+    for tool in [
+        "list_projects",
+        "get_project",
+        "search_notes",
+        "get_note",
+        "create_note",
+        "update_note",
+        "export_project",
+        "get_job",
+    ] {
+        for outcome in [
+            "success",
+            "continued",
+            "invalid_arguments",
+            "not_found",
+            "forbidden",
+            "error",
+            "unavailable",
+        ] {
+            let series =
+                format!("gatehouse_tool_calls_total{{tool=\"{tool}\",outcome=\"{outcome}\"}}");
+            assert!(
+                sample(&body, &series).is_some_and(|v| v >= 0.0),
+                "{series} missing\n{body}"
+            );
+        }
     }
     let version = env!("CARGO_PKG_VERSION");
     assert_eq!(

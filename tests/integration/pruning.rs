@@ -122,3 +122,41 @@ async fn credentials_past_their_time_are_pruned_and_live_ones_stay() {
     assert!(access <= 2, "one batch of one row per pruning: {round:?}");
     assert!(rows(&app, "access_tokens").await < before);
 }
+
+/// Ended browser sessions go in bounded batches, live ones stay signed in. Sessions end after
+/// seven days without use, so a round "at" eight days later finds every session of this test
+/// ended; a round now finds none.
+#[tokio::test]
+async fn ended_sessions_are_pruned_in_bounded_batches() {
+    use gatehouse::upkeep::sessions_pruning;
+    let app = spawn_app().await;
+    let table = if app.db.url.starts_with("sqlite:") {
+        "tower_sessions"
+    } else {
+        "tower_sessions.session"
+    };
+    let first = crate::oauth_helpers::signed_in_browser(&app).await;
+    let _second = crate::oauth_helpers::signed_in_browser(&app).await;
+    let _third = crate::oauth_helpers::signed_in_browser(&app).await;
+    let sessions = rows(&app, table).await;
+    assert!(sessions >= 3, "{sessions} sessions");
+    let pruning = [sessions_pruning(&app.store)];
+    let now = gatehouse::store::now();
+
+    let done = prune_round(&app.store, &pruning, now, 1, 10).await;
+    assert_eq!((done[0].name, done[0].deleted), ("sessions", 0));
+    assert_eq!(rows(&app, table).await, sessions);
+    let page = first.get(app.url("/account")).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::OK, "still signed in");
+
+    let later = now + 8 * 86_400;
+    // One batch of one row: the round stops at its bound.
+    let done = prune_round(&app.store, &pruning, later, 1, 1).await;
+    assert_eq!(done[0].deleted, 1);
+    assert_eq!(rows(&app, table).await, sessions - 1);
+    let done = prune_round(&app.store, &pruning, later, 1, 100).await;
+    assert_eq!(done[0].deleted as i64, sessions - 1);
+    assert_eq!(rows(&app, table).await, 0);
+    let page = first.get(app.url("/account")).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::SEE_OTHER, "signed out");
+}

@@ -170,3 +170,97 @@ async fn text_lines_carry_no_colour_codes_when_not_written_to_a_terminal() {
         assert!(line.contains(part), "{part} missing: {line}");
     }
 }
+
+/// Account and admin events changed from the command line are structured log lines of target
+/// `gatehouse::audit` (event, outcome, account id), never with the password, the client
+/// secret or the API key the commands handled.
+#[tokio::test]
+async fn admin_commands_log_their_events_as_structured_lines_without_secrets() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}?mode=rwc", dir.path().join("g.db").display());
+    let password = "a-long-password-never-logged";
+    let run = |args: &[&str], stdin: Option<&str>| -> (String, String) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+            .args(args)
+            .env("DATABASE_URL", &db)
+            .env("MCP_SERVER_URL", "http://127.0.0.1:9/mcp")
+            .env("GATEHOUSE_LOG_FORMAT", "json")
+            .env("RUST_LOG", "info")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(text) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+        } else {
+            drop(child.stdin.take());
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (_, added) = run(
+        &["account", "add", "carol@example.com", "--password-stdin"],
+        Some(&format!("{password}\n")),
+    );
+    let (client, client_log) = run(&["client", "add", "Billing"], None);
+    let secret = client
+        .lines()
+        .find_map(|l| l.strip_prefix("client_secret: "))
+        .unwrap()
+        .to_string();
+    let (key, key_log) = run(&["key", "create", "--account", "carol@example.com"], None);
+    let key = key
+        .lines()
+        .find_map(|l| l.strip_prefix("key: "))
+        .unwrap()
+        .to_string();
+    let (_, disabled) = run(&["account", "disable", "carol@example.com"], None);
+    let all = [added, client_log, key_log, disabled].join("\n");
+    for (what, value) in [
+        ("password", password),
+        ("client secret", &secret),
+        ("key", &key),
+    ] {
+        assert!(!all.contains(value), "the {what} in the log:\n{all}");
+    }
+    let events: Vec<Value> = all
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("JSON log line: {l}")))
+        .filter(|v: &Value| v["target"] == "gatehouse::audit")
+        .collect();
+    let named = |event: &str| {
+        events
+            .iter()
+            .find(|v| v["fields"]["event"] == event)
+            .unwrap_or_else(|| panic!("no {event} line in {events:?}"))
+            .clone()
+    };
+    for event in ["account_created", "key_created", "account_disabled"] {
+        let line = named(event);
+        assert_eq!(line["level"], "INFO", "{line}");
+        assert_eq!(line["fields"]["outcome"], "success", "{line}");
+        assert!(
+            line["fields"]["account_id"]
+                .as_str()
+                .is_some_and(|id| !id.is_empty()),
+            "{line}"
+        );
+        assert!(line["fields"].get("subject").is_none(), "{line}");
+    }
+}

@@ -55,17 +55,22 @@ impl UpstreamHttp {
     /// response.
     ///
     /// Errors: the TLS backend could not be set up.
+    /// With `guard` (a person's own upstream), every name is resolved through it.
     pub fn new(
         headers: http::HeaderMap,
         connect_timeout: std::time::Duration,
         max_body: usize,
+        guard: Option<super::personal::GuardedResolver>,
     ) -> Result<UpstreamHttp, reqwest::Error> {
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(connect_timeout)
             .default_headers(headers)
-            .user_agent(concat!("gatehouse/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+            .user_agent(concat!("gatehouse/", env!("CARGO_PKG_VERSION")));
+        if let Some(guard) = guard {
+            builder = builder.dns_resolver(Arc::new(guard));
+        }
+        let client = builder.build()?;
         Ok(UpstreamHttp { client, max_body })
     }
 

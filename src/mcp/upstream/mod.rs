@@ -15,6 +15,7 @@ pub mod confirm;
 pub mod extras;
 pub mod http;
 mod per_person;
+pub mod personal;
 pub mod result;
 pub mod server;
 pub mod stdio;
@@ -117,13 +118,22 @@ impl Upstreams {
             destructive: self.app.store.destructive_allowed_upstream_tools().await?,
         };
         let mut servers = Vec::new();
-        for record in records.into_iter().filter(|r| r.enabled) {
+        // People's own upstreams are served only while the operator allows them
+        // (`GATEHOUSE_PERSONAL_UPSTREAMS`).
+        let personal = self.app.config.personal_upstreams;
+        for record in records
+            .into_iter()
+            .filter(|r| r.enabled && (personal || r.owner.is_none()))
+        {
             if let Some(same) = old.servers.iter().find(|s| s.same_settings(&record)) {
                 servers.push(Arc::clone(same));
                 continue;
             }
             match UpstreamServer::new(self.app.clone(), record) {
-                Ok(server) => servers.push(Arc::new(server)),
+                Ok(server) => {
+                    crate::metrics::upstream_served(server.name());
+                    servers.push(Arc::new(server));
+                }
                 Err(e) => tracing::warn!(error = %e, "upstream not served"),
             }
         }
@@ -166,11 +176,14 @@ impl Upstreams {
     /// in `gatehouse_upstream_list_failures_total`) without failing the rest.
     ///
     /// An upstream restricted with `--accounts`/`--projects` is listed only to the accounts it
-    /// names and to callers reaching (`reachable`) a project it names.
+    /// names and to callers reaching (`reachable`) a project it names; a person's own
+    /// upstream only to its owner's credentials that reach the whole account (`account_wide`),
+    /// after the operator's, in the owner's order.
     pub async fn listed(
         &self,
         scopes: &ScopeSet,
         account_id: &str,
+        account_wide: bool,
         reachable: &[String],
     ) -> Vec<Tool> {
         let snapshot = self.loaded().await;
@@ -178,7 +191,7 @@ impl Upstreams {
             snapshot
                 .servers
                 .iter()
-                .filter(|s| s.allows(account_id, reachable))
+                .filter(|s| s.allows(account_id, account_wide, reachable))
                 .map(|s| async move { (s, self.tools_for(s, account_id).await) }),
         )
         .await;
@@ -222,6 +235,7 @@ impl Upstreams {
     pub async fn listed_extras(
         &self,
         account_id: &str,
+        account_wide: bool,
         reachable: &[String],
     ) -> Vec<Arc<extras::Extras>> {
         let snapshot = self.loaded().await;
@@ -229,7 +243,7 @@ impl Upstreams {
             snapshot
                 .servers
                 .iter()
-                .filter(|s| s.allows(account_id, reachable))
+                .filter(|s| s.allows(account_id, account_wide, reachable))
                 .map(|s| async move { (s, s.extras().await) }),
         )
         .await;

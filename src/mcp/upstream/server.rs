@@ -100,7 +100,7 @@ impl UpstreamServer {
     ///
     /// Errors: no server key, or a header or `--env` value that does not open.
     pub fn new(app: AppState, record: UpstreamRecord) -> Result<UpstreamServer, UpstreamError> {
-        let name = UpstreamName::parse(&record.name).map_err(|e| UpstreamError(e.0))?;
+        let name = UpstreamName::parse_any(&record.name).map_err(|e| UpstreamError(e.0))?;
         let mut http = None;
         let mut stdio = None;
         match record.transport {
@@ -122,8 +122,24 @@ impl UpstreamServer {
                 // A whole answer may carry the result twice (structured and as text), plus
                 // framing.
                 let max_body = app.config.max_result_bytes.saturating_mul(4).max(1 << 20);
+                // A person's own upstream: where it is is checked again (the operator's allow
+                // list may have changed), and every name lookup is guarded.
+                let guard = if record.owner.is_some() {
+                    let allow = &app.config.upstream_allow_hosts;
+                    let url = record
+                        .url
+                        .as_deref()
+                        .and_then(|u| url::Url::parse(u).ok())
+                        .ok_or_else(|| UpstreamError(format!("upstream {name}: no URL")))?;
+                    if let Some(why) = super::personal::literal_refusal(allow, &url) {
+                        return Err(UpstreamError(format!("upstream {name}: {why}")));
+                    }
+                    Some(super::personal::GuardedResolver::new(allow.clone()))
+                } else {
+                    None
+                };
                 http = Some(
-                    UpstreamHttp::new(headers, LIST_TIMEOUT, max_body)
+                    UpstreamHttp::new(headers, LIST_TIMEOUT, max_body, guard)
                         .map_err(|e| UpstreamError(format!("upstream {name}: {e}")))?,
                 );
             }
@@ -217,16 +233,28 @@ impl UpstreamServer {
                 .is_some_and(|hash| *hash == tool.hash)
     }
 
-    /// Whether the upstream is restricted to some accounts or projects (`--accounts`,
-    /// `--projects`).
+    /// Whether the operator's upstream is restricted to some accounts or projects
+    /// (`--accounts`, `--projects`): then a caller's projects decide. A person's own upstream
+    /// is not (its owner alone decides).
     pub fn is_restricted(&self) -> bool {
-        self.record.accounts.is_some() || self.record.projects.is_some()
+        self.record.owner.is_none()
+            && (self.record.accounts.is_some() || self.record.projects.is_some())
     }
 
-    /// Whether `account_id`, reaching the projects `reachable`, may use the upstream: anyone
-    /// when it is not restricted; else an account it names, or a caller reaching a project it
-    /// names.
-    pub fn allows(&self, account_id: &str, reachable: &[String]) -> bool {
+    /// The account whose own upstream this is; `None` for the operator's.
+    pub fn owner(&self) -> Option<&str> {
+        self.record.owner.as_deref()
+    }
+
+    /// Whether `account_id`, reaching the projects `reachable`, may use the upstream. A
+    /// person's own upstream: its owner alone, with a credential reaching the whole account
+    /// (`account_wide`: OAuth tokens, account keys, personal URLs; never a project key). The
+    /// operator's: anyone when it is not restricted; else an account it names, or a caller
+    /// reaching a project it names.
+    pub fn allows(&self, account_id: &str, account_wide: bool, reachable: &[String]) -> bool {
+        if let Some(owner) = self.owner() {
+            return account_wide && owner == account_id;
+        }
         if !self.is_restricted() {
             return true;
         }

@@ -48,10 +48,12 @@ export async function waitReady(url, secs = 60) {
  * projectName, work, log(), stop()}. stop() kills the server and removes the
  * temp dir unless keep is true.
  */
-export async function startGatehouse({ bin, projectName = 'Interop', env: extraEnv = {} } = {}) {
+export async function startGatehouse({ bin, projectName = 'Interop', env: extraEnv = {}, host = '127.0.0.1' } = {}) {
   const work = mkdtempSync(join(tmpdir(), 'gatehouse-test-'));
   const port = await freePort();
-  const issuer = `http://127.0.0.1:${port}`;
+  // `host` names the server (issuer, MCP URL); it listens on 127.0.0.1 either way. Two servers
+  // of one test use 127.0.0.1 and localhost, so that their session cookies stay apart.
+  const issuer = `http://${host}:${port}`;
   const mcpUrl = `${issuer}/mcp`;
   const env = {
     ...process.env,
@@ -83,11 +85,11 @@ export async function startGatehouse({ bin, projectName = 'Interop', env: extraE
     if (!keep) rmSync(work, { recursive: true, force: true });
   };
   try {
-    await waitReady(`${issuer}/readyz`, 60);
+    await waitReady(`http://127.0.0.1:${port}/readyz`, 60);
     const { stdout } = await promisify(execFile)(bin, ['project', 'add', projectName, '--owner', BOOTSTRAP_EMAIL], { env });
     const projectId = stdout.split('\n').map((l) => l.trim()).filter(Boolean).pop();
     if (!projectId) throw new Error('gatehouse project add printed no id');
-    return { issuer, mcpUrl, email: BOOTSTRAP_EMAIL, password: BOOTSTRAP_PASSWORD, projectId, projectName, work, pid: child.pid, log, stop };
+    return { issuer, mcpUrl, port, env, email: BOOTSTRAP_EMAIL, password: BOOTSTRAP_PASSWORD, projectId, projectName, work, pid: child.pid, log, stop };
   } catch (err) {
     const tail = log().split('\n').slice(-20).join('\n');
     await stop({ keep: true });
