@@ -55,6 +55,10 @@ pub enum Reach {
     /// Exactly this project (project keys, service clients made for one project); any other
     /// project answers like a missing one.
     Project(String),
+    /// Only these projects: an OAuth grant whose person chose named projects on the consent
+    /// page or the app's page (issue 37, per-app project choice); any other project answers
+    /// like a missing one.
+    Projects(Vec<String>),
 }
 
 impl Reach {
@@ -63,14 +67,28 @@ impl Reach {
         match self {
             Reach::Account => true,
             Reach::Project(only) => only == project_id,
+            Reach::Projects(named) => named.iter().any(|p| p == project_id),
         }
     }
 
-    /// The one project this reach is limited to, if any.
-    pub fn only_project(&self) -> Option<&str> {
+    /// The projects this reach is limited to as a JSON array of ids (`["p1","p2"]`), `None`
+    /// for [`Reach::Account`]: the form SQL filters compare with
+    /// ([`crate::store::Store::reachable_projects`] and the pages of notes and jobs).
+    pub fn limited_to(&self) -> Option<String> {
         match self {
             Reach::Account => None,
-            Reach::Project(only) => Some(only),
+            Reach::Project(only) => Some(serde_json::json!([only]).to_string()),
+            Reach::Projects(named) => Some(serde_json::json!(named).to_string()),
+        }
+    }
+
+    /// The reach of a grant's stored project choice (`consents.project_ids`, a JSON array of
+    /// project ids; `None`: every project). An unreadable value reaches no project (it fails
+    /// closed).
+    pub fn from_choice(stored: Option<&str>) -> Reach {
+        match stored {
+            None => Reach::Account,
+            Some(text) => Reach::Projects(serde_json::from_str(text).unwrap_or_default()),
         }
     }
 }
@@ -270,12 +288,24 @@ mod tests {
     #[test]
     fn reach_covers_all_or_one() {
         assert!(Reach::Account.covers("p1"));
-        assert_eq!(Reach::Account.only_project(), None);
         let one = Reach::Project("p1".into());
         assert!(one.covers("p1"));
         assert!(!one.covers("p2"));
         assert!(!one.covers(""));
-        assert_eq!(one.only_project(), Some("p1"));
+        assert_eq!(one.limited_to().as_deref(), Some(r#"["p1"]"#));
+        assert_eq!(Reach::Account.limited_to(), None);
+    }
+
+    #[test]
+    fn a_chosen_set_reaches_only_its_projects() {
+        let chosen = Reach::from_choice(Some(r#"["p1","p3"]"#));
+        assert_eq!(chosen, Reach::Projects(vec!["p1".into(), "p3".into()]));
+        assert!(chosen.covers("p1") && chosen.covers("p3"));
+        assert!(!chosen.covers("p2"));
+        assert_eq!(chosen.limited_to().as_deref(), Some(r#"["p1","p3"]"#));
+        assert_eq!(Reach::from_choice(None), Reach::Account);
+        // Unreadable: no project at all.
+        assert!(!Reach::from_choice(Some("nope")).covers("p1"));
     }
 
     #[test]

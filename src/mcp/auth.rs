@@ -469,9 +469,10 @@ async fn dpop_principal(
 /// The principal of a live access grant checked against this resource.
 fn grant_principal(mcp: &McpState, grant: AccessGrant) -> Result<Principal, Refusal> {
     let scopes = check_grant(&grant, &mcp.app.config.resource).map_err(Refusal::Invalid)?;
+    // A service client limited to one project, else the person's choice kept with the grant.
     let reach = match grant.project_id {
         Some(project) => Reach::Project(project),
-        None => Reach::Account,
+        None => Reach::from_choice(grant.chosen_projects.as_deref()),
     };
     let (credential, credential_id) = if grant.service {
         (CredentialKind::ServiceToken, grant.client_id.clone())
@@ -911,6 +912,7 @@ mod tests {
             service: false,
             project_id: None,
             calls_per_hour: None,
+            chosen_projects: None,
             jkt: None,
             tool_filter: None,
         }

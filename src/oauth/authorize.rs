@@ -705,23 +705,26 @@ async fn audit_consent(
 /// The person approved `req` on the consent page (OAuth 2.1 §4.1.2): audits it, widens the
 /// live consent of (account, client, registered redirect URI) or starts a new grant generation
 /// after a revocation, issues a code, and returns the success redirect (`code`, `state`,
-/// `iss`; RFC 9207).
+/// `iss`; RFC 9207). `choice` is what the person chose on the page (issue 37: projects,
+/// reading only, duration), kept with the consent; `None` keeps the live consent's.
 pub async fn approve(
     app: &AppState,
     req: &AuthorizationRequest,
     account_id: &str,
     source_ip: &str,
+    choice: Option<&crate::store::oauth::GrantChoice>,
     now: i64,
 ) -> Result<String, StoreError> {
     audit_consent(app, req, account_id, source_ip, true, now).await;
     let consent_id = app
         .store
-        .approve_consent_for(
+        .approve_consent_with(
             account_id,
             &req.client_id,
             &req.registered_redirect_uri,
             req.consent_resource(),
             &req.scope,
+            choice,
             now,
         )
         .await?;
@@ -739,6 +742,7 @@ pub async fn approve_device(
     req: &AuthorizationRequest,
     account_id: &str,
     source_ip: &str,
+    choice: Option<&crate::store::oauth::GrantChoice>,
     now: i64,
 ) -> Result<bool, StoreError> {
     let Some(device) = &req.device else {
@@ -747,12 +751,13 @@ pub async fn approve_device(
     audit_consent(app, req, account_id, source_ip, true, now).await;
     let consent_id = app
         .store
-        .approve_consent_for(
+        .approve_consent_with(
             account_id,
             &req.client_id,
             &req.registered_redirect_uri,
             req.consent_resource(),
             &req.scope,
+            choice,
             now,
         )
         .await?;

@@ -89,6 +89,12 @@ pub async fn introspect(
             if let Some(project) = &g.project_id {
                 body["project_id"] = json!(project);
             }
+            // The person's project choice (issue 37): the project ids the grant is limited
+            // to; absent when it reaches every project of the account.
+            if let Some(chosen) = g.chosen_projects.as_deref() {
+                let ids: Vec<String> = serde_json::from_str(chosen).unwrap_or_default();
+                body["gatehouse_projects"] = json!(ids);
+            }
             body
         }
         _ => json!({"active": false}),

@@ -810,6 +810,13 @@ async fn refresh_token(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
         }
     };
     let mut state = read().await?;
+    // The person allowed the app for a limited time (issue 37) and it has passed: the grant
+    // has ended, like a revoked one, and the client must ask again.
+    if state.grant_ended(ctx.now) {
+        return Err(OAuthError::InvalidGrant(
+            "the authorization has ended: it was allowed for a limited time".into(),
+        ));
+    }
     // RFC 9449 §5: a bound refresh token is used only with a proof by its key.
     if let Some(bound) = &state.jkt
         && ctx.jkt.as_ref() != Some(bound)

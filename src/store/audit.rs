@@ -485,7 +485,7 @@ impl Store {
         Ok(sqlx::query_as(
             "SELECT at, event, outcome, account_id, client_id, subject, source_ip, detail \
              FROM audit_events WHERE account_id = $1 AND client_id = $2 \
-             AND event IN ('tool_call', 'resource_read', 'prompt_get', 'consent', 'consent_revoked', 'family_revoked') \
+             AND event IN ('tool_call', 'resource_read', 'prompt_get', 'consent', 'consent_changed', 'consent_revoked', 'family_revoked') \
              ORDER BY id DESC LIMIT $3",
         )
         .bind(account_id)

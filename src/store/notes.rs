@@ -326,13 +326,14 @@ impl Store {
             "SELECT {columns} FROM {table} t \
              JOIN memberships m ON m.project_id = t.project_id \
              JOIN projects p ON p.id = t.project_id \
-             WHERE m.account_id = $1 AND p.status = 'active' AND p.id = COALESCE($4, p.id) \
+             WHERE m.account_id = $1 AND p.status = 'active' \
+             AND ($4 IS NULL OR replace($4, '\"' || p.id || '\"', '') <> $4) \
              ORDER BY {order} LIMIT $2 OFFSET $3"
         ))
         .bind(&principal.account_id)
         .bind(limit)
         .bind(offset)
-        .bind(principal.reach.only_project())
+        .bind(principal.reach.limited_to())
         .fetch_all(&self.pool())
         .await?)
     }

@@ -116,6 +116,21 @@ fn within_approval(granted: &str, held: &str) -> bool {
     scopes_within(granted, held)
 }
 
+/// `scope` (space-delimited) without `mcp:write`, for a grant the person limited to reading:
+/// `mcp:read` stays (or comes in, as `mcp:write` implied it).
+fn without_write(scope: &str) -> String {
+    use crate::domain::scope::Scope;
+    let (read, write) = (Scope::McpRead.as_str(), Scope::McpWrite.as_str());
+    let mut kept: Vec<&str> = scope
+        .split_ascii_whitespace()
+        .filter(|s| *s != write)
+        .collect();
+    if scope.split_ascii_whitespace().any(|s| s == write) && !kept.contains(&read) {
+        kept.insert(0, read);
+    }
+    kept.join(" ")
+}
+
 /// The consent resource of the built-in resource (Gatehouse's own MCP endpoint): consents for a
 /// registered resource hold its URL instead.
 pub const BUILT_IN: &str = "";
@@ -153,8 +168,67 @@ pub enum Rotation {
 pub struct Consent {
     /// Consent id.
     pub id: String,
-    /// Scopes granted (space-delimited).
+    /// Scopes granted (space-delimited): what the person approved, the most the grant can
+    /// do; [`Consent::effective_scope`] is what it may do now.
     pub scope: String,
+    /// The projects the person chose (a JSON array of ids), `None` for every project.
+    pub project_ids: Option<String>,
+    /// The person allowed reading only.
+    #[sqlx(try_from = "Flag")]
+    pub read_only: bool,
+    /// When the grant ends (Unix seconds), `None` until revoked.
+    pub expires_at: Option<i64>,
+}
+
+impl Consent {
+    /// Whether the grant has ended at `now` (a duration the person chose has passed).
+    pub fn ended(&self, now: i64) -> bool {
+        self.expires_at.is_some_and(|end| end <= now)
+    }
+
+    /// What the grant allows now: its scopes, without `mcp:write` when the person allowed
+    /// reading only (a request for `mcp:write` is then a step-up).
+    pub fn effective_scope(&self) -> String {
+        if self.read_only {
+            without_write(&self.scope)
+        } else {
+            self.scope.clone()
+        }
+    }
+
+    /// The person's choice as it stands (what a step-up keeps unless they change it).
+    pub fn choice(&self) -> GrantChoice {
+        GrantChoice {
+            project_ids: self
+                .project_ids
+                .as_deref()
+                .map(|t| serde_json::from_str(t).unwrap_or_default()),
+            read_only: self.read_only,
+            expires_at: self.expires_at,
+        }
+    }
+}
+
+/// What a person chose for one app's grant on the consent page or the app's page (issue 37,
+/// per-app project choice), kept with the consent row (migration 0065).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GrantChoice {
+    /// The project ids the grant reaches; `None`: every project of the account, including
+    /// ones it joins later.
+    pub project_ids: Option<Vec<String>>,
+    /// Reading only: the grant's tokens act without `mcp:write`.
+    pub read_only: bool,
+    /// When the grant ends (Unix seconds); `None`: until revoked.
+    pub expires_at: Option<i64>,
+}
+
+impl GrantChoice {
+    /// The stored form of [`GrantChoice::project_ids`] (`consents.project_ids`).
+    pub fn stored_projects(&self) -> Option<String> {
+        self.project_ids
+            .as_ref()
+            .map(|ids| serde_json::json!(ids).to_string())
+    }
 }
 
 /// An authorization code's bindings (OAuth 2.1 §4.1.2).
@@ -248,6 +322,10 @@ pub struct RefreshState {
     pub consent_scope: String,
     /// The issuer that issued the family (`None` for families made before issuers were recorded).
     pub issuer: Option<String>,
+    /// When the grant the person chose to limit in time ends (`consents.expires_at`, Unix
+    /// seconds; `None`: until revoked). A refresh at or after it is refused with
+    /// `invalid_grant` ([`RefreshState::grant_ended`]).
+    pub consent_expires_at: Option<i64>,
     /// Whether the family's scope stays within its consent's scope (`mcp:write` implying
     /// `mcp:read`; RFC 6749 §3.3): not a column, worked out from the consent's scope.
     #[sqlx(skip)]
@@ -282,7 +360,8 @@ macro_rules! refresh_lookup {
             $key,
             "f.id AS family_id, f.consent_id AS consent_id, f.client_id AS client_id, \
              f.account_id AS account_id, f.scope AS scope, f.resource AS resource, f.issuer AS issuer, \
-             c.scope AS consent_scope, f.revoked_at IS NOT NULL AS family_revoked, \
+             c.scope AS consent_scope, c.expires_at AS consent_expires_at, \
+             f.revoked_at IS NOT NULL AS family_revoked, \
              a.status = 'active' AS account_active, c.revoked_at IS NOT NULL AS consent_revoked, \
              r.rotated_at AS rotated_at, r.successor_sealed AS successor_sealed, \
              s.rotated_at IS NOT NULL AS successor_used, f.jkt AS jkt \
@@ -322,6 +401,7 @@ impl FromSqliteRow for RefreshState {
         "resource",
         "issuer",
         "consent_scope",
+        "consent_expires_at",
         "family_revoked",
         "account_active",
         "consent_revoked",
@@ -340,6 +420,7 @@ impl FromSqliteRow for RefreshState {
             scope: row.get("scope")?,
             resource: row.get("resource")?,
             consent_scope: row.get("consent_scope")?,
+            consent_expires_at: row.get("consent_expires_at")?,
             issuer: row.get("issuer")?,
             within_approval: false,
             family_revoked: row.get::<i64>("family_revoked")? != 0,
@@ -354,6 +435,12 @@ impl FromSqliteRow for RefreshState {
 }
 
 impl RefreshState {
+    /// Whether the grant ended at `now` (Unix seconds): the person chose a duration on the
+    /// consent page or the app's page and it has passed.
+    pub fn grant_ended(&self, now: i64) -> bool {
+        self.consent_expires_at.is_some_and(|end| end <= now)
+    }
+
     /// What the refresh rule ([`crate::domain::refresh::decide`]) needs of this state.
     pub fn facts(&self) -> RefreshFacts {
         RefreshFacts {
@@ -393,6 +480,10 @@ pub struct AccessGrant {
     pub project_id: Option<String>,
     /// The account's own tool-call budget (`accounts.calls_per_hour`; `None`: the server's).
     pub calls_per_hour: Option<i64>,
+    /// The projects the person chose for this grant (`consents.project_ids`, a JSON array of
+    /// project ids; issue 37, per-app project choice), `None` for every project of the
+    /// account, including later ones. Read as [`crate::domain::principal::Reach::from_choice`].
+    pub chosen_projects: Option<String>,
     /// The RFC 7638 thumbprint of the DPoP key the token is bound to (RFC 9449 §6): it is then
     /// accepted only as `Authorization: DPoP` with a proof signed by that key. `None`: a bearer
     /// token.
@@ -402,13 +493,40 @@ pub struct AccessGrant {
     pub tool_filter: Option<String>,
 }
 
-/// An [`AccessGrant`] with the two scopes its own must stay within.
+/// An [`AccessGrant`] with the two scopes its own must stay within, and the person's choice of
+/// access (read only) and duration kept with the consent.
 #[derive(sqlx::FromRow)]
 struct AccessRow {
     #[sqlx(flatten)]
     grant: AccessGrant,
     family_scope: String,
     consent_scope: String,
+    #[sqlx(try_from = "Flag")]
+    consent_read_only: bool,
+    consent_expires_at: Option<i64>,
+}
+
+impl AccessRow {
+    /// The grant, when neither the family's nor the token's scope exceeds the consent's (RFC
+    /// 6749 §3.3), with the person's choice kept with the consent applied: reading only takes
+    /// `mcp:write` away from whatever the token carries (it is not revoked: widening the choice
+    /// again gives it back, within what was approved), and the grant's end caps the token's,
+    /// so that no cached answer outlives it.
+    fn live_grant(self) -> Option<AccessGrant> {
+        if !within_approval(&self.consent_scope, &self.family_scope)
+            || !within_approval(&self.consent_scope, &self.grant.scope)
+        {
+            return None;
+        }
+        let mut grant = self.grant;
+        if self.consent_read_only {
+            grant.scope = without_write(&grant.scope);
+        }
+        if let Some(end) = self.consent_expires_at {
+            grant.expires_at = grant.expires_at.min(end);
+        }
+        Some(grant)
+    }
 }
 
 /// The columns of an [`AccessRow`] then `$extra` (more columns, each led by a comma), for the
@@ -421,7 +539,9 @@ macro_rules! access_lookup {
              t.created_at AS issued_at, t.expires_at AS expires_at, t.family_id AS family_id, \
              f.scope AS family_scope, c.scope AS consent_scope, \
              s.client_id IS NOT NULL AS service, s.project_id AS project_id, \
-             a.calls_per_hour AS calls_per_hour, t.jkt AS jkt, c.tool_filter AS tool_filter",
+             a.calls_per_hour AS calls_per_hour, t.jkt AS jkt, c.project_ids AS chosen_projects, \
+             c.read_only AS consent_read_only, c.expires_at AS consent_expires_at, \
+             c.tool_filter AS tool_filter",
             $extra,
             " FROM access_tokens t \
              JOIN token_families f ON f.id = t.family_id \
@@ -432,6 +552,7 @@ macro_rules! access_lookup {
              LEFT JOIN memberships m ON m.project_id = s.project_id AND m.account_id = t.account_id \
              WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > $2 \
              AND f.revoked_at IS NULL AND c.revoked_at IS NULL AND a.status = 'active' \
+             AND (c.expires_at IS NULL OR c.expires_at > $2) \
              AND (s.project_id IS NULL OR (p.status = 'active' AND m.account_id IS NOT NULL))"
         )
     };
@@ -472,6 +593,9 @@ impl FromSqliteRow for ProofAccessRow {
         "project_id",
         "calls_per_hour",
         "jkt",
+        "chosen_projects",
+        "consent_read_only",
+        "consent_expires_at",
         "tool_filter",
         "proof_seen",
     ];
@@ -499,6 +623,9 @@ impl FromSqliteRow for AccessRow {
         "project_id",
         "calls_per_hour",
         "jkt",
+        "chosen_projects",
+        "consent_read_only",
+        "consent_expires_at",
         "tool_filter",
     ];
 
@@ -515,11 +642,14 @@ impl FromSqliteRow for AccessRow {
                 service: row.get::<i64>("service")? != 0,
                 project_id: row.get("project_id")?,
                 calls_per_hour: row.get("calls_per_hour")?,
+                chosen_projects: row.get("chosen_projects")?,
                 jkt: row.get("jkt")?,
                 tool_filter: row.get("tool_filter")?,
             },
             family_scope: row.get("family_scope")?,
             consent_scope: row.get("consent_scope")?,
+            consent_read_only: row.get::<i64>("consent_read_only")? != 0,
+            consent_expires_at: row.get("consent_expires_at")?,
         })
     }
 }
@@ -541,6 +671,15 @@ pub struct ConnectedApp {
     pub resource: String,
     /// Unix seconds of the last approval.
     pub updated_at: i64,
+    /// The projects the person chose (a JSON array of ids), `None` for every project.
+    pub project_ids: Option<String>,
+    /// The person allowed reading only.
+    #[sqlx(try_from = "Flag")]
+    pub read_only: bool,
+    /// When the grant ends (Unix seconds), `None` until revoked.
+    pub expires_at: Option<i64>,
+    /// When it was revoked (Unix seconds), `None` while live.
+    pub revoked_at: Option<i64>,
     /// The tools the grant may use, set on the app's console page: stored form of
     /// [`crate::domain::principal::ToolFilter`] (`None`: every tool).
     pub tool_filter: Option<String>,
@@ -699,7 +838,8 @@ impl Store {
         resource: &str,
     ) -> Result<Option<Consent>, StoreError> {
         Ok(sqlx::query_as(
-            "SELECT id, scope FROM consents WHERE account_id = $1 AND client_id = $2 AND redirect_uri = $3 \
+            "SELECT id, scope, project_ids, read_only, expires_at FROM consents \
+             WHERE account_id = $1 AND client_id = $2 AND redirect_uri = $3 \
              AND resource = $4 AND revoked_at IS NULL",
         )
         .bind(account_id)
@@ -749,30 +889,72 @@ impl Store {
         requested: &str,
         now: i64,
     ) -> Result<String, StoreError> {
+        self.approve_consent_with(
+            account_id,
+            client_id,
+            redirect_uri,
+            resource,
+            requested,
+            None,
+            now,
+        )
+        .await
+    }
+
+    /// [`Store::approve_consent_for`] with the person's `choice` of projects, access and
+    /// duration (issue 37): stored with the consent, replacing the live one's; `None` keeps
+    /// the live consent's choice (a new consent then reaches every project, until revoked).
+    /// A live consent whose chosen duration has passed is revoked first (with its tokens, as
+    /// [`Store::revoke_consent`] does) and a new grant generation starts: nothing of the
+    /// ended grant comes back.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn approve_consent_with(
+        &self,
+        account_id: &str,
+        client_id: &str,
+        redirect_uri: &str,
+        resource: &str,
+        requested: &str,
+        choice: Option<&GrantChoice>,
+        now: i64,
+    ) -> Result<String, StoreError> {
         if let Some(live) = self
             .consent_for(account_id, client_id, redirect_uri, resource)
             .await?
         {
-            let union = scope_union(&live.scope, requested);
-            let widened: Option<String> = sqlx::query_scalar(
-                "UPDATE consents SET scope = $1, updated_at = $2 WHERE id = $3 AND revoked_at IS NULL \
-                 RETURNING id",
-            )
-            .bind(&union)
-            .bind(now)
-            .bind(&live.id)
-            .fetch_optional(&self.writer())
-            .await?;
-            self.auth_changed().await;
-            if let Some(id) = widened {
-                return Ok(id);
+            if live.ended(now) {
+                self.revoke_consent(account_id, &live.id, now).await?;
+            } else {
+                let union = scope_union(&live.scope, requested);
+                let kept = live.choice();
+                let choice = choice.unwrap_or(&kept);
+                let widened: Option<String> = sqlx::query_scalar(
+                    "UPDATE consents SET scope = $1, updated_at = $2, project_ids = $4, read_only = $5, \
+                     expires_at = $6 WHERE id = $3 AND revoked_at IS NULL RETURNING id",
+                )
+                .bind(&union)
+                .bind(now)
+                .bind(&live.id)
+                .bind(choice.stored_projects())
+                .bind(i64::from(choice.read_only))
+                .bind(choice.expires_at)
+                .fetch_optional(&self.writer())
+                .await?;
+                self.auth_changed().await;
+                if let Some(id) = widened {
+                    return Ok(id);
+                }
             }
         }
+        let fresh = GrantChoice::default();
+        let choice = choice.unwrap_or(&fresh);
         let id: String = sqlx::query_scalar(
-            "INSERT INTO consents (id, account_id, client_id, redirect_uri, resource, scope, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $7) \
+            "INSERT INTO consents (id, account_id, client_id, redirect_uri, resource, scope, created_at, updated_at, \
+             project_ids, read_only, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10) \
              ON CONFLICT (account_id, client_id, redirect_uri, resource) WHERE revoked_at IS NULL DO UPDATE \
-             SET scope = excluded.scope, updated_at = excluded.updated_at \
+             SET scope = excluded.scope, updated_at = excluded.updated_at, project_ids = excluded.project_ids, \
+             read_only = excluded.read_only, expires_at = excluded.expires_at \
              RETURNING id",
         )
         .bind(new_id())
@@ -782,10 +964,46 @@ impl Store {
         .bind(resource)
         .bind(requested)
         .bind(now)
+        .bind(choice.stored_projects())
+        .bind(i64::from(choice.read_only))
+        .bind(choice.expires_at)
         .fetch_one(&self.writer())
         .await?;
         self.auth_changed().await;
         Ok(id)
+    }
+
+    /// Changes the person's choice for one of their live grants from the app's page (issue 37:
+    /// narrow or widen without the client authorizing again): projects, reading only, and the
+    /// end (computed by the caller from `now`). Within what was approved: read-and-write gives
+    /// `mcp:write` back only to tokens that carry it, so nothing goes beyond the consent's
+    /// scopes, and a revoked token, family or consent stays revoked (only a live, unended
+    /// consent is changed). The change is announced like a revocation (the consent row's
+    /// trigger, migration 0012), so every instance's validation cache drops what it held.
+    /// `false` when the consent is not the account's, revoked or ended.
+    pub async fn set_grant_choice(
+        &self,
+        account_id: &str,
+        consent_id: &str,
+        choice: &GrantChoice,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let changed = sqlx::query(
+            "UPDATE consents SET project_ids = $1, read_only = $2, expires_at = $3, updated_at = $4 \
+             WHERE id = $5 AND account_id = $6 AND revoked_at IS NULL \
+             AND (expires_at IS NULL OR expires_at > $4)",
+        )
+        .bind(choice.stored_projects())
+        .bind(i64::from(choice.read_only))
+        .bind(choice.expires_at)
+        .bind(now)
+        .bind(consent_id)
+        .bind(account_id)
+        .execute(&self.writer())
+        .await?
+        .rows_affected();
+        self.auth_changed().await;
+        Ok(changed == 1)
     }
 
     /// Stores an authorization code's bindings.
@@ -1057,12 +1275,7 @@ impl Store {
         let Some(row) = row else {
             return Ok(None);
         };
-        if !within_approval(&row.consent_scope, &row.family_scope)
-            || !within_approval(&row.consent_scope, &row.grant.scope)
-        {
-            return Ok(None);
-        }
-        Ok(Some(row.grant))
+        Ok(row.live_grant())
     }
 
     /// [`Store::authenticate_access_token`] for a request with a DPoP proof, in the same one
@@ -1097,12 +1310,7 @@ impl Store {
         let Some(ProofAccessRow { access, proof_seen }) = row else {
             return Ok(None);
         };
-        if !within_approval(&access.consent_scope, &access.family_scope)
-            || !within_approval(&access.consent_scope, &access.grant.scope)
-        {
-            return Ok(None);
-        }
-        Ok(Some((access.grant, proof_seen)))
+        Ok(access.live_grant().map(|grant| (grant, proof_seen)))
     }
 
     /// RFC 7009 revocation of a token presented by `client_id`: a refresh token revokes its
@@ -1142,8 +1350,9 @@ impl Store {
     pub async fn connected_apps(&self, account_id: &str) -> Result<Vec<ConnectedApp>, StoreError> {
         Ok(sqlx::query_as(
             "SELECT c.id AS consent_id, c.client_id AS client_id, k.client_name AS client_name, c.redirect_uri AS redirect_uri, \
-             c.scope AS scope, c.resource AS resource, c.updated_at AS updated_at, c.tool_filter AS tool_filter \
-             FROM consents c JOIN oauth_clients k ON k.client_id = c.client_id \
+             c.scope AS scope, c.resource AS resource, c.updated_at AS updated_at, c.project_ids AS project_ids, \
+             c.read_only AS read_only, c.expires_at AS expires_at, c.revoked_at AS revoked_at, \
+             c.tool_filter AS tool_filter FROM consents c JOIN oauth_clients k ON k.client_id = c.client_id \
              WHERE c.account_id = $1 AND c.revoked_at IS NULL ORDER BY c.updated_at DESC, c.id",
         )
         .bind(account_id)
@@ -1160,8 +1369,9 @@ impl Store {
     ) -> Result<Option<ConnectedApp>, StoreError> {
         Ok(sqlx::query_as(
             "SELECT c.id AS consent_id, c.client_id AS client_id, k.client_name AS client_name, c.redirect_uri AS redirect_uri, \
-             c.scope AS scope, c.resource AS resource, c.updated_at AS updated_at, c.tool_filter AS tool_filter \
-             FROM consents c JOIN oauth_clients k ON k.client_id = c.client_id \
+             c.scope AS scope, c.resource AS resource, c.updated_at AS updated_at, c.project_ids AS project_ids, \
+             c.read_only AS read_only, c.expires_at AS expires_at, c.revoked_at AS revoked_at, \
+             c.tool_filter AS tool_filter FROM consents c JOIN oauth_clients k ON k.client_id = c.client_id \
              WHERE c.account_id = $1 AND c.id = $2",
         )
         .bind(account_id)

@@ -191,7 +191,8 @@ impl Store {
 
     /// The active projects `principal` reaches, with its account's role in each, oldest first:
     /// all of the account's for an OAuth grant or an account key, at most the one project of a
-    /// project key (none once the account is no longer a member or the project is archived).
+    /// project key (none once the account is no longer a member or the project is archived),
+    /// only the chosen ones for a grant limited to named projects ([`Reach::Projects`]).
     pub async fn reachable_projects(
         &self,
         principal: &Principal,

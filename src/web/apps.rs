@@ -19,13 +19,13 @@ use crate::domain::cimd::is_url_client_id;
 use crate::domain::device::DEVICE_CODE_GRANT;
 use crate::domain::principal::ToolFilter;
 use crate::domain::redirect_uri::host_for_display;
-use crate::domain::scope::ScopeSet;
+use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::text::check_line;
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::store::audit::AuditEvent;
 use crate::store::now;
-use crate::store::oauth::{BUILT_IN, ConnectedApp};
+use crate::store::oauth::{BUILT_IN, ConnectedApp, GrantChoice};
 
 struct AppRow {
     consent_id: String,
@@ -39,6 +39,13 @@ struct AppRow {
     abilities: Vec<String>,
     granted: String,
     last_used: Option<String>,
+    /// The person's project choice in words (issue 37); `None` for a registered resource's
+    /// grant, which has none.
+    reach: Option<String>,
+    /// `Read only` or `Read and write`.
+    access: &'static str,
+    /// `Until you revoke it`, `Until 2026-01-02 03:04 UTC`, or that it has ended.
+    until: String,
     /// The tools it may use, in words.
     tools: String,
 }
@@ -78,6 +85,14 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
         .into_iter()
         .collect();
     let resources = state.store.resources().await?;
+    let names: HashMap<String, String> = state
+        .store
+        .projects_of_account(&account.id)
+        .await?
+        .into_iter()
+        .map(|p| (p.project_id, p.name))
+        .collect();
+    let now = now();
     let apps = state
         .store
         .connected_apps(&account.id)
@@ -91,8 +106,14 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
                         "{} (this Gatehouse)",
                         host_for_display(&state.config.mcp_server_url)
                     ),
+                    // What it may do now: reading only leaves writing out.
                     ScopeSet::parse(&a.scope)
-                        .map(|s| s.iter().map(|s| s.describe().to_string()).collect())
+                        .map(|s| {
+                            s.iter()
+                                .filter(|s| !(a.read_only && *s == Scope::McpWrite))
+                                .map(|s| s.describe().to_string())
+                                .collect()
+                        })
                         .unwrap_or_default(),
                 ),
                 None => (host_for_display(&a.resource), Vec::new()),
@@ -116,6 +137,13 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
                 abilities,
                 granted: when(a.updated_at),
                 last_used: last_used.get(&a.client_id).copied().map(when),
+                reach: (a.resource == BUILT_IN).then(|| reach_words(&a, &names)),
+                access: if a.read_only || !a.scope.contains("mcp:write") {
+                    "Read only"
+                } else {
+                    "Read and write"
+                },
+                until: until_words(a.expires_at, now),
                 tools: ToolFilter::from_stored(a.tool_filter.as_deref()).in_words(),
                 consent_id: a.consent_id,
                 client_id: a.client_id,
@@ -133,6 +161,188 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
             operator: account.admin,
         },
     )
+}
+
+/// The projects a grant reaches, in words: every project, or the chosen ones by name (a
+/// chosen project the account has left or that was archived is not named: it is out of reach).
+fn reach_words(app: &ConnectedApp, names: &HashMap<String, String>) -> String {
+    match &app.project_ids {
+        None => "All your projects, including ones you join later".to_string(),
+        Some(stored) => {
+            let ids: Vec<String> = serde_json::from_str(stored).unwrap_or_default();
+            let named: Vec<&str> = ids
+                .iter()
+                .filter_map(|id| names.get(id).map(String::as_str))
+                .collect();
+            if named.is_empty() {
+                "No project (the projects chosen are gone)".to_string()
+            } else {
+                format!("Only {}", named.join(", "))
+            }
+        }
+    }
+}
+
+/// How long a grant lasts, in words.
+fn until_words(expires_at: Option<i64>, now: i64) -> String {
+    match expires_at {
+        None => "Until you revoke it".to_string(),
+        Some(end) if end <= now => format!("Ended {} (it has to ask you again)", when(end)),
+        Some(end) => format!("Until {}", when(end)),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "app_access.html")]
+struct AccessPage {
+    name: String,
+    consent_id: String,
+    chooser: Option<super::consent::Chooser>,
+    error: Option<&'static str>,
+    csrf_token: String,
+    oauth_enabled: bool,
+    /// The signed-in account is an operator: the nav links the upstream page.
+    operator: bool,
+}
+
+/// The live, unended grant `consent_id` of the signed-in account, for the access page.
+async fn live_app(
+    state: &AppState,
+    account_id: &str,
+    consent_id: &str,
+    now: i64,
+) -> Result<Option<ConnectedApp>, AppError> {
+    Ok(state
+        .store
+        .connected_apps(account_id)
+        .await?
+        .into_iter()
+        .find(|a| {
+            a.consent_id == consent_id
+                && a.resource == BUILT_IN
+                && a.expires_at.is_none_or(|end| end > now)
+        }))
+}
+
+/// The choice kept with a grant.
+fn choice_of(app: &ConnectedApp) -> GrantChoice {
+    GrantChoice {
+        project_ids: app
+            .project_ids
+            .as_deref()
+            .map(|t| serde_json::from_str(t).unwrap_or_default()),
+        read_only: app.read_only,
+        expires_at: app.expires_at,
+    }
+}
+
+async fn access_page(
+    state: &AppState,
+    session: &Session,
+    account: &crate::store::accounts::Account,
+    app: &ConnectedApp,
+    shown: Option<&GrantChoice>,
+    error: Option<&'static str>,
+) -> Result<Response, AppError> {
+    let projects = state.store.projects_of_account(&account.id).await?;
+    let kept = choice_of(app);
+    let current = shown.unwrap_or(&kept);
+    render(
+        if error.is_some() {
+            StatusCode::BAD_REQUEST
+        } else {
+            StatusCode::OK
+        },
+        &AccessPage {
+            name: display_name(app),
+            consent_id: app.consent_id.clone(),
+            chooser: Some(super::consent::Chooser::new(
+                &projects,
+                Some(current),
+                app.scope.contains("mcp:write"),
+                current.read_only,
+            )),
+            error,
+            csrf_token: csrf_token(session).await?,
+            oauth_enabled: state.config.oauth_enabled,
+            operator: account.admin,
+        },
+    )
+}
+
+/// `GET /apps/{consent_id}/access`: the app's project choice (issue 37) to narrow or widen
+/// without the app authorizing again: which projects, reading only or reading and writing
+/// (within what it was approved for), and for how long. 404 for another account's grant, a
+/// revoked or ended one, or a registered resource's.
+pub async fn access(
+    State(state): State<AppState>,
+    session: Session,
+    Path(consent_id): Path<String>,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin?next=%2Fapps"));
+    };
+    let Some(app) = live_app(&state, &account.id, &consent_id, now()).await? else {
+        return Ok(app_not_found());
+    };
+    access_page(&state, &session, &account, &app, None, None).await
+}
+
+/// `POST /apps/{consent_id}/access`: stores the new choice ([`crate::store::Store::set_grant_choice`]),
+/// which every instance applies to the app's next request; nothing revoked comes back (a
+/// revoked token, family or grant stays so). Audited as `consent_changed`; then `303` to
+/// `/apps` with a notice. A choice of named projects with none ticked shows the page again
+/// (400) with the reason.
+pub async fn change_access(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    session: Session,
+    Path(consent_id): Path<String>,
+    CsrfForm(super::consent::ChoiceForm(pairs)): CsrfForm<super::consent::ChoiceForm>,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin?next=%2Fapps"));
+    };
+    let now = now();
+    let Some(app) = live_app(&state, &account.id, &consent_id, now).await? else {
+        return Ok(app_not_found());
+    };
+    let own = state.store.projects_of_account(&account.id).await?;
+    let choice = match super::consent::read_choice(&pairs, &own, now) {
+        Ok(Some(choice)) => choice,
+        Ok(None) => choice_of(&app),
+        Err(why) => {
+            return access_page(&state, &session, &account, &app, None, Some(why)).await;
+        }
+    };
+    let name = display_name(&app);
+    let changed = state
+        .store
+        .set_grant_choice(&account.id, &consent_id, &choice, now)
+        .await?;
+    if !changed {
+        return Ok(app_not_found());
+    }
+    state
+        .store
+        .audit(
+            AuditEvent {
+                event: "consent_changed",
+                outcome: "success",
+                account_id: Some(&account.id),
+                client_id: Some(&app.client_id),
+                source_ip: Some(&client.to_string()),
+                ..Default::default()
+            },
+            now,
+        )
+        .await;
+    set_notice(
+        &session,
+        &format!("{name} now reaches only what you chose, from its next request."),
+    )
+    .await?;
+    Ok(see_other("/apps"))
 }
 
 /// Tool calls, resource reads and prompt gets shown on an app's activity page.
@@ -162,6 +372,7 @@ fn event_kind(event: &str, outcome: &str) -> &'static str {
         ("consent", "denied") => "Denied",
         ("consent", _) => "Approved",
         ("consent_revoked", _) => "Revoked",
+        ("consent_changed", _) => "Access changed by you",
         ("family_revoked", _) => "Token revoked by the app",
         _ => "Tool call",
     }
@@ -286,7 +497,7 @@ pub async fn activity(
         };
         let authorization = matches!(
             e.event.as_str(),
-            "consent" | "consent_revoked" | "family_revoked"
+            "consent" | "consent_revoked" | "consent_changed" | "family_revoked"
         );
         events.push(EventRow {
             at: to_the_second(e.at),

@@ -19,6 +19,7 @@ use crate::domain::authorization::AuthorizationErrorCode;
 use crate::domain::cimd::is_url_client_id;
 use crate::domain::loopback::is_loopback_host;
 use crate::domain::redirect_uri::host_for_display;
+use crate::domain::scope::Scope;
 use crate::domain::secret::random_urlsafe;
 use crate::error::AppError;
 use crate::oauth::authorize::{
@@ -28,6 +29,7 @@ use crate::oauth::clients::FetchFor;
 use crate::oauth::register::registration_budget;
 use crate::state::AppState;
 use crate::store::now;
+use crate::store::oauth::GrantChoice;
 
 /// How long the consent page may stay open before its answer is refused, in seconds.
 pub const CONSENT_TTL_SECS: i64 = 600;
@@ -61,6 +63,145 @@ struct ConsentPage<'a> {
     email: &'a str,
     csrf_token: &'a str,
     request_id: &'a str,
+    /// The choice of projects, access and duration (`None` for a registered resource).
+    chooser: Option<Chooser>,
+    /// The choice starts from named projects (a step-up of such a grant).
+    limited: bool,
+}
+
+/// The fields of the per-app project choice (issue 37) on the consent page and the app's
+/// page, as they start: from the live grant's choice, else every project, read and write
+/// (when asked for), until revoked.
+pub(super) struct Chooser {
+    /// Every project chosen, including later ones.
+    pub all: bool,
+    /// `(id, name, checked)` of each active project of the account, oldest first.
+    pub projects: Vec<(String, String, bool)>,
+    /// The grant may write (the client asked for `mcp:write`): read and write is offered.
+    pub offer_write: bool,
+    /// Reading only is chosen.
+    pub read_only: bool,
+    /// `(value, label, checked)` of each duration.
+    pub durations: Vec<(String, String, bool)>,
+}
+
+impl Chooser {
+    pub(super) fn new(
+        projects: &[crate::store::projects::ProjectMembership],
+        current: Option<&GrantChoice>,
+        offer_write: bool,
+        read_only: bool,
+    ) -> Chooser {
+        let chosen = current.and_then(|c| c.project_ids.as_ref());
+        let end = current.and_then(|c| c.expires_at);
+        let mut durations = Vec::new();
+        if let Some(end) = end {
+            durations.push((
+                format!("at:{end}"),
+                format!("As before: until {}", super::when(end)),
+                true,
+            ));
+        }
+        durations.push(("revoked".into(), "Until I revoke it".into(), end.is_none()));
+        durations.push(("30d".into(), "30 days from now".into(), false));
+        durations.push(("1d".into(), "1 day from now".into(), false));
+        Chooser {
+            all: chosen.is_none(),
+            projects: projects
+                .iter()
+                .map(|p| {
+                    let checked = chosen.is_some_and(|ids| ids.contains(&p.project_id));
+                    (p.project_id.clone(), p.name.clone(), checked)
+                })
+                .collect(),
+            offer_write,
+            read_only: read_only || !offer_write,
+            durations,
+        }
+    }
+}
+
+/// The fields of a form that carries the project choice: every pair as sent, read by
+/// [`read_choice`]. Any field but `project` (one per ticked project) given twice makes the
+/// form not understood (400), as with every other form of the console.
+pub struct ChoiceForm(pub Vec<(String, String)>);
+
+impl<'de> Deserialize<'de> for ChoiceForm {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let pairs = Vec::<(String, String)>::deserialize(d)?;
+        for (i, (k, _)) in pairs.iter().enumerate() {
+            if k != "project" && pairs[..i].iter().any(|(seen, _)| seen == k) {
+                return Err(serde::de::Error::custom(format!("duplicate field `{k}`")));
+            }
+        }
+        Ok(ChoiceForm(pairs))
+    }
+}
+
+/// Reads the choice of projects, access and duration from a submitted consent or app page
+/// (fields `reach` = `all` | `named`, `project` once per checked project id, `access` =
+/// `read` | `write`, `duration` = `revoked` | `30d` | `1d` | `at:T`, the end T in Unix
+/// seconds chosen before and kept). `Ok(None)` when the form
+/// carries no choice (`reach` absent: an older page, a scripted answer), so the live choice
+/// is kept. Only projects of `own` count (a made-up id is dropped); named with none left is
+/// refused with the sentence to show.
+pub(super) fn read_choice(
+    pairs: &[(String, String)],
+    own: &[crate::store::projects::ProjectMembership],
+    now: i64,
+) -> Result<Option<GrantChoice>, &'static str> {
+    let field = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let Some(reach) = field("reach") else {
+        return Ok(None);
+    };
+    let project_ids = match reach {
+        "all" => None,
+        "named" => {
+            let ids: Vec<String> = own
+                .iter()
+                .filter(|p| {
+                    pairs
+                        .iter()
+                        .any(|(k, v)| k == "project" && *v == p.project_id)
+                })
+                .map(|p| p.project_id.clone())
+                .collect();
+            if ids.is_empty() {
+                return Err("Choose at least one project, or all projects.");
+            }
+            Some(ids)
+        }
+        _ => return Err("Choose all projects or named projects."),
+    };
+    let read_only = match field("access").unwrap_or("write") {
+        "read" => true,
+        "write" => false,
+        _ => return Err("Choose read only, or read and write."),
+    };
+    // `at:T` keeps an end chosen before (the person's own grant: any end still to come is
+    // theirs to keep).
+    let expires_at = match field("duration").unwrap_or("revoked") {
+        "revoked" => None,
+        "30d" => Some(now + 30 * 86_400),
+        "1d" => Some(now + 86_400),
+        other => match other
+            .strip_prefix("at:")
+            .and_then(|t| t.parse::<i64>().ok())
+        {
+            Some(end) if end > now => Some(end),
+            _ => return Err("Choose how long the app may use your account."),
+        },
+    };
+    Ok(Some(GrantChoice {
+        project_ids,
+        read_only,
+        expires_at,
+    }))
 }
 
 /// Words in an app's self-chosen name that claim an authority Gatehouse cannot check
@@ -232,17 +373,22 @@ async fn authorize(
         )
         .await?;
     // What the account allowed this app before, when the request asks for more (a step-up):
-    // the page then lists only what is new.
+    // the page then lists only what is new. What the grant allows now is its effective scope
+    // (without `mcp:write` when the person chose reading only); a grant whose chosen duration
+    // has passed is not remembered (approving starts a new one).
     let mut step_up = None;
-    if let Some(consent) = remembered {
-        if consent_covers(&consent.scope, &req.scope) {
+    let mut current = None;
+    if let Some(consent) = remembered.filter(|c| !c.ended(now)) {
+        let effective = consent.effective_scope();
+        if consent_covers(&effective, &req.scope) {
             if !forced {
                 let location = issue_code(&state, &req, &account.id, &consent.id, now).await?;
                 return Ok(see_other(&location));
             }
         } else {
-            step_up = Some(consent.scope);
+            step_up = Some(effective);
         }
+        current = Some(consent.choice());
     }
     if prompt.split(' ').any(|p| p == "none") {
         return Ok(fail(
@@ -250,14 +396,27 @@ async fn authorize(
             "the user has not approved this application",
         ));
     }
-    consent_page(&state, &session, &account, &req, None, step_up, now).await
+    consent_page(
+        &state,
+        &session,
+        &account,
+        &req,
+        None,
+        step_up,
+        current.as_ref(),
+        now,
+    )
+    .await
 }
 
 /// Keeps `req` as a pending authorization request of `account` ([`CONSENT_TTL_SECS`]) and
 /// shows its consent page, answered at `POST /oauth/authorize/decision`. For a device
 /// authorization, `user_code` is the code the person typed, shown for them to compare with
 /// their device's (RFC 8628 §5.4); `step_up` is the scope the account allowed this app before
-/// when the request asks for more (the page then lists only what is new).
+/// when the request asks for more (the page then lists only what is new); `current` the
+/// person's choice kept with the live consent, which the page starts from (a step-up keeps it
+/// unless they change it).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn consent_page(
     state: &AppState,
     session: &Session,
@@ -265,6 +424,7 @@ pub(super) async fn consent_page(
     req: &authorize::AuthorizationRequest,
     user_code: Option<&str>,
     step_up: Option<String>,
+    current: Option<&GrantChoice>,
     now: i64,
 ) -> Result<Response, AppError> {
     let request_id = random_urlsafe(16);
@@ -303,9 +463,28 @@ pub(super) async fn consent_page(
             .map(|h| (text, h.clone(), host_for_display(h)))
     })
     .collect();
+    // The choice of projects, access and duration: for Gatehouse's own MCP endpoint only (a
+    // registered resource's projects are its own business).
+    let chooser = if req.registered.is_none() {
+        let projects = state.store.projects_of_account(&account.id).await?;
+        // A step-up asks for what reading only withholds: it starts at read and write; a
+        // page shown again keeps the grant's reading only.
+        Some(Chooser::new(
+            &projects,
+            current,
+            req.scope
+                .split_ascii_whitespace()
+                .any(|s| s == Scope::McpWrite.as_str()),
+            step_up.is_none() && current.is_some_and(|c| c.read_only),
+        ))
+    } else {
+        None
+    };
     render(
         StatusCode::OK,
         &ConsentPage {
+            limited: chooser.as_ref().is_some_and(|c| !c.all),
+            chooser,
             verified_host: publisher.clone().unwrap_or_else(|| host.clone()),
             publisher,
             client_name: req.client_name.as_deref(),
@@ -329,12 +508,10 @@ pub(super) async fn consent_page(
     )
 }
 
-/// Body of `POST /oauth/authorize/decision`.
-#[derive(Deserialize)]
-pub struct DecisionForm {
-    #[serde(default)]
+/// Body of `POST /oauth/authorize/decision`: `request`, `decision` (`approve` | `deny`),
+/// and the choice [`read_choice`] reads.
+struct DecisionForm {
     request: String,
-    #[serde(default)]
     decision: String,
 }
 
@@ -385,9 +562,20 @@ pub async fn decide(
     let Some(account) = signed_in(&state, &session).await? else {
         return Ok(signed_out_page(&query.request));
     };
-    let form = match CsrfForm::<DecisionForm>::from_request(request, &state).await {
-        Ok(CsrfForm(form)) => form,
+    let pairs = match CsrfForm::<ChoiceForm>::from_request(request, &state).await {
+        Ok(CsrfForm(ChoiceForm(pairs))) => pairs,
         Err(refused) => return Ok(refused),
+    };
+    let field = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let form = DecisionForm {
+        request: field("request"),
+        decision: field("decision"),
     };
     // Check the choice before using up the request, so a bad value can be corrected.
     let approved = match form.decision.as_str() {
@@ -402,15 +590,41 @@ pub async fn decide(
         }
     };
     let now = now();
+    // The person's choice of projects, access and duration (issue 37), read against the
+    // account's own projects and the live grant's choice ("as before").
+    let choice = if approved && pairs.iter().any(|(k, _)| k == "reach") {
+        let own = state.store.projects_of_account(&account.id).await?;
+        match read_choice(&pairs, &own, now) {
+            Ok(choice) => choice,
+            Err(why) => {
+                return Ok(authorization_error_page(
+                    StatusCode::BAD_REQUEST,
+                    "Choose what the app may reach",
+                    &format!("{why} Go back and choose again."),
+                ));
+            }
+        }
+    } else {
+        None
+    };
     let Some(req) = authorize::take_request(&state, &form.request, &account.id, now).await? else {
         return Ok(request_expired());
     };
     let ip = client.to_string();
     if req.device.is_some() {
-        return super::device::answered(&state, &req, &account.id, &ip, approved, now).await;
+        return super::device::answered(
+            &state,
+            &req,
+            &account.id,
+            &ip,
+            approved,
+            choice.as_ref(),
+            now,
+        )
+        .await;
     }
     let location = if approved {
-        authorize::approve(&state, &req, &account.id, &ip, now).await?
+        authorize::approve(&state, &req, &account.id, &ip, choice.as_ref(), now).await?
     } else {
         authorize::deny(&state, &req, &account.id, &ip, now).await
     };

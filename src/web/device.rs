@@ -187,6 +187,7 @@ pub async fn submit(
         &request,
         Some(&shown),
         None,
+        None,
         now,
     )
     .await
@@ -201,10 +202,11 @@ pub(super) async fn answered(
     account_id: &str,
     ip: &str,
     approved: bool,
+    choice: Option<&crate::store::oauth::GrantChoice>,
     now: i64,
 ) -> Result<Response, AppError> {
     let done = if approved {
-        authorize::approve_device(state, req, account_id, ip, now).await?
+        authorize::approve_device(state, req, account_id, ip, choice, now).await?
     } else {
         authorize::deny_device(state, req, account_id, ip, now).await?
     };

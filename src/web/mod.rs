@@ -165,7 +165,11 @@ pub fn router(state: AppState) -> Router {
             .route("/apps", get(apps::list))
             .route("/apps/revoke", get(apps::confirm_revoke).post(apps::revoke))
             .route("/apps/tools", post(apps::set_tools))
-            .route("/apps/{consent_id}", get(apps::activity));
+            .route("/apps/{consent_id}", get(apps::activity))
+            .route(
+                "/apps/{consent_id}/access",
+                get(apps::access).post(apps::change_access),
+            );
     }
     pages.layer(session_layer(&state)).with_state(state)
 }

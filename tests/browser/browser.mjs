@@ -184,6 +184,12 @@ class BrowserOAuthProvider extends HeadlessOAuthProvider {
     walk.consentShown = true;
     walk.consentUrl = page.url();
     await auditPage(page, 'consent', viewport);
+    if (this.o.chooseProject) {
+      // Per-app project choice: only the named project, ticked by its label.
+      await page.getByLabel('Only the projects I tick:').check();
+      await page.getByLabel(this.o.chooseProject, { exact: true }).check();
+      await auditPage(page, 'consent-choice', viewport);
+    }
     if (consentBy === 'keyboard') {
       // Only the keyboard: Tab from the top of the page until Allow has focus, then Enter.
       await page.evaluate(() => document.activeElement?.blur());
@@ -223,8 +229,9 @@ function recordingFetch(log) {
 }
 
 /** SDK authorization through the browser; returns {provider, client, transport, walk, httpLog}. */
-async function authorizeWithSdk(s, { clientName, page, viewport, consentBy, callbacks }) {
+async function authorizeWithSdk(s, { clientName, page, viewport, consentBy, callbacks, chooseProject }) {
   const provider = new BrowserOAuthProvider({
+    chooseProject,
     redirectUrl: callbacks.redirectUrl,
     clientName,
     email: s.email,
@@ -555,6 +562,59 @@ async function main() {
       const res = await pPage.goto(`${s.issuer}/device`);
       assert(res.status() === 200, `status ${res.status()}`);
       await auditPage(pPage, 'device', PHONE);
+    });
+
+    // --- 6. per-app project choice: one project on consent, then narrowed on the app's page ----
+    await rep.check('a second project made in the console', async () => {
+      await dPage.goto(`${s.issuer}/`);
+      await dPage.locator('#project-name').fill('Second project');
+      await dPage.getByRole('button', { name: 'Create project' }).click();
+      await dPage.waitForLoadState();
+    });
+    const listedProjects = async (client) => {
+      const r = await client.callTool({ name: 'list_projects', arguments: {} });
+      assert(!r.isError, `list_projects returned isError: ${short(JSON.stringify(r.content))}`);
+      return r.structuredContent.projects.map((p) => p.id);
+    };
+    const chosen = [];
+    for (const [page, viewport, consentBy] of [
+      [dPage, DESKTOP, 'click'],
+      [pPage, PHONE, 'keyboard'],
+    ]) {
+      const name = `Chooser app (${viewport.name})`;
+      await rep.check(`consent at ${viewport.width}x${viewport.height}: only the project "Browser test" ticked, then Allow`, async () => {
+        const r = await authorizeWithSdk(s, { clientName: name, page, viewport, consentBy, callbacks, chooseProject: 'Browser test' });
+        const ids = await listedProjects(r.client);
+        assert(ids.length === 1 && ids[0] === s.projectId, `list_projects gave ${ids.join(', ')}`);
+        chosen.push([name, r]);
+        return `list_projects: ${ids.join(', ')}`;
+      });
+    }
+    await rep.check('the app page narrows the desktop app to read only; its next call sees it', async () => {
+      const [name, c] = chosen.find(([n]) => n.includes('desktop')) ?? [];
+      assert(c, 'no desktop app to narrow');
+      const before = (await c.client.listTools()).tools.map((t) => t.name);
+      assert(before.includes('create_note'), `create_note not listed before: ${before.join(', ')}`);
+      for (const [page, viewport] of [
+        [pPage, PHONE],
+        [dPage, DESKTOP],
+      ]) {
+        await page.goto(`${s.issuer}/apps`);
+        await page.getByRole('link', { name: `Change what ${name} reaches` }).click();
+        await page.getByRole('heading', { name: `What ${name} reaches` }).waitFor();
+        await auditPage(page, 'app-access', viewport);
+      }
+      await dPage.getByLabel('Read only').check();
+      await dPage.getByRole('button', { name: 'Save' }).click();
+      await dPage.waitForURL((u) => u.pathname === '/apps');
+      const notice = await dPage.getByRole('status').innerText();
+      assert(notice.includes(name), `notice: ${notice}`);
+      await auditPage(dPage, 'apps-after-narrowing', DESKTOP);
+      const after = (await c.client.listTools()).tools.map((t) => t.name);
+      assert(!after.includes('create_note'), `create_note still listed: ${after.join(', ')}`);
+      const ids = await listedProjects(c.client);
+      assert(ids.length === 1 && ids[0] === s.projectId, `list_projects gave ${ids.join(', ')}`);
+      return `tools now: ${after.join(', ')}`;
     });
 
     await desktop.close();

@@ -51,6 +51,7 @@ mod paging;
 mod passkeys;
 mod personal_upstreams;
 mod private_key_jwt;
+mod project_choice;
 mod prompts;
 mod proxies;
 mod pruning;
