@@ -30,9 +30,17 @@ pub const MAX_NAME_CHARS: usize = 60;
 /// Errors (a message for the log) when the host cannot be a relying party id.
 pub fn relying_party(config: &Config) -> Result<Webauthn, String> {
     let frontend = config.frontend_url.url();
-    let host = frontend
-        .host_str()
-        .ok_or_else(|| format!("FRONTEND_URL {frontend} has no host"))?;
+    // A relying party id is a domain (WebAuthn Level 2 §5.1.3): an address cannot be one,
+    // and is told apart here rather than by the builder, which logs every refusal as an error.
+    let host = match frontend.host() {
+        Some(url::Host::Domain(host)) => host,
+        Some(_) => {
+            return Err(format!(
+                "FRONTEND_URL {frontend} is an address, not a domain"
+            ));
+        }
+        None => return Err(format!("FRONTEND_URL {frontend} has no host")),
+    };
     let origin = Url::parse(&frontend.origin().ascii_serialization())
         .map_err(|e| format!("FRONTEND_URL origin: {e}"))?;
     WebauthnBuilder::new(host, &origin)
