@@ -114,6 +114,12 @@ pub async fn backup(config: &Config, file: PathBuf, force: bool) -> Result<Strin
 }
 
 fn backup_blocking(source: &Path, file: &Path, force: bool) -> Result<String, CliError> {
+    if is_the_database(file, source) {
+        return Err(CliError(format!(
+            "{} is the database itself (or one of its files); name another file",
+            file.display()
+        )));
+    }
     if file.exists() && !force {
         return Err(CliError(format!(
             "{} exists; give --force to replace it",
@@ -136,6 +142,10 @@ fn backup_blocking(source: &Path, file: &Path, force: bool) -> Result<String, Cl
     let version = schema_version(&conn, source)?;
     let partial = sibling(file, &format!("partial-{}", std::process::id()));
     let _ = std::fs::remove_file(&partial);
+    // Made empty first, readable by the owner only (the copy holds password and token
+    // hashes and sealed secrets); `VACUUM INTO` writes into an existing empty file.
+    private_empty_file(&partial)
+        .map_err(|e| CliError(format!("cannot write {}: {e}", file.display())))?;
     let target = partial
         .to_str()
         .ok_or_else(|| CliError(format!("{} is not valid UTF-8", file.display())))?;
@@ -156,6 +166,39 @@ fn backup_blocking(source: &Path, file: &Path, force: bool) -> Result<String, Cl
         file.display(),
         newest_schema_version()
     ))
+}
+
+/// Whether `file` names the database at `database` or one of the files `SQLite` keeps beside
+/// it (`-wal`, `-shm`, `-journal`), after resolving links and relative paths.
+fn is_the_database(file: &Path, database: &Path) -> bool {
+    let resolve = |p: &Path| -> Option<PathBuf> {
+        let name = p.file_name()?;
+        let parent = match p.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        Some(std::fs::canonicalize(parent).ok()?.join(name))
+    };
+    let (Some(file), Some(database)) = (resolve(file), resolve(database)) else {
+        return false;
+    };
+    let file = std::fs::canonicalize(&file).unwrap_or(file);
+    let database = std::fs::canonicalize(&database).unwrap_or(database);
+    file == database
+        || ["wal", "shm", "journal"].iter().any(|suffix| {
+            let mut name = database.as_os_str().to_os_string();
+            name.push(format!("-{suffix}"));
+            file.as_os_str() == name
+        })
+}
+
+/// Creates `path` empty with mode 0600 (on Unix); fails if it exists.
+fn private_empty_file(path: &Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path).map(drop)
 }
 
 /// `file` with `.suffix` appended to its name.
@@ -199,6 +242,12 @@ pub async fn restore(config: &Config, file: PathBuf) -> Result<String, CliError>
 fn restore_blocking(file: &Path, target: &Path) -> Result<(i64, Option<PathBuf>), CliError> {
     if !file.is_file() {
         return Err(CliError(format!("{} does not exist", file.display())));
+    }
+    if is_the_database(file, target) {
+        return Err(CliError(format!(
+            "{} is the configured database itself; restore from a backup file",
+            file.display()
+        )));
     }
     let backup = Connection::open_with_flags(file, OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(|e| CliError(format!("cannot open {}: {e}", file.display())))?;
@@ -257,8 +306,19 @@ fn ensure_unused(target: &Path) -> Result<(), CliError> {
     conn.busy_timeout(std::time::Duration::ZERO)
         .map_err(|e| CliError(e.to_string()))?;
     let mode: Result<String, _> = conn.query_row("PRAGMA journal_mode = DELETE", [], |r| r.get(0));
+    let busy = |code| {
+        matches!(
+            code,
+            rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+        )
+    };
     match mode {
         Ok(mode) if mode.eq_ignore_ascii_case("delete") => Ok(()),
+        Err(rusqlite::Error::SqliteFailure(e, _)) if !busy(e.code) => Err(CliError(format!(
+            "cannot check whether {} is in use: {e}; if it is damaged, stop every server on it, \
+             move it (and its -wal and -shm files) aside, then restore",
+            target.display()
+        ))),
         Ok(_) | Err(_) => Err(CliError(format!(
             "{} is in use (a server or another command has it open): stop the server, then \
              restore",

@@ -109,10 +109,10 @@ pub fn check_claims(
     if !claims.aud.names_any(audiences) {
         return Err(AssertionError::WrongAudience);
     }
-    if claims.exp <= now - CLOCK_SKEW_SECS {
+    if claims.exp <= now.saturating_sub(CLOCK_SKEW_SECS) {
         return Err(AssertionError::Expired);
     }
-    if claims.exp > now + MAX_LIFETIME_SECS + CLOCK_SKEW_SECS {
+    if claims.exp > now.saturating_add(MAX_LIFETIME_SECS + CLOCK_SKEW_SECS) {
         return Err(AssertionError::TooLong);
     }
     if [claims.nbf, claims.iat]

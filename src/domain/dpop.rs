@@ -110,7 +110,7 @@ impl VerifiedProof {
     /// Until when (Unix seconds) this proof's `jti` must be remembered: as long as a proof with
     /// its `iat` is accepted.
     pub fn remember_until(&self) -> i64 {
-        self.iat + PROOF_WINDOW_SECS + 1
+        self.iat.saturating_add(PROOF_WINDOW_SECS + 1)
     }
 
     /// The key a replay record is stored under: the SHA-256 (hex) of the thumbprint and the
@@ -234,7 +234,8 @@ pub fn verify_proof(proof: &str, expected: &Expected<'_>) -> Result<VerifiedProo
         (Some(sent), Some(want)) if sent == want => {}
         _ => return Err(ProofError::WrongUrl),
     }
-    if (claims.iat - expected.now).abs() > PROOF_WINDOW_SECS {
+    // `abs_diff`: any `iat` a proof carries (i64::MIN included) is compared without overflow.
+    if claims.iat.abs_diff(expected.now) > PROOF_WINDOW_SECS.unsigned_abs() {
         return Err(ProofError::Stale);
     }
     if claims.jti.is_empty() || claims.jti.len() > MAX_JTI_BYTES {

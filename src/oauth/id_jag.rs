@@ -22,6 +22,10 @@
 
 use std::collections::HashMap;
 
+/// The longest an ID-JAG may be valid for from now (Unix seconds): a day, the bound the
+/// workload grant keeps too.
+pub const MAX_ASSERTION_LIFETIME_SECS: i64 = 24 * 60 * 60;
+
 use serde::Deserialize;
 
 use super::OAuthError;
@@ -253,7 +257,14 @@ async fn check(
     if exp <= now {
         return Err(refused("the assertion has expired"));
     }
-    if claims.iat.is_some_and(|iat| iat > now + CLOCK_SKEW_SECS) {
+    // Its `jti` is kept until `exp`: an assertion valid for years would be redeemable (and
+    // its record kept) for years. Identity providers issue ID-JAGs for minutes.
+    if exp > now.saturating_add(MAX_ASSERTION_LIFETIME_SECS) {
+        return Err(refused(
+            "the assertion's exp is more than a day ahead; ask the identity provider for a shorter-lived assertion",
+        ));
+    }
+    if claims.iat.is_some_and(|iat| iat > now.saturating_add(CLOCK_SKEW_SECS)) {
         return Err(refused("the assertion was issued in the future"));
     }
     let Some(jti) = claims.jti.as_deref().filter(|j| !j.is_empty()) else {

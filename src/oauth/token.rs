@@ -150,7 +150,10 @@ pub async fn token(
     let now = now();
     let body = match super::workload::route(&state, &parts.headers, &params).await? {
         super::workload::Route::Workload(candidates) => {
-            super::workload::grant(&state, &candidates, &params, &ip, now).await?
+            // A workload asks for a bound token as any client does (RFC 9449 §5); a malformed
+            // proof is refused before the assertion is spent.
+            let jkt = dpop_key(&state, &parts.headers, now).await?;
+            super::workload::grant(&state, &candidates, &params, &ip, now, jkt).await?
         }
         super::workload::Route::Client => {
             let ClientForm { client, params, .. } =

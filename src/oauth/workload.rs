@@ -175,6 +175,7 @@ pub async fn grant(
     params: &HashMap<String, String>,
     ip: &str,
     now: i64,
+    jkt: Option<String>,
 ) -> Result<TokenResponse, OAuthError> {
     let assertion = params
         .get("assertion")
@@ -210,7 +211,7 @@ pub async fn grant(
             &config.mcp_server_url,
             now,
             now + ttl,
-            None,
+            jkt.as_deref(),
         )
         .await?;
     crate::metrics::resource_token_event("issued", &config.mcp_server_url);
@@ -226,7 +227,11 @@ pub async fn grant(
     .await;
     Ok(TokenResponse {
         access_token: access.expose().to_string(),
-        token_type: "Bearer".into(),
+        token_type: if jkt.is_some() {
+            crate::domain::dpop::TOKEN_TYPE.into()
+        } else {
+            "Bearer".into()
+        },
         expires_in: ttl,
         refresh_token: None,
         scope,
@@ -314,10 +319,10 @@ async fn check(
     let Some(exp) = claims.exp else {
         return Err(refused("the assertion has no exp"));
     };
-    if exp + CLOCK_SKEW_SECS <= now {
+    if exp.saturating_add(CLOCK_SKEW_SECS) <= now {
         return Err(refused("the assertion has expired"));
     }
-    if exp > now + MAX_LIFETIME_SECS + CLOCK_SKEW_SECS {
+    if exp > now.saturating_add(MAX_LIFETIME_SECS + CLOCK_SKEW_SECS) {
         return Err(refused(
             "the assertion's exp is more than a day ahead; ask the platform for a shorter-lived token",
         ));
@@ -325,7 +330,7 @@ async fn check(
     if claims.nbf.is_some_and(|nbf| nbf > now + CLOCK_SKEW_SECS) {
         return Err(refused("the assertion is not valid yet (nbf)"));
     }
-    if claims.iat.is_some_and(|iat| iat > now + CLOCK_SKEW_SECS) {
+    if claims.iat.is_some_and(|iat| iat > now.saturating_add(CLOCK_SKEW_SECS)) {
         return Err(refused("the assertion was issued in the future"));
     }
     if params

@@ -112,6 +112,29 @@ async fn a_backup_taken_while_serving_restores_into_a_server_that_honours_it() {
         refused(&app.db.url, &["backup", file_arg]).contains("exists; give --force to replace it")
     );
     ok(&app.db.url, &["backup", file_arg, "--force"]);
+    // Owner only: the copy holds password and token hashes and sealed secrets.
+    #[cfg(unix)]
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&file).unwrap().permissions())
+            & 0o777,
+        0o600
+    );
+    // The database itself (or its write-ahead log) is never a backup's target, --force or
+    // not: writing over it would corrupt what the server is serving.
+    let database = file_of(&app.db.url);
+    let mut wal = database.clone().into_os_string();
+    wal.push("-wal");
+    for target in [database.clone(), PathBuf::from(wal)] {
+        let said = refused(&app.db.url, &["backup", target.to_str().unwrap(), "--force"]);
+        assert!(said.contains("is the database itself"), "{said}");
+    }
+    let said = refused(&app.db.url, &["restore", database.to_str().unwrap()]);
+    assert!(said.contains("is the configured database itself"), "{said}");
+    assert_eq!(
+        rpc(&app, access, "tools/list", json!({})).await,
+        listed_before,
+        "the database still serves"
+    );
 
     // After the backup: this grant is not in it.
     let (_, later) = full_grant(&app).await;

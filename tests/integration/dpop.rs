@@ -59,7 +59,7 @@ fn proof(key: &TestKey, c: &Claims<'_>) -> String {
         "jti": gatehouse::domain::secret::random_urlsafe(16),
         "htm": c.htm,
         "htu": c.htu,
-        "iat": gatehouse::store::now() + c.iat_offset,
+        "iat": gatehouse::store::now().saturating_add(c.iat_offset),
     });
     if let Some(token) = c.token {
         body["ath"] = json!(ath(token));
@@ -281,6 +281,18 @@ async fn each_wrong_proof_is_refused_at_the_mcp_route() {
             "invalid_dpop_proof",
         ),
         (
+            // now − 2^63: its distance from now is 2^63, one more than an i64 holds.
+            "iat at the smallest integer",
+            proof(
+                &key,
+                &Claims {
+                    iat_offset: i64::MIN,
+                    ..claims("POST", mcp.clone(), Some(token))
+                },
+            ),
+            "invalid_dpop_proof",
+        ),
+        (
             "missing ath",
             proof(&key, &claims("POST", mcp.clone(), None)),
             "invalid_dpop_proof",
@@ -353,6 +365,26 @@ async fn each_wrong_proof_is_refused_at_the_token_endpoint() {
                 &key,
                 &Claims {
                     iat_offset: -120,
+                    ..claims("POST", url.clone(), None)
+                },
+            ),
+        ),
+        (
+            "iat at the smallest integer",
+            proof(
+                &key,
+                &Claims {
+                    iat_offset: i64::MIN,
+                    ..claims("POST", url.clone(), None)
+                },
+            ),
+        ),
+        (
+            "iat at the largest integer",
+            proof(
+                &key,
+                &Claims {
+                    iat_offset: i64::MAX,
                     ..claims("POST", url.clone(), None)
                 },
             ),

@@ -221,6 +221,10 @@ async fn every_check_of_a_workload_assertion_refuses_with_invalid_grant() {
             "the assertion's exp is more than a day ahead",
         ),
         (
+            sign(&key, &with("exp", json!(i64::MAX))),
+            "the assertion's exp is more than a day ahead",
+        ),
+        (
             sign(&key, &with("nbf", json!(now + 3600))),
             "the assertion is not valid yet (nbf)",
         ),
@@ -251,6 +255,19 @@ async fn every_check_of_a_workload_assertion_refuses_with_invalid_grant() {
         body["error_description"],
         "the assertion's issuer and subject belong to another client than client_id"
     );
+    // A malformed DPoP proof beside a good assertion: refused as a proof (RFC 9449 §5), and
+    // the assertion is not spent by it.
+    let r = app
+        .client
+        .post(app.url("/oauth/token"))
+        .header("DPoP", "x.y.z")
+        .form(&[("grant_type", JWT_BEARER), ("assertion", &sign(&key, &good))])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], "invalid_dpop_proof", "{body}");
     // Refusals were audited; the good assertion still works (nothing above spent it).
     let (status, body) = redeem(&app, &sign(&key, &good), &[]).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -261,7 +278,7 @@ async fn every_check_of_a_workload_assertion_refuses_with_invalid_grant() {
     .fetch_one(app.db.pool().await)
     .await
     .unwrap();
-    assert_eq!(denied, 12);
+    assert_eq!(denied, 13, "each refused assertion, not the refused proof");
 }
 
 #[tokio::test]

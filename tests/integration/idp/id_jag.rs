@@ -219,6 +219,14 @@ async fn every_check_of_an_id_jag_refuses_with_invalid_grant() {
             "the assertion has expired",
         ),
         (
+            sign(&key, "oauth-id-jag+jwt", &with("exp", json!(now + 3 * 86_400))),
+            "the assertion's exp is more than a day ahead",
+        ),
+        (
+            sign(&key, "oauth-id-jag+jwt", &with("exp", json!(i64::MAX))),
+            "the assertion's exp is more than a day ahead",
+        ),
+        (
             sign(&key, "oauth-id-jag+jwt", &with("jti", Value::Null)),
             "the assertion has no jti",
         ),
