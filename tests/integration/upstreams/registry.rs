@@ -12,6 +12,19 @@ async fn version(app: &TestApp) -> i64 {
     app.store.upstream_registry_version().await.unwrap()
 }
 
+/// Whether the server's store sees the registry version above `before` within 5 s. A change
+/// made by the command line (another process) can reach a pooled `SQLite` connection a moment
+/// late: one still inside the read snapshot of an earlier statement sees it once that ends.
+async fn raised_above(app: &TestApp, before: i64) -> bool {
+    for _ in 0..50 {
+        if version(app).await > before {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    false
+}
+
 async fn column(app: &TestApp, name: &str, column: &str) -> Option<String> {
     sqlx::query(&format!(
         "SELECT {column} AS v FROM upstreams WHERE name = $1"
@@ -57,7 +70,7 @@ async fn the_registry_is_administered_from_the_command_line_without_showing_secr
         out.trim(),
         "added upstream everything (http http://127.0.0.1:9/mcp); its tools are listed once approved: gatehouse upstream approve everything"
     );
-    assert!(version(&app).await > v0, "every change raises the version");
+    assert!(raised_above(&app, v0).await, "every change raises the version");
 
     // Sealed at rest with the server key, bound to the upstream's name.
     let sealed = column(&app, "everything", "headers_sealed").await.unwrap();
@@ -142,7 +155,7 @@ async fn the_registry_is_administered_from_the_command_line_without_showing_secr
             .trim(),
         "upstream everything disabled"
     );
-    assert!(version(&app).await > v1);
+    assert!(raised_above(&app, v1).await);
     assert!(
         cli_ok(&app, &["upstream", "list"])
             .await
@@ -189,7 +202,7 @@ async fn the_registry_is_administered_from_the_command_line_without_showing_secr
             .trim(),
         "upstream everything: 1 tool definition approved"
     );
-    assert!(version(&app).await > v2);
+    assert!(raised_above(&app, v2).await);
     let listed = cli_ok(&app, &["upstream", "list"]).await;
     assert!(
         listed.contains("  enabled  tools=1 pending=0  ")
@@ -204,16 +217,19 @@ async fn the_registry_is_administered_from_the_command_line_without_showing_secr
             .trim(),
         "removed upstream everything"
     );
-    // Read until the test's own pooled connection sees the removal: on SQLite a connection can
-    // still be reading the snapshot of an earlier statement for a moment (WAL).
+    // Read on a connection of its own: on SQLite a pooled connection can keep reading the
+    // snapshot of an earlier statement (WAL) for as long as that statement is not reset.
     let mut left: i64 = -1;
     for _ in 0..50 {
+        use sqlx::Connection;
+        let mut fresh = sqlx::AnyConnection::connect(&app.db.url).await.unwrap();
         left = sqlx::query("SELECT COUNT(*) AS n FROM upstream_tools")
-            .fetch_one(app.db.pool().await)
+            .fetch_one(&mut fresh)
             .await
             .unwrap()
             .try_get("n")
             .unwrap();
+        let _ = fresh.close().await;
         if left == 0 {
             break;
         }
