@@ -264,7 +264,10 @@ async fn check(
             "the assertion's exp is more than a day ahead; ask the identity provider for a shorter-lived assertion",
         ));
     }
-    if claims.iat.is_some_and(|iat| iat > now.saturating_add(CLOCK_SKEW_SECS)) {
+    if claims
+        .iat
+        .is_some_and(|iat| iat > now.saturating_add(CLOCK_SKEW_SECS))
+    {
         return Err(refused("the assertion was issued in the future"));
     }
     let Some(jti) = claims.jti.as_deref().filter(|j| !j.is_empty()) else {

@@ -330,7 +330,10 @@ async fn check(
     if claims.nbf.is_some_and(|nbf| nbf > now + CLOCK_SKEW_SECS) {
         return Err(refused("the assertion is not valid yet (nbf)"));
     }
-    if claims.iat.is_some_and(|iat| iat > now.saturating_add(CLOCK_SKEW_SECS)) {
+    if claims
+        .iat
+        .is_some_and(|iat| iat > now.saturating_add(CLOCK_SKEW_SECS))
+    {
         return Err(refused("the assertion was issued in the future"));
     }
     if params

@@ -125,7 +125,10 @@ async fn a_backup_taken_while_serving_restores_into_a_server_that_honours_it() {
     let mut wal = database.clone().into_os_string();
     wal.push("-wal");
     for target in [database.clone(), PathBuf::from(wal)] {
-        let said = refused(&app.db.url, &["backup", target.to_str().unwrap(), "--force"]);
+        let said = refused(
+            &app.db.url,
+            &["backup", target.to_str().unwrap(), "--force"],
+        );
         assert!(said.contains("is the database itself"), "{said}");
     }
     let said = refused(&app.db.url, &["restore", database.to_str().unwrap()]);

@@ -261,7 +261,10 @@ async fn every_check_of_a_workload_assertion_refuses_with_invalid_grant() {
         .client
         .post(app.url("/oauth/token"))
         .header("DPoP", "x.y.z")
-        .form(&[("grant_type", JWT_BEARER), ("assertion", &sign(&key, &good))])
+        .form(&[
+            ("grant_type", JWT_BEARER),
+            ("assertion", &sign(&key, &good)),
+        ])
         .send()
         .await
         .unwrap();

@@ -219,7 +219,11 @@ async fn every_check_of_an_id_jag_refuses_with_invalid_grant() {
             "the assertion has expired",
         ),
         (
-            sign(&key, "oauth-id-jag+jwt", &with("exp", json!(now + 3 * 86_400))),
+            sign(
+                &key,
+                "oauth-id-jag+jwt",
+                &with("exp", json!(now + 3 * 86_400)),
+            ),
             "the assertion's exp is more than a day ahead",
         ),
         (

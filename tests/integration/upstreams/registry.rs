@@ -70,7 +70,10 @@ async fn the_registry_is_administered_from_the_command_line_without_showing_secr
         out.trim(),
         "added upstream everything (http http://127.0.0.1:9/mcp); its tools are listed once approved: gatehouse upstream approve everything"
     );
-    assert!(raised_above(&app, v0).await, "every change raises the version");
+    assert!(
+        raised_above(&app, v0).await,
+        "every change raises the version"
+    );
 
     // Sealed at rest with the server key, bound to the upstream's name.
     let sealed = column(&app, "everything", "headers_sealed").await.unwrap();
