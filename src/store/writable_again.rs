@@ -47,8 +47,12 @@ pub(super) fn watch(parts: Weak<super::StoreParts>, path: PathBuf) {
                 continue;
             }
             let probe = path.clone();
+            // Asked with access(2), never by opening the file: closing any descriptor of a
+            // database file drops every POSIX lock this process holds on it, the locks SQLite's
+            // connections here rely on, and another process (the command line) could then
+            // write or recover the log under them.
             let writable = tokio::task::spawn_blocking(move || {
-                std::fs::OpenOptions::new().write(true).open(probe).is_ok()
+                rustix::fs::access(&probe, rustix::fs::Access::WRITE_OK).is_ok()
             })
             .await
             .unwrap_or(false);
