@@ -187,6 +187,27 @@ pub fn validate_public_jwks(jwks: &Value) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// A JWT claim that is one string or an array of strings (`aud`, RFC 7519 §4.1.3; the
+/// ID-JAG's `resource`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    /// A single string.
+    One(String),
+    /// An array of strings.
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    /// Every value, in order.
+    pub fn values(&self) -> Vec<&str> {
+        match self {
+            OneOrMany::One(s) => vec![s.as_str()],
+            OneOrMany::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -52,33 +52,16 @@ pub const CONSENT_REDIRECT: &str = crate::domain::client_assertion::JWT_BEARER_G
 /// Allowed clock skew for `iat`, in seconds.
 pub const CLOCK_SKEW_SECS: i64 = 60;
 
-/// `aud` or `resource`: one string or an array of them.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl OneOrMany {
-    fn values(&self) -> Vec<&str> {
-        match self {
-            OneOrMany::One(s) => vec![s.as_str()],
-            OneOrMany::Many(v) => v.iter().map(String::as_str).collect(),
-        }
-    }
-}
-
 /// The claims of an ID-JAG read after its signature is verified.
 #[derive(Debug, Deserialize)]
 struct IdJagClaims {
     sub: Option<String>,
-    aud: Option<OneOrMany>,
+    aud: Option<crate::domain::client_assertion::OneOrMany>,
     client_id: Option<String>,
     jti: Option<String>,
     exp: Option<i64>,
     iat: Option<i64>,
-    resource: Option<OneOrMany>,
+    resource: Option<crate::domain::client_assertion::OneOrMany>,
     scope: Option<String>,
     email: Option<String>,
 }
@@ -221,7 +204,7 @@ async fn check(
     let aud = claims
         .aud
         .as_ref()
-        .map(OneOrMany::values)
+        .map(crate::domain::client_assertion::OneOrMany::values)
         .unwrap_or_default();
     if aud.len() != 1 || aud[0] != config.issuer {
         return Err(refused(format!(

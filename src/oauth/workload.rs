@@ -53,29 +53,12 @@ pub const MAX_LIFETIME_SECS: i64 = 24 * 3600;
 /// Allowed clock skew for `exp`, `nbf` and `iat`, in seconds.
 pub const CLOCK_SKEW_SECS: i64 = 60;
 
-/// `aud`: one string or an array of them.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl OneOrMany {
-    fn values(&self) -> Vec<&str> {
-        match self {
-            OneOrMany::One(s) => vec![s.as_str()],
-            OneOrMany::Many(v) => v.iter().map(String::as_str).collect(),
-        }
-    }
-}
-
 /// The claims of a workload assertion read after its signature is verified.
 #[derive(Debug, Deserialize)]
 struct Claims {
     iss: Option<String>,
     sub: Option<String>,
-    aud: Option<OneOrMany>,
+    aud: Option<crate::domain::client_assertion::OneOrMany>,
     jti: Option<String>,
     exp: Option<i64>,
     nbf: Option<i64>,
@@ -309,7 +292,7 @@ async fn check(
     let aud = claims
         .aud
         .as_ref()
-        .map(OneOrMany::values)
+        .map(crate::domain::client_assertion::OneOrMany::values)
         .unwrap_or_default();
     if !aud.iter().any(|a| bare(a) == ours) {
         return Err(refused(format!(
