@@ -16,7 +16,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sqlx::Row;
 
-use crate::helpers::{TestApp, TestDb, new_client};
+use crate::helpers::{ServerStop, TestApp, TestDb, new_client};
 use crate::oauth_helpers::{EMAIL, PASSWORD, full_grant};
 
 /// Holds the database's write lock on `audit_events` until the returned transaction ends:
@@ -98,6 +98,7 @@ async fn a_graceful_stop_commits_every_queued_tool_call_row() {
         store: store.clone(),
         config,
         client: new_client(),
+        stop: ServerStop::none(),
         db,
         metrics_port: None,
     };

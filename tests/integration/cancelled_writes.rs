@@ -42,7 +42,10 @@ async fn cancelled_writes_leave_every_pooled_connection_able_to_write() {
             // the server's transactions.
             let timeout = Duration::from_micros(200 + (round * 7919 + i * 104_729) % 12_000);
             tasks.spawn(async move {
-                let client = reqwest::Client::builder().timeout(timeout).build().unwrap();
+                let client = crate::helpers::client_builder()
+                    .timeout(timeout)
+                    .build()
+                    .unwrap();
                 client.post(url).json(&body).send().await.ok()
             });
         }
@@ -70,7 +73,7 @@ async fn cancelled_writes_leave_every_pooled_connection_able_to_write() {
             .unwrap_or(1),
     )
     .1;
-    let client = reqwest::Client::builder()
+    let client = crate::helpers::client_builder()
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap();

@@ -14,7 +14,7 @@ use reqwest::StatusCode;
 
 /// A client without a cookie jar and without redirects, for requests with hand-made cookies.
 fn bare_client() -> reqwest::Client {
-    reqwest::Client::builder()
+    crate::helpers::client_builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap()

@@ -118,7 +118,7 @@ fn start_proxy(listener: TcpListener, upstream: &str, faults: ProxyFaults) {
     let proxy = Arc::new(Proxy {
         upstream: upstream.to_string(),
         faults,
-        client: reqwest::Client::builder()
+        client: crate::helpers::client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap(),

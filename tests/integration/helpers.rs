@@ -317,8 +317,24 @@ pub(crate) struct TestApp {
     pub config: Config,
     /// A client with a cookie jar that does not follow redirects.
     pub client: reqwest::Client,
+    /// Stops the server when the test ends (dropped before [`TestApp::db`]): it stops
+    /// accepting, and its lanes, pools and background tasks end with its runtime. Left
+    /// running, every finished test's server kept its threads and kept reconnecting to its
+    /// fenced database, and on `PostgreSQL` those attempts crowded out the running tests'
+    /// connections (503s).
+    pub stop: ServerStop,
     /// Keeps the database alive for the test.
     pub db: TestDb,
+}
+
+/// Stops a test's server when dropped; [`ServerStop::none`] for a server the test stops itself.
+pub(crate) struct ServerStop(Option<tokio::sync::oneshot::Sender<()>>);
+
+impl ServerStop {
+    /// Nothing to stop.
+    pub(crate) fn none() -> ServerStop {
+        ServerStop(None)
+    }
 }
 
 /// Starts the server with default settings.
@@ -426,6 +442,7 @@ async fn spawn_on(
     // its own thread (waiting for a command-line process, say) never stops the server in the
     // middle of a write, which would hold SQLite's write lock against that very process.
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server_config = config.clone();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -441,8 +458,14 @@ async fn spawn_on(
             let store = app.state().store.clone();
             let metrics_port = app.metrics_port();
             let _ = ready_tx.send((store, metrics_port));
-            let _ = app.run_until(std::future::pending()).await;
+            // Until the test's `ServerStop` is dropped (its sender gone).
+            let _ = app
+                .run_until(async move {
+                    let _ = stop_rx.await;
+                })
+                .await;
         });
+        runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     });
     let (store, metrics_port) = ready_rx.await.expect("the server started");
     TestApp {
@@ -452,13 +475,26 @@ async fn spawn_on(
         store,
         config,
         client: new_client(),
+        stop: ServerStop(Some(stop_tx)),
         db,
     }
 }
 
+/// How long a test client keeps reusing an idle connection: less than the server's own idle
+/// limit (`GATEHOUSE_HEADER_READ_TIMEOUT`, 10 s by default), past which the server closes it.
+/// A test that blocks its thread (waiting for a command-line process, say) cannot notice that
+/// close meanwhile, and a request sent on such a connection fails with hyper's
+/// `IncompleteMessage`; a connection idle for longer than this is never reused.
+pub(crate) const CLIENT_IDLE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `reqwest::Client::builder()` with [`CLIENT_IDLE`]: where every test's HTTP client starts.
+pub(crate) fn client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder().pool_idle_timeout(CLIENT_IDLE)
+}
+
 /// A fresh HTTP client with its own cookie jar, never following redirects.
 pub(crate) fn new_client() -> reqwest::Client {
-    reqwest::Client::builder()
+    client_builder()
         .cookie_store(true)
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -468,7 +504,7 @@ pub(crate) fn new_client() -> reqwest::Client {
 /// Like [`new_client`], with its connections coming from `source` (any address of
 /// 127.0.0.0/8 is this machine on Linux), so tests can act as several source addresses.
 pub(crate) fn new_client_from(source: &str) -> reqwest::Client {
-    reqwest::Client::builder()
+    client_builder()
         .cookie_store(true)
         .redirect(reqwest::redirect::Policy::none())
         .local_address(source.parse::<std::net::IpAddr>().expect("an IP address"))

@@ -277,7 +277,9 @@ async fn connections_beyond_the_cap_wait_for_a_free_one() {
     // Let the server accept all sixteen before the request arrives.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
-    let r = reqwest::Client::new()
+    let r = crate::helpers::client_builder()
+        .build()
+        .unwrap()
         .get(app.url("/healthz"))
         .timeout(Duration::from_secs(10))
         .send()

@@ -92,7 +92,7 @@ async fn a_server_serves_its_connections_on_one_lane_per_core() {
     let mut calls = Vec::new();
     for _ in 0..(4 * cores) {
         // A client of its own each: a connection of its own each.
-        let client = reqwest::Client::new();
+        let client = crate::helpers::client_builder().build().unwrap();
         let url = format!("{}/healthz", app.address);
         calls.push(tokio::spawn(async move {
             client.get(url).send().await.map(|r| r.status().as_u16())

@@ -24,7 +24,7 @@ async fn every_malformed_request_gets_a_protocol_shaped_4xx_and_none_a_5xx() {
         let path = case["path"].as_str().unwrap().replace("{TOKEN}", &token);
         let shape = case["shape"].as_str().unwrap();
         // A fresh connection per case: a refused body may leave a connection unusable.
-        let client = reqwest::Client::builder()
+        let client = crate::helpers::client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap();

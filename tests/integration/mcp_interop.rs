@@ -563,7 +563,7 @@ async fn sigterm_stops_the_server_in_time_while_requests_are_in_flight() {
     let base = format!("http://127.0.0.1:{port}");
 
     // In flight 1: a tool call whose result must be cut hard (CPU work).
-    let busy_client = reqwest::Client::new();
+    let busy_client = crate::helpers::client_builder().build().unwrap();
     let busy = tokio::spawn(
         busy_client
             .post(format!("{base}/mcp"))
@@ -675,7 +675,7 @@ async fn every_mcp_route_error_is_a_json_rpc_error() {
     let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
     // A new connection per request: the server closes the one that carried the oversized body,
     // and a pooled connection closed that way would fail the next request sent on it.
-    let client = reqwest::Client::builder()
+    let client = crate::helpers::client_builder()
         .pool_max_idle_per_host(0)
         .build()
         .unwrap();

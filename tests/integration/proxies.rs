@@ -35,7 +35,7 @@ fn client(source: &str, xff: Option<&str>) -> reqwest::Client {
     if let Some(xff) = xff {
         headers.insert("x-forwarded-for", xff.parse().unwrap());
     }
-    reqwest::Client::builder()
+    crate::helpers::client_builder()
         .cookie_store(true)
         .redirect(reqwest::redirect::Policy::none())
         .local_address(source.parse::<std::net::IpAddr>().unwrap())

@@ -112,7 +112,7 @@ async fn session_id_cycles_at_sign_in() {
     let after = session_cookie(&r).unwrap();
     assert_ne!(before, after, "the session id must change at sign-in");
     // The earlier session id is no longer signed in.
-    let r = reqwest::Client::builder()
+    let r = crate::helpers::client_builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap()
@@ -125,7 +125,7 @@ async fn session_id_cycles_at_sign_in() {
     assert_eq!(r.headers()["location"], "/signin");
     // A session id made up by someone else is never adopted.
     let planted = "gatehouse_session=AAAAAAAAAAAAAAAAAAAAAA";
-    let no_jar = reqwest::Client::builder()
+    let no_jar = crate::helpers::client_builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
@@ -351,7 +351,7 @@ async fn sign_out_ends_the_session_server_side() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     // Replaying the old cookie from another client: the session is gone from the store.
-    let replay = reqwest::Client::builder()
+    let replay = crate::helpers::client_builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap()

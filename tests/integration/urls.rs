@@ -269,7 +269,7 @@ async fn the_secret_never_reaches_the_servers_log() {
         .unwrap_or_else(|| panic!("{printed}"))
         .to_string();
     let secret = url.rsplit('/').next().unwrap().to_string();
-    let client = reqwest::Client::new();
+    let client = crate::helpers::client_builder().build().unwrap();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "list_projects", "arguments": {}, "_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",

@@ -25,7 +25,7 @@ async fn whole_flow_with_the_oauth2_crate_register_authorize_token_refresh_refre
     let q = query_of(&location);
     assert_eq!(&q["state"], csrf.secret(), "state echoed unchanged");
     assert_eq!(q["iss"], app.address, "RFC 9207 iss equals the issuer");
-    let http = reqwest::Client::builder()
+    let http = crate::helpers::client_builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
