@@ -13,7 +13,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::session::{csrf_token, set_notice, signed_in, take_notice};
+use super::session::{csrf_token, set_error, set_notice, signed_in, take_error, take_notice};
 use super::{Confirmation, CsrfForm, PageQuery, confirm_page, error_page, render, see_other, when};
 use crate::domain::cimd::is_url_client_id;
 use crate::domain::device::DEVICE_CODE_GRANT;
@@ -308,14 +308,22 @@ pub async fn change_access(
         return Ok(app_not_found());
     };
     let own = state.store.projects_of_account(&account.id).await?;
+    let name = display_name(&app);
     let choice = match super::consent::read_choice(&pairs, &own, now) {
         Ok(Some(choice)) => choice,
-        Ok(None) => choice_of(&app),
+        // A form that chose nothing changes nothing, and says so.
+        Ok(None) => {
+            set_notice(
+                &session,
+                &format!("{name}'s access is unchanged: the form chose nothing."),
+            )
+            .await?;
+            return Ok(see_other("/apps"));
+        }
         Err(why) => {
             return access_page(&state, &session, &account, &app, None, Some(why)).await;
         }
     };
-    let name = display_name(&app);
     let changed = state
         .store
         .set_grant_choice(&account.id, &consent_id, &choice, now)
@@ -413,6 +421,8 @@ struct ActivityPage {
     name: String,
     consent_id: String,
     notice: Option<String>,
+    /// What the last tool-list form could not do.
+    error: Option<String>,
     /// The tool list of the grant, in words.
     tools: String,
     /// `all`, `only` or `except`: which choice the form shows selected.
@@ -536,6 +546,7 @@ pub async fn activity(
             name: display_name(&app),
             consent_id: app.consent_id.clone(),
             notice: take_notice(&session).await?,
+            error: take_error(&session).await?,
             tools: filter.in_words(),
             tools_mode,
             tool_names,
@@ -697,7 +708,7 @@ pub async fn set_tools(
             let why = why
                 .replace("--deny-tools", "the list")
                 .replace("--tools", "the list");
-            set_notice(&session, &format!("Tool list not changed: {why}.")).await?;
+            set_error(&session, &format!("Tool list not changed: {why}.")).await?;
             return Ok(see_other(&back));
         }
     };

@@ -23,6 +23,7 @@ const CSRF_KEY: &str = "csrf";
 /// [`crate::store::accounts::Account::session_epoch`]).
 const EPOCH_KEY: &str = "epoch";
 const NOTICE_KEY: &str = "notice";
+const ERROR_KEY: &str = "error_notice";
 /// How this session was signed in ([`SignInMethod`]).
 const METHOD_KEY: &str = "method";
 
@@ -259,6 +260,18 @@ pub async fn set_notice(session: &Session, notice: &str) -> Result<(), AppError>
 /// Takes the session's one-time notice, if any.
 pub async fn take_notice(session: &Session) -> Result<Option<String>, AppError> {
     Ok(session.remove::<String>(NOTICE_KEY).await?)
+}
+
+/// Keeps a one-time error for the next page this session shows: what a form posted could not
+/// do, shown as an alert rather than as a notice of success ("Tool list not changed: …").
+pub async fn set_error(session: &Session, error: &str) -> Result<(), AppError> {
+    session.insert(ERROR_KEY, error).await?;
+    Ok(())
+}
+
+/// Takes the session's one-time error, if any.
+pub async fn take_error(session: &Session) -> Result<Option<String>, AppError> {
+    Ok(session.remove::<String>(ERROR_KEY).await?)
 }
 
 /// Ends the session server-side: the old cookie no longer works.

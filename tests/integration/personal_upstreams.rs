@@ -177,6 +177,30 @@ async fn refused_addresses_store_nothing() {
 }
 
 #[tokio::test]
+async fn a_server_that_does_not_answer_is_named_in_plain_words() {
+    // An allowed address where nothing listens (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let app = front(Some(format!("127.0.0.1:{port}")), &[]).await;
+    let a = alice(&app).await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let (status, body) = add(&app, &a.browser, "gone", &url, "a-token").await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    let (_, page) = connections_page(&app, &a.browser).await;
+    // What the person can act on, not the MCP SDK's internal wording or type names.
+    assert!(
+        page.contains("could not connect to it: Connection refused"),
+        "{page}"
+    );
+    for internal in ["Transport [", "rmcp::", "Send message error", "when send"] {
+        assert!(!page.contains(internal), "{internal}: {page}");
+    }
+}
+
+#[tokio::test]
 async fn a_persons_own_server_is_approved_listed_and_called_by_them_alone() {
     let (far, key) = far_gatehouse().await;
     let app = front(Some(format!("127.0.0.1:{}", far.port)), &[]).await;

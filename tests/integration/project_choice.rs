@@ -439,6 +439,19 @@ async fn narrowing_on_the_app_page_reaches_another_instance_at_once_and_revives_
     );
     assert_eq!(listed(&twin, &token).await, std::slice::from_ref(&research));
 
+    // A form that carries no choice at all changes nothing and says so, not that the app
+    // "now reaches only what you chose".
+    let r = change_on_app_page(&app, &browser, &consent, &[]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let apps = browser.get(app.url("/apps")).send().await.unwrap();
+    let apps = apps.text().await.unwrap();
+    assert!(
+        apps.contains("access is unchanged: the form chose nothing"),
+        "{apps}"
+    );
+    assert!(!apps.contains("now reaches only what you chose"), "{apps}");
+    assert_eq!(listed(&twin, &token).await, std::slice::from_ref(&research));
+
     // Widened again: every project and writing, on the other instance at once.
     let r = change_on_app_page(
         &app,

@@ -103,8 +103,9 @@ impl UpstreamServer {
         let name = self.upstream_name();
         let fail = |what: &str, e: rmcp::ServiceError| {
             UpstreamError(format!(
-                "upstream {} could not list its {what}: {e}",
-                self.name()
+                "upstream {} could not list its {what}: {}",
+                self.name(),
+                super::failure::request(&e)
             ))
         };
         let mut extras = Extras::default();
@@ -237,7 +238,11 @@ impl UpstreamServer {
                     None,
                 ),
                 other => rmcp::ErrorData::internal_error(
-                    format!("The upstream server {} failed: {other}", self.name()),
+                    format!(
+                        "The upstream server {} failed: {}",
+                        self.name(),
+                        super::failure::request(&other)
+                    ),
                     None,
                 ),
             })

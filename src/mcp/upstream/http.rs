@@ -49,6 +49,13 @@ pub enum HttpError {
 
 type Failure = StreamableHttpError<HttpError>;
 
+/// How long an idle connection to an upstream is kept for reuse: less than the keep-alive
+/// limit of common servers (Node.js closes an idle connection after 5 s, Gatehouse after its
+/// `GATEHOUSE_HEADER_READ_TIMEOUT`, 10 s by default). A request sent on a connection the
+/// upstream is closing at that moment fails with no answer, so connections are dropped here
+/// first; under steady traffic they never sit idle that long.
+pub const IDLE_REUSE: std::time::Duration = std::time::Duration::from_secs(4);
+
 impl UpstreamHttp {
     /// A client that answers within `connect_timeout` to connect, sends `headers` (the
     /// upstream's own credential), follows no redirect and reads at most `max_body` bytes per
@@ -65,6 +72,7 @@ impl UpstreamHttp {
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(connect_timeout)
+            .pool_idle_timeout(IDLE_REUSE)
             .default_headers(headers)
             .user_agent(concat!("gatehouse/", env!("CARGO_PKG_VERSION")));
         if let Some(guard) = guard {

@@ -13,6 +13,7 @@
 
 pub mod confirm;
 pub mod extras;
+pub mod failure;
 pub mod http;
 mod per_person;
 pub mod personal;

@@ -357,7 +357,11 @@ impl UpstreamServer {
                 ))
             })?
             .map_err(|e| {
-                UpstreamError(format!("upstream {} refused the handshake: {e}", self.name))
+                UpstreamError(format!(
+                    "upstream {} refused the handshake: {}",
+                    self.name,
+                    super::failure::handshake(&e)
+                ))
             })?;
         Ok(client)
     }
@@ -474,8 +478,9 @@ impl UpstreamServer {
             })?
             .map_err(|e| {
                 UpstreamError(format!(
-                    "upstream {} could not list its tools: {e}",
-                    self.name
+                    "upstream {} could not list its tools: {}",
+                    self.name,
+                    super::failure::request(&e)
                 ))
             })?;
         if tools.len() > MAX_TOOLS {
@@ -568,7 +573,7 @@ impl UpstreamServer {
                 rmcp::ServiceError::McpError(error) => {
                     (false, UpstreamError(error.message.to_string()))
                 }
-                other => (true, UpstreamError(other.to_string())),
+                other => (true, UpstreamError(super::failure::request(&other))),
             })
         };
         match tokio::time::timeout(timeout, attempt).await {

@@ -451,7 +451,10 @@ async fn an_apps_tool_list_set_on_its_page_applies_to_listing_and_calls() {
     // A bad list changes nothing and says why.
     let html = set(&app, &a.browser, &consent, "only", "get.env").await;
     assert!(
-        html.contains("Tool list not changed: the list: \"get.env\" is not a tool name"),
+        html.contains(
+            "<p class=\"error\" role=\"alert\" id=\"tools-error\">Tool list not changed: \
+             the list: \"get.env\" is not a tool name"
+        ),
         "{html}"
     );
     assert!(

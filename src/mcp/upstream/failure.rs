@@ -1,0 +1,158 @@
+//! Failures of the MCP client talking to an upstream, in words a person can act on.
+//!
+//! rmcp's own error texts name its transports by their Rust types (`Send message error
+//! Transport [rmcp::transport::worker::WorkerTransport<…>] error: Client error: …, when send
+//! initialize request`). Those reached the console's notices and the `isError` results of
+//! upstream tools. What counts there is the innermost cause: the upstream could not be
+//! reached (with the system's reason), did not answer in time, answered an HTTP error status,
+//! or answered with a JSON-RPC error of its own.
+
+use rmcp::service::{ClientInitializeError, ServiceError};
+use rmcp::transport::streamable_http_client::{HttpStatusError, StreamableHttpError};
+
+use super::http::HttpError;
+
+/// How many causes deep a failure is read (a chain of `source()`s ends, but is not trusted to
+/// be short).
+const MAX_DEPTH: usize = 16;
+
+/// One line for a failed handshake (the `initialize` exchange, MCP lifecycle).
+#[must_use]
+pub fn handshake(error: &ClientInitializeError) -> String {
+    match error {
+        ClientInitializeError::JsonRpcError(data) => {
+            format!("it answered with an error: {}", data.message)
+        }
+        ClientInitializeError::ConnectionClosed(_) => {
+            "it closed the connection during the handshake".to_string()
+        }
+        ClientInitializeError::Cancelled => "the handshake was cancelled".to_string(),
+        ClientInitializeError::TransportError { error, .. } => cause(error),
+        ClientInitializeError::NoCompatibleProtocolVersion { .. } => {
+            "it speaks no MCP protocol version that Gatehouse speaks".to_string()
+        }
+        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => handshake(fallback),
+        _ => "it did not answer the handshake as an MCP server does".to_string(),
+    }
+}
+
+/// One line for a failed request after the handshake (`tools/list`, `tools/call`, …). A
+/// JSON-RPC error the upstream answered is given as its own message.
+#[must_use]
+pub fn request(error: &ServiceError) -> String {
+    match error {
+        ServiceError::McpError(data) => data.message.to_string(),
+        ServiceError::TransportSend(error) => cause(error),
+        ServiceError::TransportClosed => "the connection to it closed".to_string(),
+        ServiceError::Timeout { .. } => "it did not answer in time".to_string(),
+        ServiceError::Cancelled { .. } => "the request was cancelled".to_string(),
+        _ => "it did not answer as an MCP server does".to_string(),
+    }
+}
+
+/// The innermost cause in `error`'s chain of sources that a person can act on.
+fn cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut chain: Vec<&(dyn std::error::Error + 'static)> = Vec::with_capacity(4);
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if chain.len() == MAX_DEPTH {
+            break;
+        }
+        chain.push(e);
+        next = match e.downcast_ref::<StreamableHttpError<HttpError>>() {
+            // rmcp keeps the HTTP client's error out of the chain of sources.
+            Some(StreamableHttpError::Client(inner)) => Some(inner),
+            _ => e.source(),
+        };
+    }
+    for e in &chain {
+        if let Some(StreamableHttpError::<HttpError>::HttpStatus(status)) = e.downcast_ref() {
+            return format!("it answered HTTP {}", status.status);
+        }
+        if let Some(status) = e.downcast_ref::<HttpStatusError>() {
+            return format!("it answered HTTP {}", status.status);
+        }
+        if let Some(r) = e.downcast_ref::<reqwest::Error>() {
+            if r.is_timeout() {
+                return "it did not answer in time".to_string();
+            }
+            if let Some(status) = r.status() {
+                return format!("it answered HTTP {}", status.as_u16());
+            }
+            let io = chain
+                .iter()
+                .rev()
+                .find_map(|e| e.downcast_ref::<std::io::Error>());
+            let reason = io.map_or_else(String::new, |io| format!(": {}", plain_io(io)));
+            if r.is_connect() {
+                return format!("could not connect to it{reason}");
+            }
+            return format!("the request to it failed{reason}");
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return plain_io(io);
+        }
+    }
+    // No cause of a known kind: the innermost text, unless it names Rust types.
+    let innermost = chain.last().map(ToString::to_string).unwrap_or_default();
+    if innermost.contains("::") || innermost.is_empty() {
+        "it did not answer as an MCP server does".to_string()
+    } else {
+        innermost
+    }
+}
+
+/// An I/O error's reason without the `(os error N)` suffix: "Connection refused".
+fn plain_io(error: &std::io::Error) -> String {
+    let text = error.to_string();
+    match text.find(" (os error") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_refused_connection_is_named_without_the_sdks_types() {
+        // A port with nothing listening: bound, then released.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let refused = reqwest::get(format!("http://127.0.0.1:{port}/mcp"))
+            .await
+            .unwrap_err();
+        let wrapped: StreamableHttpError<HttpError> =
+            StreamableHttpError::Client(HttpError::Request(refused));
+        assert_eq!(
+            cause(&wrapped),
+            "could not connect to it: Connection refused"
+        );
+        let status = StreamableHttpError::<HttpError>::HttpStatus(HttpStatusError::new(503, None));
+        assert_eq!(cause(&status), "it answered HTTP 503");
+    }
+
+    #[test]
+    fn requests_name_the_upstreams_own_error_and_the_kind_of_failure() {
+        let own = ServiceError::McpError(rmcp::ErrorData::invalid_params("no such note", None));
+        assert_eq!(request(&own), "no such note");
+        assert_eq!(
+            request(&ServiceError::TransportClosed),
+            "the connection to it closed"
+        );
+        assert_eq!(
+            request(&ServiceError::Timeout {
+                timeout: std::time::Duration::from_secs(1)
+            }),
+            "it did not answer in time"
+        );
+        assert_eq!(
+            handshake(&ClientInitializeError::ConnectionClosed("eof".into())),
+            "it closed the connection during the handshake"
+        );
+    }
+}
