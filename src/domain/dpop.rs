@@ -56,6 +56,9 @@ pub enum ProofError {
     /// No `jwk`, a private key in it, or a key without the members its type needs.
     #[error("the DPoP proof's jwk must be a public key")]
     BadKey,
+    /// An RSA `jwk` whose modulus is shorter than [`MIN_RSA_BITS`].
+    #[error("the DPoP proof's RSA key is too small: use at least 2048 bits")]
+    WeakKey,
     /// The signature does not verify with the `jwk`, or the claims are incomplete.
     #[error(
         "the DPoP proof's signature does not verify with its jwk, or its claims are incomplete"
@@ -175,6 +178,21 @@ pub fn thumbprint(jwk: &Value) -> Option<String> {
     Some(URL_SAFE_NO_PAD.encode(Sha256::digest(canonical.as_bytes())))
 }
 
+/// The smallest RSA modulus accepted in a proof's `jwk`, bits (RFC 7518 §3.3: 2048 or larger).
+pub const MIN_RSA_BITS: usize = 2048;
+
+/// The size in bits of an RSA modulus given as base64url (`n`, RFC 7518 §6.3.1.1); 0 when it
+/// does not decode.
+fn rsa_bits(n: &str) -> usize {
+    let Ok(bytes) = URL_SAFE_NO_PAD.decode(n) else {
+        return 0;
+    };
+    match bytes.iter().position(|b| *b != 0) {
+        Some(first) => (bytes.len() - first - 1) * 8 + (8 - bytes[first].leading_zeros() as usize),
+        None => 0,
+    }
+}
+
 /// `url` without query and fragment, as `Url` normalizes it (scheme and host in lower case,
 /// the default port left out), for the `htu` comparison of RFC 9449 §4.3 step 9.
 fn normalized(url: &str) -> Option<Url> {
@@ -218,6 +236,11 @@ pub fn verify_proof(proof: &str, expected: &Expected<'_>) -> Result<VerifiedProo
         return Err(ProofError::BadKey);
     }
     let jkt = thumbprint(&header_json["jwk"]).ok_or(ProofError::BadKey)?;
+    if raw_jwk.get("kty").and_then(Value::as_str) == Some("RSA")
+        && rsa_bits(raw_jwk.get("n").and_then(Value::as_str).unwrap_or_default()) < MIN_RSA_BITS
+    {
+        return Err(ProofError::WeakKey);
+    }
     let jwk = header.jwk.as_ref().ok_or(ProofError::BadKey)?;
     let key = DecodingKey::from_jwk(jwk).map_err(|_| ProofError::BadKey)?;
     let mut validation = Validation::new(header.alg);
@@ -325,6 +348,27 @@ mod tests {
         assert_eq!(
             verify_proof(&jwt(json!({"alg": "EdDSA", "typ": "dpop+jwt"})), &expected),
             Err(ProofError::BadKey)
+        );
+        // A 1024-bit RSA modulus is named as too small (RFC 7518 §3.3); a 2048-bit one (RFC
+        // 7638's example key) passes that check and fails later, on its signature.
+        let mut small = vec![0x80u8];
+        small.extend([0x5a; 127]);
+        let small = json!({"kty": "RSA", "n": URL_SAFE_NO_PAD.encode(&small), "e": "AQAB"});
+        assert_eq!(
+            verify_proof(
+                &jwt(json!({"alg": "RS256", "typ": "dpop+jwt", "jwk": small})),
+                &expected
+            ),
+            Err(ProofError::WeakKey)
+        );
+        let full = json!({"kty": "RSA", "e": "AQAB", "n": "0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw"});
+        assert_eq!(rsa_bits(full["n"].as_str().unwrap()), 2048);
+        assert_eq!(
+            verify_proof(
+                &jwt(json!({"alg": "RS256", "typ": "dpop+jwt", "jwk": full})),
+                &expected
+            ),
+            Err(ProofError::BadSignature)
         );
         assert_eq!(
             verify_proof(

@@ -292,14 +292,17 @@ impl Upstreams {
 
     /// The published definition of a listed upstream tool from this instance's cache,
     /// without waiting (rmcp's header checks ask for it synchronously); `None` when it is not
-    /// cached.
+    /// cached or belongs to a person's own server (the lookup knows no caller, so it must not
+    /// tell anyone that such a tool exists).
     pub fn cached_tool(&self, name: &str) -> Option<Tool> {
         let (upstream, _) = split_namespaced(name)?;
         let snapshot = self.current();
         let server = snapshot
             .servers
             .iter()
-            .find(|s| s.name() == upstream.as_str())?;
+            // A person's own server's tools are theirs alone: this lookup has no caller to
+            // check, so it never finds them (their calls are checked in `tools/call`).
+            .find(|s| s.name() == upstream.as_str() && s.owner().is_none())?;
         let tools = server.cached_tools()?;
         tools
             .iter()
