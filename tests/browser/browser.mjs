@@ -176,7 +176,7 @@ class BrowserOAuthProvider extends HeadlessOAuthProvider {
       await auditPage(page, 'signin', viewport);
       await page.getByLabel('Email', { exact: true }).fill(this.o.email);
       await page.getByLabel('Password', { exact: true }).fill(this.o.password);
-      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByRole('button', { name: 'Sign in', exact: true }).click();
       walk.signedIn = true;
     }
     const allow = page.getByRole('button', { name: 'Allow', exact: true });

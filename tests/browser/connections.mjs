@@ -82,7 +82,7 @@ const textOf = (result) => (result?.content ?? []).map((c) => c.text ?? '').join
 async function signIn(page, s) {
   await page.getByLabel('Email', { exact: true }).fill(s.email);
   await page.getByLabel('Password', { exact: true }).fill(s.password);
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
   await page.waitForLoadState();
 }
 

@@ -30,7 +30,7 @@ async function signInWithPassword(page, s) {
   await page.goto(`${s.issuer}/signin`);
   await page.getByLabel('Email', { exact: true }).fill(s.email);
   await page.getByLabel('Password', { exact: true }).fill(s.password);
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
   await page.waitForLoadState();
 }
 
