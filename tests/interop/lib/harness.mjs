@@ -181,7 +181,8 @@ function attrs(tag) {
 /**
  * Finds the <form> whose action matches `actionPath` and returns
  * {action, method, fields, buttons}. fields holds every named <input>
- * (hidden or not) with its value; buttons holds [name, value] pairs.
+ * (hidden or not) with its value, radio buttons and checkboxes only when checked;
+ * buttons holds [name, value] pairs.
  */
 export function findForm(html, actionPath) {
   const formRe = /<form\b[^>]*>([\s\S]*?)<\/form>/gi;
@@ -197,7 +198,11 @@ export function findForm(html, actionPath) {
     const fields = {};
     for (const input of m[1].match(/<input\b[^>]*>/gi) ?? []) {
       const ia = attrs(input);
-      if (ia.name) fields[ia.name] = ia.value ?? '';
+      // As a browser submits: a radio button or checkbox only when it is checked (taking
+      // every one made the last radio win: the consent page's "named projects" choice).
+      const type = (ia.type ?? 'text').toLowerCase();
+      if ((type === 'radio' || type === 'checkbox') && !('checked' in ia)) continue;
+      if (ia.name) fields[ia.name] = ia.value ?? (type === 'checkbox' ? 'on' : '');
     }
     const buttons = [];
     for (const b of m[1].match(/<button\b[^>]*>/gi) ?? []) {
