@@ -1,8 +1,10 @@
 //! Trusted identity providers: the registry and its command line (`gatehouse idp …`), and
 //! signing in at a provider with OpenID Connect ([`signin`]), against a provider of the tests'
-//! own ([`provider`]) that can hand out spoiled ID tokens.
+//! own ([`provider`]) that can hand out spoiled ID tokens, and against node-oidc-provider
+//! ([`node_provider`]).
 
 mod id_jag;
+mod node_provider;
 mod provider;
 mod signin;
 
