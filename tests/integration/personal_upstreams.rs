@@ -483,3 +483,125 @@ async fn the_operator_can_turn_them_off() {
     let (status, _) = add(&off, &b, "more", &far.url("/mcp"), "").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+/// A small MCP server over Streamable HTTP (JSON answers) with one read-only tool, `lookup`,
+/// whose `region` argument declares `x-mcp-header: Region` (SEP-2243: a 2026-07-28 client
+/// repeats it as `Mcp-Param-Region`). Returns its MCP URL.
+async fn header_upstream() -> String {
+    use axum::response::IntoResponse as _;
+    async fn answer(axum::Json(message): axum::Json<Value>) -> axum::response::Response {
+        let Some(id) = message.get("id").cloned() else {
+            return StatusCode::ACCEPTED.into_response();
+        };
+        let params = &message["params"];
+        let result = match message["method"].as_str() {
+            Some("initialize") => json!({
+                "protocolVersion": params["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "header-upstream", "version": "1.0.0"}
+            }),
+            Some("tools/list") => json!({"tools": [{
+                "name": "lookup",
+                "description": "Looks a region up.",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
+                    "required": ["region"]
+                },
+                "annotations": {"readOnlyHint": true, "destructiveHint": false}
+            }]}),
+            Some("tools/call") => json!({
+                "content": [{"type": "text", "text": format!("region {}", params["arguments"]["region"])}],
+                "isError": false
+            }),
+            Some("ping") => json!({}),
+            _ => {
+                return axum::Json(json!({"jsonrpc": "2.0", "id": id,
+                    "error": {"code": -32601, "message": "Method not found"}}))
+                .into_response();
+            }
+        };
+        axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(answer)
+            .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
+            .delete(|| async { StatusCode::METHOD_NOT_ALLOWED }),
+    );
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    format!("http://{addr}/mcp")
+}
+
+/// A `tools/call` of `name` with `{"region": "eu"}` and the header `Mcp-Param-Region: header`
+/// (2026-07-28); the status and the JSON-RPC message.
+async fn call_with_region_header(
+    app: &TestApp,
+    token: &str,
+    name: &str,
+    header: &str,
+) -> (StatusCode, Value) {
+    let (status, _, body) = crate::mcp::send(
+        crate::mcp::modern(
+            app,
+            Some(token),
+            "tools/call",
+            json!({"name": name, "arguments": {"region": "eu"}}),
+        )
+        .header("mcp-param-region", header),
+    )
+    .await;
+    (status, body)
+}
+
+#[tokio::test]
+async fn another_persons_tool_is_unknown_even_to_the_header_checks() {
+    let url = header_upstream().await;
+    let host = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+    let app = front(Some(host), &[]).await;
+    let a = alice(&app).await;
+    let (status, body) = add(&app, &a.browser, "hdr", &url, "").await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    let name = app.store.personal_upstreams(&a.id).await.unwrap()[0]
+        .name
+        .clone();
+    let (_, page) = connections_page(&app, &a.browser).await;
+    let definitions = hidden_input(&page, "definitions").expect("the pending definitions");
+    let (status, body) = post(
+        &app,
+        &a.browser,
+        &format!("/connections/servers/{name}/approve"),
+        &[("definitions", &definitions)],
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    let tool = format!("{name}__lookup");
+    wait_listed(&app, &a.token, &tool, true).await;
+
+    // The owner calls it with the header the schema asks for.
+    let (status, body) = call_with_region_header(&app, &a.token, &tool, "eu").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["result"]["isError"], false, "{body}");
+    assert_eq!(body["result"]["content"][0]["text"], "region \"eu\"");
+
+    // For Bob, Alice's tool does not exist: a header that contradicts the arguments gets
+    // the answer a tool name nobody has gets, not a header error that would confirm it.
+    let (_, bob_token, _) = bob(&app, "mcp:read mcp:write").await;
+    let made_up = format!("{}zzzzzz__lookup", &name[..name.len() - 6]);
+    assert_ne!(made_up, tool);
+    let theirs = call_with_region_header(&app, &bob_token, &tool, "us").await;
+    let nobodys = call_with_region_header(&app, &bob_token, &made_up, "us").await;
+    assert_eq!(theirs.0, nobodys.0, "{theirs:?} / {nobodys:?}");
+    assert_eq!(
+        theirs.1["error"]["code"], nobodys.1["error"]["code"],
+        "{theirs:?} / {nobodys:?}"
+    );
+    assert_eq!(theirs.1["error"]["code"], -32602, "{theirs:?}");
+    let message = theirs.1["error"]["message"].as_str().unwrap_or_default();
+    assert!(!message.contains("Region"), "{message}");
+}
