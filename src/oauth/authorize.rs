@@ -235,13 +235,60 @@ pub enum AuthorizeError {
     },
 }
 
+/// A refused authorization request: why, and the client it named when that client is known
+/// (its connection timeline records the refusal; an unknown `client_id` records nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// What the endpoint answers.
+    pub error: AuthorizeError,
+    /// The known client the request named, if the refusal came after it was found.
+    pub client_id: Option<String>,
+}
+
+impl AuthorizeError {
+    /// The reason in words for a connection timeline: the page's message or the redirect's
+    /// `error_description`; `None` for the server's own trouble (storage, a metadata document
+    /// that could not be fetched, the budget of new applications).
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            AuthorizeError::Page(message) => Some(message),
+            AuthorizeError::Redirect { description, .. } => Some(description),
+            AuthorizeError::Storage { .. }
+            | AuthorizeError::ClientUnavailable
+            | AuthorizeError::Throttled { .. } => None,
+        }
+    }
+}
+
 /// Validates the parameters of `GET/POST /oauth/authorize`. Repeated parameters are refused.
 /// A client ID metadata document not yet stored spends `for_whom`'s budget ([`FetchFor`]).
 pub async fn validate(
     app: &AppState,
     pairs: &[(String, String)],
     for_whom: &FetchFor,
-) -> Result<AuthorizationRequest, AuthorizeError> {
+) -> Result<AuthorizationRequest, Refusal> {
+    let anonymous = |error| Refusal {
+        error,
+        client_id: None,
+    };
+    let (params, repeated) = parameters(pairs).map_err(anonymous)?;
+    let client = known_client(app, &params, for_whom)
+        .await
+        .map_err(anonymous)?;
+    let client_id = client.client_id.clone();
+    check_request(app, client, &params, repeated)
+        .await
+        .map_err(|error| Refusal {
+            error,
+            client_id: Some(client_id),
+        })
+}
+
+/// The request's parameters, empty ones left out, with the name of a repeated one; a NUL
+/// anywhere, or a repeated `client_id` or `redirect_uri`, is refused at once.
+fn parameters(
+    pairs: &[(String, String)],
+) -> Result<(HashMap<&str, &str>, Option<String>), AuthorizeError> {
     let mut params: HashMap<&str, &str> = HashMap::new();
     let mut repeated = None;
     for (k, v) in pairs {
@@ -258,12 +305,23 @@ pub async fn validate(
             repeated = Some(k.clone());
         }
     }
-    let page = |m: &str| AuthorizeError::Page(m.to_string());
     if let Some(k) = &repeated
         && (k == "client_id" || k == "redirect_uri")
     {
-        return Err(page(&format!("The parameter {k} was sent more than once.")));
+        return Err(AuthorizeError::Page(format!(
+            "The parameter {k} was sent more than once."
+        )));
     }
+    Ok((params, repeated))
+}
+
+/// The client `client_id` names, looked up (a metadata document fetched for `for_whom`).
+async fn known_client(
+    app: &AppState,
+    params: &HashMap<&str, &str>,
+    for_whom: &FetchFor,
+) -> Result<crate::store::oauth::ClientRecord, AuthorizeError> {
+    let page = |m: &str| AuthorizeError::Page(m.to_string());
     let Some(client_id) = params.get("client_id") else {
         return Err(page("The request has no client_id."));
     };
@@ -271,20 +329,18 @@ pub async fn validate(
     let Ok(client_id) = ClientId::parse(client_id) else {
         return Err(unknown());
     };
-    let client = match app.clients.lookup(&app.store, &client_id, for_whom).await {
-        Ok(Some(c)) => c,
-        Ok(None) => return Err(unknown()),
+    match app.clients.lookup(&app.store, &client_id, for_whom).await {
+        Ok(Some(c)) => Ok(c),
+        Ok(None) => Err(unknown()),
         Err(ClientLookupError::Metadata(e)) if e.is_temporary() => {
-            return Err(AuthorizeError::ClientUnavailable);
+            Err(AuthorizeError::ClientUnavailable)
         }
-        Err(ClientLookupError::Metadata(e)) => {
-            return Err(page(&format!(
-                "The application published at {} could not be checked: {e}. Its developer must fix its client ID metadata document.",
-                host_for_display(client_id.as_str())
-            )));
-        }
+        Err(ClientLookupError::Metadata(e)) => Err(page(&format!(
+            "The application published at {} could not be checked: {e}. Its developer must fix its client ID metadata document.",
+            host_for_display(client_id.as_str())
+        ))),
         Err(ClientLookupError::Throttled(retry_after)) => {
-            return Err(AuthorizeError::Throttled { retry_after });
+            Err(AuthorizeError::Throttled { retry_after })
         }
         Err(ClientLookupError::Store(e)) => {
             let unavailable = e.is_unavailable();
@@ -293,10 +349,20 @@ pub async fn validate(
             } else {
                 tracing::error!(error = %e, "storage failure at authorize");
             }
-            return Err(AuthorizeError::Storage { unavailable });
+            Err(AuthorizeError::Storage { unavailable })
         }
-    };
-    let (redirect_uri, registered) = match params.get("redirect_uri") {
+    }
+}
+
+/// The redirect URI of the request and the registered one it matches: `redirect_uri` when it
+/// matches one the client registered, or the only one registered when none is sent; an error
+/// page otherwise (never a redirect to an address the client did not register).
+fn redirect_for(
+    client: &crate::store::oauth::ClientRecord,
+    params: &HashMap<&str, &str>,
+) -> Result<(String, String), AuthorizeError> {
+    let page = |m: &str| AuthorizeError::Page(m.to_string());
+    Ok(match params.get("redirect_uri") {
         Some(requested) => {
             let registered = client
                 .redirect_uris
@@ -305,7 +371,7 @@ pub async fn validate(
                 .ok_or_else(|| {
                     page(&format!(
                         "{} asked to send you back to {}, an address it did not register with this server. Its developer must fix this: the redirect_uri must be one of the application's registered redirect URIs.",
-                        claimed_name(&client),
+                        claimed_name(client),
                         shown(&host_for_display(requested)),
                     ))
                 })?;
@@ -318,10 +384,48 @@ pub async fn validate(
         None => {
             return Err(page(&format!(
                 "{} sent no redirect_uri, and it registered several, so this server cannot tell where to send you back. Its developer must fix this: the request must name one of its registered redirect URIs.",
-                claimed_name(&client),
+                claimed_name(client),
             )));
         }
+    })
+}
+
+/// The PKCE S256 challenge of the request (RFC 7636 §4.3; OAuth 2.1 allows no `plain`), or
+/// the `error_description` of its `invalid_request`.
+fn pkce_challenge<'a>(params: &HashMap<&str, &'a str>) -> Result<&'a str, String> {
+    let Some(challenge) = params.get("code_challenge").copied() else {
+        return Err("code_challenge is required (PKCE with S256)".into());
     };
+    match params.get("code_challenge_method") {
+        Some(&"S256") => {}
+        Some(m) => {
+            return Err(format!(
+                "code_challenge_method {m} is not supported; use S256"
+            ));
+        }
+        None => {
+            return Err(
+                "code_challenge_method is required: the default (plain) is not supported; use S256"
+                    .into(),
+            );
+        }
+    }
+    if !is_valid_challenge(challenge) {
+        return Err("code_challenge must be the 43-character base64url S256 digest".into());
+    }
+    Ok(challenge)
+}
+
+/// The rest of the checks, for a known `client`: the redirect URI (an error page when it is
+/// not registered), then everything answered at the redirect URI (`state`, repeated
+/// parameters, `response_type`, PKCE, resource and scope, `dpop_jkt`).
+async fn check_request(
+    app: &AppState,
+    client: crate::store::oauth::ClientRecord,
+    params: &HashMap<&str, &str>,
+    repeated: Option<String>,
+) -> Result<AuthorizationRequest, AuthorizeError> {
+    let (redirect_uri, registered) = redirect_for(&client, params)?;
     if params
         .get("state")
         .is_some_and(|s| s.len() > MAX_STATE_BYTES)
@@ -367,34 +471,8 @@ pub async fn validate(
             ));
         }
     }
-    let Some(challenge) = params.get("code_challenge") else {
-        return Err(fail(
-            Code::InvalidRequest,
-            "code_challenge is required (PKCE with S256)".into(),
-        ));
-    };
-    match params.get("code_challenge_method") {
-        Some(&"S256") => {}
-        Some(m) => {
-            return Err(fail(
-                Code::InvalidRequest,
-                format!("code_challenge_method {m} is not supported; use S256"),
-            ));
-        }
-        None => {
-            return Err(fail(
-                Code::InvalidRequest,
-                "code_challenge_method is required: the default (plain) is not supported; use S256"
-                    .into(),
-            ));
-        }
-    }
-    if !is_valid_challenge(challenge) {
-        return Err(fail(
-            Code::InvalidRequest,
-            "code_challenge must be the 43-character base64url S256 digest".into(),
-        ));
-    }
+    let challenge =
+        pkce_challenge(params).map_err(|description| fail(Code::InvalidRequest, description))?;
     let (resource, scope, target) = resolve_target(
         app,
         client.scope.as_deref(),

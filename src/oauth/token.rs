@@ -576,13 +576,51 @@ async fn authorization_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
     }
     // A used code is a replay: no token is issued, so its form does not matter.
     let target = match record.used_at {
-        None => check_unused_code(ctx, &record, verifier.map(String::as_str)).await?,
+        None => match check_unused_code(ctx, &record, verifier.map(String::as_str)).await {
+            Ok(target) => target,
+            Err(e) => {
+                code_refused(ctx, &record, &e).await;
+                return Err(e);
+            }
+        },
         Some(_) => Target {
             ttl: ctx.state.config.access_token_ttl_secs,
             jwt: None,
         },
     };
     redeem(ctx, &record, &target, invalid_code).await
+}
+
+/// Audits why an unused code of this client was refused (`code_refused`, for the connection
+/// timeline): the client's own mistake (PKCE, redirect URI, resource, an expired code, a
+/// missing DPoP proof), never this server's trouble.
+async fn code_refused(ctx: &Ctx<'_>, record: &CodeRecord, e: &OAuthError) {
+    if !matches!(
+        e,
+        OAuthError::InvalidGrant(_) | OAuthError::InvalidTarget(_)
+    ) {
+        return;
+    }
+    let expired;
+    let reason = if record.expires_at <= ctx.now && e.description() == invalid_code().description()
+    {
+        expired = format!(
+            "the authorization code expired: it must be redeemed within {} minutes",
+            crate::oauth::authorize::CODE_TTL_SECS / 60
+        );
+        expired.as_str()
+    } else {
+        e.description()
+    };
+    audit(
+        ctx,
+        "code_refused",
+        "denied",
+        Some(&record.account_id),
+        None,
+        Some(reason),
+    )
+    .await;
 }
 
 /// Redeems the authorization code `record` (checked by the caller) for a new family and its

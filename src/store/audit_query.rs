@@ -50,6 +50,53 @@ pub struct AuditEntry {
     pub detail: Option<String>,
 }
 
+/// The MCP activity among audit events (tool calls, resource reads, prompt gets), as SQL.
+const MCP_EVENTS: &str = "e.event IN ('tool_call', 'resource_read', 'prompt_get')";
+
+/// The steps of a connection timeline, as SQL: every event but the MCP activity and the
+/// refreshes, which the timeline counts instead.
+const TIMELINE_STEP_EVENTS: &str =
+    "e.event NOT IN ('tool_call', 'resource_read', 'prompt_get', 'token_refreshed')";
+
+/// Most steps a connection timeline shows (the newest), and most clients listed as tried.
+pub const TIMELINE_STEPS: i64 = 200;
+
+/// A client's connection timeline as stored ([`Store::client_timeline`]): its steps and a
+/// summary of its MCP calls and refreshes.
+#[derive(Debug, Clone, Default)]
+pub struct ClientTimeline {
+    /// The audit rows other than MCP calls and refreshes, oldest first (the newest
+    /// [`TIMELINE_STEPS`]).
+    pub steps: Vec<AuditEntry>,
+    /// The first MCP call (tool call, resource read or prompt get).
+    pub first_call: Option<AuditEntry>,
+    /// The latest MCP call.
+    pub last_call: Option<AuditEntry>,
+    /// How many MCP calls are recorded.
+    pub calls: i64,
+    /// How many refresh-token rotations are recorded.
+    pub refreshes: i64,
+    /// When the latest one was, Unix seconds.
+    pub last_refresh: Option<i64>,
+}
+
+/// Runs one statement of [`Store::client_timeline`]: `$1` the client, `$2` the account when
+/// given.
+async fn timeline_query<T>(
+    pool: &sqlx::AnyPool,
+    sql: &str,
+    (client_id, account_id): (&str, Option<&str>),
+) -> Result<Vec<T>, sqlx::Error>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> + Send + Unpin,
+{
+    let mut query = sqlx::query_as::<_, T>(sql).bind(client_id.to_string());
+    if let Some(account) = account_id {
+        query = query.bind(account.to_string());
+    }
+    query.fetch_all(pool).await
+}
+
 /// Most rows one reading returns.
 pub const MAX_AUDIT_ROWS: i64 = 10_000;
 
@@ -292,6 +339,99 @@ impl Store {
             .bind(limit.clamp(1, MAX_AUDIT_ROWS))
             .fetch_all(&self.pool())
             .await?)
+    }
+
+    /// What a client's connection timeline reads ([`ClientTimeline`]): its audit rows, only
+    /// `account_id`'s when given (a person's own view), every account's otherwise (the
+    /// operator's). Flushes queued rows first, like [`Store::audit_entries`].
+    ///
+    /// Errors: the database failed.
+    pub async fn client_timeline(
+        &self,
+        client_id: &str,
+        account_id: Option<&str>,
+    ) -> Result<ClientTimeline, StoreError> {
+        self.flush_audit().await;
+        let pool = self.pool();
+        let whose = if account_id.is_some() {
+            " AND e.account_id = $2"
+        } else {
+            ""
+        };
+        let rows = |kinds: &str, order: &str, limit: i64| {
+            format!(
+                "SELECT e.id, e.at, e.event, e.outcome, e.account_id, a.email, e.client_id, \
+                 c.client_name, e.subject, e.project_id, e.source_ip, e.detail \
+                 FROM audit_events e LEFT JOIN accounts a ON a.id = e.account_id \
+                 LEFT JOIN oauth_clients c ON c.client_id = e.client_id \
+                 WHERE e.client_id = $1{whose} AND {kinds} ORDER BY e.id {order} LIMIT {limit}"
+            )
+        };
+        let counted = |kinds: &str| {
+            format!(
+                "SELECT COUNT(*), MAX(e.at) FROM audit_events e \
+                 WHERE e.client_id = $1{whose} AND {kinds}"
+            )
+        };
+        let key = (client_id, account_id);
+        let mut steps: Vec<AuditEntry> = timeline_query(
+            &pool,
+            &rows(TIMELINE_STEP_EVENTS, "DESC", TIMELINE_STEPS),
+            key,
+        )
+        .await?;
+        steps.reverse();
+        let first_call = timeline_query::<AuditEntry>(&pool, &rows(MCP_EVENTS, "ASC", 1), key)
+            .await?
+            .pop();
+        let last_call = timeline_query::<AuditEntry>(&pool, &rows(MCP_EVENTS, "DESC", 1), key)
+            .await?
+            .pop();
+        let (calls, _) = timeline_query::<(i64, Option<i64>)>(&pool, &counted(MCP_EVENTS), key)
+            .await?
+            .pop()
+            .unwrap_or_default();
+        let (refreshes, last_refresh) = timeline_query::<(i64, Option<i64>)>(
+            &pool,
+            &counted("e.event = 'token_refreshed'"),
+            key,
+        )
+        .await?
+        .pop()
+        .unwrap_or_default();
+        Ok(ClientTimeline {
+            steps,
+            first_call,
+            last_call,
+            calls,
+            refreshes,
+            last_refresh,
+        })
+    }
+
+    /// The clients `account_id` tried to connect since `since` (Unix seconds): each with its
+    /// registered name and the time of the account's latest authorization request, consent
+    /// or refused code, newest first, at most [`TIMELINE_STEPS`].
+    ///
+    /// Errors: the database failed.
+    pub async fn attempted_clients(
+        &self,
+        account_id: &str,
+        since: i64,
+    ) -> Result<Vec<(String, Option<String>, i64)>, StoreError> {
+        self.flush_audit().await;
+        Ok(sqlx::query_as(
+            "SELECT e.client_id, MAX(c.client_name), MAX(e.at) FROM audit_events e \
+             LEFT JOIN oauth_clients c ON c.client_id = e.client_id \
+             WHERE e.account_id = $1 AND e.client_id IS NOT NULL AND e.at >= $2 \
+             AND e.event IN ('authorization_request', 'consent', 'code_refused') \
+             GROUP BY e.client_id ORDER BY MAX(e.at) DESC LIMIT $3",
+        )
+        .bind(account_id)
+        .bind(since)
+        .bind(TIMELINE_STEPS)
+        .fetch_all(&self.pool())
+        .await?)
     }
 
     /// The ended browser sessions of this store's engine ([`SESSIONS_SQLITE`],

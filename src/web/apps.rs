@@ -48,18 +48,41 @@ struct AppRow {
     until: String,
     /// The tools it may use, in words.
     tools: String,
+    /// `client_id=…` for its timeline link.
+    timeline: String,
 }
 
 #[derive(Template)]
 #[template(path = "apps.html")]
 struct AppsPage {
     apps: Vec<AppRow>,
+    /// Apps that asked for access in the last [`TRIED_WITHIN_SECS`] and have none now.
+    tried: Vec<TriedRow>,
     notice: Option<String>,
     mcp_url: String,
     csrf_token: String,
     oauth_enabled: bool,
     /// The signed-in account is an operator: the nav links the upstream page.
     operator: bool,
+}
+
+/// How far back the apps page lists apps that tried to connect, in seconds (30 days).
+pub const TRIED_WITHIN_SECS: i64 = 30 * 86_400;
+
+/// An app that tried to connect and has no access now.
+struct TriedRow {
+    name: String,
+    /// When it last asked, to the minute.
+    when: String,
+    /// `client_id=…` for its timeline link.
+    query: String,
+}
+
+/// `client_id=…`, URL-encoded: the query of a client's timeline page.
+pub fn timeline_query(client_id: &str) -> String {
+    url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("client_id", client_id)
+        .finish()
 }
 
 /// The name to show: the registered one when it follows the visible-text rule (a name stored
@@ -146,14 +169,30 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
                 until: until_words(a.expires_at, now),
                 tools: ToolFilter::from_stored(a.tool_filter.as_deref()).in_words(),
                 consent_id: a.consent_id,
+                timeline: timeline_query(&a.client_id),
                 client_id: a.client_id,
             }
+        })
+        .collect::<Vec<_>>();
+    let tried = state
+        .store
+        .attempted_clients(&account.id, now - TRIED_WITHIN_SECS)
+        .await?
+        .into_iter()
+        .filter(|(id, _, _)| !apps.iter().any(|a| &a.client_id == id))
+        .map(|(id, name, at)| TriedRow {
+            name: name
+                .filter(|n| check_line(n).is_ok())
+                .unwrap_or_else(|| host_for_display(&id)),
+            when: when(at),
+            query: timeline_query(&id),
         })
         .collect();
     render(
         StatusCode::OK,
         &AppsPage {
             apps,
+            tried,
             notice: take_notice(&session).await?,
             mcp_url: state.config.mcp_server_url.clone(),
             csrf_token: csrf_token(&session).await?,
@@ -406,7 +445,7 @@ pub fn outcome_words(outcome: &str) -> &'static str {
 }
 
 /// A time for the activity page, to the second: `2026-01-02 03:04:05 UTC`.
-fn to_the_second(unix_seconds: i64) -> String {
+pub fn to_the_second(unix_seconds: i64) -> String {
     let format =
         time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
     time::OffsetDateTime::from_unix_timestamp(unix_seconds)
@@ -420,6 +459,8 @@ fn to_the_second(unix_seconds: i64) -> String {
 struct ActivityPage {
     name: String,
     consent_id: String,
+    /// `client_id=…` for the timeline link.
+    timeline: String,
     notice: Option<String>,
     /// What the last tool-list form could not do.
     error: Option<String>,
@@ -545,6 +586,7 @@ pub async fn activity(
         &ActivityPage {
             name: display_name(&app),
             consent_id: app.consent_id.clone(),
+            timeline: timeline_query(&app.client_id),
             notice: take_notice(&session).await?,
             error: take_error(&session).await?,
             tools: filter.in_words(),

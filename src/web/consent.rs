@@ -314,6 +314,35 @@ fn signin_then_authorize(pairs: &[(String, String)], reauth: bool) -> String {
     format!("/signin?{}", signin.finish())
 }
 
+/// Records an authorization request of a known client for its connection timeline
+/// (`authorization_request`, `success` or `refused` with the reason a person reads), with the
+/// signed-in account if there is one. Written at once, like a sign-in attempt's row, so that
+/// the timeline orders it among the consent and token rows that follow.
+async fn note_request(
+    state: &AppState,
+    client: &ClientAddr,
+    account: Option<&crate::store::accounts::Account>,
+    client_id: &str,
+    outcome: &str,
+    detail: &str,
+) {
+    state
+        .store
+        .audit(
+            crate::store::audit::AuditEvent {
+                event: "authorization_request",
+                outcome,
+                account_id: account.map(|a| a.id.as_str()),
+                client_id: Some(client_id),
+                subject: None,
+                source_ip: Some(&client.to_string()),
+                detail: Some(detail),
+            },
+            now(),
+        )
+        .await;
+}
+
 async fn authorize(
     state: AppState,
     client: ClientAddr,
@@ -329,8 +358,30 @@ async fn authorize(
     };
     let req = match validate(&state, &pairs, &for_whom).await {
         Ok(r) => r,
-        Err(e) => return Ok(redirect_error(&state, e)),
+        Err(refusal) => {
+            if let (Some(client_id), Some(reason)) = (&refusal.client_id, refusal.error.reason()) {
+                note_request(
+                    &state,
+                    &client,
+                    account.as_ref(),
+                    client_id,
+                    "refused",
+                    reason,
+                )
+                .await;
+            }
+            return Ok(redirect_error(&state, refusal.error));
+        }
     };
+    note_request(
+        &state,
+        &client,
+        account.as_ref(),
+        &req.client_id,
+        "success",
+        &format!("resource={} scope={}", req.resource, req.scope),
+    )
+    .await;
     let fail = |error: AuthorizationErrorCode, description: &str| {
         redirect_error(
             &state,

@@ -35,6 +35,7 @@ pub mod second_factor;
 pub mod session;
 pub mod setup;
 pub mod signin;
+pub mod timeline;
 pub mod upstreams;
 
 /// Name of the session cookie.
@@ -165,6 +166,7 @@ pub fn router(state: AppState) -> Router {
             .route("/apps", get(apps::list))
             .route("/apps/revoke", get(apps::confirm_revoke).post(apps::revoke))
             .route("/apps/tools", post(apps::set_tools))
+            .route("/apps/timeline", get(timeline::show))
             .route("/apps/{consent_id}", get(apps::activity))
             .route(
                 "/apps/{consent_id}/access",

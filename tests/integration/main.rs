@@ -69,6 +69,7 @@ mod slow_bodies;
 mod stdio;
 mod store_contract;
 mod surface;
+mod timeline;
 mod token;
 mod upgrades;
 mod upstream_connections;
