@@ -606,15 +606,13 @@ impl ServerHandler for GatehouseMcp {
         };
         let mut tools = self.mcp.catalog.listed(&principal.scopes, probe);
         tools.extend(
-            self.mcp
-                .upstreams
-                .listed(
-                    &principal.scopes,
-                    &principal.account_id,
-                    principal.reach == Reach::Account,
-                    &reachable,
-                )
-                .await,
+            Box::pin(self.mcp.upstreams.listed(
+                &principal.scopes,
+                &principal.account_id,
+                principal.reach == Reach::Account,
+                &reachable,
+            ))
+            .await,
         );
         // The credential's own tool list (`--tools` / `--deny-tools`).
         tools.retain(|t| principal.tools.allows(&t.name));
@@ -638,16 +636,15 @@ impl ServerHandler for GatehouseMcp {
             if let Some(server) = self.mcp.upstreams.per_person_server(&request.name).await
                 && self.may_use(&principal, &server).await?
             {
-                return self
-                    .call_per_person(&ctx, &principal, &server, request)
-                    .await;
+                return Box::pin(self.call_per_person(&ctx, &principal, &server, request)).await;
             }
             if let Some((server, tool)) = self.mcp.upstreams.find(&request.name).await
                 && self.may_use(&principal, &server).await?
             {
-                return Ok(self
-                    .call_upstream(&ctx, &principal, &server, &tool, request, None)
-                    .await);
+                return Ok(Box::pin(
+                    self.call_upstream(&ctx, &principal, &server, &tool, request, None),
+                )
+                .await);
             }
             return Err(ErrorData::invalid_params(
                 format!("Unknown tool: {}", request.name),
@@ -773,7 +770,7 @@ impl ServerHandler for GatehouseMcp {
         let mut result = resources::list(&self.mcp.app, &principal, cursor).await?;
         if result.next_cursor.is_none() {
             // Upstreams' resources after Gatehouse's own, on the last page.
-            for extras in self.upstream_extras(&principal).await {
+            for extras in Box::pin(self.upstream_extras(&principal)).await {
                 result.resources.extend(extras.resources.iter().cloned());
             }
         }
@@ -788,7 +785,7 @@ impl ServerHandler for GatehouseMcp {
         let principal = principal(&ctx)?;
         let mut templates = resources::templates();
         let own = templates.len();
-        for extras in self.upstream_extras(&principal).await {
+        for extras in Box::pin(self.upstream_extras(&principal)).await {
             templates.extend(extras.templates.iter().cloned());
         }
         let shared = templates.len() == own;
@@ -809,9 +806,8 @@ impl ServerHandler for GatehouseMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let principal = principal(&ctx)?;
-        if let Some(result) = self
-            .read_upstream_resource(&ctx, &principal, &request.uri)
-            .await
+        if let Some(result) =
+            Box::pin(self.read_upstream_resource(&ctx, &principal, &request.uri)).await
         {
             return result.map(Into::into);
         }
@@ -892,7 +888,7 @@ impl ServerHandler for GatehouseMcp {
         let mut result = prompts::list(&self.mcp.app, &principal, cursor).await?;
         if result.next_cursor.is_none() {
             // Upstreams' prompts after Gatehouse's own, on the last page.
-            for extras in self.upstream_extras(&principal).await {
+            for extras in Box::pin(self.upstream_extras(&principal)).await {
                 result.prompts.extend(extras.prompts.iter().cloned());
             }
         }
@@ -907,7 +903,8 @@ impl ServerHandler for GatehouseMcp {
     ) -> Result<GetPromptResponse, ErrorData> {
         let principal = principal(&ctx)?;
         if prompts::find(&request.name).is_none()
-            && let Some(result) = self.get_upstream_prompt(&ctx, &principal, &request).await
+            && let Some(result) =
+                Box::pin(self.get_upstream_prompt(&ctx, &principal, &request)).await
         {
             return result.map(Into::into);
         }

@@ -347,12 +347,28 @@ async function main() {
 
     // --- 3. console pages at both widths ---------------------------------------
     let activityPath;
-    await rep.check('Connected apps lists the app with an activity link', async () => {
+    let timelinePath;
+    await rep.check('Connected apps lists the app with an activity link and a timeline link', async () => {
       await dPage.goto(`${s.issuer}/apps`);
       await dPage.getByRole('heading', { name: appA }).waitFor();
       const link = dPage.getByRole('link', { name: `What did ${appA} do? (activity)` });
       activityPath = new URL(await link.getAttribute('href'), s.issuer).pathname;
-      return activityPath;
+      const timeline = new URL(
+        await dPage.getByRole('link', { name: `How ${appA} connected (timeline)` }).getAttribute('href'),
+        s.issuer,
+      );
+      timelinePath = timeline.pathname + timeline.search;
+      return `${activityPath}, ${timelinePath}`;
+    });
+    await rep.check('the timeline shows the steps of the connection in order, through the first MCP call', async () => {
+      await dPage.goto(`${s.issuer}${timelinePath}`);
+      const steps = await dPage.locator('tr.step').allInnerTexts();
+      const index = (text) => steps.findIndex((row) => row.includes(text));
+      const order = ['Registered with this server', 'Asked for access', 'Approved on the consent page', 'Authorization code redeemed', 'First MCP call: tool'];
+      const found = order.map(index);
+      assert(found.every((i) => i >= 0), `missing steps: ${order.filter((_, i) => found[i] < 0).join('; ')} in ${steps.join(' | ')}`);
+      assert(found.every((i, k) => k === 0 || i > found[k - 1]), `out of order: ${steps.join(' | ')}`);
+      return `${steps.length} steps`;
     });
     await rep.check('an API key and a personal URL made on /keys (so its tables have rows)', async () => {
       await dPage.goto(`${s.issuer}/keys`);
@@ -370,6 +386,7 @@ async function main() {
       ['project', `/projects/${s.projectId}`],
       ['apps', '/apps'],
       ...(activityPath ? [['app-activity', activityPath]] : []),
+      ...(timelinePath ? [['app-timeline', timelinePath]] : []),
       ['keys', '/keys'],
       ['account', '/account'],
       ...(noteId ? [['note', `/projects/${s.projectId}/notes/${noteId}`]] : []),
