@@ -446,7 +446,10 @@ impl UpstreamServer {
                 self.name
             )));
         }
-        let result = self.list_now(bearer).await;
+        // Boxed: connecting and listing is a large future, and every lookup of an upstream
+        // tool (the step-up check of each `tools/call` among them) would carry its size,
+        // copied whenever the request's future moves, even when the listing is fresh.
+        let result = Box::pin(self.list_now(bearer)).await;
         if self.record.per_person && result.is_err() {
             // One person's token failing says nothing of the listing for everyone else.
             return result;
