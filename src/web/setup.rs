@@ -24,6 +24,9 @@ struct SetupPage<'a> {
     token: &'a str,
     email: &'a str,
     error: Option<&'a str>,
+    /// The field the error is about (`email` or `password`): marked `aria-invalid` and
+    /// described by the error.
+    invalid: Option<&'static str>,
 }
 
 /// Query of `GET /setup`.
@@ -60,6 +63,7 @@ pub async fn show(
                 token: &q.token,
                 email: "",
                 error: None,
+                invalid: None,
             },
         )
     })
@@ -90,22 +94,23 @@ pub async fn submit(
         return Ok(link_invalid());
     }
     let checked = match (Email::parse(&form.email), validate_password(&form.password)) {
-        (Err(e), _) => Err(e.to_string()),
-        (_, Err(e)) => Err(e.to_string()),
+        (Err(e), _) => Err(("email", e.to_string())),
+        (_, Err(e)) => Err(("password", e.to_string())),
         (Ok(email), Ok(())) => Ok(email),
     };
     // A place on the password pool for the hash; when every worker is busy, 503.
     let slot = match (checked, state.passwords.try_reserve()) {
         (Ok(email), Ok(slot)) => Ok((email, slot)),
-        (Err(problem), _) => Err((StatusCode::UNPROCESSABLE_ENTITY, problem)),
+        (Err((field, problem)), _) => Err((StatusCode::UNPROCESSABLE_ENTITY, Some(field), problem)),
         (Ok(_), Err(_)) => Err((
             StatusCode::SERVICE_UNAVAILABLE,
+            None,
             "The server is busy. Try again in a moment.".to_string(),
         )),
     };
     let (email, slot) = match slot {
         Ok(checked) => checked,
-        Err((status, problem)) => {
+        Err((status, invalid, problem)) => {
             let r = csrf
                 .page(&session, |csrf_token| {
                     render(
@@ -115,6 +120,7 @@ pub async fn submit(
                             token: &form.token,
                             email: &form.email,
                             error: Some(&problem),
+                            invalid,
                         },
                     )
                 })

@@ -28,6 +28,9 @@ struct SigninPage<'a> {
     next: &'a str,
     email: &'a str,
     error: Option<&'a str>,
+    /// The error is about the email and password given (`401`): both fields are marked
+    /// `aria-invalid` and described by it; a throttle or a busy server is about neither.
+    invalid: bool,
     /// A notice above the form (after a password reset).
     notice: Option<&'a str>,
     /// Mail is set up: "Forgot your password?" is offered.
@@ -95,6 +98,7 @@ async fn signin_page_with_notice(
                     next,
                     email,
                     error,
+                    invalid: false,
                     providers: &providers,
                     password_signin,
                     passkeys,
@@ -209,6 +213,7 @@ pub async fn submit(
                     next: shown_next,
                     email,
                     error: Some(&error),
+                    invalid: status == StatusCode::UNAUTHORIZED,
                     notice: None,
                     forgot,
                     providers,

@@ -662,3 +662,80 @@ async fn refused_attempts_write_nothing() {
     }
     assert_eq!(writes_so_far(&app).await, before);
 }
+
+/// The `<input …>` tag of the field named `name` in a page.
+fn input_tag<'a>(html: &'a str, name: &str) -> &'a str {
+    let at = html
+        .find(&format!("name=\"{name}\""))
+        .unwrap_or_else(|| panic!("no {name} field in {html}"));
+    let start = html[..at].rfind("<input").unwrap();
+    let end = at + html[at..].find('>').unwrap();
+    &html[start..=end]
+}
+
+#[tokio::test]
+async fn a_refused_form_marks_the_fields_it_is_about() {
+    // WCAG 2.2 3.3.1: the field in error is identified (aria-invalid) and described by the
+    // error's text (aria-describedby names the element that holds it).
+    let app = spawn_app().await;
+    let token = gatehouse::domain::secret::Secret::generate(
+        gatehouse::domain::secret::TokenKind::SetupToken,
+    );
+    let now = gatehouse::store::now();
+    app.store
+        .create_setup_token(&token.hash(), now, now + 60)
+        .await
+        .unwrap();
+    let client = new_client();
+    let page = client
+        .get(app.url(&format!("/setup?token={}", token.expose())))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !page.contains("aria-invalid=\"true\""),
+        "nothing is marked before an error"
+    );
+    let csrf = hidden_input(&page, "csrf_token").unwrap();
+    for (email, password, field, other) in [
+        (EMAIL, "short", "password", "email"),
+        ("not an email", PASSWORD, "email", "password"),
+    ] {
+        let r = client
+            .post(app.url("/setup"))
+            .form(&[
+                ("csrf_token", csrf.as_str()),
+                ("token", token.expose()),
+                ("email", email),
+                ("password", password),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        let html = r.text().await.unwrap();
+        assert!(html.contains("id=\"setup-error\""), "{html}");
+        let marked = input_tag(&html, field);
+        assert!(
+            marked.contains("aria-invalid=\"true\" aria-describedby=\"setup-error\""),
+            "{marked}"
+        );
+        assert!(!input_tag(&html, other).contains("aria-invalid"), "{html}");
+    }
+
+    app.create_account(EMAIL, PASSWORD).await;
+    let r = app.sign_in(&new_client(), EMAIL, "not-the-password").await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("id=\"signin-error\""), "{html}");
+    for field in ["email", "password"] {
+        assert!(
+            input_tag(&html, field)
+                .contains("aria-invalid=\"true\" aria-describedby=\"signin-error\""),
+            "{html}"
+        );
+    }
+}
