@@ -392,14 +392,7 @@ async fn health_and_readiness_answer_json() {
 async fn first_run_setup_link_creates_the_first_account_once() {
     let app = spawn_app().await;
     // spawn_app started on an empty database: a setup token exists. Make our own to know it.
-    let token = gatehouse::domain::secret::Secret::generate(
-        gatehouse::domain::secret::TokenKind::SetupToken,
-    );
-    let now = gatehouse::store::now();
-    app.store
-        .create_setup_token(&token.hash(), now, now + 60)
-        .await
-        .unwrap();
+    let token = setup_token(&app).await;
     let client = new_client();
     let page = client
         .get(app.url(&format!("/setup?token={}", token.expose())))
@@ -678,14 +671,7 @@ async fn a_refused_form_marks_the_fields_it_is_about() {
     // WCAG 2.2 3.3.1: the field in error is identified (aria-invalid) and described by the
     // error's text (aria-describedby names the element that holds it).
     let app = spawn_app().await;
-    let token = gatehouse::domain::secret::Secret::generate(
-        gatehouse::domain::secret::TokenKind::SetupToken,
-    );
-    let now = gatehouse::store::now();
-    app.store
-        .create_setup_token(&token.hash(), now, now + 60)
-        .await
-        .unwrap();
+    let token = setup_token(&app).await;
     let client = new_client();
     let page = client
         .get(app.url(&format!("/setup?token={}", token.expose())))
@@ -738,4 +724,17 @@ async fn a_refused_form_marks_the_fields_it_is_about() {
             "{html}"
         );
     }
+}
+
+/// A setup token stored for `app`, valid for a minute (the tests' own, so they know it).
+async fn setup_token(app: &crate::helpers::TestApp) -> gatehouse::domain::secret::Secret {
+    let token = gatehouse::domain::secret::Secret::generate(
+        gatehouse::domain::secret::TokenKind::SetupToken,
+    );
+    let now = gatehouse::store::now();
+    app.store
+        .create_setup_token(&token.hash(), now, now + 60)
+        .await
+        .unwrap();
+    token
 }
