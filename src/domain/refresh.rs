@@ -18,6 +18,9 @@ pub enum GrantRefusal {
     AccountDisabled,
     /// What would be issued exceeds the live consent's scopes.
     ScopeExceedsApproval,
+    /// The person allowed the app for a limited time (issue 37, per-app choice) and it has
+    /// passed: like a revoked grant, only a new consent starts it again.
+    Ended,
 }
 
 impl GrantRefusal {
@@ -29,6 +32,7 @@ impl GrantRefusal {
             GrantRefusal::ScopeExceedsApproval => {
                 "the scope exceeds what the account currently approves"
             }
+            GrantRefusal::Ended => "the authorization has ended: it was allowed for a limited time",
         }
     }
 }

@@ -729,6 +729,7 @@ pub async fn issue_code(
             expires_at: now + CODE_TTL_SECS,
             used_at: None,
             dpop_jkt: req.dpop_jkt.clone(),
+            grant_expires_at: None,
         })
         .await?;
     let mut params = vec![("code", code.expose())];
@@ -855,6 +856,7 @@ pub async fn approve_device(
         expires_at: now + CODE_TTL_SECS,
         used_at: None,
         dpop_jkt: None,
+        grant_expires_at: None,
     };
     app.store
         .approve_device(&TokenHash::from_hex(device.clone()), &record, now)

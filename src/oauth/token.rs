@@ -253,6 +253,16 @@ impl Target {
         };
         Ok(Secret::from_presented(jwt::sign(key, &claims)?))
     }
+
+    /// The same tokens, ending by `grant_end` (Unix seconds; `None`: until revoked) at the
+    /// latest when issued at `now`: a grant the person allowed for a limited time (issue 37)
+    /// gives no token that outlives it, and `expires_in` says so (RFC 6749 §5.1).
+    fn ending_by(mut self, grant_end: Option<i64>, now: i64) -> Target {
+        if let Some(end) = grant_end {
+            self.ttl = self.ttl.min(end - now).max(0);
+        }
+        self
+    }
 }
 
 /// RFC 8707 §2.2 on the token endpoint: a grant (code or refresh token) issued for `granted`
@@ -544,6 +554,12 @@ async fn check_unused_code(
     if record.expires_at <= ctx.now {
         return Err(invalid_code());
     }
+    // A code issued just before the grant's chosen duration passed: the grant has ended.
+    if record.grant_expires_at.is_some_and(|end| end <= ctx.now) {
+        return Err(OAuthError::InvalidGrant(
+            GrantRefusal::Ended.as_str().into(),
+        ));
+    }
     // RFC 9449 §10: a code whose request named a key is redeemed only with a proof by it.
     if let Some(bound) = &record.dpop_jkt
         && ctx.jkt.as_ref() != Some(bound)
@@ -552,7 +568,7 @@ async fn check_unused_code(
             "the authorization request named a DPoP key (dpop_jkt): send a DPoP proof signed with that key".into(),
         ));
     }
-    Ok(target)
+    Ok(target.ending_by(record.grant_expires_at, ctx.now))
 }
 
 /// The `authorization_code` grant (OAuth 2.1 §4.1.3): the code is bound to the client, the
@@ -855,7 +871,7 @@ async fn refresh_token(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
     // has ended, like a revoked one, and the client must ask again.
     if state.grant_ended(ctx.now) {
         return Err(OAuthError::InvalidGrant(
-            "the authorization has ended: it was allowed for a limited time".into(),
+            GrantRefusal::Ended.as_str().into(),
         ));
     }
     // RFC 9449 §5: a bound refresh token is used only with a proof by its key.
@@ -873,7 +889,9 @@ async fn refresh_token(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
         return Err(refresh_refused(ctx, &state, why).await);
     }
     // Validation comes before rotation, replay and reuse, and leaves the token as it is.
-    let target = check_target(ctx, &state.resource, state.issuer.as_deref()).await?;
+    let target = check_target(ctx, &state.resource, state.issuer.as_deref())
+        .await?
+        .ending_by(state.consent_expires_at, ctx.now);
     let scope = refreshed_scope(ctx, &state.scope)?;
     if decision == RefreshDecision::Rotate {
         match rotate(ctx, &hash, &state, presented, &scope, &target).await? {

@@ -327,7 +327,7 @@ pub trait Dialect: Send + Sync + 'static {
 
     /// Reads a consent for token issuance under a lock held until the transaction ends (see
     /// `oauth::lock_live_consent`): binds `$1` consent id; returns `scope, revoked_at,
-    /// account_status`.
+    /// account_status, expires_at`.
     fn lock_consent_sql(&self) -> &'static str;
 
     /// The writes of a refresh rotation (OAuth 2.1 §4.3.1) in one round trip: marks the
@@ -349,8 +349,8 @@ pub trait Dialect: Send + Sync + 'static {
 macro_rules! consent_read {
     () => {
         "SELECT scope, revoked_at, \
-         (SELECT status FROM accounts WHERE accounts.id = consents.account_id) AS account_status \
-         FROM consents WHERE id = $1"
+         (SELECT status FROM accounts WHERE accounts.id = consents.account_id) AS account_status, \
+         expires_at FROM consents WHERE id = $1"
     };
 }
 pub(crate) use consent_read;

@@ -262,6 +262,10 @@ pub struct CodeRecord {
     /// The DPoP key thumbprint the authorization request named (`dpop_jkt`, RFC 9449 §10): the
     /// code is redeemed only with a proof by that key.
     pub dpop_jkt: Option<String>,
+    /// When its grant ends (the consent's `expires_at`, Unix seconds; `None`: until revoked),
+    /// read with the code and never stored with it: the tokens it redeems for end by then.
+    #[sqlx(default)]
+    pub grant_expires_at: Option<i64>,
 }
 
 /// Tokens to create when a code is redeemed or a refresh token rotated.
@@ -731,26 +735,31 @@ async fn lock_live_consent(
     tx: &mut WriteTx,
     dialect: &dyn super::Dialect,
     consent_id: &str,
+    now: i64,
 ) -> Result<Result<String, GrantRefusal>, StoreError> {
     let sql = dialect.lock_consent_sql();
-    let row: Option<(String, Option<i64>, Option<String>)> = sqlx::query_as(sql)
+    let row: Option<ConsentReadRow> = sqlx::query_as(sql)
         .bind(consent_id)
         .fetch_optional(&mut **tx)
         .await?;
-    Ok(live_consent_scope(row))
+    Ok(live_consent_scope(row, now))
 }
 
-/// A consent row as [`super::consent_read`] returns it (`scope, revoked_at, account_status`):
-/// its scopes when it is live and its account active, or why not.
-fn live_consent_scope(
-    row: Option<(String, Option<i64>, Option<String>)>,
-) -> Result<String, GrantRefusal> {
+/// A consent row as [`super::consent_read`] returns it: `scope, revoked_at, account_status,
+/// expires_at`.
+type ConsentReadRow = (String, Option<i64>, Option<String>, Option<i64>);
+
+/// A consent row as [`super::consent_read`] returns it: its scopes when it is live at `now`
+/// (Unix seconds: unrevoked, its chosen duration not passed) and its account active, or why
+/// not.
+fn live_consent_scope(row: Option<ConsentReadRow>, now: i64) -> Result<String, GrantRefusal> {
     match row {
-        None | Some((_, Some(_), _)) => Err(GrantRefusal::Revoked),
-        Some((_, None, status)) if status.as_deref() != Some("active") => {
+        None | Some((_, Some(_), _, _)) => Err(GrantRefusal::Revoked),
+        Some((_, None, status, _)) if status.as_deref() != Some("active") => {
             Err(GrantRefusal::AccountDisabled)
         }
-        Some((scope, None, _)) => Ok(scope),
+        Some((_, None, _, Some(end))) if end <= now => Err(GrantRefusal::Ended),
+        Some((scope, None, _, _)) => Ok(scope),
     }
 }
 
@@ -760,19 +769,22 @@ fn approves_all(granted: &str, scopes: &[&str]) -> bool {
     scopes.iter().all(|held| within_approval(granted, held))
 }
 
-/// Why the grant behind `consent_id` does not allow issuing `scopes` now, if it does not:
+/// Why the grant behind `consent_id` does not allow issuing `scopes` at `now`, if it does not:
 /// locks the consent row (see [`lock_live_consent`]) and checks every scope string given.
 async fn grant_refusal(
     tx: &mut WriteTx,
     dialect: &dyn super::Dialect,
     consent_id: &str,
     scopes: &[&str],
+    now: i64,
 ) -> Result<Option<GrantRefusal>, StoreError> {
-    Ok(match lock_live_consent(tx, dialect, consent_id).await? {
-        Ok(granted) if approves_all(&granted, scopes) => None,
-        Ok(_) => Some(GrantRefusal::ScopeExceedsApproval),
-        Err(refusal) => Some(refusal),
-    })
+    Ok(
+        match lock_live_consent(tx, dialect, consent_id, now).await? {
+            Ok(granted) if approves_all(&granted, scopes) => None,
+            Ok(_) => Some(GrantRefusal::ScopeExceedsApproval),
+            Err(refusal) => Some(refusal),
+        },
+    )
 }
 
 impl Store {
@@ -1030,11 +1042,13 @@ impl Store {
         Ok(())
     }
 
-    /// The code's bindings, used or not.
+    /// The code's bindings, used or not, with when its grant ends.
     pub async fn code(&self, hash: &TokenHash) -> Result<Option<CodeRecord>, StoreError> {
         Ok(sqlx::query_as(
-            "SELECT code_hash, client_id, account_id, consent_id, redirect_uri, code_challenge, resource, scope, \
-             issuer, created_at, expires_at, used_at, dpop_jkt FROM authorization_codes WHERE code_hash = $1",
+            "SELECT k.code_hash, k.client_id, k.account_id, k.consent_id, k.redirect_uri, k.code_challenge, \
+             k.resource, k.scope, k.issuer, k.created_at, k.expires_at, k.used_at, k.dpop_jkt, \
+             c.expires_at AS grant_expires_at \
+             FROM authorization_codes k LEFT JOIN consents c ON c.id = k.consent_id WHERE k.code_hash = $1",
         )
         .bind(hash.as_str())
         .fetch_optional(&self.pool())
@@ -1060,6 +1074,7 @@ impl Store {
             self.dialect(),
             &code.consent_id,
             &[&code.scope, &new.scope],
+            now,
         )
         .await?;
         let won = refusal.is_none()
@@ -1233,12 +1248,11 @@ impl Store {
             if won {
                 return Ok(Rotation::Rotated);
             }
-            let row: Option<(String, Option<i64>, Option<String>)> =
-                sqlx::query_as(super::consent_read!())
-                    .bind(&state.consent_id)
-                    .fetch_optional(&self.pool())
-                    .await?;
-            match live_consent_scope(row) {
+            let row: Option<ConsentReadRow> = sqlx::query_as(super::consent_read!())
+                .bind(&state.consent_id)
+                .fetch_optional(&self.pool())
+                .await?;
+            match live_consent_scope(row, now) {
                 Err(refusal) => return Ok(Rotation::Refused(refusal)),
                 Ok(granted) if !covers(&granted) => {
                     return Ok(Rotation::Refused(GrantRefusal::ScopeExceedsApproval));

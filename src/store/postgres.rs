@@ -31,6 +31,7 @@ impl Dialect for Postgres {
         "WITH consent AS ( \
            SELECT c.id FROM consents c JOIN accounts a ON a.id = c.account_id \
            WHERE c.id = $12 AND c.revoked_at IS NULL AND c.scope = $13 AND a.status = 'active' \
+           AND (c.expires_at IS NULL OR c.expires_at > $1) \
            FOR SHARE OF c \
          ), won AS ( \
            UPDATE refresh_tokens SET rotated_at = $1, successor_hash = $2, successor_sealed = $3 \

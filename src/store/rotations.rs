@@ -464,6 +464,7 @@ mod tests {
             expires_at: 600,
             used_at: None,
             dpop_jkt: None,
+            grant_expires_at: None,
         };
         store.insert_code(&code).await.unwrap();
         let tokens = NewTokens {

@@ -9,7 +9,8 @@ macro_rules! rotate_mark {
          WHERE token_hash = $4 AND rotated_at IS NULL \
          AND family_id IN (SELECT id FROM token_families WHERE id = $5 AND revoked_at IS NULL) \
          AND EXISTS (SELECT 1 FROM consents c JOIN accounts a ON a.id = c.account_id \
-           WHERE c.id = $12 AND c.revoked_at IS NULL AND c.scope = $13 AND a.status = 'active')"
+           WHERE c.id = $12 AND c.revoked_at IS NULL AND c.scope = $13 AND a.status = 'active' \
+           AND (c.expires_at IS NULL OR c.expires_at > $1))"
     };
 }
 macro_rules! rotate_insert_refresh {

@@ -85,6 +85,14 @@ fn code_advice(detail: &str) -> &'static str {
         "The app took too long to redeem the code. Start connecting again."
     } else if detail.contains("DPoP") {
         "The app named a DPoP key but did not prove it holds it. Its developer must fix this."
+    } else if detail.contains("has ended") {
+        "The time you allowed this app had passed when it redeemed the code. Connect it again and choose how long it may stay."
+    } else if detail.contains("revoked") {
+        "Its access was revoked before it redeemed the code. Connect it again if you want it back."
+    } else if detail.contains("disabled") {
+        "The account is disabled: no app can get access to it."
+    } else if detail.contains("scope") {
+        "The app asked for more than you allow it now. Connect it again to approve what it asks for."
     } else {
         "The app asked for another server (resource) than the one it was authorized for. Check the server URL configured in the app, then connect again."
     }
@@ -392,6 +400,7 @@ pub async fn show(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::refresh::GrantRefusal;
 
     fn client() -> ClientRecord {
         ClientRecord {
@@ -557,6 +566,16 @@ mod tests {
             (
                 "resource https://x.example/mcp is not the resource this code was issued for",
                 "The app asked for another server",
+            ),
+            (GrantRefusal::Ended.as_str(), "The time you allowed"),
+            (GrantRefusal::Revoked.as_str(), "Its access was revoked"),
+            (
+                GrantRefusal::AccountDisabled.as_str(),
+                "The account is disabled",
+            ),
+            (
+                GrantRefusal::ScopeExceedsApproval.as_str(),
+                "The app asked for more",
             ),
         ] {
             assert!(code_advice(detail).starts_with(start), "{detail}");

@@ -39,6 +39,20 @@ async fn approve_with(
     scope: &str,
     choice: &[(&str, &str)],
 ) -> (String, Value) {
+    let (page, code, verifier) = approved_code(app, browser, client_id, scope, choice).await;
+    let (status, body, _) = exchange(app, client_id, &code, &verifier, &[]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    (page, body)
+}
+
+/// [`approve_with`] without redeeming the code: (consent page HTML, code, `code_verifier`).
+async fn approved_code(
+    app: &TestApp,
+    browser: &reqwest::Client,
+    client_id: &str,
+    scope: &str,
+    choice: &[(&str, &str)],
+) -> (String, String, String) {
     let (verifier, challenge) = pkce();
     let url = authorize_url(app, client_id, &challenge, &[("scope", scope)]);
     let r = browser.get(url).send().await.unwrap();
@@ -63,9 +77,7 @@ async fn approve_with(
     let code = query_of(&location)
         .remove("code")
         .unwrap_or_else(|| panic!("a code in {location}"));
-    let (status, body, _) = exchange(app, client_id, &code, &verifier, &[]).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    (page, body)
+    (page, code, verifier)
 }
 
 /// The ids `list_projects` answers with.
@@ -542,17 +554,7 @@ async fn a_one_day_grant_ends_refuses_refresh_and_starts_again_only_by_consent()
 
     // A day later (the end moved to the past in the database, as another process would).
     let consent = apps[0].consent_id.clone();
-    sqlx::any::install_default_drivers();
-    let other = sqlx::AnyPool::connect(&app.db.url).await.unwrap();
-    behind_the_back(&app, async {
-        sqlx::query("UPDATE consents SET expires_at = $1 WHERE id = $2")
-            .bind(gatehouse::store::now() - 1)
-            .bind(&consent)
-            .execute(&other)
-            .await
-            .unwrap();
-    })
-    .await;
+    grant_ends_at(&app, &consent, gatehouse::store::now() - 1).await;
     let (status, _) = call_status(&app, &token, "list_projects", json!({})).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(introspect(&app, rs, &token).await, json!({"active": false}));
@@ -597,4 +599,103 @@ async fn a_one_day_grant_ends_refuses_refresh_and_starts_again_only_by_consent()
     assert_eq!(apps.len(), 1, "the ended grant was revoked");
     assert_ne!(apps[0].consent_id, consent);
     assert_eq!(apps[0].expires_at, None);
+}
+
+/// Moves the end of the grant `consent` to `end` (Unix seconds) in the database, as time
+/// passing (or another process) would.
+async fn grant_ends_at(app: &TestApp, consent: &str, end: i64) {
+    sqlx::any::install_default_drivers();
+    let other = sqlx::AnyPool::connect(&app.db.url).await.unwrap();
+    behind_the_back(app, async {
+        sqlx::query("UPDATE consents SET expires_at = $1 WHERE id = $2")
+            .bind(end)
+            .bind(consent)
+            .execute(&other)
+            .await
+            .unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn codes_and_refreshes_near_a_grants_end_give_tokens_that_end_with_it() {
+    let app = spawn_app().await;
+    let (browser, id, research, _) = alice_with_two_projects(&app).await;
+    let client_id = register_public(&app, &[REDIRECT]).await;
+    let choice = [("reach", "all"), ("access", "write"), ("duration", "1d")];
+    let (_, first, first_verifier) =
+        approved_code(&app, &browser, &client_id, "mcp:read", &choice).await;
+    // The grant is remembered: asking again gets a second code of the same grant at once.
+    let (second_verifier, challenge) = pkce();
+    let r = browser
+        .get(authorize_url(
+            &app,
+            &client_id,
+            &challenge,
+            &[("scope", "mcp:read")],
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "no consent page again");
+    let location = r.headers()["location"].to_str().unwrap().to_string();
+    let second = query_of(&location).remove("code").unwrap();
+    let consent = consent_id(&app, &id).await;
+
+    // Thirty seconds before the day is over, the first code is redeemed: its access token
+    // (and the next one a refresh gives) ends with the grant, and `expires_in` says so.
+    let end = gatehouse::store::now() + 30;
+    grant_ends_at(&app, &consent, end).await;
+    let (status, tokens, _) = exchange(&app, &client_id, &first, &first_verifier, &[]).await;
+    assert_eq!(status, StatusCode::OK, "{tokens}");
+    let expires_in = tokens["expires_in"].as_i64().unwrap();
+    assert!((1..=30).contains(&expires_in), "{tokens}");
+    let token = tokens["access_token"].as_str().unwrap();
+    assert!(listed(&app, token).await.contains(&research));
+    let rs = introspector(&app).await;
+    assert!(introspect(&app, rs, token).await["exp"].as_i64().unwrap() <= end);
+    let (status, refreshed) = refresh(
+        &app,
+        &client_id,
+        tokens["refresh_token"].as_str().unwrap(),
+        &[],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{refreshed}");
+    let expires_in = refreshed["expires_in"].as_i64().unwrap();
+    assert!((1..=30).contains(&expires_in), "{refreshed}");
+
+    // Once it is over, the second code (still within its own ten minutes) is refused like
+    // the grant's refresh token, and writes nothing.
+    grant_ends_at(&app, &consent, gatehouse::store::now() - 1).await;
+    let (status, body, _) = exchange(&app, &client_id, &second, &second_verifier, &[]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"], "invalid_grant");
+    assert!(
+        body["error_description"]
+            .as_str()
+            .unwrap()
+            .contains("the authorization has ended"),
+        "{body}"
+    );
+    let issued: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM token_families WHERE consent_id = $1")
+            .bind(&consent)
+            .fetch_one(app.db.pool().await)
+            .await
+            .unwrap();
+    assert_eq!(issued, 1, "only the first code made a family");
+    // The connection timeline says why, and what to do.
+    let timeline = browser
+        .get(app.url(&format!("/apps/timeline?client_id={client_id}")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        timeline.contains("The time you allowed this app had passed"),
+        "{timeline}"
+    );
 }

@@ -300,6 +300,7 @@ async fn pending_code(
         expires_at: now + 600,
         used_at: None,
         dpop_jkt: None,
+        grant_expires_at: None,
     };
     store.insert_code(&code).await.unwrap();
     let tokens = NewTokens {

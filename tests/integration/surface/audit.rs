@@ -46,6 +46,9 @@ async fn with_calls(app: &TestApp) -> (String, String, String, String) {
         json!({"project_id": research}),
     )
     .await);
+    // Tool calls are audited in batches after the answer; the `gatehouse audit` command is
+    // another process and reads only what is committed, so commit the batch first.
+    app.store.flush_audit().await;
     (alice_id, research, garden, alice_key)
 }
 
