@@ -250,6 +250,7 @@ fn describe() {
             "authorization_requests",
             "setup_tokens",
             "password_reset_tokens",
+            "project_invitations",
             "signin_devices",
             "client_assertion_jtis",
             "dpop_proofs",

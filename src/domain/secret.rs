@@ -58,10 +58,12 @@ pub enum TokenKind {
     /// Device verification code of the device authorization grant (RFC 8628 §3.2), prefix
     /// `gate_dc_`.
     DeviceCode,
+    /// One-time token of a project invitation link (`/invite?token=…`), prefix `gate_inv_`.
+    Invitation,
 }
 
 impl TokenKind {
-    const ALL: [TokenKind; 9] = [
+    const ALL: [TokenKind; 10] = [
         TokenKind::AccessToken,
         TokenKind::RefreshToken,
         TokenKind::AuthorizationCode,
@@ -71,6 +73,7 @@ impl TokenKind {
         TokenKind::PersonalUrl,
         TokenKind::ResetToken,
         TokenKind::DeviceCode,
+        TokenKind::Invitation,
     ];
 
     /// Whether secrets of this kind carry their issue time and have time-ordered storage
@@ -92,6 +95,7 @@ impl TokenKind {
             TokenKind::PersonalUrl => "gate_pu_",
             TokenKind::ResetToken => "gate_reset_",
             TokenKind::DeviceCode => "gate_dc_",
+            TokenKind::Invitation => "gate_inv_",
         }
     }
 }

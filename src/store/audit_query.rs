@@ -148,14 +148,14 @@ pub const REFRESH_REPLAY_WINDOW_SECS: i64 = 30 * 24 * 3600;
 ///   families revoked 30 days ago;
 /// - `token_families` revoked 30 days ago with no token left;
 /// - `authorization_codes` (used or not) and `authorization_requests` a day after they expired;
-/// - `setup_tokens`, `password_reset_tokens`, `signin_devices` and `device_authorizations`
-///   (RFC 8628) a day after they expired, `idp_signins` (sign-ins waiting on an identity
+/// - `setup_tokens`, `password_reset_tokens`, `project_invitations`, `signin_devices` and
+///   `device_authorizations` (RFC 8628) a day after they expired, `idp_signins` (sign-ins waiting on an identity
 ///   provider) once expired;
 /// - `client_assertion_jtis` once the assertion expired (RFC 7523 §3: a `jti` need only be
 ///   remembered until `exp`), and `dpop_proofs` once the proof's `iat` window passed (RFC
 ///   9449 §11.1);
 /// - `rate_limits` counters once they no longer count.
-pub const CREDENTIAL_RETENTIONS: [(Retention, i64); 15] = [
+pub const CREDENTIAL_RETENTIONS: [(Retention, i64); 16] = [
     (
         Retention {
             name: "access_tokens",
@@ -230,6 +230,15 @@ pub const CREDENTIAL_RETENTIONS: [(Retention, i64); 15] = [
             name: "password_reset_tokens",
             delete_batch: "DELETE FROM password_reset_tokens WHERE token_hash IN \
                            (SELECT token_hash FROM password_reset_tokens WHERE expires_at < $1 \
+                           LIMIT $2)",
+        },
+        super::EXPIRED_RETENTION_SECS,
+    ),
+    (
+        Retention {
+            name: "project_invitations",
+            delete_batch: "DELETE FROM project_invitations WHERE token_hash IN \
+                           (SELECT token_hash FROM project_invitations WHERE expires_at < $1 \
                            LIMIT $2)",
         },
         super::EXPIRED_RETENTION_SECS,

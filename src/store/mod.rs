@@ -25,6 +25,7 @@ pub mod devices;
 pub mod dpop;
 pub mod idps;
 pub mod in_place;
+pub mod invitations;
 pub mod keys;
 pub mod limits;
 pub mod notes;

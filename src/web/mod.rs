@@ -25,6 +25,7 @@ pub mod connections;
 pub mod consent;
 pub mod device;
 pub mod idp;
+pub mod invitations;
 pub mod keys;
 pub mod notes;
 pub mod passkeys;
@@ -123,6 +124,7 @@ pub fn router(state: AppState) -> Router {
         .route("/signin/idp/{name}", get(idp::start))
         .route("/signin/idp/{name}/callback", get(idp::callback))
         .route("/setup", get(setup::show).post(setup::submit))
+        .route("/invite", get(invitations::show).post(invitations::accept))
         .route("/connections", get(connections::list))
         .route(
             "/connections/client-metadata.json",

@@ -11,6 +11,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
+use super::invitations::{self, Invited};
 use super::session::{csrf_token, set_notice, signed_in, take_notice};
 use super::{Confirmation, CsrfForm, PageQuery, confirm_page, error_page, render, see_other, when};
 use crate::client_addr::ClientAddr;
@@ -185,6 +186,10 @@ struct ProjectPage<'a> {
     error: Option<&'a str>,
     member_email: &'a str,
     member_role: &'a str,
+    /// Invitations not yet accepted: (email, role, link works until).
+    invitations: Vec<(String, String, String)>,
+    /// The invitation link just made for an operator, and whether it was mailed too.
+    invited: Option<(String, bool)>,
     notice: Option<String>,
     csrf_token: &'a str,
     oauth_enabled: bool,
@@ -215,12 +220,15 @@ pub struct ProjectQuery {
     q: String,
 }
 
-/// What the member form held when it is shown again with an error.
+/// What the member form held when it is shown again with an error, or the invitation link
+/// just made for an operator who owns the project.
 struct MemberFormState<'a> {
     status: StatusCode,
-    error: &'a str,
+    error: Option<&'a str>,
     email: &'a str,
     role: &'a str,
+    /// The invitation link to hand over, and whether it was mailed too.
+    invited: Option<(String, bool)>,
 }
 
 async fn project_page(
@@ -263,10 +271,20 @@ async fn project_page(
     let is_owner = members
         .iter()
         .any(|m| m.is_owner && m.account_id == account.id);
+    let invitations = if is_owner {
+        store
+            .pending_invitations(&project.project_id, now())
+            .await?
+            .into_iter()
+            .map(|i| (i.email, i.role, when(i.expires_at)))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let csrf = csrf_token(session).await?;
-    let (status, error, email, role) = match &form {
-        Some(f) => (f.status, Some(f.error), f.email, f.role),
-        None => (StatusCode::OK, None, "", "read"),
+    let (status, error, email, role, invited) = match form {
+        Some(f) => (f.status, f.error, f.email, f.role, f.invited),
+        None => (StatusCode::OK, None, "", "read", None),
     };
     render(
         status,
@@ -282,6 +300,8 @@ async fn project_page(
             error,
             member_email: email,
             member_role: role,
+            invitations,
+            invited,
             notice: take_notice(session).await?,
             csrf_token: &csrf,
             oauth_enabled: state.config.oauth_enabled,
@@ -369,12 +389,13 @@ async fn member_changed(
     see_other(&format!("/projects/{}", project.project_id))
 }
 
-/// The answer to an email the owner may not add: one text whether or not the email has an
-/// account.
-pub const NOT_ADDABLE: &str = "You can add people who already share a project with you. To add someone else, ask the operator to run gatehouse project add-member.";
+/// The answer to a member form that is neither an addition nor an invitation.
+pub const NOT_ADDABLE: &str = "That person cannot be added.";
 
-/// `POST /projects/{id}/members`: the owner adds an account by email with a role, or changes
-/// a member's role; the account must already share a project with the owner ([`NOT_ADDABLE`]).
+/// `POST /projects/{id}/members`: the owner adds an account that already shares a project
+/// with them (or changes a member's role), or invites anyone else by email
+/// ([`invitations::invite`]: mailed, and shown to an operator; 422 with [`invitations::NO_MAIL`]
+/// when neither can be).
 pub async fn add_member(
     State(state): State<AppState>,
     client: ClientAddr,
@@ -387,31 +408,64 @@ pub async fn add_member(
         Err(response) => return Ok(response),
     };
     let role = form.role.parse::<Role>().ok();
-    let member = match Email::parse(&form.email) {
-        Ok(email) => state.store.account_by_email(&email).await?,
-        Err(_) => None,
+    let email = Email::parse(&form.email).ok();
+    let member = match &email {
+        Some(email) => state.store.account_by_email(email).await?,
+        None => None,
     };
-    // Only accounts that already share a project with the owner can be added here, and every
-    // other email gets the same answer, so the form does not tell whether an email has an
-    // account (issue 30). Others are added by the operator (`gatehouse project add-member`).
+    // Accounts that already share a project with the owner are added at once. Everyone else
+    // is invited, with the same answer whether or not the email has an account, so the form
+    // does not tell (issue 30).
     let shares = match &member {
         Some(m) if m.id != account.id => state.store.share_a_project(&account.id, &m.id).await?,
         _ => false,
     };
-    let problem = match (&member, role) {
-        (_, None) => Some("Choose the role read or write."),
-        (Some(m), _) if m.id == account.id => Some("You own this project already."),
-        _ if !shares => Some(NOT_ADDABLE),
+    let refuse = |error: &'static str| MemberFormState {
+        status: StatusCode::UNPROCESSABLE_ENTITY,
+        error: Some(error),
+        email: &form.email,
+        role: &form.role,
+        invited: None,
+    };
+    let problem = match (&email, &member, role) {
+        (_, _, None) => Some("Choose the role read or write."),
+        (None, _, _) => Some("Enter an email address, such as name@example.com."),
+        (_, Some(m), _) if m.id == account.id => Some("You own this project already."),
         _ => None,
     };
-    let (Some(member), Some(role), None) = (member, role, problem) else {
-        let form_state = MemberFormState {
-            status: StatusCode::UNPROCESSABLE_ENTITY,
-            error: problem.unwrap_or(NOT_ADDABLE),
-            email: &form.email,
-            role: &form.role,
-        };
+    let (Some(email), Some(role), None) = (email, role, problem) else {
+        let form_state = refuse(problem.unwrap_or(NOT_ADDABLE));
         return project_page(&state, &session, &account, &project, "", Some(form_state)).await;
+    };
+    let Some(member) = member.filter(|_| shares) else {
+        return match invitations::invite(&state, client, &account, &project, &email, role).await? {
+            Invited::NoMail => {
+                let form_state = refuse(invitations::NO_MAIL);
+                project_page(&state, &session, &account, &project, "", Some(form_state)).await
+            }
+            Invited::Mailed => {
+                set_notice(
+                    &session,
+                    &format!(
+                        "Invitation mailed to {}: they join with the role {} when they open its link (it works for 7 days).",
+                        email.as_str(),
+                        role.as_str()
+                    ),
+                )
+                .await?;
+                Ok(see_other(&format!("/projects/{}", project.project_id)))
+            }
+            Invited::Shown { link, mailed } => {
+                let form_state = MemberFormState {
+                    status: StatusCode::OK,
+                    error: None,
+                    email: "",
+                    role: "read",
+                    invited: Some((link, mailed)),
+                };
+                project_page(&state, &session, &account, &project, "", Some(form_state)).await
+            }
+        };
     };
     let now = now();
     state
@@ -485,9 +539,10 @@ pub async fn confirm_remove_member(
 fn not_removable() -> MemberFormState<'static> {
     MemberFormState {
         status: StatusCode::UNPROCESSABLE_ENTITY,
-        error: "That person is not a member who can be removed (the owner always stays).",
+        error: Some("That person is not a member who can be removed (the owner always stays)."),
         email: "",
         role: "read",
+        invited: None,
     }
 }
 

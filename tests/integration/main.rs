@@ -34,6 +34,7 @@ mod fallbacks;
 mod grants;
 mod hostile;
 mod idp;
+mod invitations;
 mod keys;
 mod keys_page;
 mod lanes;

@@ -237,6 +237,7 @@ async fn every_series_has_help_and_type_and_counters_start_at_zero() {
         "gatehouse_pruned_rows_total{what=\"authorization_requests\"}",
         "gatehouse_pruned_rows_total{what=\"setup_tokens\"}",
         "gatehouse_pruned_rows_total{what=\"password_reset_tokens\"}",
+        "gatehouse_pruned_rows_total{what=\"project_invitations\"}",
         "gatehouse_pruned_rows_total{what=\"signin_devices\"}",
         "gatehouse_pruned_rows_total{what=\"client_assertion_jtis\"}",
         "gatehouse_pruned_rows_total{what=\"device_authorizations\"}",

@@ -7,10 +7,11 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
 
-use crate::helpers::{TestApp, hidden_input, new_client, spawn_app, spawn_app_with};
+use crate::helpers::{
+    TestApp, hidden_input, new_client, quoted_printable_decode, smtp_sink, spawn_app,
+    spawn_app_with,
+};
 use crate::keys::gatehouse;
 use crate::oauth_helpers::{EMAIL, PASSWORD, access_token_live, full_grant};
 
@@ -335,74 +336,6 @@ async fn changing_the_password_on_the_account_page_voids_reset_links() {
         new_client().get(&link).send().await.unwrap().status(),
         StatusCode::NOT_FOUND
     );
-}
-
-/// A minimal SMTP server (RFC 5321 §4.1: EHLO, MAIL, RCPT, DATA, QUIT) on a random port of
-/// 127.0.0.1 that sends every message it receives, dot-unstuffed, on the returned channel.
-async fn smtp_sink() -> (u16, mpsc::UnboundedReceiver<String>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Ok((socket, _)) = listener.accept().await {
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                let (read, mut write) = socket.into_split();
-                let mut lines = BufReader::new(read).lines();
-                write.write_all(b"220 sink ESMTP\r\n").await.ok();
-                let mut data: Option<String> = None;
-                while let Ok(Some(line)) = lines.next_line().await {
-                    if let Some(body) = data.as_mut() {
-                        if line == "." {
-                            let _ = tx.send(data.take().unwrap());
-                            write.write_all(b"250 OK\r\n").await.ok();
-                        } else {
-                            body.push_str(line.strip_prefix('.').unwrap_or(&line));
-                            body.push('\n');
-                        }
-                        continue;
-                    }
-                    let verb = line.get(..4).unwrap_or("").to_ascii_uppercase();
-                    let reply: &[u8] = match verb.as_str() {
-                        "EHLO" => b"250-sink\r\n250 8BITMIME\r\n",
-                        "DATA" => {
-                            data = Some(String::new());
-                            b"354 go on\r\n"
-                        }
-                        "QUIT" => {
-                            write.write_all(b"221 bye\r\n").await.ok();
-                            break;
-                        }
-                        _ => b"250 OK\r\n",
-                    };
-                    write.write_all(reply).await.ok();
-                }
-            });
-        }
-    });
-    (port, rx)
-}
-
-/// Decodes a quoted-printable body (RFC 2045 §6.7): soft line breaks joined, `=XX` as bytes.
-/// A body that is not quoted-printable (no `=` escapes) comes back as it is.
-fn quoted_printable_decode(body: &str) -> String {
-    let joined = body.replace("=\n", "");
-    let bytes = joined.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'='
-            && i + 2 < bytes.len()
-            && let Ok(b) = u8::from_str_radix(&joined[i + 1..i + 3], 16)
-        {
-            out.push(b);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).unwrap()
 }
 
 /// GETs the forgot page and posts `email` on it: (status, body).
