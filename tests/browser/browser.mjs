@@ -481,6 +481,46 @@ async function main() {
       });
     }
 
+    // --- 3c. an invitation: the operator invites, a newcomer joins at phone width ---
+    if (upstreamReady) {
+      let link;
+      await rep.check('the owner (an operator) invites an email on the project page and gets the link', async () => {
+        await dPage.goto(`${s.issuer}/projects/${s.projectId}`);
+        await dPage.getByLabel('Email', { exact: true }).fill('invitee@example.com');
+        await dPage.getByLabel('Role').selectOption('write');
+        await dPage.getByRole('button', { name: 'Add or invite' }).click();
+        const field = dPage.getByLabel('Invitation link');
+        await field.waitFor();
+        link = await field.inputValue();
+        assert(link.startsWith(`${s.issuer}/invite?token=gate_inv_`), `link ${link}`);
+        await auditPage(dPage, 'project-invited', DESKTOP);
+        return link.replace(/gate_inv_.*/, 'gate_inv_…');
+      });
+      if (link) {
+        await rep.check('the newcomer opens the link in another browser at phone width, chooses a password and lands in the project', async () => {
+          const fresh = await browser.newContext({ viewport: { width: PHONE.width, height: PHONE.height }, isMobile: true, hasTouch: true, bypassCSP: true });
+          try {
+            const page = await fresh.newPage();
+            const res = await page.goto(link);
+            assert(res.status() === 200, `status ${res.status()}`);
+            await page.getByRole('heading', { name: 'Join Browser test' }).waitFor();
+            await page.getByRole('heading', { name: 'Create your account' }).waitFor();
+            await auditPage(page, 'invite', PHONE);
+            await page.getByLabel('Password (at least 8 characters)').fill('invitee-password');
+            await page.getByRole('button', { name: 'Create account and join' }).click();
+            await page.waitForURL((u) => u.pathname === `/projects/${s.projectId}`);
+            const notice = await page.getByRole('status').innerText();
+            assert(notice.includes('You joined Browser test with the role write'), `notice: ${notice}`);
+            await auditPage(page, 'project-joined', PHONE);
+            const again = await page.goto(link);
+            assert(again.status() === 404, `the link answered ${again.status()} a second time`);
+          } finally {
+            await fresh.close();
+          }
+        });
+      }
+    }
+
     // --- 4. revoke in the browser, the client's next call is refused -----------
     await rep.check('Revoke on Connected apps removes the app', async () => {
       await dPage.goto(`${s.issuer}/apps`);
