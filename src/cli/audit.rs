@@ -99,6 +99,7 @@ pub(super) async fn run(store: &Store, args: AuditArgs, now: i64) -> Result<Stri
         event: args.event,
         since: since.map(|s| now - s),
         mcp_only: false,
+        connections_only: false,
     };
     let entries = store.audit_entries(&filter, args.limit).await?;
     if args.json {

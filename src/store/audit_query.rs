@@ -18,6 +18,10 @@ pub struct AuditFilter {
     pub since: Option<i64>,
     /// Only the MCP activity: tool calls, resource reads and prompt gets.
     pub mcp_only: bool,
+    /// Only what the Connections page is about ([`CONNECTION_EVENTS`]): linking, renewing and
+    /// unlinking accounts at upstream services, one's own servers added, approved, turned on
+    /// or off and removed, and the calls forwarded to an upstream.
+    pub connections_only: bool,
 }
 
 /// One audit row as people read it: the account's email and the client's registered name
@@ -52,6 +56,14 @@ pub struct AuditEntry {
 
 /// The MCP activity among audit events (tool calls, resource reads, prompt gets), as SQL.
 const MCP_EVENTS: &str = "e.event IN ('tool_call', 'resource_read', 'prompt_get')";
+
+/// The events of the Connections page (issue 35 item 6), as SQL: a person's connections to
+/// upstream services, their own servers' changes, and every call forwarded to an upstream
+/// (whose detail names it, `… upstream=NAME …`).
+pub const CONNECTION_EVENTS: &str = "(e.event IN ('connection_connected', \
+     'connection_refresh_failed', 'connection_disconnected', 'personal_upstream_added', \
+     'personal_upstream_approved', 'personal_upstream_enabled', 'personal_upstream_disabled', \
+     'personal_upstream_removed') OR (e.event = 'tool_call' AND e.detail LIKE '% upstream=%'))";
 
 /// The steps of a connection timeline, as SQL: every event but the MCP activity and the
 /// refreshes, which the timeline counts instead.
@@ -330,6 +342,10 @@ impl Store {
         }
         if filter.mcp_only {
             sql.push_str(" AND e.event IN ('tool_call', 'resource_read', 'prompt_get')");
+        }
+        if filter.connections_only {
+            sql.push_str(" AND ");
+            sql.push_str(CONNECTION_EVENTS);
         }
         let n = texts.len();
         if filter.since.is_some() {

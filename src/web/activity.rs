@@ -5,6 +5,11 @@
 //!
 //! A project the account is not a member of answers 404 like a missing one; a member who is
 //! not the owner gets 403.
+//!
+//! `GET /connections/activity`: the same for a person's connections (issue 35 item 6): their
+//! accounts at upstream services linked, renewed or unlinked, their own servers added,
+//! approved, turned on or off and removed, and every call forwarded to an upstream — only
+//! their own rows, newest first, to the second.
 
 use askama::Template;
 use axum::extract::{Path, State};
@@ -14,6 +19,7 @@ use tower_sessions::Session;
 
 use super::session::{csrf_token, signed_in};
 use super::{error_page, render, see_other, when};
+use crate::domain::upstream::{PERSONAL_PREFIX, PERSONAL_SUFFIX_LEN};
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::store::audit_query::{AuditEntry, AuditFilter};
@@ -136,4 +142,162 @@ pub async fn show(
             operator: account.admin,
         },
     )
+}
+
+/// One row of the connections activity page.
+struct ConnectionRow {
+    at: String,
+    what: String,
+    through: String,
+    outcome: &'static str,
+}
+
+#[derive(Template)]
+#[template(path = "connections_activity.html")]
+struct ConnectionsActivityPage {
+    limit: i64,
+    rows: Vec<ConnectionRow>,
+    csrf_token: String,
+    oauth_enabled: bool,
+    /// The signed-in account is an operator: the nav links the upstream page.
+    operator: bool,
+}
+
+/// How a person knows an upstream: the label they gave their own server (`p_LABEL_SUFFIX`),
+/// else the operator's name.
+fn upstream_label(name: &str) -> &str {
+    name.strip_prefix(PERSONAL_PREFIX)
+        .and_then(|rest| {
+            rest.len()
+                .checked_sub(PERSONAL_SUFFIX_LEN + 1)
+                .map(|end| &rest[..end])
+        })
+        .filter(|label| !label.is_empty())
+        .unwrap_or(name)
+}
+
+/// The upstream a forwarded call's detail names (`… upstream=NAME …`).
+fn upstream_in_detail(detail: Option<&str>) -> Option<&str> {
+    detail?
+        .split(' ')
+        .find_map(|part| part.strip_prefix("upstream="))
+}
+
+/// What a connections-page audit row says happened, in words.
+fn connection_event(e: &AuditEntry) -> String {
+    let subject = e.subject.as_deref().unwrap_or_default();
+    let label = upstream_label(subject);
+    match e.event.as_str() {
+        "connection_connected" => format!("Connected your account at {subject}"),
+        "connection_refresh_failed" => {
+            format!("Your access at {subject} could not be renewed and was dropped: connect again")
+        }
+        "connection_disconnected" => format!("Disconnected your account at {subject}"),
+        "personal_upstream_added" => format!("Added your server {label}"),
+        "personal_upstream_approved" => format!("Approved tools of your server {label}"),
+        "personal_upstream_enabled" => format!("Turned your server {label} on"),
+        "personal_upstream_disabled" => format!("Turned your server {label} off"),
+        "personal_upstream_removed" => format!("Removed your server {label}"),
+        _ => {
+            let upstream = upstream_in_detail(e.detail.as_deref()).unwrap_or("an upstream");
+            // The upstream's own name of the tool (Gatehouse lists it as `UPSTREAM__TOOL`).
+            let tool = subject
+                .strip_prefix(upstream)
+                .and_then(|rest| rest.strip_prefix("__"))
+                .unwrap_or(subject);
+            format!("Tool {tool} on {}", upstream_label(upstream))
+        }
+    }
+}
+
+/// `GET /connections/activity`.
+pub async fn connections(
+    State(state): State<AppState>,
+    session: Session,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin?next=%2Fconnections%2Factivity"));
+    };
+    let filter = AuditFilter {
+        account_id: Some(account.id.clone()),
+        connections_only: true,
+        ..AuditFilter::default()
+    };
+    let rows = state
+        .store
+        .audit_entries(&filter, ACTIVITY_SHOWN)
+        .await?
+        .into_iter()
+        .map(|e| ConnectionRow {
+            at: super::apps::to_the_second(e.at),
+            what: connection_event(&e),
+            through: if e.event == "tool_call" {
+                through(&e)
+            } else if e.event == "connection_refresh_failed" {
+                "Gatehouse".to_string()
+            } else if e.event == "connection_connected"
+                && let Some(app) = &e.client_name
+            {
+                format!("this console, asked by {app}")
+            } else {
+                "this console".to_string()
+            },
+            outcome: super::apps::outcome_words(&e.outcome),
+        })
+        .collect();
+    render(
+        StatusCode::OK,
+        &ConnectionsActivityPage {
+            limit: ACTIVITY_SHOWN,
+            rows,
+            csrf_token: csrf_token(&session).await?,
+            oauth_enabled: state.config.oauth_enabled,
+            operator: account.admin,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(event: &str, subject: &str, detail: Option<&str>) -> AuditEntry {
+        AuditEntry {
+            id: 1,
+            at: 0,
+            event: event.into(),
+            outcome: "success".into(),
+            account_id: None,
+            email: None,
+            client_id: None,
+            client_name: None,
+            subject: Some(subject.into()),
+            project_id: None,
+            source_ip: None,
+            detail: detail.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_persons_own_server_is_named_by_its_label() {
+        assert_eq!(upstream_label("p_my-tools_0a1b2c"), "my-tools");
+        assert_eq!(upstream_label("github"), "github");
+        assert_eq!(upstream_label("p_x"), "p_x");
+        assert_eq!(
+            connection_event(&entry("personal_upstream_added", "p_notes_00ff11", None)),
+            "Added your server notes"
+        );
+        assert_eq!(
+            connection_event(&entry(
+                "tool_call",
+                "p_notes_00ff11__search",
+                Some("credential=account_key:k upstream=p_notes_00ff11 duration_ms=3"),
+            )),
+            "Tool search on notes"
+        );
+        assert_eq!(
+            connection_event(&entry("connection_connected", "calendar", None)),
+            "Connected your account at calendar"
+        );
+    }
 }

@@ -440,6 +440,18 @@ pub fn outcome_words(outcome: &str) -> &'static str {
         "over_quota" => "Refused: your hourly budget of calls was used up",
         "unavailable" => "Failed: the database was busy; the app may try again",
         "error" => "Failed: an error on this server",
+        "tool_error" => "Done, but the tool reported an error in its answer",
+        "upstream_error" => {
+            "Failed: the upstream server could not be reached or answered with an error"
+        }
+        "timeout" => "Failed: the upstream server did not answer in time",
+        "declined" => "Not run: you did not confirm it",
+        "confirmation_needed" => {
+            "Not run: it needs your confirmation, which this app cannot ask for"
+        }
+        "connection_required" => {
+            "Not run yet: you had to connect your account at the service first"
+        }
         _ => "Other",
     }
 }
@@ -781,4 +793,35 @@ pub async fn set_tools(
     )
     .await?;
     Ok(see_other(&back))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::outcome_words;
+
+    /// Every outcome the MCP paths audit (built-in tools, forwarded calls, a person's
+    /// connections, confirmations) reads as words on the activity pages, never "Other".
+    #[test]
+    fn every_audited_call_outcome_has_words() {
+        for outcome in [
+            "success",
+            "continued",
+            "not_found",
+            "forbidden",
+            "insufficient_scope",
+            "invalid_arguments",
+            "over_quota",
+            "unavailable",
+            "error",
+            "tool_error",
+            "upstream_error",
+            "timeout",
+            "declined",
+            "confirmation_needed",
+            "connection_required",
+        ] {
+            assert_ne!(outcome_words(outcome), "Other", "{outcome}");
+        }
+        assert_eq!(outcome_words("something new"), "Other");
+    }
 }

@@ -126,6 +126,7 @@ pub fn router(state: AppState) -> Router {
         .route("/setup", get(setup::show).post(setup::submit))
         .route("/invite", get(invitations::show).post(invitations::accept))
         .route("/connections", get(connections::list))
+        .route("/connections/activity", get(activity::connections))
         .route(
             "/connections/client-metadata.json",
             get(connections::client_metadata),

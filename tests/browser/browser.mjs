@@ -388,6 +388,7 @@ async function main() {
       ...(activityPath ? [['app-activity', activityPath]] : []),
       ...(timelinePath ? [['app-timeline', timelinePath]] : []),
       ['keys', '/keys'],
+      ['connections-activity', '/connections/activity'],
       ['account', '/account'],
       ...(noteId ? [['note', `/projects/${s.projectId}/notes/${noteId}`]] : []),
       ['search', `/projects/${s.projectId}?q=phone`],

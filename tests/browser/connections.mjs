@@ -243,6 +243,27 @@ async function main() {
       },
     );
 
+    await rep.check('the connections activity lists, newest first, the own server, the disconnect, the calls and the connect', async () => {
+      await page.goto(`${front.issuer}/connections`);
+      await page.getByRole('link', { name: 'What happened with your connections and servers (activity)' }).click();
+      await page.getByRole('heading', { name: 'Activity of your connections' }).waitFor();
+      await shot(page, 'connections-activity');
+      const rows = (await page.locator('tr.event').allInnerTexts()).map((r) => r.split('\t').map((c) => c.trim()));
+      const what = rows.map((r) => r[1]);
+      // Each step is looked for below the one before (the list is newest first).
+      const order = ['Approved tools of your server mine', 'Added your server mine', 'Disconnected your account at up', 'Tool list_projects on up', 'Connected your account at up'];
+      const found = [];
+      for (const text of order) {
+        const from = found.length ? found[found.length - 1] + 1 : 0;
+        const i = what.findIndex((w, k) => k >= from && w.startsWith(text));
+        assert(i >= 0, `"${text}" missing or out of order in ${what.join(' | ')}`);
+        found.push(i);
+      }
+      const call = rows[found[3]];
+      assert(call[3] === 'Done', `the call between connecting and disconnecting: ${call.join(' | ')}`);
+      return rows.map((r) => `${r[0]} · ${r[1]} · ${r[2]} · ${r[3]}`).join('\n    ');
+    });
+
     await client.close().catch(() => {});
     await context.close();
   } catch (err) {

@@ -357,6 +357,60 @@ async fn a_persons_own_server_is_approved_listed_and_called_by_them_alone() {
     wait_listed(&app, &a.token, &tool, false).await;
     wait_listed(&second, account_key, &tool, false).await;
     unknown(&app, &a.token, &tool).await;
+
+    // Her connections activity tells all of it in words, newest first, even after removal;
+    // Bob's tells none of it.
+    let rows = activity_rows(&app, &a.browser).await;
+    let changes: Vec<&str> = rows
+        .iter()
+        .map(|r| r[1].as_str())
+        .filter(|what| !what.starts_with("Tool "))
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            "Removed your server far",
+            "Turned your server far on",
+            "Turned your server far off",
+            "Approved tools of your server far",
+            "Added your server far",
+        ],
+        "{rows:?}"
+    );
+    let called = rows
+        .iter()
+        .find(|r| r[1] == "Tool list_projects on far")
+        .unwrap_or_else(|| panic!("the call is listed: {rows:?}"));
+    assert_eq!(called[3], "Done", "{rows:?}");
+    assert!(
+        called[0].len() == "2026-01-02 03:04:05 UTC".len(),
+        "to the second: {called:?}"
+    );
+    assert_eq!(rows[0][2], "this console");
+    assert!(activity_rows(&app, &bob_browser).await.is_empty());
+}
+
+/// The rows of `/connections/activity` in `browser`: [when, what, through, outcome].
+async fn activity_rows(app: &TestApp, browser: &reqwest::Client) -> Vec<Vec<String>> {
+    let r = browser
+        .get(app.url("/connections/activity"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let html = crate::helpers::html_unescape(&r.text().await.unwrap());
+    html.split("<tr class=\"event\">")
+        .skip(1)
+        .map(|row| {
+            row.split("</tr>")
+                .next()
+                .unwrap()
+                .split("<td>")
+                .skip(1)
+                .map(|cell| cell.split("</td>").next().unwrap().to_string())
+                .collect()
+        })
+        .collect()
 }
 
 #[tokio::test]
