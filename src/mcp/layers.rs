@@ -8,7 +8,9 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 
+use super::upstream::serving_as;
 use super::{McpState, accept, auth, body, guard, stepup};
+use crate::domain::principal::Principal;
 
 /// Where the credential of a request is taken from.
 #[derive(Debug, Clone, Copy)]
@@ -39,7 +41,13 @@ async fn run(mcp: &McpState, mut request: Request, next: Next, from: Credential)
         Err(refused) => return refused,
     };
     let response = match checked(mcp, request, from).await {
-        Ok(request) => next.run(request).await,
+        Ok(request) => {
+            let caller = request
+                .extensions()
+                .get::<Principal>()
+                .map(|p| p.account_id.clone());
+            serving_as(caller, next.run(request)).await
+        }
         Err(refused) => refused,
     };
     accept::reshape(wanted, response).await

@@ -642,6 +642,11 @@ async fn another_persons_tool_is_unknown_even_to_the_header_checks() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["result"]["isError"], false, "{body}");
     assert_eq!(body["result"]["content"][0]["text"], "region \"eu\"");
+    // Her own call whose header contradicts the arguments is refused before it reaches the
+    // server, like any tool's (SEP-2243: 400, -32020).
+    let (status, body) = call_with_region_header(&app, &a.token, &tool, "us").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], -32020, "{body}");
 
     // For Bob, Alice's tool does not exist: a header that contradicts the arguments gets
     // the answer a tool name nobody has gets, not a header error that would confirm it.

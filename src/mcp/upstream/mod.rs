@@ -32,6 +32,20 @@ use crate::state::AppState;
 use crate::store::StoreError;
 use server::{UpstreamServer, UpstreamTool};
 
+tokio::task_local! {
+    /// The account the MCP request being served acts for (`None` before authentication), for
+    /// the lookups rmcp makes without a caller ([`Upstreams::cached_tool`]). Set around rmcp's
+    /// handling of one request by [`serving_as`].
+    static CALLER: Option<String>;
+}
+
+/// Runs `serve` (rmcp's handling of one MCP request) with `account` as the caller that
+/// [`Upstreams::cached_tool`] sees, so that the SEP-2243 `Mcp-Param-*` checks rmcp runs
+/// before dispatch find a person's own tools for that person alone.
+pub async fn serving_as<F: Future>(account: Option<String>, serve: F) -> F::Output {
+    CALLER.scope(account, serve).await
+}
+
 /// How often each instance looks at the registry's version (a change reaches it within this).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -292,17 +306,17 @@ impl Upstreams {
 
     /// The published definition of a listed upstream tool from this instance's cache,
     /// without waiting (rmcp's header checks ask for it synchronously); `None` when it is not
-    /// cached or belongs to a person's own server (the lookup knows no caller, so it must not
-    /// tell anyone that such a tool exists).
+    /// cached, or belongs to a person's own server and the request being served
+    /// ([`serving_as`]) is not that person's: for anyone else such a tool does not exist.
     pub fn cached_tool(&self, name: &str) -> Option<Tool> {
         let (upstream, _) = split_namespaced(name)?;
         let snapshot = self.current();
-        let server = snapshot
-            .servers
-            .iter()
-            // A person's own server's tools are theirs alone: this lookup has no caller to
-            // check, so it never finds them (their calls are checked in `tools/call`).
-            .find(|s| s.name() == upstream.as_str() && s.owner().is_none())?;
+        let caller = CALLER.try_with(Clone::clone).ok().flatten();
+        let server = snapshot.servers.iter().find(|s| {
+            s.name() == upstream.as_str()
+                && s.owner()
+                    .is_none_or(|owner| caller.as_deref() == Some(owner))
+        })?;
         let tools = server.cached_tools()?;
         tools
             .iter()
