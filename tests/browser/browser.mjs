@@ -13,8 +13,9 @@
 // Prints one PASS/FAIL line per check and finally "browser: N passed, N failed".
 
 import { createServer } from 'node:http';
-import { execFile } from 'node:child_process';
-import { mkdirSync, rmSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -83,6 +84,45 @@ async function startCallbackServer() {
     next: () => new Promise((r) => waiters.push(r)),
     close: () => new Promise((r) => server.close(r)),
   };
+}
+
+// ---------------------------------------------------------------------------
+// A server on an empty database, as on a fresh machine: no account, the one-time
+// setup link printed on standard output.
+// ---------------------------------------------------------------------------
+
+async function startEmpty() {
+  const work = mkdtempSync(join(tmpdir(), 'gatehouse-first-run-'));
+  const port = await freePort();
+  const issuer = `http://127.0.0.1:${port}`;
+  const env = {
+    ...process.env,
+    DATABASE_URL: `sqlite://${work}/gatehouse.db?mode=rwc`,
+    GATEHOUSE_BIND: `127.0.0.1:${port}`,
+    MCP_SERVER_URL: `${issuer}/mcp`,
+  };
+  delete env.GATEHOUSE_BOOTSTRAP_EMAIL;
+  delete env.GATEHOUSE_BOOTSTRAP_PASSWORD;
+  const child = spawn(BIN, ['serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (d) => (output += d));
+  child.stderr.on('data', (d) => (output += d));
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+    }
+    rmSync(work, { recursive: true, force: true });
+  };
+  for (let i = 0; i < 300; i++) {
+    const link = output.match(/create the first one within 24 hours at: (\S+)/i)?.[1];
+    if (link) return { issuer, link, stop, output: () => output };
+    if (child.exitCode !== null) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await stop();
+  throw new Error(`no setup link printed:\n${output}`);
 }
 
 // ---------------------------------------------------------------------------
@@ -674,6 +714,69 @@ async function main() {
       assert(ids.length === 1 && ids[0] === s.projectId, `list_projects gave ${ids.join(', ')}`);
       return `tools now: ${after.join(', ')}`;
     });
+
+    // --- 7. the first run: a fresh server, its setup link, then the console leads on ---
+    let fresh;
+    try {
+      fresh = await rep.check('a server on an empty database prints its one-time setup link', async () => {
+        const f = await startEmpty();
+        assert(f.link.startsWith(`${f.issuer}/setup?token=gate_setup_`), `link ${f.link}`);
+        return f;
+      });
+      if (fresh) {
+        const setupDesktop = await browser.newContext({ viewport: { width: DESKTOP.width, height: DESKTOP.height }, bypassCSP: true });
+        const setupPhone = await browser.newContext({ viewport: { width: PHONE.width, height: PHONE.height }, isMobile: true, hasTouch: true, bypassCSP: true });
+        try {
+          const first = await setupDesktop.newPage();
+          const small = await setupPhone.newPage();
+          for (const p of [first, small]) p.setDefaultTimeout(STEP_TIMEOUT);
+          await rep.check('the setup link opens the form for the first account, at both widths', async () => {
+            for (const [page, viewport] of [
+              [small, PHONE],
+              [first, DESKTOP],
+            ]) {
+              const res = await page.goto(fresh.link);
+              assert(res.status() === 200, `status ${res.status()}`);
+              await page.getByRole('heading', { name: 'Create the first account' }).waitFor();
+              await auditPage(page, 'setup', viewport);
+            }
+          });
+          await rep.check('creating the account lands on Projects, which shows the MCP URL to paste and the steps per client', async () => {
+            await first.getByLabel('Email').fill('first@example.com');
+            await first.getByLabel('Password (at least 8 characters)').fill('first-password-long');
+            await first.getByRole('button', { name: 'Create account' }).click();
+            await first.waitForURL((u) => u.pathname === '/');
+            await first.getByRole('heading', { name: 'Projects' }).waitFor();
+            const html = await first.content();
+            assert(html.includes('You are not a member of any project yet'), 'no empty-state words');
+            assert(html.includes(`${fresh.issuer}/mcp`), 'the MCP URL is not on the page');
+            for (const client of ['Claude', 'ChatGPT', 'Cursor', 'VS Code']) assert(html.includes(client), `no steps for ${client}`);
+            await auditPage(first, 'first-run-home', DESKTOP);
+            const used = await first.goto(fresh.link);
+            assert(used.status() === 404, `the setup link answered ${used.status()} a second time`);
+          });
+          await rep.check('a project made in the console opens with its notes and members; the phone sees it too', async () => {
+            await first.goto(`${fresh.issuer}/`);
+            await first.getByLabel('Name').fill('My first project');
+            await first.getByRole('button', { name: 'Create project' }).click();
+            await first.getByRole('heading', { name: 'My first project' }).waitFor();
+            await auditPage(first, 'first-project', DESKTOP);
+            await small.goto(`${fresh.issuer}/signin`);
+            await small.getByLabel('Email').fill('first@example.com');
+            await small.getByLabel('Password').fill('first-password-long');
+            await small.getByRole('button', { name: 'Sign in', exact: true }).click();
+            await small.waitForURL((u) => u.pathname === '/');
+            await small.getByRole('link', { name: 'My first project' }).waitFor();
+            await auditPage(small, 'first-run-home', PHONE);
+          });
+        } finally {
+          await setupDesktop.close();
+          await setupPhone.close();
+        }
+      }
+    } finally {
+      await fresh?.stop();
+    }
 
     await desktop.close();
     await phone.close();
