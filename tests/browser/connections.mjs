@@ -39,7 +39,8 @@ const TOOL = 'up__list_projects';
 const rep = new Reporter('connections');
 const clientInfo = { name: 'gatehouse-connections-test', version: '1.32.2' };
 
-/** The front's SDK client, authorized through the front's own pages (no browser needed). */
+/** The front's SDK client, authorized through the front's own pages (no browser needed), and
+ * its OAuth provider (which holds its tokens). */
 async function sdkClient(front) {
   const provider = new HeadlessOAuthProvider({
     redirectUrl: 'http://127.0.0.1:9/callback',
@@ -61,7 +62,7 @@ async function sdkClient(front) {
   const client = new Client(clientInfo, { capabilities: { elicitation: { url: {}, form: {} } } });
   client.setRequestHandler(ElicitRequestSchema, async () => ({ action: 'decline' }));
   await client.connect(transport);
-  return client;
+  return { client, provider };
 }
 
 /** Calls TOOL; returns {result} or {elicitation: {url, ...}} for a -32042 answer. */
@@ -127,7 +128,7 @@ async function main() {
       { fatal: true },
     );
 
-    const client = await rep.check('the SDK client is authorized at the front', () => sdkClient(front), { fatal: true });
+    const { client, provider } = await rep.check('the SDK client is authorized at the front', () => sdkClient(front), { fatal: true });
 
     let link;
     await rep.check(
@@ -262,6 +263,31 @@ async function main() {
       const call = rows[found[3]];
       assert(call[3] === 'Done', `the call between connecting and disconnecting: ${call.join(' | ')}`);
       return rows.map((r) => `${r[0]} · ${r[1]} · ${r[2]} · ${r[3]}`).join('\n    ');
+    });
+
+    await rep.check("revoking the app on the front's Connected apps ends its access to the upstream's tools (401)", async () => {
+      const token = (await provider.tokens())?.access_token;
+      assert(token, 'the provider holds no access token');
+      const call = () =>
+        fetch(front.mcpUrl, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${token}`,
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+            'mcp-protocol-version': '2025-11-25',
+          },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: TOOL, arguments: {} } }),
+        });
+      const before = await call();
+      assert(before.status === 200, `before revoking: ${before.status}`);
+      await page.goto(`${front.issuer}/apps`);
+      await page.getByRole('button', { name: 'Revoke Connections browser test…' }).click();
+      await page.getByRole('button', { name: 'Revoke Connections browser test', exact: true }).click();
+      await page.waitForURL((u) => u.pathname === '/apps');
+      const after = await call();
+      assert(after.status === 401, `after revoking: ${after.status}`);
+      return `${before.status} before, ${after.status} after; WWW-Authenticate: ${after.headers.get('www-authenticate')}`;
     });
 
     await client.close().catch(() => {});
