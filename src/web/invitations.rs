@@ -326,14 +326,41 @@ pub async fn accept(
             Accepted::Invalid | Accepted::AccountExists => Ok(invitation_invalid()),
         };
     }
+    create_and_join(
+        &state,
+        client,
+        &session,
+        csrf,
+        &form,
+        &hash,
+        &invitation,
+        now,
+    )
+    .await
+}
+
+/// The signed-out half of `POST /invite`: checks the password (422), hashes it on the
+/// password pool (503 when full), then creates the account and joins ([`joined`]); an
+/// account made with the email meanwhile is sent to sign in.
+#[allow(clippy::too_many_arguments)]
+async fn create_and_join(
+    state: &AppState,
+    client: ClientAddr,
+    session: &Session,
+    csrf: PageCsrf,
+    form: &InviteForm,
+    hash: &crate::domain::secret::TokenHash,
+    invitation: &Invitation,
+    now: i64,
+) -> Result<Response, AppError> {
     if let Err(e) = validate_password(&form.password) {
         let problem = e.to_string();
         return invite_page(
-            &session,
+            session,
             csrf,
             StatusCode::UNPROCESSABLE_ENTITY,
             &form.token,
-            &invitation,
+            invitation,
             Ask::CreateAccount {
                 error: Some(&problem),
             },
@@ -342,11 +369,11 @@ pub async fn accept(
     }
     let Ok(slot) = state.passwords.try_reserve() else {
         let r = invite_page(
-            &session,
+            session,
             csrf,
             StatusCode::SERVICE_UNAVAILABLE,
             &form.token,
-            &invitation,
+            invitation,
             Ask::CreateAccount {
                 error: Some("The server is busy. Try again in a moment."),
             },
@@ -354,10 +381,10 @@ pub async fn accept(
         .await?;
         return Ok(super::password_busy(r));
     };
-    let password_hash = slot.hash(form.password).await?;
+    let password_hash = slot.hash(form.password.clone()).await?;
     match state
         .store
-        .accept_invitation_as_new(&hash, &password_hash, now)
+        .accept_invitation_as_new(hash, &password_hash, now)
         .await?
     {
         Accepted::Joined {
@@ -379,11 +406,11 @@ pub async fn accept(
                 )
                 .await;
             joined(
-                &state,
-                &session,
+                state,
+                session,
                 client,
                 &account,
-                &invitation,
+                invitation,
                 &project_id,
                 now,
             )
