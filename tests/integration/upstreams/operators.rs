@@ -14,8 +14,9 @@ use sqlx::Row;
 use super::forwarding::{Seen, list_until, start_upstream, tool, upstream_names};
 use super::{cli, cli_ok, spawn_with_key};
 use crate::console::{page, post_form};
-use crate::helpers::{TestApp, hidden_input, html_unescape};
+use crate::helpers::{TestApp, hidden_input, html_unescape, spawn_twin_with_fetcher};
 use crate::mcp::{alice, bob, call, rpc};
+use gatehouse::oauth::clients::HttpsFetcher;
 
 const ALICE: &str = "alice@example.com";
 
@@ -377,6 +378,12 @@ async fn an_apps_tool_list_set_on_its_page_applies_to_listing_and_calls() {
     let app_page = format!("/apps/{consent}");
     let everything = names(&rpc(&app, &a.token, "tools/list", json!({})).await);
     assert!(everything.contains(&"create_note".to_string()));
+    // Another instance of the deployment, serving the same tokens.
+    let twin = spawn_twin_with_fetcher(&app, Arc::new(HttpsFetcher)).await;
+    assert_eq!(
+        names(&rpc(&twin, &a.token, "tools/list", json!({})).await),
+        everything
+    );
     let (_, html) = get(&app, &a.browser, &app_page).await;
     assert!(html.contains("Now: <strong>All tools</strong>"), "{html}");
     let (_, apps) = get(&app, &a.browser, "/apps").await;
@@ -410,6 +417,24 @@ async fn an_apps_tool_list_set_on_its_page_applies_to_listing_and_calls() {
         .cloned()
         .collect();
     assert_eq!(listed, expected);
+    // The other instance follows within a second (its validation cache is told of the change),
+    // for the listing and the calls.
+    let start = std::time::Instant::now();
+    while names(&rpc(&twin, &a.token, "tools/list", json!({})).await) != expected {
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "the other instance still lists every tool"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let refused = rpc(
+        &twin,
+        &a.token,
+        "tools/call",
+        json!({"name": "create_note", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(refused["error"]["message"], "Unknown tool: create_note");
     let refused = rpc(
         &app,
         &a.token,
