@@ -57,8 +57,7 @@ pub struct PendingInvitation {
 /// What accepting an invitation came to.
 #[derive(Debug)]
 pub enum Accepted {
-    /// The account is now a member of the project with the invitation's role (a member already
-    /// keeps the higher of both roles).
+    /// The account is now a member of the project with the invitation's role.
     Joined {
         /// The project joined.
         project_id: String,
@@ -129,6 +128,38 @@ impl Store {
         .await?)
     }
 
+    /// Withdraws the unused invitation of `email` to `project_id` (its link stops working).
+    /// Returns whether there was one.
+    pub async fn withdraw_invitation(
+        &self,
+        project_id: &str,
+        email: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM project_invitations WHERE project_id = $1 AND email = $2 AND used_at IS NULL",
+        )
+        .bind(project_id)
+        .bind(email)
+        .execute(&self.writer())
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// The project of the used invitation whose link token hashes to `hash`, and the account
+    /// that used it; `None` for a link never used (or unknown).
+    pub async fn used_invitation(
+        &self,
+        hash: &TokenHash,
+    ) -> Result<Option<(String, Option<String>)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT project_id, used_by FROM project_invitations \
+             WHERE token_hash = $1 AND used_at IS NOT NULL",
+        )
+        .bind(hash.as_str())
+        .fetch_optional(&self.pool())
+        .await?)
+    }
+
     /// The project's invitations not yet accepted and still working at `now`, by email.
     pub async fn pending_invitations(
         &self,
@@ -147,8 +178,7 @@ impl Store {
 
     /// Accepts the invitation for the signed-in `account`: in one transaction, spends the link
     /// (only if unused, unexpired, its project active and its email the account's) and makes
-    /// the account a member with the invitation's role; a member already keeps `write` if it
-    /// had it.
+    /// the account a member with the invitation's role.
     pub async fn accept_invitation(
         &self,
         hash: &TokenHash,
@@ -216,6 +246,25 @@ impl Store {
     }
 }
 
+/// Deletes the unused invitations to `project_id` of `account_id`'s email: a member added,
+/// given another role or removed since was decided on by the owner or the operator later, so
+/// an older link must not undo it.
+pub(super) async fn void_pending(
+    tx: &mut super::WriteTx,
+    project_id: &str,
+    account_id: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "DELETE FROM project_invitations WHERE project_id = $1 AND used_at IS NULL \
+         AND email = (SELECT email FROM accounts WHERE id = $2)",
+    )
+    .bind(project_id)
+    .bind(account_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 /// Marks the link used by `account_id` when it is unused, unexpired and for `email`; its
 /// project and role, or `None` when another request spent it first (or it no longer works).
 async fn spend(
@@ -239,7 +288,8 @@ async fn spend(
     .await?)
 }
 
-/// Makes `account_id` a member of `project_id` with `role`; a member already keeps `write`.
+/// Makes `account_id` a member of `project_id` with `role` (a member already gets the role of
+/// the invitation: every later change by the owner voided it, see [`void_pending`]).
 async fn join(
     tx: &mut super::WriteTx,
     project_id: &str,
@@ -249,8 +299,7 @@ async fn join(
 ) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO memberships (project_id, account_id, role, created_at) VALUES ($1, $2, $3, $4) \
-         ON CONFLICT (project_id, account_id) DO UPDATE SET role = \
-         CASE WHEN memberships.role = 'write' THEN 'write' ELSE excluded.role END",
+         ON CONFLICT (project_id, account_id) DO UPDATE SET role = excluded.role",
     )
     .bind(project_id)
     .bind(account_id)

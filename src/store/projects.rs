@@ -137,6 +137,7 @@ impl Store {
         if exists.is_none() {
             return Err(StoreError::NotFound(format!("project {project_id}")));
         }
+        let mut tx = self.begin_write().await?;
         sqlx::query(
             "INSERT INTO memberships (project_id, account_id, role, created_at) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (project_id, account_id) DO UPDATE SET role = excluded.role",
@@ -145,8 +146,10 @@ impl Store {
         .bind(account_id)
         .bind(role.as_str())
         .bind(now)
-        .execute(&self.writer())
+        .execute(&mut *tx)
         .await?;
+        super::invitations::void_pending(&mut tx, project_id, account_id).await?;
+        tx.commit().await?;
         self.auth_changed().await;
         Ok(())
     }
@@ -320,6 +323,8 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         }
+        // An invitation still pending would bring them back: it ends with the membership.
+        super::invitations::void_pending(&mut tx, project_id, account_id).await?;
         tx.commit().await?;
         self.auth_changed().await;
         Ok(true)

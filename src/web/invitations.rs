@@ -215,8 +215,40 @@ fn invitation_invalid() -> Response {
     error_page(
         StatusCode::NOT_FOUND,
         "Invitation not valid",
-        "This invitation link is unknown, was already used, or has expired (links work for 7 days). Ask the project's owner to invite you again.",
+        "This invitation link is unknown, was already used or withdrawn, has expired (links work for 7 days), or its project was archived. Ask the project's owner to invite you again if you still need to join.",
     )
+}
+
+/// The answer for a link that no longer works: the project, with a notice, for the account
+/// that already joined with it (a second click, the link opened again); else
+/// [`invitation_invalid`].
+async fn no_longer_works(
+    state: &AppState,
+    session: &Session,
+    hash: &crate::domain::secret::TokenHash,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(state, session).await? else {
+        return Ok(invitation_invalid());
+    };
+    let Some((project_id, Some(used_by))) = state.store.used_invitation(hash).await? else {
+        return Ok(invitation_invalid());
+    };
+    if used_by != account.id {
+        return Ok(invitation_invalid());
+    }
+    let Some(project) = state.store.membership(&account.id, &project_id).await? else {
+        return Ok(invitation_invalid());
+    };
+    set_notice(
+        session,
+        &format!(
+            "You are a member of {} already, with the role {}.",
+            project.name,
+            project.role.as_str()
+        ),
+    )
+    .await?;
+    Ok(see_other(&format!("/projects/{project_id}")))
 }
 
 /// Where an invitee with an account goes: sign in, then back to the invitation.
@@ -246,7 +278,7 @@ pub async fn show(
 ) -> Result<Response, AppError> {
     let hash = Secret::from_presented(q.token.clone()).hash();
     let Some(invitation) = state.store.invitation(&hash, now()).await? else {
-        return Ok(invitation_invalid());
+        return no_longer_works(&state, &session, &hash).await;
     };
     let ask = match signed_in(&state, &session).await? {
         Some(account) if account.email == invitation.email => Ask::Join,
@@ -294,7 +326,7 @@ pub async fn accept(
     let now = now();
     let hash = Secret::from_presented(form.token.clone()).hash();
     let Some(invitation) = state.store.invitation(&hash, now).await? else {
-        return Ok(invitation_invalid());
+        return no_longer_works(&state, &session, &hash).await;
     };
     if let Some(account) = signed_in(&state, &session).await? {
         return match state.store.accept_invitation(&hash, &account, now).await? {
@@ -323,7 +355,9 @@ pub async fn accept(
                 )
                 .await
             }
-            Accepted::Invalid | Accepted::AccountExists => Ok(invitation_invalid()),
+            Accepted::Invalid | Accepted::AccountExists => {
+                no_longer_works(&state, &session, &hash).await
+            }
         };
     }
     create_and_join(

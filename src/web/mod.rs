@@ -52,6 +52,10 @@ pub fn router(state: AppState) -> Router {
         .route("/projects/{id}/activity", get(activity::show))
         .route("/projects/{id}/members", post(projects::add_member))
         .route(
+            "/projects/{id}/invitations/withdraw",
+            get(projects::confirm_withdraw).post(projects::withdraw),
+        )
+        .route(
             "/projects/{id}/members/remove",
             get(projects::confirm_remove_member).post(projects::remove_member),
         )

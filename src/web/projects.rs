@@ -468,6 +468,11 @@ pub async fn add_member(
         };
     };
     let now = now();
+    let was_member = state
+        .store
+        .membership(&member.id, &project.project_id)
+        .await?
+        .is_some();
     state
         .store
         .add_member(&project.project_id, &member.id, role, now)
@@ -478,7 +483,11 @@ pub async fn add_member(
         client,
         &account,
         &project,
-        "member_added",
+        if was_member {
+            "member_role_changed"
+        } else {
+            "member_added"
+        },
         &detail,
         now,
     )
@@ -596,6 +605,115 @@ pub async fn remove_member(
         &account,
         &project,
         "member_removed",
+        &detail,
+        now(),
+    )
+    .await)
+}
+
+/// Body of `POST /projects/{id}/invitations/withdraw` and query of its confirmation page.
+#[derive(Deserialize)]
+pub struct WithdrawForm {
+    #[serde(default)]
+    email: String,
+}
+
+/// `GET /projects/{id}/invitations/withdraw?email=…`: the owner's confirmation page naming the
+/// invitation; no pending invitation of that email: the project page with the reason (422).
+pub async fn confirm_withdraw(
+    State(state): State<AppState>,
+    session: Session,
+    Path(project_id): Path<String>,
+    PageQuery(form): PageQuery<WithdrawForm>,
+) -> Result<Response, AppError> {
+    let (account, project) = match owned_project(&state, &session, &project_id).await? {
+        Ok(owned) => owned,
+        Err(response) => return Ok(response),
+    };
+    let pending = state
+        .store
+        .pending_invitations(&project.project_id, now())
+        .await?
+        .into_iter()
+        .any(|i| i.email == form.email);
+    if !pending {
+        return project_page(
+            &state,
+            &session,
+            &account,
+            &project,
+            "",
+            Some(no_invitation()),
+        )
+        .await;
+    }
+    let confirmation = Confirmation {
+        title: format!("Withdraw the invitation of {}?", form.email),
+        consequence: format!(
+            "The link sent to {} will no longer work, so they cannot join {} with it. You can invite them again later.",
+            form.email, project.name
+        ),
+        action: format!("/projects/{}/invitations/withdraw", project.project_id),
+        fields: vec![("email", form.email.clone())],
+        button: format!("Withdraw the invitation of {}", form.email),
+        cancel: format!("/projects/{}", project.project_id),
+    };
+    confirm_page(&state, &session, &confirmation).await
+}
+
+fn no_invitation() -> MemberFormState<'static> {
+    MemberFormState {
+        status: StatusCode::UNPROCESSABLE_ENTITY,
+        error: Some("There is no pending invitation of that email to withdraw."),
+        email: "",
+        role: "read",
+        invited: None,
+    }
+}
+
+/// `POST /projects/{id}/invitations/withdraw`: the owner withdraws a pending invitation (its
+/// link stops working), audited `invitation_withdrawn`, then the project page with a notice.
+pub async fn withdraw(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    session: Session,
+    Path(project_id): Path<String>,
+    CsrfForm(form): CsrfForm<WithdrawForm>,
+) -> Result<Response, AppError> {
+    let (account, project) = match owned_project(&state, &session, &project_id).await? {
+        Ok(owned) => owned,
+        Err(response) => return Ok(response),
+    };
+    if !state
+        .store
+        .withdraw_invitation(&project.project_id, &form.email)
+        .await?
+    {
+        return project_page(
+            &state,
+            &session,
+            &account,
+            &project,
+            "",
+            Some(no_invitation()),
+        )
+        .await;
+    }
+    set_notice(
+        &session,
+        &format!(
+            "The invitation of {} was withdrawn: its link no longer works.",
+            form.email
+        ),
+    )
+    .await?;
+    let detail = format!("email={}", form.email);
+    Ok(member_changed(
+        &state,
+        client,
+        &account,
+        &project,
+        "invitation_withdrawn",
         &detail,
         now(),
     )

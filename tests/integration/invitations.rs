@@ -181,8 +181,13 @@ async fn an_operators_invitation_creates_the_account_and_the_membership_once() {
     let (status, body) = get(&new_client(), &link).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(body.contains("Invitation not valid"));
-    let (status, _) = get(&newcomer, &link).await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
+    // The one who joined with it is led to the project instead.
+    let r = newcomer.get(&link).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        r.headers()["location"],
+        format!("/projects/{garden}").as_str()
+    );
     assert!(
         !page(&app, &alice_browser, &format!("/projects/{garden}"))
             .await
@@ -384,4 +389,149 @@ async fn without_mail_an_owner_who_is_not_an_operator_is_told_whom_to_ask() {
     assert!(html.contains("this server has no mail set up"), "{html}");
     assert!(html.contains(&format!("value=\"{NEWCOMER}\"")), "kept");
     assert_eq!(invitation_rows(&app).await, 0, "nothing stored");
+}
+
+#[tokio::test]
+async fn a_later_decision_of_the_owner_ends_a_pending_invitation() {
+    let app = spawn_app().await;
+    let (alice_browser, garden) = alice_owns_garden(&app, true).await;
+    let carol = app.create_account(CAROL, "carol-password").await;
+
+    // Invited to write, then added to read by the operator and removed: the old link would
+    // have brought her back with write. It no longer works.
+    let r = add_or_invite(&app, &alice_browser, &garden, CAROL, "write").await;
+    let write_link = shown_link(&r.text().await.unwrap());
+    app.store
+        .add_member(&garden, &carol, Role::Read, now())
+        .await
+        .unwrap();
+    let (status, _) = get(&new_client(), &write_link).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "ended by the role given");
+    assert!(
+        app.store
+            .remove_member(&garden, &carol, now())
+            .await
+            .unwrap()
+    );
+    let carol_browser = new_client();
+    let r = app.sign_in(&carol_browser, CAROL, "carol-password").await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (status, _) = get(&carol_browser, &write_link).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        app.store
+            .membership(&carol, &garden)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Invited again, then removed after joining: that link is spent, and a pending one of a
+    // removed member ends with the removal.
+    let r = add_or_invite(&app, &alice_browser, &garden, CAROL, "read").await;
+    let read_link = shown_link(&r.text().await.unwrap());
+    let (_, join) = get(&carol_browser, &read_link).await;
+    let r = post_invite(&carol_browser, &app, &join, &read_link, None).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    // A second click on Join, or the link opened again, leads to the project.
+    let r = post_invite(&carol_browser, &app, &join, &read_link, None).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        r.headers()["location"],
+        format!("/projects/{garden}").as_str()
+    );
+    let project = page(&app, &carol_browser, &format!("/projects/{garden}")).await;
+    assert!(
+        project.contains("You are a member of Garden already, with the role read."),
+        "{project}"
+    );
+    let r = carol_browser.get(&read_link).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    // Someone else opening the spent link still learns nothing.
+    let (status, _) = get(&alice_browser, &read_link).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // A role changed on the member form is audited as a change, not as a new member.
+    let r = add_or_invite(&app, &alice_browser, &garden, CAROL, "write").await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let changed: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM audit_events WHERE event = 'member_role_changed' AND subject = $1",
+    )
+    .bind(&garden)
+    .fetch_one(app.db.pool().await)
+    .await
+    .unwrap();
+    assert_eq!(changed, 1);
+}
+
+#[tokio::test]
+async fn the_owner_withdraws_an_invitation_after_a_confirmation() {
+    let app = spawn_app().await;
+    let (alice_browser, garden) = alice_owns_garden(&app, true).await;
+    let r = add_or_invite(&app, &alice_browser, &garden, NEWCOMER, "read").await;
+    let link = shown_link(&r.text().await.unwrap());
+    let project = format!("/projects/{garden}");
+    let listed = page(&app, &alice_browser, &project).await;
+    assert!(
+        listed.contains(&format!("Withdraw {NEWCOMER}…")),
+        "{listed}"
+    );
+
+    // The confirmation page names it and changes nothing.
+    let confirm_path = format!("{project}/invitations/withdraw?email={NEWCOMER}");
+    let confirm = page(&app, &alice_browser, &confirm_path).await;
+    assert!(confirm.contains(&format!("Withdraw the invitation of {NEWCOMER}?")));
+    let (status, _) = get(&new_client(), &link).await;
+    assert_eq!(status, StatusCode::OK, "still works until confirmed");
+
+    let r = post_form(
+        &app,
+        &alice_browser,
+        &confirm_path,
+        &format!("{project}/invitations/withdraw"),
+        &[("email", NEWCOMER)],
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let after = page(&app, &alice_browser, &project).await;
+    assert!(
+        after.contains(&format!(
+            "The invitation of {NEWCOMER} was withdrawn: its link no longer works."
+        )),
+        "{after}"
+    );
+    assert!(!after.contains("<h2>Invited</h2>"));
+    let (status, _) = get(&new_client(), &link).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // Nothing left to withdraw: said on the project page; a member who is not the owner
+    // cannot withdraw at all.
+    let r = post_form(
+        &app,
+        &alice_browser,
+        &project,
+        &format!("{project}/invitations/withdraw"),
+        &[("email", NEWCOMER)],
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let reader = app.create_account(CAROL, "carol-password").await;
+    app.store
+        .add_member(&garden, &reader, Role::Read, now())
+        .await
+        .unwrap();
+    let carol_browser = new_client();
+    app.sign_in(&carol_browser, CAROL, "carol-password").await;
+    let r = carol_browser
+        .get(app.url(&confirm_path))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let withdrawn: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM audit_events WHERE event = 'invitation_withdrawn'",
+    )
+    .fetch_one(app.db.pool().await)
+    .await
+    .unwrap();
+    assert_eq!(withdrawn, 1);
 }
