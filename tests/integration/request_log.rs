@@ -264,3 +264,121 @@ async fn admin_commands_log_their_events_as_structured_lines_without_secrets() {
         assert!(line["fields"].get("subject").is_none(), "{line}");
     }
 }
+
+/// Account and admin events made in the console (issue 39 item 5) are structured log lines of
+/// target `gatehouse::audit` with the account and the browser's address, never the password
+/// typed, nor the API key the page showed once.
+#[tokio::test]
+async fn console_actions_log_their_events_as_structured_lines_without_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("g.db").display());
+    let password = "console-password-never-logged";
+    let (child, port) = start_server(&[
+        ("DATABASE_URL", &db),
+        ("GATEHOUSE_LOG_FORMAT", "json"),
+        ("RUST_LOG", "info"),
+        ("GATEHOUSE_BOOTSTRAP_EMAIL", "dora@example.com"),
+        ("GATEHOUSE_BOOTSTRAP_PASSWORD", password),
+    ]);
+    wait_ready(port);
+    let base = format!("http://127.0.0.1:{port}");
+    let browser = new_client();
+    let text = |r: reqwest::Response| async move {
+        assert_eq!(r.status(), StatusCode::OK, "{}", r.url());
+        r.text().await.unwrap()
+    };
+    let signin = text(browser.get(format!("{base}/signin")).send().await.unwrap()).await;
+    let csrf = hidden_input(&signin, "csrf_token").unwrap();
+    let r = browser
+        .post(format!("{base}/signin"))
+        .form(&[
+            ("csrf_token", csrf.as_str()),
+            ("next", "/"),
+            ("email", "dora@example.com"),
+            ("password", password),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+
+    // A project made on Projects.
+    let home = text(browser.get(format!("{base}/")).send().await.unwrap()).await;
+    let csrf = hidden_input(&home, "csrf_token").unwrap();
+    let r = browser
+        .post(format!("{base}/projects"))
+        .form(&[("csrf_token", csrf.as_str()), ("name", "Logged project")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+
+    // An API key made on Keys (shown once), then revoked after its confirmation page.
+    let r = browser
+        .post(format!("{base}/keys/create"))
+        .form(&[
+            ("csrf_token", csrf.as_str()),
+            ("name", "Laptop"),
+            ("project", ""),
+            ("access", "read"),
+            ("expires", "none"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let created = text(r).await;
+    let key = created
+        .split("value=\"")
+        .find_map(|v| v.strip_prefix("gate_key_"))
+        .and_then(|v| v.split('"').next())
+        .map(|rest| format!("gate_key_{rest}"))
+        .unwrap_or_else(|| panic!("the key is shown once: {created}"));
+    let keys = text(browser.get(format!("{base}/keys")).send().await.unwrap()).await;
+    let id = hidden_input(&keys, "id").expect("the key's revoke form");
+    let confirm = text(
+        browser
+            .get(format!("{base}/keys/revoke?id={id}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let csrf = hidden_input(&confirm, "csrf_token").unwrap();
+    let r = browser
+        .post(format!("{base}/keys/revoke"))
+        .form(&[("csrf_token", csrf.as_str()), ("id", id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+
+    let stderr = stop(child);
+    assert!(!stderr.contains(password), "the password in the log");
+    assert!(!stderr.contains(&key), "the key in the log");
+    assert!(!stderr.contains(&key[9..]), "part of the key in the log");
+    let events: Vec<Value> = stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("JSON log line: {l}")))
+        .filter(|v: &Value| v["target"] == "gatehouse::audit")
+        .collect();
+    let named = |event: &str| {
+        events
+            .iter()
+            .find(|v| v["fields"]["event"] == event)
+            .unwrap_or_else(|| panic!("no {event} line in {events:?}"))
+            .clone()
+    };
+    let signed_in = named("signin");
+    let account = signed_in["fields"]["account_id"]
+        .as_str()
+        .expect("the account of the sign-in")
+        .to_string();
+    for event in ["signin", "project_created", "key_created", "key_revoked"] {
+        let line = named(event);
+        assert_eq!(line["level"], "INFO", "{line}");
+        assert_eq!(line["fields"]["outcome"], "success", "{line}");
+        assert_eq!(line["fields"]["account_id"], account.as_str(), "{line}");
+        assert_eq!(line["fields"]["source_ip"], "127.0.0.1", "{line}");
+    }
+}
