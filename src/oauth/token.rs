@@ -554,12 +554,6 @@ async fn check_unused_code(
     if record.expires_at <= ctx.now {
         return Err(invalid_code());
     }
-    // A code issued just before the grant's chosen duration passed: the grant has ended.
-    if record.grant_expires_at.is_some_and(|end| end <= ctx.now) {
-        return Err(OAuthError::InvalidGrant(
-            GrantRefusal::Ended.as_str().into(),
-        ));
-    }
     // RFC 9449 §10: a code whose request named a key is redeemed only with a proof by it.
     if let Some(bound) = &record.dpop_jkt
         && ctx.jkt.as_ref() != Some(bound)
@@ -568,6 +562,8 @@ async fn check_unused_code(
             "the authorization request named a DPoP key (dpop_jkt): send a DPoP proof signed with that key".into(),
         ));
     }
+    // A grant allowed for a limited time gives no token outliving it; one that has ended is
+    // refused under the consent's lock in `Store::redeem_code` (`GrantRefusal::Ended`).
     Ok(target.ending_by(record.grant_expires_at, ctx.now))
 }
 

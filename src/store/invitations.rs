@@ -54,20 +54,19 @@ pub struct PendingInvitation {
     pub expires_at: i64,
 }
 
-/// What accepting an invitation came to.
+/// What accepting an invitation with a new account came to
+/// ([`Store::accept_invitation_as_new`]).
 #[derive(Debug)]
 pub enum Accepted {
-    /// The account is now a member of the project with the invitation's role.
+    /// The account was created and is now a member of the project with the invitation's role.
     Joined {
         /// The project joined.
         project_id: String,
-        /// The account that joined (created now, for [`Store::accept_invitation_as_new`]).
+        /// The account created.
         account: Account,
     },
     /// The link is unknown, used, expired, or its project gone: nothing was written.
     Invalid,
-    /// The account's email is not the invited one: nothing was written.
-    OtherEmail,
     /// An account with the invited email exists already: it must sign in to accept.
     AccountExists,
 }
@@ -176,57 +175,42 @@ impl Store {
         .await?)
     }
 
-    /// Accepts the invitation for the signed-in `account`: in one transaction, spends the link
-    /// (only if unused, unexpired, its project active and its email the account's) and makes
-    /// the account a member with the invitation's role.
+    /// Accepts the invitation for the signed-in `account` (whose email the caller checked is
+    /// the invited one): in one transaction, spends the link (only if unused, unexpired, its
+    /// project active and its email the account's) and makes the account a member with the
+    /// invitation's role. The project joined, or `None` when the link no longer works (another
+    /// request spent it first, it expired): nothing written then.
     pub async fn accept_invitation(
         &self,
         hash: &TokenHash,
         account: &Account,
         now: i64,
-    ) -> Result<Accepted, StoreError> {
-        let Some(invitation) = self.invitation(hash, now).await? else {
-            return Ok(Accepted::Invalid);
-        };
-        if invitation.email != account.email {
-            return Ok(Accepted::OtherEmail);
-        }
+    ) -> Result<Option<String>, StoreError> {
         let mut tx = self.begin_write().await?;
         let Some((project_id, role)) =
             spend(&mut tx, hash, &account.email, &account.id, now).await?
         else {
-            return Ok(Accepted::Invalid);
+            return Ok(None);
         };
         join(&mut tx, &project_id, &account.id, &role, now).await?;
         tx.commit().await?;
         self.auth_changed().await;
-        Ok(Accepted::Joined {
-            project_id,
-            account: account.clone(),
-        })
+        Ok(Some(project_id))
     }
 
-    /// Accepts the invitation by creating the invited email's account with `password_hash`
+    /// Accepts the invitation of `email` by creating its account with `password_hash`
     /// (argon2id), in one transaction with spending the link and the membership. Nothing is
-    /// written when the link does not work ([`Accepted::Invalid`]) or an account with the
-    /// email exists ([`Accepted::AccountExists`]).
+    /// written when an account with the email exists ([`Accepted::AccountExists`]) or the link
+    /// no longer works ([`Accepted::Invalid`]).
     pub async fn accept_invitation_as_new(
         &self,
         hash: &TokenHash,
+        email: &Email,
         password_hash: &str,
         now: i64,
     ) -> Result<Accepted, StoreError> {
-        let Some(invitation) = self.invitation(hash, now).await? else {
-            return Ok(Accepted::Invalid);
-        };
-        let Ok(email) = Email::parse(&invitation.email) else {
-            return Ok(Accepted::Invalid);
-        };
-        if self.account_by_email(&email).await?.is_some() {
-            return Ok(Accepted::AccountExists);
-        }
         let mut tx = self.begin_write().await?;
-        let account = match insert_account(&mut *tx, &email, password_hash, now).await {
+        let account = match insert_account(&mut *tx, email, password_hash, now).await {
             Ok(account) => account,
             Err(StoreError::Conflict(_)) => return Ok(Accepted::AccountExists),
             Err(e) => return Err(e),

@@ -329,35 +329,26 @@ pub async fn accept(
         return no_longer_works(&state, &session, &hash).await;
     };
     if let Some(account) = signed_in(&state, &session).await? {
+        if account.email != invitation.email {
+            return invite_page(
+                &session,
+                csrf,
+                StatusCode::FORBIDDEN,
+                &form.token,
+                &invitation,
+                Ask::OtherAccount {
+                    signed_in_as: &account.email,
+                },
+            )
+            .await;
+        }
         return match state.store.accept_invitation(&hash, &account, now).await? {
-            Accepted::Joined { project_id, .. } => {
-                joined(
-                    &state,
-                    &session,
-                    client,
-                    &account,
-                    &invitation,
-                    &project_id,
-                    now,
-                )
-                .await
+            Some(project_id) => {
+                let new_account = false;
+                let joining = (&account, &invitation, project_id.as_str(), new_account);
+                joined(&state, &session, client, joining, now).await
             }
-            Accepted::OtherEmail => {
-                invite_page(
-                    &session,
-                    csrf,
-                    StatusCode::FORBIDDEN,
-                    &form.token,
-                    &invitation,
-                    Ask::OtherAccount {
-                        signed_in_as: &account.email,
-                    },
-                )
-                .await
-            }
-            Accepted::Invalid | Accepted::AccountExists => {
-                no_longer_works(&state, &session, &hash).await
-            }
+            None => no_longer_works(&state, &session, &hash).await,
         };
     }
     create_and_join(
@@ -415,10 +406,13 @@ async fn create_and_join(
         .await?;
         return Ok(super::password_busy(r));
     };
+    let Ok(email) = Email::parse(&invitation.email) else {
+        return Ok(invitation_invalid());
+    };
     let password_hash = slot.hash(form.password.clone()).await?;
     match state
         .store
-        .accept_invitation_as_new(hash, &password_hash, now)
+        .accept_invitation_as_new(hash, &email, &password_hash, now)
         .await?
     {
         Accepted::Joined {
@@ -439,32 +433,23 @@ async fn create_and_join(
                     now,
                 )
                 .await;
-            joined(
-                state,
-                session,
-                client,
-                &account,
-                invitation,
-                &project_id,
-                now,
-            )
-            .await
+            let new_account = true;
+            let joining = (&account, invitation, project_id.as_str(), new_account);
+            joined(state, session, client, joining, now).await
         }
         Accepted::AccountExists => Ok(signin_then_back(&form.token)),
-        Accepted::Invalid | Accepted::OtherEmail => Ok(invitation_invalid()),
+        Accepted::Invalid => Ok(invitation_invalid()),
     }
 }
 
-/// After `account` joined: audits `invitation_accepted`, signs a new account in when nobody
-/// is (through the second factor when the server requires one), and lands on the project
-/// with a notice.
+/// After `account` joined `project_id` with `invitation` (`new_account`: created by it just
+/// now): audits `invitation_accepted`, signs a new account in (through the second factor when
+/// the server requires one), and lands on the project with a notice.
 async fn joined(
     state: &AppState,
     session: &Session,
     client: ClientAddr,
-    account: &Account,
-    invitation: &Invitation,
-    project_id: &str,
+    (account, invitation, project_id, new_account): (&Account, &Invitation, &str, bool),
     now: i64,
 ) -> Result<Response, AppError> {
     state
@@ -483,7 +468,7 @@ async fn joined(
         )
         .await;
     let project = format!("/projects/{project_id}");
-    if signed_in(state, session).await?.is_none() {
+    if new_account {
         if state.config.identity.require_2fa {
             super::second_factor::begin(session, account, &project, true, now).await?;
             return Ok(see_other("/signin/second-factor"));

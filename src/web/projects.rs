@@ -545,14 +545,19 @@ pub async fn confirm_remove_member(
     confirm_page(&state, &session, &confirmation).await
 }
 
-fn not_removable() -> MemberFormState<'static> {
+/// The project page's member form, empty, refused with `error` (422).
+fn refused(error: &'static str) -> MemberFormState<'static> {
     MemberFormState {
         status: StatusCode::UNPROCESSABLE_ENTITY,
-        error: Some("That person is not a member who can be removed (the owner always stays)."),
+        error: Some(error),
         email: "",
         role: "read",
         invited: None,
     }
+}
+
+fn not_removable() -> MemberFormState<'static> {
+    refused("That person is not a member who can be removed (the owner always stays).")
 }
 
 /// `POST /projects/{id}/members/remove`: the owner removes a member (never the owner).
@@ -662,13 +667,7 @@ pub async fn confirm_withdraw(
 }
 
 fn no_invitation() -> MemberFormState<'static> {
-    MemberFormState {
-        status: StatusCode::UNPROCESSABLE_ENTITY,
-        error: Some("There is no pending invitation of that email to withdraw."),
-        email: "",
-        role: "read",
-        invited: None,
-    }
+    refused("There is no pending invitation of that email to withdraw.")
 }
 
 /// `POST /projects/{id}/invitations/withdraw`: the owner withdraws a pending invitation (its
