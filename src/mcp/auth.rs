@@ -910,6 +910,7 @@ mod tests {
             expires_at: 100,
             family_id: "f".into(),
             service: false,
+            grant_type: "authorization_code".into(),
             project_id: None,
             calls_per_hour: None,
             chosen_projects: None,

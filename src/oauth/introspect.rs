@@ -19,8 +19,11 @@ use crate::store::now;
 /// consent now approves: the same lookup as every MCP request); otherwise
 /// `active`, `scope`, `client_id`, `sub`, `aud`, `exp`, `iat`, `iss`, `token_type` (§2.2),
 /// and two members of our own (§2.2 allows them) saying what the token reaches: `grant_type`,
-/// the grant the token descends from (`authorization_code` for a person's consent,
-/// `client_credentials` for a service client acting for its owner), and `project_id` when
+/// the grant the token descends from (`authorization_code` for a person's consent in a
+/// browser, `urn:ietf:params:oauth:grant-type:device_code` for one on the device page (RFC
+/// 8628), `client_credentials` for a service client acting for its owner,
+/// `urn:ietf:params:oauth:grant-type:jwt-bearer` for an enterprise identity assertion or a
+/// workload's token (RFC 7523); a refreshed token names its family's first grant), and `project_id` when
 /// the token reaches only that one project of `sub` (a project service client): a resource
 /// server must not treat such a token as `sub`'s account-wide access.
 ///
@@ -80,7 +83,7 @@ pub async fn introspect(
                 "iat": g.issued_at,
                 "iss": state.config.issuer,
                 "token_type": if g.jkt.is_some() { crate::domain::dpop::TOKEN_TYPE } else { "Bearer" },
-                "grant_type": if g.service { "client_credentials" } else { "authorization_code" },
+                "grant_type": g.grant_type,
             });
             if let Some(jkt) = &g.jkt {
                 // RFC 9449 §6.2: the confirmation of a DPoP-bound token.

@@ -490,6 +490,7 @@ async fn client_credentials(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
             ctx.now,
             ctx.now + ttl,
             ctx.jkt.as_deref(),
+            crate::store::services::ServiceGrant::ClientCredentials,
         )
         .await?;
     crate::metrics::resource_token_event("issued", &config.mcp_server_url);

@@ -195,6 +195,7 @@ pub async fn grant(
             now,
             now + ttl,
             jkt.as_deref(),
+            crate::store::services::ServiceGrant::Workload,
         )
         .await?;
     crate::metrics::resource_token_event("issued", &config.mcp_server_url);

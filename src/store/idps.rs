@@ -358,8 +358,8 @@ impl Store {
         let family_id = super::new_id();
         let mut tx = self.begin_write().await?;
         sqlx::query(
-            "INSERT INTO token_families (id, account_id, client_id, consent_id, scope, resource, issuer, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            "INSERT INTO token_families (id, account_id, client_id, consent_id, scope, resource, issuer, created_at, grant_type) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
         .bind(&family_id)
         .bind(account_id)
@@ -369,6 +369,7 @@ impl Store {
         .bind(resource)
         .bind(issuer)
         .bind(now)
+        .bind(crate::domain::client_assertion::JWT_BEARER_GRANT)
         .execute(&mut *tx)
         .await?;
         sqlx::query(

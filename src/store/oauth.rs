@@ -268,6 +268,19 @@ pub struct CodeRecord {
     pub grant_expires_at: Option<i64>,
 }
 
+impl CodeRecord {
+    /// The grant its tokens descend from: RFC 8628's device code grant for a code made by an
+    /// approval on the device page (whose `redirect_uri` is that grant's name, as nothing is
+    /// redirected), else `authorization_code`.
+    pub fn grant_type(&self) -> &'static str {
+        if self.redirect_uri == crate::domain::device::DEVICE_CODE_GRANT {
+            crate::domain::device::DEVICE_CODE_GRANT
+        } else {
+            "authorization_code"
+        }
+    }
+}
+
 /// Tokens to create when a code is redeemed or a refresh token rotated.
 #[derive(Debug, Clone)]
 pub struct NewTokens {
@@ -479,6 +492,12 @@ pub struct AccessGrant {
     /// Issued by `client_credentials` to a service client ([`super::services`]).
     #[sqlx(try_from = "Flag")]
     pub service: bool,
+    /// The grant the token descends from (RFC 6749 §4 grant type names: `authorization_code`,
+    /// `client_credentials`, RFC 8628's `urn:ietf:params:oauth:grant-type:device_code`, or RFC
+    /// 7523's `urn:ietf:params:oauth:grant-type:jwt-bearer` for an identity assertion or a
+    /// workload's token): the token's own, else its family's (migration 0073). A refreshed
+    /// token names the grant that started its family.
+    pub grant_type: String,
     /// The one project a service client limited to one project reaches (active, and the
     /// account still a member); `None`: every active project of the account.
     pub project_id: Option<String>,
@@ -543,6 +562,7 @@ macro_rules! access_lookup {
              t.created_at AS issued_at, t.expires_at AS expires_at, t.family_id AS family_id, \
              f.scope AS family_scope, c.scope AS consent_scope, \
              s.client_id IS NOT NULL AS service, s.project_id AS project_id, \
+             COALESCE(t.grant_type, f.grant_type) AS grant_type, \
              a.calls_per_hour AS calls_per_hour, t.jkt AS jkt, c.project_ids AS chosen_projects, \
              c.read_only AS consent_read_only, c.expires_at AS consent_expires_at, \
              c.tool_filter AS tool_filter",
@@ -595,6 +615,7 @@ impl FromSqliteRow for ProofAccessRow {
         "consent_scope",
         "service",
         "project_id",
+        "grant_type",
         "calls_per_hour",
         "jkt",
         "chosen_projects",
@@ -625,6 +646,7 @@ impl FromSqliteRow for AccessRow {
         "consent_scope",
         "service",
         "project_id",
+        "grant_type",
         "calls_per_hour",
         "jkt",
         "chosen_projects",
@@ -645,6 +667,7 @@ impl FromSqliteRow for AccessRow {
                 family_id: row.get("family_id")?,
                 service: row.get::<i64>("service")? != 0,
                 project_id: row.get("project_id")?,
+                grant_type: row.get("grant_type")?,
                 calls_per_hour: row.get("calls_per_hour")?,
                 chosen_projects: row.get("chosen_projects")?,
                 jkt: row.get("jkt")?,
@@ -1091,8 +1114,8 @@ impl Store {
                 == 1;
         if won {
             sqlx::query(
-                "INSERT INTO token_families (id, account_id, client_id, consent_id, scope, resource, issuer, created_at, jkt) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                "INSERT INTO token_families (id, account_id, client_id, consent_id, scope, resource, issuer, created_at, jkt, grant_type) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )
             .bind(&family_id)
             .bind(&code.account_id)
@@ -1103,6 +1126,7 @@ impl Store {
             .bind(&code.issuer)
             .bind(now)
             .bind(&new.refresh_jkt)
+            .bind(code.grant_type())
             .execute(&mut *tx)
             .await?;
             insert_tokens(

@@ -52,7 +52,8 @@ impl Dialect for Postgres {
 /// one transaction, with one round trip and one commit for the whole group: each rotation the
 /// same guarded writes as [`Dialect::rotate_refresh_sql`] (consents read `FOR SHARE`, the
 /// presented token marked rotated only while it is unrotated, its family unrevoked, its
-/// consent unrevoked with exactly the scope read and its account active; the successor refresh
+/// consent unrevoked with exactly the scope read, not past its chosen end, and its account
+/// active; the successor refresh
 /// token and the new access token inserted only for a rotation that marked its token).
 ///
 /// Binds `$1`: a JSON array with one object per rotation, members `i` (its place in the
@@ -66,7 +67,7 @@ pub(super) const ROTATE_REFRESH_GROUP: &str = "WITH input AS ( \
          account_id text, client_id text, scope text, resource text, access_hash text, \
          access_expires_at bigint, consent_id text, consent_scope text, jkt text) \
      ), consent AS ( \
-       SELECT c.id, c.scope FROM consents c JOIN accounts a ON a.id = c.account_id \
+       SELECT c.id, c.scope, c.expires_at FROM consents c JOIN accounts a ON a.id = c.account_id \
        WHERE c.id IN (SELECT consent_id FROM input) AND c.revoked_at IS NULL AND a.status = 'active' \
        FOR SHARE OF c \
      ), won AS ( \
@@ -75,7 +76,8 @@ pub(super) const ROTATE_REFRESH_GROUP: &str = "WITH input AS ( \
        FROM input x \
        WHERE r.token_hash = x.presented AND r.rotated_at IS NULL \
        AND r.family_id IN (SELECT id FROM token_families WHERE id = x.family_id AND revoked_at IS NULL) \
-       AND EXISTS (SELECT 1 FROM consent c WHERE c.id = x.consent_id AND c.scope = x.consent_scope) \
+       AND EXISTS (SELECT 1 FROM consent c WHERE c.id = x.consent_id AND c.scope = x.consent_scope \
+         AND (c.expires_at IS NULL OR c.expires_at > x.now)) \
        RETURNING x.* \
      ), successor AS ( \
        INSERT INTO refresh_tokens (token_hash, family_id, created_at) \

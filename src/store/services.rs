@@ -114,8 +114,8 @@ impl Store {
         .await?;
         let family_id = new_id();
         sqlx::query(
-            "INSERT INTO token_families (id, account_id, client_id, consent_id, scope, resource, issuer, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            "INSERT INTO token_families (id, account_id, client_id, consent_id, scope, resource, issuer, created_at, grant_type) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'client_credentials')",
         )
         .bind(&family_id)
         .bind(service.account_id)
@@ -200,7 +200,8 @@ impl Store {
 
     /// Stores an access token (only its SHA-256) for `service` in its family, bound to
     /// `resource`, with `scope`, expiring at `expires_at` (Unix seconds), bound to the DPoP key
-    /// whose thumbprint is `jkt` (RFC 9449 §6; `None`: a bearer token). No refresh token.
+    /// whose thumbprint is `jkt` (RFC 9449 §6; `None`: a bearer token), issued by `grant_type`
+    /// (what introspection names). No refresh token.
     #[allow(clippy::too_many_arguments)]
     pub async fn insert_service_token(
         &self,
@@ -211,10 +212,11 @@ impl Store {
         now: i64,
         expires_at: i64,
         jkt: Option<&str>,
+        grant_type: ServiceGrant,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at, jkt) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            "INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at, jkt, grant_type) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
         .bind(hash.as_str())
         .bind(&service.family_id)
@@ -225,8 +227,30 @@ impl Store {
         .bind(now)
         .bind(expires_at)
         .bind(jkt)
+        .bind(grant_type.name())
         .execute(&self.writer())
         .await?;
         Ok(())
+    }
+}
+
+/// The grant that issued a service client's access token: its own secret or key
+/// (`client_credentials`, RFC 6749 §4.4) or a workload's platform token (RFC 7523's JWT-bearer
+/// grant, the MCP workload identity extension). Introspection names it as `grant_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceGrant {
+    /// `client_credentials`.
+    ClientCredentials,
+    /// `urn:ietf:params:oauth:grant-type:jwt-bearer` with a workload's token.
+    Workload,
+}
+
+impl ServiceGrant {
+    /// The grant type's registered name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ServiceGrant::ClientCredentials => "client_credentials",
+            ServiceGrant::Workload => crate::domain::client_assertion::JWT_BEARER_GRANT,
+        }
     }
 }

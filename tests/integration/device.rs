@@ -200,6 +200,13 @@ async fn a_public_device_client_gets_tokens_after_the_person_approves_on_the_con
     // Bound to the MCP resource like the code flow's tokens.
     let listed = call(&app, access, "list_projects", json!({})).await;
     ok(&listed);
+    // Introspection names the device grant (RFC 8628 §3.4's grant type), not a code's.
+    let seen = crate::token::introspect(&app, access).await;
+    assert_eq!(seen["active"], true, "{seen}");
+    assert_eq!(
+        seen["grant_type"], "urn:ietf:params:oauth:grant-type:device_code",
+        "{seen}"
+    );
 
     // The refresh token rotates as in the code flow.
     let r = app
@@ -214,6 +221,13 @@ async fn a_public_device_client_gets_tokens_after_the_person_approves_on_the_con
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+    // A refreshed token still descends from the device grant.
+    let refreshed: Value = r.json().await.unwrap();
+    let seen = crate::token::introspect(&app, refreshed["access_token"].as_str().unwrap()).await;
+    assert_eq!(
+        seen["grant_type"], "urn:ietf:params:oauth:grant-type:device_code",
+        "{seen}"
+    );
 
     // Audited as a redemption of the device grant.
     let detail: String = sqlx::query_scalar(

@@ -881,6 +881,63 @@ async fn concurrent_rotations_contract(store: &Store, raw: &sqlx::AnyPool) {
     assert_eq!(written, 2, "the presented token and one successor");
 }
 
+/// Grants whose chosen end passes between the read of their refresh tokens and the rotations,
+/// rotated at once (on `PostgreSQL`, committed in groups of one statement): none rotates, and
+/// nothing is written, in the single rotation's statement and in the group's alike.
+async fn rotations_after_a_grants_end_contract(store: &Store, raw: &sqlx::AnyPool) {
+    let owner = new_account(store, "ended@example.com").await;
+    let mut chains = Vec::new();
+    for _ in 0..24 {
+        let (_, refresh) = issue(store, &owner, 4000, 9000).await;
+        let state = state_of(store, &refresh).await;
+        chains.push((refresh, state));
+    }
+    sqlx::query("UPDATE consents SET expires_at = 4004 WHERE account_id = $1")
+        .bind(&owner)
+        .execute(raw)
+        .await
+        .unwrap();
+    let rotations = chains.iter().enumerate().map(|(i, (refresh, state))| {
+        let new = NewTokens {
+            refresh_hash: TokenHash::of(&format!("rt-ended-{i}")),
+            access_hash: TokenHash::of(&format!("at-ended-{i}")),
+            access_expires_at: 9000,
+            scope: "mcp:read".into(),
+            jkt: None,
+            refresh_jkt: None,
+        };
+        async move {
+            store
+                .rotate_refresh(refresh, state, b"sealed", &new, 4005)
+                .await
+                .unwrap()
+        }
+    });
+    let results = futures::future::join_all(rotations).await;
+    assert!(
+        results.iter().all(|r| *r != Rotation::Rotated),
+        "a rotation after its grant ended: {results:?}"
+    );
+    let written: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM access_tokens t JOIN token_families f ON f.id = t.family_id \
+         WHERE f.account_id = $1 AND t.created_at = 4005",
+    )
+    .bind(&owner)
+    .fetch_one(raw)
+    .await
+    .unwrap();
+    assert_eq!(written, 0, "access tokens minted after the grant ended");
+    let successors: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM refresh_tokens r JOIN token_families f ON f.id = r.family_id \
+         WHERE f.account_id = $1 AND r.created_at = 4005",
+    )
+    .bind(&owner)
+    .fetch_one(raw)
+    .await
+    .unwrap();
+    assert_eq!(successors, 0, "refresh tokens minted after the grant ended");
+}
+
 /// A consent approved again (widened) between the read of a refresh token and its rotation:
 /// the grant still covers the token, so the rotation goes ahead with the new scope string
 /// instead of failing as if it had lost (which a client would take for an invalid grant).
@@ -1225,6 +1282,7 @@ async fn in_place_lookups_contract(store: &Store, raw: &sqlx::AnyPool) {
             now,
             now + 60,
             None,
+            gatehouse::store::services::ServiceGrant::ClientCredentials,
         )
         .await
         .unwrap();
@@ -1380,6 +1438,7 @@ async fn run_contract(db: &TestDb) {
     issuance_announces_nothing_contract(&store, db).await;
     rotation_racing_withdrawal_contract(&store, db.pool().await).await;
     concurrent_rotations_contract(&store, db.pool().await).await;
+    rotations_after_a_grants_end_contract(&store, db.pool().await).await;
     concurrent_lookups_contract(&store).await;
     rotation_after_reapproval_contract(&store).await;
     keys_contract(&store).await;

@@ -628,6 +628,21 @@ pub(crate) fn introspection_client(app: &TestApp) -> (String, String) {
     (field("client_id"), field("client_secret"))
 }
 
+/// What introspection (RFC 7662) says of `token`, asked by a command-line introspection client.
+pub(crate) async fn introspect(app: &TestApp, token: &str) -> Value {
+    let (id, secret) = introspection_client(app);
+    let r = app
+        .client
+        .post(app.url("/oauth/introspect"))
+        .basic_auth(&id, Some(&secret))
+        .form(&[("token", token)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    r.json().await.unwrap()
+}
+
 /// POSTs `form` to `endpoint`, authenticating `client_id` with `method` (RFC 6749 §2.3.1,
 /// OAuth 2.1 §2.4): `none` puts `client_id` in the body, `client_secret_post` both
 /// credentials, `client_secret_basic` an `Authorization` header whose scheme is spelled

@@ -117,6 +117,14 @@ async fn a_workload_assertion_gets_a_service_token_once_across_instances() {
     let (status, _, answer) = send(modern(&app, Some(token), "tools/list", json!({}))).await;
     assert_eq!(status, StatusCode::OK, "the token works: {answer}");
     assert!(answer["result"]["tools"].is_array(), "{answer}");
+    // Introspection names the JWT-bearer grant (RFC 7523), though the token sits in the
+    // service client's family with its client_credentials tokens.
+    let seen = crate::token::introspect(&app, token).await;
+    assert_eq!(seen["active"], true, "{seen}");
+    assert_eq!(
+        seen["grant_type"], "urn:ietf:params:oauth:grant-type:jwt-bearer",
+        "{seen}"
+    );
 
     // Audited as its own grant kind, for the service client.
     let detail: String = sqlx::query_scalar(

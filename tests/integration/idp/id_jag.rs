@@ -120,6 +120,12 @@ async fn an_id_jag_gets_an_access_token_once_across_instances() {
         StatusCode::OK,
         "the token works on the MCP route: {answer}"
     );
+    let seen = crate::token::introspect(&app, token).await;
+    assert_eq!(seen["active"], true, "{seen}");
+    assert_eq!(
+        seen["grant_type"], "urn:ietf:params:oauth:grant-type:jwt-bearer",
+        "{seen}"
+    );
 
     // Shown on Connected apps, audited as its own grant kind.
     let account = app
