@@ -199,7 +199,7 @@ impl Application {
             passwords: PasswordPool::new(config.password_workers, config.password_queue),
             config: Arc::new(config),
             store,
-            clients: Arc::new(ClientResolver::new(Arc::new(HttpsFetcher))),
+            clients: Arc::new(ClientResolver::new(Arc::new(HttpsFetcher::default()))),
             server_keys,
             mailer,
         });
@@ -219,7 +219,7 @@ impl Application {
         config: Config,
         listener: TcpListener,
     ) -> Result<Application, StartupError> {
-        Self::build_with_fetcher(config, listener, Arc::new(HttpsFetcher)).await
+        Self::build_with_fetcher(config, listener, Arc::new(HttpsFetcher::default())).await
     }
 
     /// Like [`Application::build_with_listener`] with the fetcher of client metadata documents
@@ -260,7 +260,7 @@ impl Application {
             passwords: PasswordPool::new(1, 1),
             config: Arc::new(config),
             store,
-            clients: Arc::new(ClientResolver::new(Arc::new(HttpsFetcher))),
+            clients: Arc::new(ClientResolver::new(Arc::new(HttpsFetcher::default()))),
             server_keys,
             mailer: None,
         });

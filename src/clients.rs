@@ -74,7 +74,71 @@ pub const MAX_JWKS_BYTES: usize = 64 * 1024;
 /// connection, read or time budget, a 5xx or a 429 is [`CimdError::Unavailable`] (try again);
 /// another status or an oversized body is [`CimdError::Fetch`].
 #[derive(Debug, Default)]
-pub struct HttpsFetcher;
+pub struct HttpsFetcher {
+    /// A test harness's own https hosts (debug builds only; see [`HarnessHosts`]).
+    #[cfg(debug_assertions)]
+    harness: Option<Arc<HarnessHosts>>,
+}
+
+/// Https hosts a test harness serves on loopback, with certificates from the harness's own
+/// certificate authority (PEM), which only a fetcher made by [`HttpsFetcher::for_harness`]
+/// trusts. Each named host is fetched at its given loopback address, which no other host
+/// may use; every other host gets the whole protection (public addresses only, the
+/// platform's roots). It exists in debug builds only, so a release binary has no way to
+/// trust the harness or fetch from loopback, and no configuration reaches it: only a test
+/// that builds its own server can.
+#[cfg(debug_assertions)]
+#[derive(Debug)]
+pub struct HarnessHosts {
+    /// The harness's certificate authority, PEM.
+    pub root_pem: Vec<u8>,
+    /// Host name → the loopback address it is served at.
+    pub hosts: HashMap<String, SocketAddr>,
+}
+
+#[cfg(debug_assertions)]
+impl HttpsFetcher {
+    /// A fetcher that also reaches a test harness's `hosts` over https (debug builds only).
+    pub fn for_harness(hosts: HarnessHosts) -> Self {
+        HttpsFetcher {
+            harness: Some(Arc::new(hosts)),
+        }
+    }
+
+    /// The harness's address for `host`, when the harness serves it.
+    fn harness_address(&self, host: &str) -> Option<SocketAddr> {
+        self.harness.as_ref()?.hosts.get(host).copied()
+    }
+
+    /// `builder` trusting the harness's authority too, when there is a harness.
+    fn with_harness_root(
+        &self,
+        builder: reqwest::ClientBuilder,
+    ) -> Result<reqwest::ClientBuilder, CimdError> {
+        Ok(match &self.harness {
+            Some(h) => builder.add_root_certificate(
+                reqwest::Certificate::from_pem(&h.root_pem)
+                    .map_err(|e| CimdError::Unavailable(e.to_string()))?,
+            ),
+            None => builder,
+        })
+    }
+}
+
+#[cfg(not(debug_assertions))]
+impl HttpsFetcher {
+    fn harness_address(&self, _host: &str) -> Option<SocketAddr> {
+        None
+    }
+
+    #[allow(clippy::unnecessary_wraps, clippy::unused_self)]
+    fn with_harness_root(
+        &self,
+        builder: reqwest::ClientBuilder,
+    ) -> Result<reqwest::ClientBuilder, CimdError> {
+        Ok(builder)
+    }
+}
 
 #[async_trait]
 impl MetadataFetcher for HttpsFetcher {
@@ -135,18 +199,26 @@ impl HttpsFetcher {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_string();
-        let addrs: Vec<SocketAddr> = tokio::time::timeout(
-            Duration::from_secs(2),
-            tokio::net::lookup_host((lookup_host.as_str(), port)),
-        )
-        .await
-        .map_err(|_| CimdError::Unavailable("DNS lookup timed out".into()))?
-        .map_err(|e| CimdError::Unavailable(format!("DNS lookup failed: {e}")))?
-        .collect();
+        let harness = self
+            .harness_address(&lookup_host)
+            .filter(|_| !loopback_http);
+        let addrs: Vec<SocketAddr> = match harness {
+            Some(addr) => vec![addr],
+            None => tokio::time::timeout(
+                Duration::from_secs(2),
+                tokio::net::lookup_host((lookup_host.as_str(), port)),
+            )
+            .await
+            .map_err(|_| CimdError::Unavailable("DNS lookup timed out".into()))?
+            .map_err(|e| CimdError::Unavailable(format!("DNS lookup failed: {e}")))?
+            .collect(),
+        };
         if addrs.is_empty() {
             return Err(CimdError::Unavailable("the host has no address".into()));
         }
-        if loopback_http {
+        if harness.is_some() {
+            // A test harness's own host, at the address it was given.
+        } else if loopback_http {
             if !addrs.iter().all(|a| a.ip().is_loopback()) {
                 return Err(CimdError::ForbiddenAddress);
             }
@@ -154,11 +226,14 @@ impl HttpsFetcher {
             tracing::warn!(client_id = %url, "client metadata document host resolves to a forbidden address");
             return Err(CimdError::ForbiddenAddress);
         }
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(Duration::from_secs(5))
-            .https_only(!loopback_http)
-            .resolve(&lookup_host, addrs[0])
+        let client = self
+            .with_harness_root(
+                reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .timeout(Duration::from_secs(5))
+                    .https_only(!loopback_http)
+                    .resolve(&lookup_host, addrs[0]),
+            )?
             .build()
             .map_err(|e| CimdError::Unavailable(e.to_string()))?;
         let mut response = client

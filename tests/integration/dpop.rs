@@ -478,7 +478,7 @@ async fn a_public_clients_refresh_token_is_bound_to_the_key() {
 #[tokio::test]
 async fn a_proof_replayed_on_another_instance_is_refused() {
     let app = spawn_app().await;
-    let twin = spawn_twin_with_fetcher(&app, Arc::new(HttpsFetcher)).await;
+    let twin = spawn_twin_with_fetcher(&app, Arc::new(HttpsFetcher::default())).await;
     let key = es256("k1");
     let (client_id, code, verifier) = code(&app).await;
 

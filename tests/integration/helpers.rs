@@ -344,7 +344,7 @@ pub(crate) async fn spawn_app() -> TestApp {
 
 /// Starts the server; `adjust` may add or change environment variables first.
 pub(crate) async fn spawn_app_with(adjust: impl FnOnce(&mut HashMap<String, String>)) -> TestApp {
-    spawn_app_full(adjust, Arc::new(HttpsFetcher)).await
+    spawn_app_full(adjust, Arc::new(HttpsFetcher::default())).await
 }
 
 /// Starts the server with a chosen fetcher of client metadata documents.
@@ -365,7 +365,7 @@ pub(crate) async fn spawn_instance(
     spawn_on(
         TestDb::shared(&first.db.url),
         adjust,
-        Arc::new(HttpsFetcher),
+        Arc::new(HttpsFetcher::default()),
     )
     .await
 }
@@ -396,7 +396,7 @@ pub(crate) async fn spawn_app_on(
     db: TestDb,
     adjust: impl FnOnce(&mut HashMap<String, String>),
 ) -> TestApp {
-    spawn_on(db, adjust, Arc::new(HttpsFetcher)).await
+    spawn_on(db, adjust, Arc::new(HttpsFetcher::default())).await
 }
 
 /// A server on the database at `url` (not dropped with it) that answers as `first`'s
@@ -416,7 +416,7 @@ pub(crate) async fn spawn_successor(
             v.insert("GATEHOUSE_ISSUER".into(), issuer);
             adjust(v);
         },
-        Arc::new(HttpsFetcher),
+        Arc::new(HttpsFetcher::default()),
     )
     .await
 }

@@ -14,6 +14,9 @@ mod cache;
 mod cancelled_writes;
 mod cimd;
 mod cimd_budget;
+// The harness's https host needs the fetcher's debug-build trust of it.
+#[cfg(debug_assertions)]
+mod cimd_tls;
 mod cli_admin;
 mod cli_audit;
 mod client_errors;

@@ -358,8 +358,11 @@ async fn reading_only_answers_writes_with_the_step_up_challenge_and_a_step_up_ke
 #[tokio::test]
 async fn narrowing_on_the_app_page_reaches_another_instance_at_once_and_revives_nothing() {
     let app = spawn_app().await;
-    let twin =
-        spawn_twin_with_fetcher(&app, Arc::new(gatehouse::oauth::clients::HttpsFetcher)).await;
+    let twin = spawn_twin_with_fetcher(
+        &app,
+        Arc::new(gatehouse::oauth::clients::HttpsFetcher::default()),
+    )
+    .await;
     let (browser, id, research, private) = alice_with_two_projects(&app).await;
     let client_id = register_public(&app, &[REDIRECT]).await;
     let (_, tokens) = approve_with(

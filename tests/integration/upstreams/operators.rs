@@ -379,7 +379,7 @@ async fn an_apps_tool_list_set_on_its_page_applies_to_listing_and_calls() {
     let everything = names(&rpc(&app, &a.token, "tools/list", json!({})).await);
     assert!(everything.contains(&"create_note".to_string()));
     // Another instance of the deployment, serving the same tokens.
-    let twin = spawn_twin_with_fetcher(&app, Arc::new(HttpsFetcher)).await;
+    let twin = spawn_twin_with_fetcher(&app, Arc::new(HttpsFetcher::default())).await;
     assert_eq!(
         names(&rpc(&twin, &a.token, "tools/list", json!({})).await),
         everything
