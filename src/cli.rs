@@ -193,6 +193,11 @@ pub enum ClientCommand {
         /// `private_key_jwt` assertions it signs (RFC 7523 §2.2) instead of a secret.
         #[arg(long, value_name = "URL", requires = "service")]
         jwks_uri: Option<String>,
+        /// A file holding the service's public keys (a JWK Set, JSON), kept with the client
+        /// instead of fetched from a URL: it authenticates with `private_key_jwt` assertions
+        /// as with --jwks-uri. Private key members are refused.
+        #[arg(long, value_name = "FILE", requires = "service", conflicts_with_all = ["jwks_uri", "workload_issuer"])]
+        jwks_file: Option<PathBuf>,
         /// Workload identity (MCP's draft workload identity federation extension): the issuer
         /// of the JWTs the workload presents with the JWT-bearer grant (RFC 7523 §2.1) instead
         /// of a secret, e.g. a Kubernetes cluster's service-account issuer or a SPIFFE trust
@@ -723,6 +728,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             project,
             write,
             jwks_uri,
+            jwks_file,
             workload_issuer,
             workload_subject,
             workload_jwks_uri,
@@ -737,6 +743,8 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             if let Some(uri) = &jwks_uri {
                 validate_jwks_uri(uri).map_err(|e| CliError(format!("--jwks-uri: {e}")))?;
             }
+            let jwks = jwks_file.as_deref().map(read_jwks_file).transpose()?;
+            let signs_assertions = jwks_uri.is_some() || jwks.is_some();
             let client_id = format!("gc_{}", random_urlsafe(18));
             let workload = match (&workload_issuer, &workload_subject) {
                 (Some(issuer), Some(subject)) => {
@@ -767,16 +775,19 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             };
             // A service with published keys signs assertions, a workload presents its
             // platform's JWT; any other client gets a secret.
-            let secret = (jwks_uri.is_none() && workload.is_none())
+            let secret = (!signs_assertions && workload.is_none())
                 .then(|| Secret::generate(TokenKind::ClientSecret));
             let mut metadata = serde_json::json!({"client_name": name});
             if let Some(uri) = &jwks_uri {
                 metadata["jwks_uri"] = serde_json::json!(uri);
             }
+            if let Some(jwks) = jwks {
+                metadata["jwks"] = jwks;
+            }
             let mut record = ClientRecord {
                 client_id: client_id.clone(),
                 client_secret_hash: secret.as_ref().map(Secret::hash),
-                token_endpoint_auth_method: if jwks_uri.is_some() {
+                token_endpoint_auth_method: if signs_assertions {
                     PRIVATE_KEY_JWT.into()
                 } else if workload.is_some() {
                     "none".into()
@@ -881,7 +892,11 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                     ),
                     None => format!(
                         "client_id: {client_id}\ntoken_endpoint_auth_method: private_key_jwt\n(assertions signed with a key of {})",
-                        jwks_uri.as_deref().unwrap_or_default()
+                        match (&jwks_uri, &jwks_file) {
+                            (Some(uri), _) => uri.clone(),
+                            (None, Some(file)) => format!("the set read from {}", file.display()),
+                            (None, None) => String::new(),
+                        }
                     ),
                 }
             }
@@ -1116,6 +1131,24 @@ fn key_line(key: &ApiKeyRecord, now: i64) -> String {
         crate::domain::principal::ToolFilter::from_stored(key.tool_filter.as_deref()).describe(),
     ]
     .join("\t")
+}
+
+/// The public key set in `path` for `client add --jwks-file`: JSON, a `keys` array of public
+/// keys ([`crate::domain::client_assertion::validate_public_jwks`]), at most 64 KiB.
+fn read_jwks_file(path: &std::path::Path) -> Result<serde_json::Value, CliError> {
+    let shown = path.display();
+    let bytes = std::fs::read(path).map_err(|e| CliError(format!("--jwks-file {shown}: {e}")))?;
+    if bytes.len() > crate::clients::MAX_JWKS_BYTES {
+        return Err(CliError(format!(
+            "--jwks-file {shown}: larger than {} bytes",
+            crate::clients::MAX_JWKS_BYTES
+        )));
+    }
+    let jwks: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| CliError(format!("--jwks-file {shown}: not JSON ({e})")))?;
+    crate::domain::client_assertion::validate_public_jwks(&jwks)
+        .map_err(|e| CliError(format!("--jwks-file {shown}: {e}")))?;
+    Ok(jwks)
 }
 
 /// The id of the active account with this email, for credentials that act for it (a key or

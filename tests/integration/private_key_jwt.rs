@@ -565,3 +565,75 @@ async fn a_metadata_document_client_with_private_key_jwt_connects() {
     assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{b}");
     assert_eq!(b["error"], "temporarily_unavailable");
 }
+
+#[tokio::test]
+async fn a_service_client_with_a_key_set_file_authenticates_with_signed_assertions() {
+    let fetcher = Arc::new(KeyFetcher::default());
+    let app = spawn_app_full(|_| {}, fetcher.clone()).await;
+    app.create_account(EMAIL, PASSWORD).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (rs, ec) = (rsa("file-rs", Algorithm::RS256), es256("file-ec"));
+    let file = dir.path().join("jwks.json");
+    std::fs::write(&file, json!({"keys": [rs.jwk, ec.jwk]}).to_string()).unwrap();
+    let file_arg = file.to_str().unwrap();
+    let (ok, out, err) = gatehouse(
+        &app,
+        &[
+            "client",
+            "add",
+            "Svc",
+            "--service",
+            "--owner",
+            EMAIL,
+            "--jwks-file",
+            file_arg,
+        ],
+    );
+    assert!(ok, "{err}");
+    assert!(!out.contains("client_secret"), "no secret is made: {out}");
+    assert!(out.contains("private_key_jwt"), "{out}");
+    let id = out
+        .lines()
+        .find_map(|l| l.strip_prefix("client_id: "))
+        .unwrap()
+        .to_string();
+    for key in [&rs, &ec] {
+        let (s, b) = service_token(&app, &sign(key, &id, &id, &app.address, 120)).await;
+        assert_eq!(s, StatusCode::OK, "{:?}: {b}", key.alg);
+    }
+    // A key outside the set, and no fetch of anything: the keys are the file's.
+    let (s, b) = service_token(&app, &sign(&es256("other"), &id, &id, &app.address, 120)).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{b}");
+    assert_eq!(b["error"], "invalid_client");
+    assert_eq!(fetcher.jwks_fetches.load(Ordering::SeqCst), 0);
+
+    // A file with a private key member, not JSON, or missing: one line, nothing made.
+    let private = dir.path().join("private.json");
+    let mut leaked = rs.jwk.clone();
+    leaked["d"] = json!("c2VjcmV0");
+    std::fs::write(&private, json!({"keys": [leaked]}).to_string()).unwrap();
+    let garbage = dir.path().join("garbage.json");
+    std::fs::write(&garbage, "not json").unwrap();
+    for (path, why) in [
+        (private, "private"),
+        (garbage, "not JSON"),
+        (dir.path().join("missing.json"), "missing.json"),
+    ] {
+        let (ok, _, err) = gatehouse(
+            &app,
+            &[
+                "client",
+                "add",
+                "Bad",
+                "--service",
+                "--owner",
+                EMAIL,
+                "--jwks-file",
+                path.to_str().unwrap(),
+            ],
+        );
+        assert!(!ok, "{why}");
+        assert!(err.contains("--jwks-file"), "{why}: {err}");
+        assert!(err.contains(why), "{why}: {err}");
+    }
+}

@@ -244,6 +244,10 @@ step "ID-JAG made by jose, its provider trusted with gatehouse idp add --asserti
 step "workload token made by jose for gatehouse client add --workload-issuer (redeem, tools/list, replay, key rotation)" \
   env GATEHOUSE_BIN="$GATEHOUSE_BIN" DATABASE_URL="$DATABASE_URL" "$NODE" workload-jose.mjs
 
+# --- the official TypeScript SDK's machine-to-machine providers against service clients ---
+step "SDK v1 ClientCredentialsProvider and PrivateKeyJwtProvider (RS256 key by jose, --jwks-file) against service clients" \
+  env GATEHOUSE_BIN="$GATEHOUSE_BIN" DATABASE_URL="$DATABASE_URL" "$NODE" sdk-v1-service.mjs
+
 # --- credentials without a browser: an API key and a personal URL (made with the CLI) ---
 credentials_add() {
   local key_out url_out

@@ -38,11 +38,11 @@ export function gatehouse(args) {
   });
 }
 
-/** POSTs `fields` as a form; returns { status, body } (JSON, or { raw }). */
-export async function postForm(url, fields) {
+/** POSTs `fields` as a form, with `headers` too; returns { status, body } (JSON, or { raw }). */
+export async function postForm(url, fields, headers = {}) {
   const res = await fetch(url, {
     method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+    headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json', ...headers },
     body: new URLSearchParams(fields).toString(),
   });
   const text = await res.text();
