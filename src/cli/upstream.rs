@@ -194,6 +194,61 @@ fn not_found(e: StoreError, name: &UpstreamName) -> CliError {
     }
 }
 
+/// How long `upstream add` waits for the new upstream's listing before leaving it to the
+/// running servers.
+const ADD_LISTING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Connects to the upstream just added, as a running server would, lists its tools and
+/// records each definition as pending ([`crate::store::Store::record_upstream_tools`]), so
+/// that `upstream approve` has them at once. A stdio upstream's child is started for the
+/// listing and stopped after it. Returns how many definitions were recorded.
+///
+/// Errors: the upstream's failure in plain words (not reachable, no answer in time, an HTTP
+/// status, its own error); the upstream stays added.
+async fn record_definitions(
+    config: &Config,
+    store: &Store,
+    name: &UpstreamName,
+) -> Result<usize, String> {
+    let record = match store.upstream(name.as_str()).await {
+        Ok(Some(record)) => record,
+        Ok(None) => return Err("it was removed meanwhile".into()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let app = crate::state::AppState::new(crate::state::AppParts {
+        config: std::sync::Arc::new(config.clone()),
+        store: store.clone(),
+        clients: std::sync::Arc::new(crate::clients::ClientResolver::new(std::sync::Arc::new(
+            crate::clients::HttpsFetcher::default(),
+        ))),
+        passwords: crate::password::PasswordPool::new(1, 1),
+        server_keys: config
+            .server_key
+            .load()
+            .ok()
+            .flatten()
+            .map(std::sync::Arc::new),
+        mailer: None,
+    });
+    let record_is_stdio = record.transport == Transport::Stdio;
+    let server = crate::mcp::upstream::server::UpstreamServer::new(app, record).map_err(|e| e.0)?;
+    let listed = match tokio::time::timeout(ADD_LISTING_TIMEOUT, server.tools()).await {
+        Ok(listed) => listed.map_err(|e| e.0),
+        Err(_) => Err(format!(
+            "no answer within {} s",
+            ADD_LISTING_TIMEOUT.as_secs()
+        )),
+    };
+    server.stop().await;
+    drop(server);
+    if record_is_stdio {
+        // The child of this listing is gone (killed with its handle); its folder, made for
+        // this command alone, goes too.
+        let _ = std::fs::remove_dir_all(crate::mcp::upstream::stdio::working_folder(name.as_str()));
+    }
+    Ok(listed?.len())
+}
+
 /// The server key, which `--header` and `--env` values need.
 pub(super) fn keyring(config: &Config) -> Result<Keyring, CliError> {
     config
@@ -350,7 +405,18 @@ async fn add(config: &Config, store: &Store, args: AddArgs, now: i64) -> Result<
     let approval = if new.trust_definitions {
         "its tool definitions are trusted without approval".to_string()
     } else {
-        format!("its tools are listed once approved: gatehouse upstream approve {name}")
+        match record_definitions(config, store, &name).await {
+            Ok(0) => format!(
+                "it lists no tools now; tools it lists later reach clients once approved: gatehouse upstream approve {name}"
+            ),
+            Ok(n) => format!(
+                "{n} tool definition{} recorded; clients see them once approved: gatehouse upstream approve {name} (or on the console's Upstreams page)",
+                if n == 1 { "" } else { "s" }
+            ),
+            Err(why) => format!(
+                "it could not be listed now ({why}); its definitions are recorded when a running server first lists it, and approved then with gatehouse upstream approve {name}"
+            ),
+        }
     };
     Ok(format!(
         "added upstream {name} ({} {target}); {approval}",

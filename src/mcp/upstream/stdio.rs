@@ -70,16 +70,22 @@ impl std::fmt::Debug for StdioCommand {
     }
 }
 
+/// The working folder of upstream `upstream`'s child in this process:
+/// `gatehouse-upstream-NAME-PID` in the system's temporary folder.
+pub fn working_folder(upstream: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "gatehouse-upstream-{upstream}-{}",
+        std::process::id()
+    ))
+}
+
 impl StdioCommand {
     /// The command of upstream `upstream`: `words` is the program then its arguments (at least
     /// one word, as `upstream add` stores it); the working folder is named after the upstream
     /// and this process.
     pub fn new(upstream: &str, words: &[String], env: Vec<(String, String)>) -> Option<Self> {
         let (program, args) = words.split_first()?;
-        let dir = std::env::temp_dir().join(format!(
-            "gatehouse-upstream-{upstream}-{}",
-            std::process::id()
-        ));
+        let dir = working_folder(upstream);
         Some(StdioCommand {
             program: program.clone(),
             args: args.to_vec(),

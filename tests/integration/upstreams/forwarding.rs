@@ -176,7 +176,7 @@ async fn approved_upstream_tools_are_listed_namespaced_and_called_with_the_upstr
     let a = alice(&app).await;
     let builtin = names(&list(&app, &a.token).await);
 
-    cli_ok(
+    let added = cli_ok(
         &app,
         &[
             "upstream",
@@ -189,7 +189,18 @@ async fn approved_upstream_tools_are_listed_namespaced_and_called_with_the_upstr
         ],
     )
     .await;
-    // Seen, stored pending, not listed until approved.
+    // Listed by the command itself: the definitions are pending at once, before any running
+    // server has listed the upstream.
+    assert!(
+        added.contains("; 2 tool definitions recorded; clients see them once approved: gatehouse upstream approve demo"),
+        "{added}"
+    );
+    let listed = cli_ok(&app, &["upstream", "list"]).await;
+    assert!(
+        listed.contains("  tools=0 pending=2  "),
+        "pending right after add: {listed}"
+    );
+    // Not listed until approved.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let listing = list(&app, &a.token).await;
     assert_eq!(names(&listing), builtin, "nothing listed before approval");

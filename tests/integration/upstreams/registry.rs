@@ -68,7 +68,7 @@ async fn the_registry_is_administered_from_the_command_line_without_showing_secr
     .await;
     assert_eq!(
         out.trim(),
-        "added upstream everything (http http://127.0.0.1:9/mcp); its tools are listed once approved: gatehouse upstream approve everything"
+        "added upstream everything (http http://127.0.0.1:9/mcp); it could not be listed now (upstream everything refused the handshake: could not connect to it: Connection refused); its definitions are recorded when a running server first lists it, and approved then with gatehouse upstream approve everything"
     );
     assert!(
         raised_above(&app, v0).await,
@@ -120,12 +120,18 @@ async fn the_registry_is_administered_from_the_command_line_without_showing_secr
         r#"["npx","-y","@modelcontextprotocol/server-memory"]"#
     );
 
+    // The attempt to list it at add time is its last error.
     let list = cli_ok(&app, &["upstream", "list"]).await;
     let lines: Vec<&str> = list.lines().collect();
+    assert!(
+        lines[1].starts_with("    last error at ")
+            && lines[1].ends_with(": upstream everything refused the handshake: could not connect to it: Connection refused"),
+        "{list}"
+    );
     assert_eq!(
-        lines,
+        [lines[0], lines[2]],
         [
-            "everything  http  http://127.0.0.1:9/mcp  enabled  tools=0 pending=0  timeout=5000ms max-concurrency=4  headers=authorization,x-team",
+            "everything  http  http://127.0.0.1:9/mcp  unreachable  tools=0 pending=0  timeout=5000ms max-concurrency=4  headers=authorization,x-team",
             "memory  stdio  npx -y @modelcontextprotocol/server-memory  enabled  tools=0 pending=0  timeout=30000ms max-concurrency=16  env=MEMORY_FILE_PATH  trust-definitions",
         ],
         "{list}"
