@@ -14,9 +14,21 @@ use crate::domain::scope::Scope;
 use crate::state::AppState;
 use crate::store::resources::ResourceRecord;
 
-/// The grant types a registered client may use (dynamic registration accepts only these):
-/// `authorization_code`, `refresh_token` and the device authorization grant (RFC 8628 §3.4).
+/// The grant types a registered client may use only when registered for them (the token
+/// endpoint answers `unauthorized_client` otherwise): `authorization_code`, `refresh_token`
+/// and the device authorization grant (RFC 8628 §3.4).
 pub const GRANT_TYPES: [&str; 3] = ["authorization_code", "refresh_token", DEVICE_CODE_GRANT];
+/// The grant types dynamic registration accepts: [`GRANT_TYPES`] and the JWT-bearer grant of
+/// identity assertions (RFC 7523 §2.1), which an enterprise client that redeems ID-JAGs may
+/// declare, with or without the code grant. The token endpoint accepts that grant from any
+/// client the assertion's `client_id` claim names, registered for it or not (clients
+/// registered before they used it keep working).
+pub const REGISTRABLE_GRANT_TYPES: [&str; 4] = [
+    "authorization_code",
+    "refresh_token",
+    DEVICE_CODE_GRANT,
+    super::id_jag::JWT_BEARER,
+];
 /// The grant types the token endpoint accepts: [`GRANT_TYPES`] and `client_credentials`, which
 /// only service clients made on the command line may use (RFC 6749 §4.4), and the JWT-bearer
 /// grant of identity assertions (ID-JAG, [`super::id_jag`]).

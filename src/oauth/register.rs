@@ -426,16 +426,22 @@ fn parse_metadata(req: &RegistrationRequest) -> Result<Parsed, OAuthError> {
         .filter(|g| !g.is_empty())
         .unwrap_or_else(|| vec!["authorization_code".into()]);
     for g in &requested_grants {
-        if !super::metadata::GRANT_TYPES.contains(&g.as_str()) {
+        if !super::metadata::REGISTRABLE_GRANT_TYPES.contains(&g.as_str()) {
             return Err(bad(format!(
-                "grant type \"{g}\" is not supported (use authorization_code, refresh_token or {DEVICE_CODE_GRANT})"
+                "grant type \"{g}\" is not supported (use authorization_code, refresh_token, {DEVICE_CODE_GRANT} or {})",
+                super::id_jag::JWT_BEARER
             )));
         }
     }
     let code_grant = requested_grants.iter().any(|g| g == "authorization_code");
-    if !code_grant && !requested_grants.iter().any(|g| g == DEVICE_CODE_GRANT) {
+    if !code_grant
+        && !requested_grants
+            .iter()
+            .any(|g| g == DEVICE_CODE_GRANT || g == super::id_jag::JWT_BEARER)
+    {
         return Err(bad(format!(
-            "grant_types must include authorization_code or {DEVICE_CODE_GRANT}"
+            "grant_types must include authorization_code, {DEVICE_CODE_GRANT} or {}",
+            super::id_jag::JWT_BEARER
         )));
     }
     let grant_types = super::metadata::effective_grant_types(&requested_grants);

@@ -294,3 +294,70 @@ async fn every_check_of_an_id_jag_refuses_with_invalid_grant() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["error_description"], "the account is disabled");
 }
+
+/// An enterprise client registers for the grant it uses: dynamic registration accepts the
+/// JWT-bearer grant (advertised in `grant_types_supported`), alone (a confidential client that
+/// never redirects, so without redirect URIs) or with the code grant, and such a client
+/// redeems its ID-JAGs.
+#[tokio::test]
+async fn a_client_registered_for_the_jwt_bearer_grant_redeems_id_jags() {
+    let (app, _, key, _) = setup().await;
+    let register = |body: Value| {
+        let app = &app;
+        async move {
+            let r = app
+                .client
+                .post(app.url("/oauth/register"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status();
+            (status, r.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, alone) = register(json!({
+        "client_name": "Enterprise agent",
+        "grant_types": [JWT_BEARER],
+        "token_endpoint_auth_method": "client_secret_basic",
+    }))
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{alone}");
+    assert_eq!(alone["grant_types"], json!([JWT_BEARER]), "{alone}");
+    let (status, both) = register(json!({
+        "client_name": "Enterprise chat",
+        "redirect_uris": [REDIRECT],
+        "grant_types": ["authorization_code", JWT_BEARER],
+        "token_endpoint_auth_method": "none",
+    }))
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{both}");
+    assert_eq!(
+        both["grant_types"],
+        json!(["authorization_code", JWT_BEARER, "refresh_token"]),
+        "{both}"
+    );
+
+    let id = alone["client_id"].as_str().unwrap();
+    let secret = alone["client_secret"].as_str().unwrap();
+    let assertion = sign(&key, "oauth-id-jag+jwt", &claims(&app, id));
+    let r = app
+        .client
+        .post(app.url("/oauth/token"))
+        .basic_auth(id, Some(secret))
+        .form(&[
+            ("grant_type", JWT_BEARER),
+            ("assertion", assertion.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["token_type"], "Bearer", "{body}");
+
+    let public = both["client_id"].as_str().unwrap();
+    let assertion = sign(&key, "oauth-id-jag+jwt", &claims(&app, public));
+    let (status, body) = redeem(&app, public, &assertion, &[]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
