@@ -566,3 +566,62 @@ async fn an_approval_revoked_on_connected_apps_before_the_poll_issues_nothing() 
         "{events:?}"
     );
 }
+
+/// The `oauth2` crate's device flow (RFC 8628), an independent client: it asks for a device
+/// code, polls (first `authorization_pending`, then, after the person approved, the tokens),
+/// waiting the interval the server gave, and gets a token that works on the MCP route.
+#[tokio::test]
+async fn the_oauth2_crates_device_flow_gets_tokens() {
+    use oauth2::basic::BasicClient;
+    use oauth2::{
+        AuthType, ClientId, DeviceAuthorizationUrl, Scope, StandardDeviceAuthorizationResponse,
+        TokenResponse, TokenUrl,
+    };
+    let app = spawn_app().await;
+    let (client_id, _) = register_device_client(&app, "none").await;
+    let client = BasicClient::new(ClientId::new(client_id))
+        .set_auth_type(AuthType::RequestBody)
+        .set_token_uri(TokenUrl::new(app.url("/oauth/token")).unwrap())
+        .set_device_authorization_url(
+            DeviceAuthorizationUrl::new(app.url("/oauth/device_authorization")).unwrap(),
+        );
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let details: StandardDeviceAuthorizationResponse = client
+        .exchange_device_code()
+        .add_scope(Scope::new("mcp:read".into()))
+        .request_async(&http)
+        .await
+        .unwrap();
+    assert_eq!(details.interval(), std::time::Duration::from_secs(5));
+    let polls = async {
+        client
+            .exchange_device_access_token(&details)
+            .request_async(&http, tokio::time::sleep, None)
+            .await
+    };
+    let approval = async {
+        // After the first poll (answered authorization_pending), within the interval.
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let browser = signed_in_browser(&app).await;
+        answer(&app, &browser, details.user_code().secret(), "approve").await
+    };
+    let (tokens, (status, _)) = tokio::join!(polls, approval);
+    assert_eq!(status, StatusCode::OK);
+    let tokens = tokens.unwrap();
+    assert_eq!(
+        tokens.scopes().unwrap()[0].as_str(),
+        "mcp:read",
+        "the scope granted"
+    );
+    assert!(tokens.refresh_token().is_some());
+    ok(&call(
+        &app,
+        tokens.access_token().secret(),
+        "list_projects",
+        json!({}),
+    )
+    .await);
+}

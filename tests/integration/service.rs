@@ -408,3 +408,37 @@ async fn introspection_names_a_project_limited_tokens_project_and_grant() {
     assert!(v.get("project_id").is_none(), "{v}");
     assert_eq!(v["grant_type"], "authorization_code", "{v}");
 }
+
+/// The `oauth2` crate's client credentials grant (RFC 6749 §4.4), an independent client, with
+/// the service's secret by HTTP Basic: a token without a refresh token that lists the tools.
+#[tokio::test]
+async fn the_oauth2_crates_client_credentials_grant_gets_a_token() {
+    use oauth2::basic::BasicClient;
+    use oauth2::{ClientId, ClientSecret, Scope, TokenResponse, TokenUrl};
+    let app = spawn_app().await;
+    app.create_account(ALICE, "a-long-password").await;
+    let (id, secret) = add_client(&app, &["Nightly job", "--service", "--owner", ALICE]);
+    let client = BasicClient::new(ClientId::new(id))
+        .set_client_secret(ClientSecret::new(secret))
+        .set_token_uri(TokenUrl::new(app.url("/oauth/token")).unwrap());
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let token = client
+        .exchange_client_credentials()
+        .add_scope(Scope::new("mcp:read".into()))
+        .request_async(&http)
+        .await
+        .unwrap();
+    assert!(token.refresh_token().is_none());
+    assert_eq!(token.scopes().unwrap()[0].as_str(), "mcp:read");
+    let listed = crate::mcp::call(
+        &app,
+        token.access_token().secret(),
+        "list_projects",
+        json!({}),
+    )
+    .await;
+    ok(&listed);
+}
