@@ -13,7 +13,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
@@ -77,20 +77,13 @@ fn device_budget(ip: &str) -> Limit {
 
 /// `429` with `Retry-After` and `temporarily_unavailable` (RFC 6585 §4, RFC 6749 §5.2).
 fn throttled(retry_after: i64) -> Response {
-    (
-        StatusCode::TOO_MANY_REQUESTS,
-        [
-            (header::CACHE_CONTROL, "no-store".to_string()),
-            (header::RETRY_AFTER, retry_after.to_string()),
-        ],
-        Json(serde_json::json!({
-            "error": "temporarily_unavailable",
-            "error_description": format!(
-                "too many device authorizations from this address; retry after {retry_after} seconds"
-            ),
-        })),
-    )
-        .into_response()
+    OAuthError::Throttled {
+        description: format!(
+            "too many device authorizations from this address; retry after {retry_after} seconds"
+        ),
+        retry_after,
+    }
+    .into_response()
 }
 
 /// `POST /oauth/device_authorization` (RFC 8628 §3.1): the authenticated client's request,

@@ -67,6 +67,16 @@ pub enum OAuthError {
     /// `invalid_client`, which tells a client to throw its identity away.
     #[error("temporarily_unavailable")]
     ClientMetadataUnavailable,
+    /// `temporarily_unavailable` (429 Too Many Requests with `Retry-After`, RFC 6585 §4): the
+    /// caller's address spent its budget of something (registrations, device
+    /// authorizations); `description` names it, `retry_after` is in seconds.
+    #[error("temporarily_unavailable")]
+    Throttled {
+        /// Description.
+        description: String,
+        /// Seconds until the budget allows the next one.
+        retry_after: i64,
+    },
     /// `server_error` (500): an unexpected failure, details logged, not sent.
     #[error("server_error")]
     ServerError,
@@ -90,7 +100,8 @@ impl OAuthError {
             | OAuthError::ExpiredToken(d)
             | OAuthError::AccessDenied(d)
             | OAuthError::InvalidDpopProof(d) => d,
-            OAuthError::InvalidClient { description, .. } => description,
+            OAuthError::InvalidClient { description, .. }
+            | OAuthError::Throttled { description, .. } => description,
             OAuthError::ServerError => "the server could not complete the request",
             OAuthError::TemporarilyUnavailable => "the server is busy; try again in a few seconds",
             OAuthError::ClientMetadataUnavailable => {
@@ -103,6 +114,7 @@ impl OAuthError {
         match self {
             OAuthError::InvalidClient { .. } => StatusCode::UNAUTHORIZED,
             OAuthError::ServerError => StatusCode::INTERNAL_SERVER_ERROR,
+            OAuthError::Throttled { .. } => StatusCode::TOO_MANY_REQUESTS,
             OAuthError::TemporarilyUnavailable | OAuthError::ClientMetadataUnavailable => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -145,6 +157,9 @@ impl IntoResponse for OAuthError {
                 header::RETRY_AFTER,
                 HeaderValue::from_static(RETRY_AFTER_SECS),
             );
+        }
+        if let OAuthError::Throttled { retry_after, .. } = &self {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
         }
         if let OAuthError::InvalidClient { basic: true, .. } = self {
             h.insert(

@@ -206,20 +206,13 @@ pub fn registration_budget(state: &AppState, ip: &str, size: usize) -> Limit {
 /// The 429 of a spent registration budget (`Retry-After` in seconds).
 fn throttled(retry_after: i64) -> Response {
     metrics::counter!(crate::metrics::REGISTRATIONS, "outcome" => "throttled").increment(1);
-    (
-        StatusCode::TOO_MANY_REQUESTS,
-        [
-            (header::CACHE_CONTROL, "no-store".to_string()),
-            (header::RETRY_AFTER, retry_after.to_string()),
-        ],
-        axum::Json(json!({
-            "error": "temporarily_unavailable",
-            "error_description": format!(
-                "too many registrations from this address; retry after {retry_after} seconds"
-            ),
-        })),
-    )
-        .into_response()
+    OAuthError::Throttled {
+        description: format!(
+            "too many registrations from this address; retry after {retry_after} seconds"
+        ),
+        retry_after,
+    }
+    .into_response()
 }
 
 async fn registration_limit(
