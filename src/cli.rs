@@ -26,7 +26,7 @@ use crate::store::keys::ApiKeyRecord;
 use crate::store::oauth::ClientRecord;
 use crate::store::services::NewService;
 use crate::store::workloads::WorkloadIdentity;
-use crate::store::{StoreError, now};
+use crate::store::{Store, StoreError, now};
 
 pub mod audit;
 pub mod backup;
@@ -374,7 +374,30 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             unreachable!("handled before")
         }
         Command::Migrate => "migrations applied".to_string(),
-        Command::Account(AccountCommand::Add { email, .. }) => {
+        Command::Account(command) => run_account(config, &store, command, now).await?,
+        Command::Project(command) => run_project(&store, command, now).await?,
+        Command::Client(command) => run_client(config, &store, command, now).await?,
+        Command::Key(command) => run_key(&store, command, now).await?,
+        Command::Url(command) => url::run(config, &store, command, now).await?,
+        Command::Audit(args) => audit::run(&store, args, now).await?,
+        Command::Upstream(command) => upstream::run(config, &store, command, now).await?,
+        Command::Resource(command) => resource::run(config, &store, command, now).await?,
+        Command::Idp(command) => idp::run(config, &store, command, now).await?,
+        Command::SigningKey(command) => resource::run_signing_key(&store, command, now).await?,
+    };
+    store.close().await;
+    Ok(out)
+}
+
+/// Runs one `gatehouse account …` command; returns what to print.
+async fn run_account(
+    config: &Config,
+    store: &Store,
+    command: AccountCommand,
+    now: i64,
+) -> Result<String, CliError> {
+    let out = match command {
+        AccountCommand::Add { email, .. } => {
             let email =
                 Email::parse(&email).map_err(|e| CliError(format!("invalid email: {e}")))?;
             let hash = password_from_stdin().await?;
@@ -389,7 +412,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                     other => other.into(),
                 })?;
             cli_audit(
-                &store,
+                store,
                 "account_created",
                 Some(&account.id),
                 Some(email.as_str()),
@@ -399,10 +422,10 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             .await;
             format!("created account {} ({})", account.email, account.id)
         }
-        Command::Account(AccountCommand::Disable { email }) => {
+        AccountCommand::Disable { email } => {
             let email =
                 Email::parse(&email).map_err(|e| CliError(format!("invalid email: {e}")))?;
-            let account = find_account(&store, email.as_str()).await?;
+            let account = find_account(store, email.as_str()).await?;
             store
                 .set_account_status(&email, AccountStatus::Disabled)
                 .await
@@ -416,7 +439,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             // used up so that none is redeemed later, even if the account is enabled again.
             store.use_up_codes_of_account(&account, now).await?;
             cli_audit(
-                &store,
+                store,
                 "account_disabled",
                 Some(&account),
                 Some(email.as_str()),
@@ -426,15 +449,15 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             .await;
             format!("disabled account {}", email.as_str())
         }
-        Command::Account(AccountCommand::Enable { email }) => {
+        AccountCommand::Enable { email } => {
             let email =
                 Email::parse(&email).map_err(|e| CliError(format!("invalid email: {e}")))?;
-            let account = find_account(&store, email.as_str()).await?;
+            let account = find_account(store, email.as_str()).await?;
             store
                 .set_account_status(&email, AccountStatus::Active)
                 .await?;
             cli_audit(
-                &store,
+                store,
                 "account_enabled",
                 Some(&account),
                 Some(email.as_str()),
@@ -444,7 +467,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             .await;
             format!("enabled account {}", email.as_str())
         }
-        Command::Account(AccountCommand::List) => {
+        AccountCommand::List => {
             let accounts = store.list_accounts().await?;
             listing(
                 "EMAIL\tID\tSTATUS\tCREATED\tROLE",
@@ -461,14 +484,14 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 "no accounts",
             )
         }
-        Command::Account(AccountCommand::Admin { email, revoke }) => {
-            let account = find_account_record(&store, &email).await?;
+        AccountCommand::Admin { email, revoke } => {
+            let account = find_account_record(store, &email).await?;
             let email = Email::parse(&account.email)
                 .map_err(|e| CliError(format!("invalid email: {e}")))?;
             let changed = store.set_account_admin(&email, !revoke).await?;
             if changed {
                 cli_audit(
-                    &store,
+                    store,
                     if revoke {
                         "operator_revoked"
                     } else {
@@ -491,13 +514,13 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 (true, false) => format!("{} was not an operator", email.as_str()),
             }
         }
-        Command::Account(AccountCommand::SetPassword { email, .. }) => {
-            let account = find_account_record(&store, &email).await?;
+        AccountCommand::SetPassword { email, .. } => {
+            let account = find_account_record(store, &email).await?;
             let hash = password_from_stdin().await?;
             store.set_password_hash(&account.id, &hash, true).await?;
             store.void_reset_tokens(&account.id, now).await?;
             crate::web::recovery::after_password_reset(
-                &store,
+                store,
                 &account,
                 None,
                 "actor=cli set-password",
@@ -509,13 +532,13 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 account.email
             )
         }
-        Command::Account(AccountCommand::ResetLink { email }) => {
-            let account = find_account_record(&store, &email).await?;
+        AccountCommand::ResetLink { email } => {
+            let account = find_account_record(store, &email).await?;
             let link =
-                crate::web::recovery::new_reset_link(&store, |p| config.url(p), &account, now)
+                crate::web::recovery::new_reset_link(store, |p| config.url(p), &account, now)
                     .await?;
             cli_audit(
-                &store,
+                store,
                 "password_reset_requested",
                 Some(&account.id),
                 Some(&account.email),
@@ -535,18 +558,18 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             }
             out
         }
-        Command::Account(AccountCommand::Quota {
+        AccountCommand::Quota {
             email,
             calls_per_hour,
             default: _,
-        }) => {
+        } => {
             let max = crate::config::MAX_QUOTA_CALLS_PER_HOUR;
             if calls_per_hour.is_some_and(|n| n > max) {
                 return Err(CliError(format!(
                     "--calls-per-hour must be from 0 (unlimited) to {max}"
                 )));
             }
-            let account = find_account(&store, &email).await?;
+            let account = find_account(store, &email).await?;
             store
                 .set_account_calls_per_hour(&account, calls_per_hour)
                 .await?;
@@ -568,7 +591,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 ),
             };
             cli_audit(
-                &store,
+                store,
                 "account_quota_set",
                 Some(&account),
                 Some(&email),
@@ -578,12 +601,19 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             .await;
             format!("account {email}: {budget}")
         }
-        Command::Project(ProjectCommand::Add { name, owner }) => {
+    };
+    Ok(out)
+}
+
+/// Runs one `gatehouse project …` command; returns what to print.
+async fn run_project(store: &Store, command: ProjectCommand, now: i64) -> Result<String, CliError> {
+    let out = match command {
+        ProjectCommand::Add { name, owner } => {
             let name = crate::domain::account::parse_project_name(&name).map_err(CliError)?;
-            let account = find_account(&store, &owner).await?;
+            let account = find_account(store, &owner).await?;
             let project = store.create_project(name, &account, now).await?;
             cli_audit(
-                &store,
+                store,
                 "project_created",
                 Some(&account),
                 Some(&project),
@@ -593,15 +623,15 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             .await;
             project
         }
-        Command::Project(ProjectCommand::AddMember {
+        ProjectCommand::AddMember {
             project_id,
             email,
             role,
-        }) => {
+        } => {
             let role: Role = role
                 .parse()
                 .map_err(|_| CliError(format!("invalid role \"{role}\": use read or write")))?;
-            let account = find_account(&store, &email).await?;
+            let account = find_account(store, &email).await?;
             store
                 .add_member(&project_id, &account, role, now)
                 .await
@@ -610,7 +640,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                     other => other.into(),
                 })?;
             cli_audit(
-                &store,
+                store,
                 "member_added",
                 Some(&account),
                 Some(&project_id),
@@ -620,8 +650,8 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             .await;
             format!("{email} is now a {} member of {project_id}", role.as_str())
         }
-        Command::Project(ProjectCommand::List { account }) => {
-            let member = account_filter(&store, account.as_deref()).await?;
+        ProjectCommand::List { account } => {
+            let member = account_filter(store, account.as_deref()).await?;
             let projects = store.project_listing(member.as_deref()).await?;
             listing(
                 "ID\tNAME\tOWNER\tSTATUS\tMEMBERS\tCREATED",
@@ -639,8 +669,8 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 "no projects",
             )
         }
-        Command::Project(ProjectCommand::RemoveMember { project_id, email }) => {
-            let account = find_account(&store, &email).await?;
+        ProjectCommand::RemoveMember { project_id, email } => {
+            let account = find_account(store, &email).await?;
             let Some(owner) = store.project_owner(&project_id).await? else {
                 return Err(CliError(format!("no project with id {project_id}")));
             };
@@ -655,7 +685,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 )));
             }
             cli_audit(
-                &store,
+                store,
                 "member_removed",
                 Some(&account),
                 Some(&project_id),
@@ -665,7 +695,19 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             .await;
             format!("removed {email} from {project_id}")
         }
-        Command::Client(ClientCommand::List) => {
+    };
+    Ok(out)
+}
+
+/// Runs one `gatehouse client …` command; returns what to print.
+async fn run_client(
+    config: &Config,
+    store: &Store,
+    command: ClientCommand,
+    now: i64,
+) -> Result<String, CliError> {
+    let out = match command {
+        ClientCommand::List => {
             let clients = store.clients().await?;
             listing(
                 "CLIENT_ID\tNAME\tKIND\tAUTH\tGRANTS\tCREATED\tSTATUS",
@@ -695,7 +737,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 "no clients",
             )
         }
-        Command::Client(ClientCommand::Revoke { client_id }) => {
+        ClientCommand::Revoke { client_id } => {
             use crate::store::oauth::ClientRevocation;
             match store.revoke_client(&client_id, now).await? {
                 ClientRevocation::Revoked => {}
@@ -720,7 +762,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 .await;
             format!("revoked client {client_id} and every grant and token it held")
         }
-        Command::Client(ClientCommand::Add {
+        ClientCommand::Add {
             name,
             introspect,
             service,
@@ -732,7 +774,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
             workload_issuer,
             workload_subject,
             workload_jwks_uri,
-        }) => {
+        } => {
             let name = name.trim();
             if name.is_empty() || name.chars().count() > 200 {
                 return Err(CliError(
@@ -824,7 +866,7 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                         .await;
                 }
                 Some(owner) => {
-                    let account_id = find_active_account(&store, &owner).await?;
+                    let account_id = find_active_account(store, &owner).await?;
                     if let Some(project_id) = &project
                         && store.membership(&account_id, project_id).await?.is_none()
                     {
@@ -901,22 +943,14 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
                 }
             }
         }
-        Command::Key(command) => run_key(&store, command, now).await?,
-        Command::Url(command) => url::run(config, &store, command, now).await?,
-        Command::Audit(args) => audit::run(&store, args, now).await?,
-        Command::Upstream(command) => upstream::run(config, &store, command, now).await?,
-        Command::Resource(command) => resource::run(config, &store, command, now).await?,
-        Command::Idp(command) => idp::run(config, &store, command, now).await?,
-        Command::SigningKey(command) => resource::run_signing_key(&store, command, now).await?,
     };
-    store.close().await;
     Ok(out)
 }
 
 /// The id of active account `email` that a new key or URL acts for, after checking it is a
 /// member of `project` (when given).
 async fn credential_owner(
-    store: &crate::store::Store,
+    store: &Store,
     email: &str,
     project: Option<&str>,
 ) -> Result<String, CliError> {
@@ -933,7 +967,7 @@ async fn credential_owner(
 
 /// `gatehouse key revoke` and `gatehouse url revoke`.
 async fn revoke_credential(
-    store: &crate::store::Store,
+    store: &Store,
     kind: CredentialKind,
     id: &str,
     now: i64,
@@ -950,11 +984,7 @@ async fn revoke_credential(
 }
 
 /// `gatehouse key create|list|revoke`.
-async fn run_key(
-    store: &crate::store::Store,
-    command: KeyCommand,
-    now: i64,
-) -> Result<String, CliError> {
+async fn run_key(store: &Store, command: KeyCommand, now: i64) -> Result<String, CliError> {
     match command {
         KeyCommand::Create {
             account,
@@ -1034,7 +1064,7 @@ async fn run_key(
 /// Records a change made on the command line: actor `cli` (in the detail), no source
 /// address, never a secret.
 async fn cli_audit(
-    store: &crate::store::Store,
+    store: &Store,
     event: &'static str,
     account_id: Option<&str>,
     subject: Option<&str>,
@@ -1088,10 +1118,7 @@ fn listing(header: &str, lines: impl Iterator<Item = String>, empty: &str) -> St
 }
 
 /// The account a `list` command's `--account EMAIL` names (`None`: every account).
-async fn account_filter(
-    store: &crate::store::Store,
-    email: Option<&str>,
-) -> Result<Option<String>, CliError> {
+async fn account_filter(store: &Store, email: Option<&str>) -> Result<Option<String>, CliError> {
     match email {
         Some(email) => Ok(Some(find_account(store, email).await?)),
         None => Ok(None),
@@ -1153,7 +1180,7 @@ fn read_jwks_file(path: &std::path::Path) -> Result<serde_json::Value, CliError>
 
 /// The id of the active account with this email, for credentials that act for it (a key or
 /// service client of a disabled account would not work).
-async fn find_active_account(store: &crate::store::Store, email: &str) -> Result<String, CliError> {
+async fn find_active_account(store: &Store, email: &str) -> Result<String, CliError> {
     let email = Email::parse(email).map_err(|e| CliError(format!("invalid email: {e}")))?;
     let account = store
         .account_by_email(&email)
@@ -1185,7 +1212,7 @@ async fn password_from_stdin() -> Result<String, CliError> {
 
 /// The account with `email`. Errors: an invalid email, no such account.
 async fn find_account_record(
-    store: &crate::store::Store,
+    store: &Store,
     email: &str,
 ) -> Result<crate::store::accounts::Account, CliError> {
     let email = Email::parse(email).map_err(|e| CliError(format!("invalid email: {e}")))?;
@@ -1195,7 +1222,7 @@ async fn find_account_record(
         .ok_or_else(|| CliError(format!("no account with email {}", email.as_str())))
 }
 
-async fn find_account(store: &crate::store::Store, email: &str) -> Result<String, CliError> {
+async fn find_account(store: &Store, email: &str) -> Result<String, CliError> {
     let email = Email::parse(email).map_err(|e| CliError(format!("invalid email: {e}")))?;
     match store.account_by_email(&email).await? {
         Some(a) => Ok(a.id),
