@@ -8,7 +8,7 @@
 use std::io::BufRead;
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 use crate::app::open_store;
 use crate::config::Config;
@@ -165,54 +165,58 @@ pub enum KeyCommand {
     },
 }
 
+/// The arguments of `gatehouse client add`.
+#[derive(Debug, Args)]
+pub struct ClientAddArgs {
+    /// A name for the service.
+    pub name: String,
+    /// Allow it to call the introspection endpoint (RFC 7662).
+    #[arg(long)]
+    pub introspect: bool,
+    /// Make a service client that gets access tokens with `client_credentials` (RFC 6749
+    /// §4.4), acting for the --owner account.
+    #[arg(long, requires = "owner")]
+    pub service: bool,
+    /// Email of the account a service client acts for.
+    #[arg(long, requires = "service")]
+    pub owner: Option<String>,
+    /// Limit a service client to this project (the owner must be a member).
+    #[arg(long, value_name = "PROJECT_ID", requires = "service")]
+    pub project: Option<String>,
+    /// Let a service client write (mcp:write); the owner's role still limits it.
+    #[arg(long, requires = "service")]
+    pub write: bool,
+    /// The https URL of the service's public keys (a JWK Set): it authenticates with
+    /// `private_key_jwt` assertions it signs (RFC 7523 §2.2) instead of a secret.
+    #[arg(long, value_name = "URL", requires = "service")]
+    pub jwks_uri: Option<String>,
+    /// A file holding the service's public keys (a JWK Set, JSON), kept with the client
+    /// instead of fetched from a URL: it authenticates with `private_key_jwt` assertions
+    /// as with --jwks-uri. Private key members are refused.
+    #[arg(long, value_name = "FILE", requires = "service", conflicts_with_all = ["jwks_uri", "workload_issuer"])]
+    pub jwks_file: Option<PathBuf>,
+    /// Workload identity (MCP's draft workload identity federation extension): the issuer
+    /// of the JWTs the workload presents with the JWT-bearer grant (RFC 7523 §2.1) instead
+    /// of a secret, e.g. a Kubernetes cluster's service-account issuer or a SPIFFE trust
+    /// domain's OIDC discovery URL (https; plain http only on a loopback host).
+    #[arg(long, value_name = "URL", requires_all = ["service", "workload_subject"], conflicts_with = "jwks_uri")]
+    pub workload_issuer: Option<String>,
+    /// The workload's `sub`, e.g. `system:serviceaccount:NAMESPACE:NAME` or
+    /// `spiffe://TRUST_DOMAIN/PATH`.
+    #[arg(long, value_name = "SUB", requires = "workload_issuer")]
+    pub workload_subject: Option<String>,
+    /// The issuer's key set, when it publishes no OpenID Connect discovery document
+    /// (default: the `jwks_uri` of `ISSUER/.well-known/openid-configuration`).
+    #[arg(long, value_name = "URL", requires = "workload_issuer")]
+    pub workload_jwks_uri: Option<String>,
+}
+
 /// `gatehouse client …`
 #[derive(Debug, Subcommand)]
 pub enum ClientCommand {
     /// Create a confidential client (`client_secret_basic`) for a service; prints its id and
     /// secret once.
-    Add {
-        /// A name for the service.
-        name: String,
-        /// Allow it to call the introspection endpoint (RFC 7662).
-        #[arg(long)]
-        introspect: bool,
-        /// Make a service client that gets access tokens with `client_credentials` (RFC 6749
-        /// §4.4), acting for the --owner account.
-        #[arg(long, requires = "owner")]
-        service: bool,
-        /// Email of the account a service client acts for.
-        #[arg(long, requires = "service")]
-        owner: Option<String>,
-        /// Limit a service client to this project (the owner must be a member).
-        #[arg(long, value_name = "PROJECT_ID", requires = "service")]
-        project: Option<String>,
-        /// Let a service client write (mcp:write); the owner's role still limits it.
-        #[arg(long, requires = "service")]
-        write: bool,
-        /// The https URL of the service's public keys (a JWK Set): it authenticates with
-        /// `private_key_jwt` assertions it signs (RFC 7523 §2.2) instead of a secret.
-        #[arg(long, value_name = "URL", requires = "service")]
-        jwks_uri: Option<String>,
-        /// A file holding the service's public keys (a JWK Set, JSON), kept with the client
-        /// instead of fetched from a URL: it authenticates with `private_key_jwt` assertions
-        /// as with --jwks-uri. Private key members are refused.
-        #[arg(long, value_name = "FILE", requires = "service", conflicts_with_all = ["jwks_uri", "workload_issuer"])]
-        jwks_file: Option<PathBuf>,
-        /// Workload identity (MCP's draft workload identity federation extension): the issuer
-        /// of the JWTs the workload presents with the JWT-bearer grant (RFC 7523 §2.1) instead
-        /// of a secret, e.g. a Kubernetes cluster's service-account issuer or a SPIFFE trust
-        /// domain's OIDC discovery URL (https; plain http only on a loopback host).
-        #[arg(long, value_name = "URL", requires_all = ["service", "workload_subject"], conflicts_with = "jwks_uri")]
-        workload_issuer: Option<String>,
-        /// The workload's `sub`, e.g. `system:serviceaccount:NAMESPACE:NAME` or
-        /// `spiffe://TRUST_DOMAIN/PATH`.
-        #[arg(long, value_name = "SUB", requires = "workload_issuer")]
-        workload_subject: Option<String>,
-        /// The issuer's key set, when it publishes no OpenID Connect discovery document
-        /// (default: the `jwks_uri` of `ISSUER/.well-known/openid-configuration`).
-        #[arg(long, value_name = "URL", requires = "workload_issuer")]
-        workload_jwks_uri: Option<String>,
-    },
+    Add(ClientAddArgs),
     /// List registered clients, newest first (never a secret): id, name, kind, authentication
     /// method, live grants, when created, status.
     List,
@@ -699,6 +703,197 @@ async fn run_project(store: &Store, command: ProjectCommand, now: i64) -> Result
     Ok(out)
 }
 
+/// `gatehouse client add`: a confidential client with a secret, an introspecting client, a
+/// service client (secret, published or filed keys, or a workload identity); returns what to
+/// print (the secret once).
+async fn client_add(
+    config: &Config,
+    store: &Store,
+    args: ClientAddArgs,
+    now: i64,
+) -> Result<String, CliError> {
+    let ClientAddArgs {
+        name,
+        introspect,
+        service,
+        owner,
+        project,
+        write,
+        jwks_uri,
+        jwks_file,
+        workload_issuer,
+        workload_subject,
+        workload_jwks_uri,
+    } = args;
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 200 {
+        return Err(CliError(
+            "client name must be 1 to 200 characters".to_string(),
+        ));
+    }
+    check_line(name).map_err(|e| CliError(format!("client name {e}")))?;
+    if let Some(uri) = &jwks_uri {
+        validate_jwks_uri(uri).map_err(|e| CliError(format!("--jwks-uri: {e}")))?;
+    }
+    let jwks = jwks_file.as_deref().map(read_jwks_file).transpose()?;
+    let signs_assertions = jwks_uri.is_some() || jwks.is_some();
+    let client_id = format!("gc_{}", random_urlsafe(18));
+    let workload = match (&workload_issuer, &workload_subject) {
+        (Some(issuer), Some(subject)) => {
+            for (flag, uri) in [
+                ("--workload-issuer", Some(issuer)),
+                ("--workload-jwks-uri", workload_jwks_uri.as_ref()),
+            ] {
+                if let Some(uri) = uri {
+                    crate::clients::validate_trusted_uri(uri)
+                        .map_err(|e| CliError(format!("{flag}: {e}")))?;
+                }
+            }
+            let subject = subject.trim();
+            if subject.is_empty() || subject.len() > 500 {
+                return Err(CliError(
+                    "--workload-subject must be 1 to 500 characters".to_string(),
+                ));
+            }
+            check_line(subject).map_err(|e| CliError(format!("--workload-subject {e}")))?;
+            Some(WorkloadIdentity {
+                client_id: client_id.clone(),
+                issuer: issuer.clone(),
+                subject: subject.to_string(),
+                jwks_uri: workload_jwks_uri.clone(),
+            })
+        }
+        _ => None,
+    };
+    // A service with published keys signs assertions, a workload presents its
+    // platform's JWT; any other client gets a secret.
+    let secret = (!signs_assertions && workload.is_none())
+        .then(|| Secret::generate(TokenKind::ClientSecret));
+    let mut metadata = serde_json::json!({"client_name": name});
+    if let Some(uri) = &jwks_uri {
+        metadata["jwks_uri"] = serde_json::json!(uri);
+    }
+    if let Some(jwks) = jwks {
+        metadata["jwks"] = jwks;
+    }
+    let mut record = ClientRecord {
+        client_id: client_id.clone(),
+        client_secret_hash: secret.as_ref().map(Secret::hash),
+        token_endpoint_auth_method: if signs_assertions {
+            PRIVATE_KEY_JWT.into()
+        } else if workload.is_some() {
+            "none".into()
+        } else {
+            "client_secret_basic".into()
+        },
+        client_name: Some(name.to_string()),
+        redirect_uris: Vec::new(),
+        grant_types: Vec::new(),
+        scope: None,
+        metadata,
+        can_introspect: introspect,
+        created_at: now,
+    };
+    match owner.filter(|_| service) {
+        None => {
+            store.create_client(&record).await?;
+            let detail = if introspect {
+                "actor=cli introspect"
+            } else {
+                "actor=cli"
+            };
+            store
+                .audit(
+                    AuditEvent {
+                        event: "client_created",
+                        outcome: "success",
+                        client_id: Some(&client_id),
+                        detail: Some(detail),
+                        ..Default::default()
+                    },
+                    now,
+                )
+                .await;
+        }
+        Some(owner) => {
+            let account_id = find_active_account(store, &owner).await?;
+            if let Some(project_id) = &project
+                && store.membership(&account_id, project_id).await?.is_none()
+            {
+                return Err(CliError(format!(
+                    "{owner} is not a member of an active project with id {project_id}"
+                )));
+            }
+            let scope = key_scopes(write).to_string();
+            record.grant_types = vec![if workload.is_some() {
+                crate::domain::client_assertion::JWT_BEARER_GRANT.into()
+            } else {
+                "client_credentials".into()
+            }];
+            record.scope = Some(scope.clone());
+            let service = NewService {
+                account_id: &account_id,
+                project_id: project.as_deref(),
+                scope: &scope,
+                resource: &config.mcp_server_url,
+                issuer: &config.issuer,
+            };
+            match &workload {
+                Some(w) => {
+                    store
+                        .create_workload_client(&record, &service, w, now)
+                        .await?;
+                }
+                None => store.create_service_client(&record, &service, now).await?,
+            }
+            store
+                .audit(
+                    AuditEvent {
+                        event: "client_created",
+                        outcome: "success",
+                        account_id: Some(&account_id),
+                        client_id: Some(&client_id),
+                        subject: project.as_deref(),
+                        source_ip: None,
+                        detail: Some(&match &workload {
+                            Some(w) => format!(
+                                "actor=cli service scope={scope} workload_issuer={}",
+                                w.issuer
+                            ),
+                            None => format!("actor=cli service scope={scope}"),
+                        }),
+                    },
+                    now,
+                )
+                .await;
+        }
+    }
+    Ok(if let Some(w) = &workload {
+        format!(
+            "client_id: {client_id}\ngrant_type: {}\nworkload_issuer: {}\nworkload_subject: {}\n(the workload presents a JWT of this issuer and subject, aud {}, as the assertion)",
+            crate::domain::client_assertion::JWT_BEARER_GRANT,
+            w.issuer,
+            w.subject,
+            config.issuer
+        )
+    } else {
+        match &secret {
+            Some(secret) => format!(
+                "client_id: {client_id}\nclient_secret: {}\n(the secret is shown once; it is stored hashed)",
+                secret.expose()
+            ),
+            None => format!(
+                "client_id: {client_id}\ntoken_endpoint_auth_method: private_key_jwt\n(assertions signed with a key of {})",
+                match (&jwks_uri, &jwks_file) {
+                    (Some(uri), _) => uri.clone(),
+                    (None, Some(file)) => format!("the set read from {}", file.display()),
+                    (None, None) => String::new(),
+                }
+            ),
+        }
+    })
+}
+
 /// Runs one `gatehouse client …` command; returns what to print.
 async fn run_client(
     config: &Config,
@@ -762,187 +957,7 @@ async fn run_client(
                 .await;
             format!("revoked client {client_id} and every grant and token it held")
         }
-        ClientCommand::Add {
-            name,
-            introspect,
-            service,
-            owner,
-            project,
-            write,
-            jwks_uri,
-            jwks_file,
-            workload_issuer,
-            workload_subject,
-            workload_jwks_uri,
-        } => {
-            let name = name.trim();
-            if name.is_empty() || name.chars().count() > 200 {
-                return Err(CliError(
-                    "client name must be 1 to 200 characters".to_string(),
-                ));
-            }
-            check_line(name).map_err(|e| CliError(format!("client name {e}")))?;
-            if let Some(uri) = &jwks_uri {
-                validate_jwks_uri(uri).map_err(|e| CliError(format!("--jwks-uri: {e}")))?;
-            }
-            let jwks = jwks_file.as_deref().map(read_jwks_file).transpose()?;
-            let signs_assertions = jwks_uri.is_some() || jwks.is_some();
-            let client_id = format!("gc_{}", random_urlsafe(18));
-            let workload = match (&workload_issuer, &workload_subject) {
-                (Some(issuer), Some(subject)) => {
-                    for (flag, uri) in [
-                        ("--workload-issuer", Some(issuer)),
-                        ("--workload-jwks-uri", workload_jwks_uri.as_ref()),
-                    ] {
-                        if let Some(uri) = uri {
-                            crate::clients::validate_trusted_uri(uri)
-                                .map_err(|e| CliError(format!("{flag}: {e}")))?;
-                        }
-                    }
-                    let subject = subject.trim();
-                    if subject.is_empty() || subject.len() > 500 {
-                        return Err(CliError(
-                            "--workload-subject must be 1 to 500 characters".to_string(),
-                        ));
-                    }
-                    check_line(subject).map_err(|e| CliError(format!("--workload-subject {e}")))?;
-                    Some(WorkloadIdentity {
-                        client_id: client_id.clone(),
-                        issuer: issuer.clone(),
-                        subject: subject.to_string(),
-                        jwks_uri: workload_jwks_uri.clone(),
-                    })
-                }
-                _ => None,
-            };
-            // A service with published keys signs assertions, a workload presents its
-            // platform's JWT; any other client gets a secret.
-            let secret = (!signs_assertions && workload.is_none())
-                .then(|| Secret::generate(TokenKind::ClientSecret));
-            let mut metadata = serde_json::json!({"client_name": name});
-            if let Some(uri) = &jwks_uri {
-                metadata["jwks_uri"] = serde_json::json!(uri);
-            }
-            if let Some(jwks) = jwks {
-                metadata["jwks"] = jwks;
-            }
-            let mut record = ClientRecord {
-                client_id: client_id.clone(),
-                client_secret_hash: secret.as_ref().map(Secret::hash),
-                token_endpoint_auth_method: if signs_assertions {
-                    PRIVATE_KEY_JWT.into()
-                } else if workload.is_some() {
-                    "none".into()
-                } else {
-                    "client_secret_basic".into()
-                },
-                client_name: Some(name.to_string()),
-                redirect_uris: Vec::new(),
-                grant_types: Vec::new(),
-                scope: None,
-                metadata,
-                can_introspect: introspect,
-                created_at: now,
-            };
-            match owner.filter(|_| service) {
-                None => {
-                    store.create_client(&record).await?;
-                    let detail = if introspect {
-                        "actor=cli introspect"
-                    } else {
-                        "actor=cli"
-                    };
-                    store
-                        .audit(
-                            AuditEvent {
-                                event: "client_created",
-                                outcome: "success",
-                                client_id: Some(&client_id),
-                                detail: Some(detail),
-                                ..Default::default()
-                            },
-                            now,
-                        )
-                        .await;
-                }
-                Some(owner) => {
-                    let account_id = find_active_account(store, &owner).await?;
-                    if let Some(project_id) = &project
-                        && store.membership(&account_id, project_id).await?.is_none()
-                    {
-                        return Err(CliError(format!(
-                            "{owner} is not a member of an active project with id {project_id}"
-                        )));
-                    }
-                    let scope = key_scopes(write).to_string();
-                    record.grant_types = vec![if workload.is_some() {
-                        crate::domain::client_assertion::JWT_BEARER_GRANT.into()
-                    } else {
-                        "client_credentials".into()
-                    }];
-                    record.scope = Some(scope.clone());
-                    let service = NewService {
-                        account_id: &account_id,
-                        project_id: project.as_deref(),
-                        scope: &scope,
-                        resource: &config.mcp_server_url,
-                        issuer: &config.issuer,
-                    };
-                    match &workload {
-                        Some(w) => {
-                            store
-                                .create_workload_client(&record, &service, w, now)
-                                .await?;
-                        }
-                        None => store.create_service_client(&record, &service, now).await?,
-                    }
-                    store
-                        .audit(
-                            AuditEvent {
-                                event: "client_created",
-                                outcome: "success",
-                                account_id: Some(&account_id),
-                                client_id: Some(&client_id),
-                                subject: project.as_deref(),
-                                source_ip: None,
-                                detail: Some(&match &workload {
-                                    Some(w) => format!(
-                                        "actor=cli service scope={scope} workload_issuer={}",
-                                        w.issuer
-                                    ),
-                                    None => format!("actor=cli service scope={scope}"),
-                                }),
-                            },
-                            now,
-                        )
-                        .await;
-                }
-            }
-            if let Some(w) = &workload {
-                format!(
-                    "client_id: {client_id}\ngrant_type: {}\nworkload_issuer: {}\nworkload_subject: {}\n(the workload presents a JWT of this issuer and subject, aud {}, as the assertion)",
-                    crate::domain::client_assertion::JWT_BEARER_GRANT,
-                    w.issuer,
-                    w.subject,
-                    config.issuer
-                )
-            } else {
-                match &secret {
-                    Some(secret) => format!(
-                        "client_id: {client_id}\nclient_secret: {}\n(the secret is shown once; it is stored hashed)",
-                        secret.expose()
-                    ),
-                    None => format!(
-                        "client_id: {client_id}\ntoken_endpoint_auth_method: private_key_jwt\n(assertions signed with a key of {})",
-                        match (&jwks_uri, &jwks_file) {
-                            (Some(uri), _) => uri.clone(),
-                            (None, Some(file)) => format!("the set read from {}", file.display()),
-                            (None, None) => String::new(),
-                        }
-                    ),
-                }
-            }
-        }
+        ClientCommand::Add(args) => client_add(config, store, args, now).await?,
     };
     Ok(out)
 }
