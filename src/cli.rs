@@ -393,6 +393,250 @@ pub async fn run_admin(config: &Config, command: Command) -> Result<String, CliE
     Ok(out)
 }
 
+/// `gatehouse account add`; returns what to print.
+async fn account_add(store: &Store, email: String, now: i64) -> Result<String, CliError> {
+    Ok({
+        let email = Email::parse(&email).map_err(|e| CliError(format!("invalid email: {e}")))?;
+        let hash = password_from_stdin().await?;
+        let account = store
+            .create_account(&email, &hash, now)
+            .await
+            .map_err(|e| match e {
+                StoreError::Conflict(_) => CliError(format!(
+                    "an account with email {} already exists",
+                    email.as_str()
+                )),
+                other => other.into(),
+            })?;
+        cli_audit(
+            store,
+            "account_created",
+            Some(&account.id),
+            Some(email.as_str()),
+            None,
+            now,
+        )
+        .await;
+        format!("created account {} ({})", account.email, account.id)
+    })
+}
+
+/// `gatehouse account disable`; returns what to print.
+async fn account_disable(store: &Store, email: String, now: i64) -> Result<String, CliError> {
+    Ok({
+        let email = Email::parse(&email).map_err(|e| CliError(format!("invalid email: {e}")))?;
+        let account = find_account(store, email.as_str()).await?;
+        store
+            .set_account_status(&email, AccountStatus::Disabled)
+            .await
+            .map_err(|e| match e {
+                StoreError::NotFound(_) => {
+                    CliError(format!("no account with email {}", email.as_str()))
+                }
+                other => other.into(),
+            })?;
+        // Its tokens stop at once (every use checks the account); its pending codes are
+        // used up so that none is redeemed later, even if the account is enabled again.
+        store.use_up_codes_of_account(&account, now).await?;
+        cli_audit(
+            store,
+            "account_disabled",
+            Some(&account),
+            Some(email.as_str()),
+            None,
+            now,
+        )
+        .await;
+        format!("disabled account {}", email.as_str())
+    })
+}
+
+/// `gatehouse account enable`; returns what to print.
+async fn account_enable(store: &Store, email: String, now: i64) -> Result<String, CliError> {
+    Ok({
+        let email = Email::parse(&email).map_err(|e| CliError(format!("invalid email: {e}")))?;
+        let account = find_account(store, email.as_str()).await?;
+        store
+            .set_account_status(&email, AccountStatus::Active)
+            .await?;
+        cli_audit(
+            store,
+            "account_enabled",
+            Some(&account),
+            Some(email.as_str()),
+            None,
+            now,
+        )
+        .await;
+        format!("enabled account {}", email.as_str())
+    })
+}
+
+/// `gatehouse account list`; returns what to print.
+async fn account_list(store: &Store) -> Result<String, CliError> {
+    Ok({
+        let accounts = store.list_accounts().await?;
+        listing(
+            "EMAIL\tID\tSTATUS\tCREATED\tROLE",
+            accounts.iter().map(|a| {
+                [
+                    a.email.clone(),
+                    a.id.clone(),
+                    a.status.to_string(),
+                    timestamp(a.created_at),
+                    if a.admin { "operator" } else { "-" }.to_string(),
+                ]
+                .join("\t")
+            }),
+            "no accounts",
+        )
+    })
+}
+
+/// `gatehouse account admin`; returns what to print.
+async fn account_admin(
+    store: &Store,
+    email: String,
+    revoke: bool,
+    now: i64,
+) -> Result<String, CliError> {
+    Ok({
+        let account = find_account_record(store, &email).await?;
+        let email =
+            Email::parse(&account.email).map_err(|e| CliError(format!("invalid email: {e}")))?;
+        let changed = store.set_account_admin(&email, !revoke).await?;
+        if changed {
+            cli_audit(
+                store,
+                if revoke {
+                    "operator_revoked"
+                } else {
+                    "operator_granted"
+                },
+                Some(&account.id),
+                Some(email.as_str()),
+                None,
+                now,
+            )
+            .await;
+        }
+        match (revoke, changed) {
+            (false, true) => format!(
+                "{} is now an operator (the console's upstream page: /upstreams)",
+                email.as_str()
+            ),
+            (false, false) => format!("{} was already an operator", email.as_str()),
+            (true, true) => format!("{} is no longer an operator", email.as_str()),
+            (true, false) => format!("{} was not an operator", email.as_str()),
+        }
+    })
+}
+
+/// `gatehouse account set-password`; returns what to print.
+async fn account_set_password(store: &Store, email: String, now: i64) -> Result<String, CliError> {
+    Ok({
+        let account = find_account_record(store, &email).await?;
+        let hash = password_from_stdin().await?;
+        store.set_password_hash(&account.id, &hash, true).await?;
+        store.void_reset_tokens(&account.id, now).await?;
+        crate::web::recovery::after_password_reset(
+            store,
+            &account,
+            None,
+            "actor=cli set-password",
+            now,
+        )
+        .await?;
+        format!(
+            "set the password of {}; its browser sessions were signed out",
+            account.email
+        )
+    })
+}
+
+/// `gatehouse account reset-link`; returns what to print.
+async fn account_reset_link(
+    config: &Config,
+    store: &Store,
+    email: String,
+    now: i64,
+) -> Result<String, CliError> {
+    Ok({
+        let account = find_account_record(store, &email).await?;
+        let link =
+            crate::web::recovery::new_reset_link(store, |p| config.url(p), &account, now).await?;
+        cli_audit(
+            store,
+            "password_reset_requested",
+            Some(&account.id),
+            Some(&account.email),
+            Some("reset-link"),
+            now,
+        )
+        .await;
+        let mut out = format!(
+            "One-time link to choose a new password for {} (valid for one hour):\n{link}",
+            account.email
+        );
+        if account.status != AccountStatus::Active {
+            out.push_str(&format!(
+                "\nThe account is disabled: it cannot sign in until `gatehouse account enable {}`.",
+                account.email
+            ));
+        }
+        out
+    })
+}
+
+/// `gatehouse account quota`; returns what to print.
+async fn account_quota(
+    config: &Config,
+    store: &Store,
+    email: String,
+    calls_per_hour: Option<u64>,
+    now: i64,
+) -> Result<String, CliError> {
+    Ok({
+        let max = crate::config::MAX_QUOTA_CALLS_PER_HOUR;
+        if calls_per_hour.is_some_and(|n| n > max) {
+            return Err(CliError(format!(
+                "--calls-per-hour must be from 0 (unlimited) to {max}"
+            )));
+        }
+        let account = find_account(store, &email).await?;
+        store
+            .set_account_calls_per_hour(&account, calls_per_hour)
+            .await?;
+        let (budget, detail) = match calls_per_hour {
+            Some(0) => (
+                "unlimited tool calls".to_string(),
+                "calls_per_hour=0".to_string(),
+            ),
+            Some(n) => (
+                format!("{n} tool calls per rolling hour"),
+                format!("calls_per_hour={n}"),
+            ),
+            None => (
+                format!(
+                    "the server's default ({} tool calls per rolling hour, 0 = unlimited)",
+                    config.quota_calls_per_hour
+                ),
+                "calls_per_hour=default".to_string(),
+            ),
+        };
+        cli_audit(
+            store,
+            "account_quota_set",
+            Some(&account),
+            Some(&email),
+            Some(&detail),
+            now,
+        )
+        .await;
+        format!("account {email}: {budget}")
+    })
+}
+
 /// Runs one `gatehouse account …` command; returns what to print.
 async fn run_account(
     config: &Config,
@@ -401,210 +645,22 @@ async fn run_account(
     now: i64,
 ) -> Result<String, CliError> {
     let out = match command {
-        AccountCommand::Add { email, .. } => {
-            let email =
-                Email::parse(&email).map_err(|e| CliError(format!("invalid email: {e}")))?;
-            let hash = password_from_stdin().await?;
-            let account = store
-                .create_account(&email, &hash, now)
-                .await
-                .map_err(|e| match e {
-                    StoreError::Conflict(_) => CliError(format!(
-                        "an account with email {} already exists",
-                        email.as_str()
-                    )),
-                    other => other.into(),
-                })?;
-            cli_audit(
-                store,
-                "account_created",
-                Some(&account.id),
-                Some(email.as_str()),
-                None,
-                now,
-            )
-            .await;
-            format!("created account {} ({})", account.email, account.id)
-        }
-        AccountCommand::Disable { email } => {
-            let email =
-                Email::parse(&email).map_err(|e| CliError(format!("invalid email: {e}")))?;
-            let account = find_account(store, email.as_str()).await?;
-            store
-                .set_account_status(&email, AccountStatus::Disabled)
-                .await
-                .map_err(|e| match e {
-                    StoreError::NotFound(_) => {
-                        CliError(format!("no account with email {}", email.as_str()))
-                    }
-                    other => other.into(),
-                })?;
-            // Its tokens stop at once (every use checks the account); its pending codes are
-            // used up so that none is redeemed later, even if the account is enabled again.
-            store.use_up_codes_of_account(&account, now).await?;
-            cli_audit(
-                store,
-                "account_disabled",
-                Some(&account),
-                Some(email.as_str()),
-                None,
-                now,
-            )
-            .await;
-            format!("disabled account {}", email.as_str())
-        }
-        AccountCommand::Enable { email } => {
-            let email =
-                Email::parse(&email).map_err(|e| CliError(format!("invalid email: {e}")))?;
-            let account = find_account(store, email.as_str()).await?;
-            store
-                .set_account_status(&email, AccountStatus::Active)
-                .await?;
-            cli_audit(
-                store,
-                "account_enabled",
-                Some(&account),
-                Some(email.as_str()),
-                None,
-                now,
-            )
-            .await;
-            format!("enabled account {}", email.as_str())
-        }
-        AccountCommand::List => {
-            let accounts = store.list_accounts().await?;
-            listing(
-                "EMAIL\tID\tSTATUS\tCREATED\tROLE",
-                accounts.iter().map(|a| {
-                    [
-                        a.email.clone(),
-                        a.id.clone(),
-                        a.status.to_string(),
-                        timestamp(a.created_at),
-                        if a.admin { "operator" } else { "-" }.to_string(),
-                    ]
-                    .join("\t")
-                }),
-                "no accounts",
-            )
-        }
-        AccountCommand::Admin { email, revoke } => {
-            let account = find_account_record(store, &email).await?;
-            let email = Email::parse(&account.email)
-                .map_err(|e| CliError(format!("invalid email: {e}")))?;
-            let changed = store.set_account_admin(&email, !revoke).await?;
-            if changed {
-                cli_audit(
-                    store,
-                    if revoke {
-                        "operator_revoked"
-                    } else {
-                        "operator_granted"
-                    },
-                    Some(&account.id),
-                    Some(email.as_str()),
-                    None,
-                    now,
-                )
-                .await;
-            }
-            match (revoke, changed) {
-                (false, true) => format!(
-                    "{} is now an operator (the console's upstream page: /upstreams)",
-                    email.as_str()
-                ),
-                (false, false) => format!("{} was already an operator", email.as_str()),
-                (true, true) => format!("{} is no longer an operator", email.as_str()),
-                (true, false) => format!("{} was not an operator", email.as_str()),
-            }
-        }
+        AccountCommand::Add { email, .. } => account_add(store, email, now).await?,
+        AccountCommand::Disable { email } => account_disable(store, email, now).await?,
+        AccountCommand::Enable { email } => account_enable(store, email, now).await?,
+        AccountCommand::List => account_list(store).await?,
+        AccountCommand::Admin { email, revoke } => account_admin(store, email, revoke, now).await?,
         AccountCommand::SetPassword { email, .. } => {
-            let account = find_account_record(store, &email).await?;
-            let hash = password_from_stdin().await?;
-            store.set_password_hash(&account.id, &hash, true).await?;
-            store.void_reset_tokens(&account.id, now).await?;
-            crate::web::recovery::after_password_reset(
-                store,
-                &account,
-                None,
-                "actor=cli set-password",
-                now,
-            )
-            .await?;
-            format!(
-                "set the password of {}; its browser sessions were signed out",
-                account.email
-            )
+            account_set_password(store, email, now).await?
         }
         AccountCommand::ResetLink { email } => {
-            let account = find_account_record(store, &email).await?;
-            let link =
-                crate::web::recovery::new_reset_link(store, |p| config.url(p), &account, now)
-                    .await?;
-            cli_audit(
-                store,
-                "password_reset_requested",
-                Some(&account.id),
-                Some(&account.email),
-                Some("reset-link"),
-                now,
-            )
-            .await;
-            let mut out = format!(
-                "One-time link to choose a new password for {} (valid for one hour):\n{link}",
-                account.email
-            );
-            if account.status != AccountStatus::Active {
-                out.push_str(&format!(
-                    "\nThe account is disabled: it cannot sign in until `gatehouse account enable {}`.",
-                    account.email
-                ));
-            }
-            out
+            account_reset_link(config, store, email, now).await?
         }
         AccountCommand::Quota {
             email,
             calls_per_hour,
             default: _,
-        } => {
-            let max = crate::config::MAX_QUOTA_CALLS_PER_HOUR;
-            if calls_per_hour.is_some_and(|n| n > max) {
-                return Err(CliError(format!(
-                    "--calls-per-hour must be from 0 (unlimited) to {max}"
-                )));
-            }
-            let account = find_account(store, &email).await?;
-            store
-                .set_account_calls_per_hour(&account, calls_per_hour)
-                .await?;
-            let (budget, detail) = match calls_per_hour {
-                Some(0) => (
-                    "unlimited tool calls".to_string(),
-                    "calls_per_hour=0".to_string(),
-                ),
-                Some(n) => (
-                    format!("{n} tool calls per rolling hour"),
-                    format!("calls_per_hour={n}"),
-                ),
-                None => (
-                    format!(
-                        "the server's default ({} tool calls per rolling hour, 0 = unlimited)",
-                        config.quota_calls_per_hour
-                    ),
-                    "calls_per_hour=default".to_string(),
-                ),
-            };
-            cli_audit(
-                store,
-                "account_quota_set",
-                Some(&account),
-                Some(&email),
-                Some(&detail),
-                now,
-            )
-            .await;
-            format!("account {email}: {budget}")
-        }
+        } => account_quota(config, store, email, calls_per_hour, now).await?,
     };
     Ok(out)
 }
