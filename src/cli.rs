@@ -759,6 +759,182 @@ async fn run_project(store: &Store, command: ProjectCommand, now: i64) -> Result
     Ok(out)
 }
 
+/// The workload identity of `client add --workload-issuer … --workload-subject …` for
+/// `client_id`: both URLs https (plain http only on a loopback host), the subject 1 to 500
+/// characters on one line; `None` without an issuer and a subject.
+fn workload_identity(
+    client_id: &str,
+    issuer: Option<&str>,
+    subject: Option<&str>,
+    jwks_uri: Option<&str>,
+) -> Result<Option<WorkloadIdentity>, CliError> {
+    let (Some(issuer), Some(subject)) = (issuer, subject) else {
+        return Ok(None);
+    };
+    for (flag, uri) in [
+        ("--workload-issuer", Some(issuer)),
+        ("--workload-jwks-uri", jwks_uri),
+    ] {
+        if let Some(uri) = uri {
+            crate::clients::validate_trusted_uri(uri)
+                .map_err(|e| CliError(format!("{flag}: {e}")))?;
+        }
+    }
+    let subject = subject.trim();
+    if subject.is_empty() || subject.len() > 500 {
+        return Err(CliError(
+            "--workload-subject must be 1 to 500 characters".to_string(),
+        ));
+    }
+    check_line(subject).map_err(|e| CliError(format!("--workload-subject {e}")))?;
+    Ok(Some(WorkloadIdentity {
+        client_id: client_id.to_string(),
+        issuer: issuer.to_string(),
+        subject: subject.to_string(),
+        jwks_uri: jwks_uri.map(str::to_string),
+    }))
+}
+
+/// Who a service client made by `client add --service` acts for.
+struct ServiceArgs<'a> {
+    /// The owner's email.
+    owner: &'a str,
+    /// The one project it is limited to, if any.
+    project: Option<&'a str>,
+    /// Whether it may write (`mcp:write`).
+    write: bool,
+}
+
+/// Stores `record` as a service client acting for `new.owner` (a workload's when `workload`
+/// is given), with its consent and token family, and audits it.
+///
+/// Errors: the owner is unknown or disabled, or not a member of the project named.
+async fn create_service(
+    config: &Config,
+    store: &Store,
+    record: &mut ClientRecord,
+    new: &ServiceArgs<'_>,
+    workload: Option<&WorkloadIdentity>,
+    now: i64,
+) -> Result<(), CliError> {
+    let (owner, project) = (new.owner, new.project);
+    let account_id = find_active_account(store, owner).await?;
+    if let Some(project_id) = project
+        && store.membership(&account_id, project_id).await?.is_none()
+    {
+        return Err(CliError(format!(
+            "{owner} is not a member of an active project with id {project_id}"
+        )));
+    }
+    let scope = key_scopes(new.write).to_string();
+    record.grant_types = vec![if workload.is_some() {
+        crate::domain::client_assertion::JWT_BEARER_GRANT.into()
+    } else {
+        "client_credentials".into()
+    }];
+    record.scope = Some(scope.clone());
+    let service = NewService {
+        account_id: &account_id,
+        project_id: project,
+        scope: &scope,
+        resource: &config.mcp_server_url,
+        issuer: &config.issuer,
+    };
+    match workload {
+        Some(w) => {
+            store
+                .create_workload_client(record, &service, w, now)
+                .await?;
+        }
+        None => store.create_service_client(record, &service, now).await?,
+    }
+    store
+        .audit(
+            AuditEvent {
+                event: "client_created",
+                outcome: "success",
+                account_id: Some(&account_id),
+                client_id: Some(&record.client_id),
+                subject: project,
+                source_ip: None,
+                detail: Some(&match workload {
+                    Some(w) => format!(
+                        "actor=cli service scope={scope} workload_issuer={}",
+                        w.issuer
+                    ),
+                    None => format!("actor=cli service scope={scope}"),
+                }),
+            },
+            now,
+        )
+        .await;
+    Ok(())
+}
+
+/// What `client add` prints: the client id, then the secret (shown once), or how the
+/// workload or the signing service (whose key set is `keys`) authenticates.
+fn client_added(
+    config: &Config,
+    client_id: &str,
+    workload: Option<&WorkloadIdentity>,
+    secret: Option<&Secret>,
+    keys: &str,
+) -> String {
+    if let Some(w) = workload {
+        return format!(
+            "client_id: {client_id}\ngrant_type: {}\nworkload_issuer: {}\nworkload_subject: {}\n(the workload presents a JWT of this issuer and subject, aud {}, as the assertion)",
+            crate::domain::client_assertion::JWT_BEARER_GRANT,
+            w.issuer,
+            w.subject,
+            config.issuer
+        );
+    }
+    match secret {
+        Some(secret) => format!(
+            "client_id: {client_id}\nclient_secret: {}\n(the secret is shown once; it is stored hashed)",
+            secret.expose()
+        ),
+        None => format!(
+            "client_id: {client_id}\ntoken_endpoint_auth_method: private_key_jwt\n(assertions signed with a key of {keys})"
+        ),
+    }
+}
+
+/// Stores `record` as a client of its own (not a service) and audits it.
+async fn create_client(store: &Store, record: &ClientRecord, now: i64) -> Result<(), CliError> {
+    store.create_client(record).await?;
+    let detail = if record.can_introspect {
+        "actor=cli introspect"
+    } else {
+        "actor=cli"
+    };
+    store
+        .audit(
+            AuditEvent {
+                event: "client_created",
+                outcome: "success",
+                client_id: Some(&record.client_id),
+                detail: Some(detail),
+                ..Default::default()
+            },
+            now,
+        )
+        .await;
+    Ok(())
+}
+
+/// A client name given to `client add`: 1 to 200 characters (spaces around it ignored) on one
+/// line.
+fn check_client_name(name: &str) -> Result<(), CliError> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 200 {
+        return Err(CliError(
+            "client name must be 1 to 200 characters".to_string(),
+        ));
+    }
+    check_line(name).map_err(|e| CliError(format!("client name {e}")))
+}
+
 /// `gatehouse client add`: a confidential client with a secret, an introspecting client, a
 /// service client (secret, published or filed keys, or a workload identity); returns what to
 /// print (the secret once).
@@ -781,51 +957,24 @@ async fn client_add(
         workload_subject,
         workload_jwks_uri,
     } = args;
-    let name = name.trim();
-    if name.is_empty() || name.chars().count() > 200 {
-        return Err(CliError(
-            "client name must be 1 to 200 characters".to_string(),
-        ));
-    }
-    check_line(name).map_err(|e| CliError(format!("client name {e}")))?;
+    check_client_name(&name)?;
     if let Some(uri) = &jwks_uri {
         validate_jwks_uri(uri).map_err(|e| CliError(format!("--jwks-uri: {e}")))?;
     }
     let jwks = jwks_file.as_deref().map(read_jwks_file).transpose()?;
     let signs_assertions = jwks_uri.is_some() || jwks.is_some();
     let client_id = format!("gc_{}", random_urlsafe(18));
-    let workload = match (&workload_issuer, &workload_subject) {
-        (Some(issuer), Some(subject)) => {
-            for (flag, uri) in [
-                ("--workload-issuer", Some(issuer)),
-                ("--workload-jwks-uri", workload_jwks_uri.as_ref()),
-            ] {
-                if let Some(uri) = uri {
-                    crate::clients::validate_trusted_uri(uri)
-                        .map_err(|e| CliError(format!("{flag}: {e}")))?;
-                }
-            }
-            let subject = subject.trim();
-            if subject.is_empty() || subject.len() > 500 {
-                return Err(CliError(
-                    "--workload-subject must be 1 to 500 characters".to_string(),
-                ));
-            }
-            check_line(subject).map_err(|e| CliError(format!("--workload-subject {e}")))?;
-            Some(WorkloadIdentity {
-                client_id: client_id.clone(),
-                issuer: issuer.clone(),
-                subject: subject.to_string(),
-                jwks_uri: workload_jwks_uri.clone(),
-            })
-        }
-        _ => None,
-    };
+    let workload = workload_identity(
+        &client_id,
+        workload_issuer.as_deref(),
+        workload_subject.as_deref(),
+        workload_jwks_uri.as_deref(),
+    )?;
     // A service with published keys signs assertions, a workload presents its
     // platform's JWT; any other client gets a secret.
     let secret = (!signs_assertions && workload.is_none())
         .then(|| Secret::generate(TokenKind::ClientSecret));
-    let mut metadata = serde_json::json!({"client_name": name});
+    let mut metadata = serde_json::json!({"client_name": name.trim()});
     if let Some(uri) = &jwks_uri {
         metadata["jwks_uri"] = serde_json::json!(uri);
     }
@@ -842,7 +991,7 @@ async fn client_add(
         } else {
             "client_secret_basic".into()
         },
-        client_name: Some(name.to_string()),
+        client_name: Some(name.trim().to_string()),
         redirect_uris: Vec::new(),
         grant_types: Vec::new(),
         scope: None,
@@ -851,103 +1000,28 @@ async fn client_add(
         created_at: now,
     };
     match owner.filter(|_| service) {
-        None => {
-            store.create_client(&record).await?;
-            let detail = if introspect {
-                "actor=cli introspect"
-            } else {
-                "actor=cli"
-            };
-            store
-                .audit(
-                    AuditEvent {
-                        event: "client_created",
-                        outcome: "success",
-                        client_id: Some(&client_id),
-                        detail: Some(detail),
-                        ..Default::default()
-                    },
-                    now,
-                )
-                .await;
-        }
+        None => create_client(store, &record, now).await?,
         Some(owner) => {
-            let account_id = find_active_account(store, &owner).await?;
-            if let Some(project_id) = &project
-                && store.membership(&account_id, project_id).await?.is_none()
-            {
-                return Err(CliError(format!(
-                    "{owner} is not a member of an active project with id {project_id}"
-                )));
-            }
-            let scope = key_scopes(write).to_string();
-            record.grant_types = vec![if workload.is_some() {
-                crate::domain::client_assertion::JWT_BEARER_GRANT.into()
-            } else {
-                "client_credentials".into()
-            }];
-            record.scope = Some(scope.clone());
-            let service = NewService {
-                account_id: &account_id,
-                project_id: project.as_deref(),
-                scope: &scope,
-                resource: &config.mcp_server_url,
-                issuer: &config.issuer,
+            let new = ServiceArgs {
+                owner: &owner,
+                project: project.as_deref(),
+                write,
             };
-            match &workload {
-                Some(w) => {
-                    store
-                        .create_workload_client(&record, &service, w, now)
-                        .await?;
-                }
-                None => store.create_service_client(&record, &service, now).await?,
-            }
-            store
-                .audit(
-                    AuditEvent {
-                        event: "client_created",
-                        outcome: "success",
-                        account_id: Some(&account_id),
-                        client_id: Some(&client_id),
-                        subject: project.as_deref(),
-                        source_ip: None,
-                        detail: Some(&match &workload {
-                            Some(w) => format!(
-                                "actor=cli service scope={scope} workload_issuer={}",
-                                w.issuer
-                            ),
-                            None => format!("actor=cli service scope={scope}"),
-                        }),
-                    },
-                    now,
-                )
-                .await;
+            create_service(config, store, &mut record, &new, workload.as_ref(), now).await?;
         }
     }
-    Ok(if let Some(w) = &workload {
-        format!(
-            "client_id: {client_id}\ngrant_type: {}\nworkload_issuer: {}\nworkload_subject: {}\n(the workload presents a JWT of this issuer and subject, aud {}, as the assertion)",
-            crate::domain::client_assertion::JWT_BEARER_GRANT,
-            w.issuer,
-            w.subject,
-            config.issuer
-        )
-    } else {
-        match &secret {
-            Some(secret) => format!(
-                "client_id: {client_id}\nclient_secret: {}\n(the secret is shown once; it is stored hashed)",
-                secret.expose()
-            ),
-            None => format!(
-                "client_id: {client_id}\ntoken_endpoint_auth_method: private_key_jwt\n(assertions signed with a key of {})",
-                match (&jwks_uri, &jwks_file) {
-                    (Some(uri), _) => uri.clone(),
-                    (None, Some(file)) => format!("the set read from {}", file.display()),
-                    (None, None) => String::new(),
-                }
-            ),
-        }
-    })
+    let keys = match (&jwks_uri, &jwks_file) {
+        (Some(uri), _) => uri.clone(),
+        (None, Some(file)) => format!("the set read from {}", file.display()),
+        (None, None) => String::new(),
+    };
+    Ok(client_added(
+        config,
+        &client_id,
+        workload.as_ref(),
+        secret.as_ref(),
+        &keys,
+    ))
 }
 
 /// Runs one `gatehouse client …` command; returns what to print.
