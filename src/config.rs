@@ -388,30 +388,13 @@ impl Config {
             })?),
         };
 
-        let oauth_enabled = match get("GATEHOUSE_OAUTH").map(str::to_ascii_lowercase) {
-            None => true,
-            Some(v) if v == "on" || v == "true" || v == "1" => true,
-            Some(v) if v == "off" || v == "false" || v == "0" => false,
-            Some(v) => {
-                return Err(ConfigError::new(
-                    "GATEHOUSE_OAUTH",
-                    format!("must be on or off (got \"{v}\")"),
-                ));
-            }
-        };
+        let oauth_enabled = switch("GATEHOUSE_OAUTH", get("GATEHOUSE_OAUTH"), true)?;
 
-        let personal_upstreams =
-            match get("GATEHOUSE_PERSONAL_UPSTREAMS").map(str::to_ascii_lowercase) {
-                None => true,
-                Some(v) if v == "on" || v == "true" || v == "1" => true,
-                Some(v) if v == "off" || v == "false" || v == "0" => false,
-                Some(v) => {
-                    return Err(ConfigError::new(
-                        "GATEHOUSE_PERSONAL_UPSTREAMS",
-                        format!("must be on or off (got \"{v}\")"),
-                    ));
-                }
-            };
+        let personal_upstreams = switch(
+            "GATEHOUSE_PERSONAL_UPSTREAMS",
+            get("GATEHOUSE_PERSONAL_UPSTREAMS"),
+            true,
+        )?;
         let upstream_allow_hosts = match get("GATEHOUSE_UPSTREAM_ALLOW_HOSTS") {
             None => Vec::new(),
             Some(raw) => raw
@@ -429,29 +412,13 @@ impl Config {
                 .collect::<Result<_, _>>()?,
         };
 
-        let password_signin = match get("GATEHOUSE_PASSWORD_SIGNIN").map(str::to_ascii_lowercase) {
-            None => true,
-            Some(v) if v == "on" || v == "true" || v == "1" => true,
-            Some(v) if v == "off" || v == "false" || v == "0" => false,
-            Some(v) => {
-                return Err(ConfigError::new(
-                    "GATEHOUSE_PASSWORD_SIGNIN",
-                    format!("must be on or off (got \"{v}\")"),
-                ));
-            }
-        };
+        let password_signin = switch(
+            "GATEHOUSE_PASSWORD_SIGNIN",
+            get("GATEHOUSE_PASSWORD_SIGNIN"),
+            true,
+        )?;
 
-        let auth_cache = match get("GATEHOUSE_AUTH_CACHE").map(str::to_ascii_lowercase) {
-            None => true,
-            Some(v) if v == "on" || v == "true" || v == "1" => true,
-            Some(v) if v == "off" || v == "false" || v == "0" => false,
-            Some(v) => {
-                return Err(ConfigError::new(
-                    "GATEHOUSE_AUTH_CACHE",
-                    format!("must be on or off (got \"{v}\")"),
-                ));
-            }
-        };
+        let auth_cache = switch("GATEHOUSE_AUTH_CACHE", get("GATEHOUSE_AUTH_CACHE"), true)?;
 
         let listen_database_url = match get("GATEHOUSE_LISTEN_DATABASE_URL") {
             None => None,
@@ -776,6 +743,26 @@ fn parse_http_url(variable: &'static str, raw: &str) -> Result<Url, ConfigError>
 pub const DEFAULT_QUOTA_CALLS_PER_HOUR: u64 = 1000;
 /// Largest budget that can be configured (0 = unlimited is always possible).
 pub const MAX_QUOTA_CALLS_PER_HOUR: u64 = 10_000_000;
+
+/// An on/off setting `name` (`on`, `true`, `1` / `off`, `false`, `0`, any case); `default`
+/// when unset.
+///
+/// Errors: any other value, as `NAME: must be on or off (got "…")`.
+pub(crate) fn switch(
+    name: &'static str,
+    raw: Option<&str>,
+    default: bool,
+) -> Result<bool, ConfigError> {
+    match raw.map(str::to_ascii_lowercase).as_deref() {
+        None => Ok(default),
+        Some("on" | "true" | "1") => Ok(true),
+        Some("off" | "false" | "0") => Ok(false),
+        Some(v) => Err(ConfigError::new(
+            name,
+            format!("must be on or off (got \"{v}\")"),
+        )),
+    }
+}
 
 fn parse_int(
     variable: &'static str,

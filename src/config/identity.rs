@@ -85,17 +85,8 @@ impl IdentityConfig {
                 Some(raw.to_string())
             }
         };
-        let require_2fa = match get("GATEHOUSE_REQUIRE_2FA").map(str::to_ascii_lowercase) {
-            None => false,
-            Some(v) if v == "on" || v == "true" || v == "1" => true,
-            Some(v) if v == "off" || v == "false" || v == "0" => false,
-            Some(v) => {
-                return Err(ConfigError::new(
-                    "GATEHOUSE_REQUIRE_2FA",
-                    format!("must be on or off (got \"{v}\")"),
-                ));
-            }
-        };
+        let require_2fa =
+            super::switch("GATEHOUSE_REQUIRE_2FA", get("GATEHOUSE_REQUIRE_2FA"), false)?;
         Ok(IdentityConfig {
             smtp_url,
             smtp_from,
