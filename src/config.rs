@@ -420,40 +420,10 @@ impl Config {
 
         let auth_cache = switch("GATEHOUSE_AUTH_CACHE", get("GATEHOUSE_AUTH_CACHE"), true)?;
 
-        let listen_database_url = match get("GATEHOUSE_LISTEN_DATABASE_URL") {
-            None => None,
-            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-                if !database_url.starts_with("postgres") {
-                    return Err(ConfigError::new(
-                        "GATEHOUSE_LISTEN_DATABASE_URL",
-                        "is for a PostgreSQL DATABASE_URL only",
-                    ));
-                }
-                Some(url.to_string())
-            }
-            Some(_) => {
-                return Err(ConfigError::new(
-                    "GATEHOUSE_LISTEN_DATABASE_URL",
-                    "must be a postgres:// URL",
-                ));
-            }
-        };
+        let listen_database_url =
+            listen_database_url(get("GATEHOUSE_LISTEN_DATABASE_URL"), &database_url)?;
 
-        let allowed_origins = match get("GATEHOUSE_ALLOWED_ORIGINS") {
-            Some("*") => AllowedOrigins::Any,
-            Some(raw) => {
-                let mut list = self_origins(&issuer_url);
-                for item in raw.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                    let url = parse_http_url("GATEHOUSE_ALLOWED_ORIGINS", item)?;
-                    let origin = url.origin().ascii_serialization();
-                    if !list.contains(&origin) {
-                        list.push(origin);
-                    }
-                }
-                AllowedOrigins::List(list)
-            }
-            None => AllowedOrigins::List(self_origins(&issuer_url)),
-        };
+        let allowed_origins = allowed_origins(get("GATEHOUSE_ALLOWED_ORIGINS"), &issuer_url)?;
 
         let access_token_ttl_secs = parse_int(
             "GATEHOUSE_ACCESS_TOKEN_TTL",
@@ -574,25 +544,7 @@ impl Config {
             (1, 1_000_000),
         )? as usize;
 
-        let mut trusted_proxies = Vec::new();
-        for item in get("GATEHOUSE_TRUSTED_PROXIES")
-            .unwrap_or("")
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-        {
-            let net = crate::domain::api_key::parse_allowed(item).map_err(|_| {
-                ConfigError::new(
-                    "GATEHOUSE_TRUSTED_PROXIES",
-                    format!(
-                        "must be IP addresses or CIDR blocks such as 10.0.0.0/8 (got \"{item}\")"
-                    ),
-                )
-            })?;
-            if !trusted_proxies.contains(&net) {
-                trusted_proxies.push(net);
-            }
-        }
+        let trusted_proxies = trusted_proxies(get("GATEHOUSE_TRUSTED_PROXIES"))?;
 
         let server_key = ServerKeySettings::from_vars(
             get("GATEHOUSE_SECRET_KEY"),
@@ -743,6 +695,73 @@ fn parse_http_url(variable: &'static str, raw: &str) -> Result<Url, ConfigError>
 pub const DEFAULT_QUOTA_CALLS_PER_HOUR: u64 = 1000;
 /// Largest budget that can be configured (0 = unlimited is always possible).
 pub const MAX_QUOTA_CALLS_PER_HOUR: u64 = 10_000_000;
+
+/// `GATEHOUSE_TRUSTED_PROXIES`: comma-separated IP addresses or CIDR blocks, each once.
+fn trusted_proxies(raw: Option<&str>) -> Result<Vec<ipnet::IpNet>, ConfigError> {
+    let mut trusted_proxies = Vec::new();
+    for item in raw
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let net = crate::domain::api_key::parse_allowed(item).map_err(|_| {
+            ConfigError::new(
+                "GATEHOUSE_TRUSTED_PROXIES",
+                format!("must be IP addresses or CIDR blocks such as 10.0.0.0/8 (got \"{item}\")"),
+            )
+        })?;
+        if !trusted_proxies.contains(&net) {
+            trusted_proxies.push(net);
+        }
+    }
+    Ok(trusted_proxies)
+}
+
+/// `GATEHOUSE_ALLOWED_ORIGINS`: `*`, or origins allowed besides the issuer's own.
+fn allowed_origins(raw: Option<&str>, issuer_url: &Url) -> Result<AllowedOrigins, ConfigError> {
+    Ok(match raw {
+        Some("*") => AllowedOrigins::Any,
+        Some(raw) => {
+            let mut list = self_origins(issuer_url);
+            for item in raw.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                let url = parse_http_url("GATEHOUSE_ALLOWED_ORIGINS", item)?;
+                let origin = url.origin().ascii_serialization();
+                if !list.contains(&origin) {
+                    list.push(origin);
+                }
+            }
+            AllowedOrigins::List(list)
+        }
+        None => AllowedOrigins::List(self_origins(issuer_url)),
+    })
+}
+
+/// `GATEHOUSE_LISTEN_DATABASE_URL`: a `postgres://` URL for the change notifications, only
+/// with a `PostgreSQL` `database_url`.
+fn listen_database_url(
+    raw: Option<&str>,
+    database_url: &str,
+) -> Result<Option<String>, ConfigError> {
+    Ok(match raw {
+        None => None,
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            if !database_url.starts_with("postgres") {
+                return Err(ConfigError::new(
+                    "GATEHOUSE_LISTEN_DATABASE_URL",
+                    "is for a PostgreSQL DATABASE_URL only",
+                ));
+            }
+            Some(url.to_string())
+        }
+        Some(_) => {
+            return Err(ConfigError::new(
+                "GATEHOUSE_LISTEN_DATABASE_URL",
+                "must be a postgres:// URL",
+            ));
+        }
+    })
+}
 
 /// An on/off setting `name` (`on`, `true`, `1` / `off`, `false`, `0`, any case); `default`
 /// when unset.

@@ -157,6 +157,44 @@ pub async fn prune_round(
     done
 }
 
+/// Rows an instance deletes from one table, over its rounds, before it vacuums that table
+/// (`PostgreSQL`; [`Vacuums`]).
+pub const VACUUM_AFTER_ROWS: u64 = 10_000;
+
+/// When to vacuum what was pruned, on `PostgreSQL`: the rows a `DELETE` removes stay in the
+/// table's files until a vacuum marks their space free for new rows, and autovacuum comes
+/// when a fifth of a table is dead and at most once a minute, so under steady churn (tool
+/// calls adding audit rows as fast as pruning deletes them) the files kept growing in the
+/// soak. After [`VACUUM_AFTER_ROWS`] rows deleted from a table the instance that deleted
+/// them runs `VACUUM (ANALYZE)` on it, which takes no lock that stops reads or writes. The
+/// files then stay at the size the live rows and one interval's churn need (they are not
+/// shrunk: that would be `VACUUM FULL`, which locks the table). `SQLite` reuses freed pages
+/// itself.
+#[derive(Debug, Default)]
+pub struct Vacuums {
+    deleted: std::collections::HashMap<&'static str, u64>,
+}
+
+impl Vacuums {
+    /// Counts `round`'s deletions; returns the tables now due a vacuum (counts reset).
+    pub fn due(&mut self, round: &[Pruned]) -> Vec<&'static str> {
+        let mut due = Vec::new();
+        for p in round {
+            // Sessions live in tower-sessions' own table, under another name.
+            if p.deleted == 0 || p.name == "sessions" {
+                continue;
+            }
+            let n = self.deleted.entry(p.name).or_default();
+            *n += p.deleted;
+            if *n >= VACUUM_AFTER_ROWS {
+                *n = 0;
+                due.push(p.name);
+            }
+        }
+        due
+    }
+}
+
 /// Runs the upkeep rounds for as long as the server runs.
 pub async fn run(store: Store, config: std::sync::Arc<Config>) {
     let mut prunings = prunings(&config);
@@ -164,9 +202,17 @@ pub async fn run(store: Store, config: std::sync::Arc<Config>) {
     tokio::time::sleep(first_round_after(&config)).await;
     let mut tick = tokio::time::interval(interval(&config));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut vacuums = Vacuums::default();
     loop {
         tick.tick().await;
-        prune_round(&store, &prunings, crate::store::now(), BATCH, MAX_BATCHES).await;
+        let round = prune_round(&store, &prunings, crate::store::now(), BATCH, MAX_BATCHES).await;
+        if store.backend() == crate::store::Backend::Postgres {
+            for table in vacuums.due(&round) {
+                if let Err(e) = store.vacuum(table).await {
+                    tracing::warn!(table, error = %e, "could not vacuum a pruned table");
+                }
+            }
+        }
     }
 }
 
@@ -188,6 +234,34 @@ mod tests {
         list.iter()
             .map(|p| (p.retention.name, p.max_age_secs))
             .collect()
+    }
+
+    #[test]
+    fn a_table_is_due_a_vacuum_after_ten_thousand_rows_pruned_over_rounds() {
+        let pruned = |name: &'static str, deleted: u64| Pruned {
+            name,
+            deleted,
+            skipped: false,
+        };
+        let mut vacuums = Vacuums::default();
+        let none: Vec<&str> = Vec::new();
+        assert_eq!(
+            vacuums.due(&[pruned("audit_events", 6_000), pruned("sessions", 50_000)]),
+            none,
+            "sessions are another table; 6,000 rows are not enough"
+        );
+        assert_eq!(
+            vacuums.due(&[
+                pruned("audit_events", 4_000),
+                pruned("access_tokens", 10_000)
+            ]),
+            ["audit_events", "access_tokens"]
+        );
+        assert_eq!(
+            vacuums.due(&[pruned("audit_events", 9_999)]),
+            none,
+            "counted again from 0"
+        );
     }
 
     #[test]

@@ -468,6 +468,27 @@ impl Store {
         }
     }
 
+    /// `VACUUM (ANALYZE)` of `table` on `PostgreSQL` (outside any transaction, as `VACUUM`
+    /// needs), so that the space of the rows pruning deleted is reused
+    /// ([`crate::upkeep::Vacuums`]); nothing on `SQLite`. `table` must be one of the pruned
+    /// tables ([`CREDENTIAL_RETENTIONS`], [`AUDIT_RETENTION`]): it is named in the statement.
+    ///
+    /// Errors: another name, or the database refused the statement.
+    pub async fn vacuum(&self, table: &'static str) -> Result<(), StoreError> {
+        let known = AUDIT_RETENTION.name == table
+            || CREDENTIAL_RETENTIONS.iter().any(|(r, _)| r.name == table);
+        if !known {
+            return Err(StoreError::NotFound(format!("pruned table {table}")));
+        }
+        if self.backend != Backend::Postgres {
+            return Ok(());
+        }
+        sqlx::raw_sql(&format!("VACUUM (ANALYZE) {table}"))
+            .execute(&self.pool())
+            .await?;
+        Ok(())
+    }
+
     /// Deletes at most `batch` rows of `retention` older than `cutoff` in one transaction.
     /// On `PostgreSQL` the transaction first takes the advisory lock [`UPKEEP_LOCK_KEY`]
     /// (`pg_try_advisory_xact_lock`, released at commit): `None` when another instance holds

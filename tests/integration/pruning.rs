@@ -160,3 +160,59 @@ async fn ended_sessions_are_pruned_in_bounded_batches() {
     let page = first.get(app.url("/account")).send().await.unwrap();
     assert_eq!(page.status(), StatusCode::SEE_OTHER, "signed out");
 }
+
+/// On `PostgreSQL` a table pruning deleted many rows from is vacuumed, so the space of the
+/// deleted rows is reused (`pg_stat_user_tables.last_vacuum` set); on `SQLite` the call does
+/// nothing; a name that is not a pruned table is refused.
+#[tokio::test]
+async fn tables_pruned_of_many_rows_are_vacuumed() {
+    use gatehouse::upkeep::{VACUUM_AFTER_ROWS, Vacuums};
+    let app = spawn_app().await;
+    let old = 1_000;
+    let n = VACUUM_AFTER_ROWS as i64 + 500;
+    // Old audit rows, as a busy server leaves them.
+    let mut tx = app.db.pool().await.begin().await.unwrap();
+    for chunk in 0..(n / 500) {
+        let values: Vec<String> = (0..500)
+            .map(|i| {
+                format!(
+                    "('tool_call', 'success', {}, 'row {}')",
+                    old,
+                    chunk * 500 + i
+                )
+            })
+            .collect();
+        sqlx::query(&format!(
+            "INSERT INTO audit_events (event, outcome, at, detail) VALUES {}",
+            values.join(", ")
+        ))
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+    let plan: Vec<_> = prunings(&app.config)
+        .into_iter()
+        .filter(|p| p.retention.name == "audit_events")
+        .collect();
+    let now = gatehouse::store::now();
+    let mut vacuums = Vacuums::default();
+    let round = prune_round(&app.store, &plan, now, 1000, 100).await;
+    assert_eq!(round[0].deleted, n as u64);
+    assert_eq!(vacuums.due(&round), ["audit_events"]);
+    app.store.vacuum("audit_events").await.unwrap();
+    assert!(
+        app.store.vacuum("accounts").await.is_err(),
+        "not a pruned table"
+    );
+    if app.db.url.starts_with("postgres") {
+        let vacuumed = count(
+            &app,
+            "SELECT COUNT(*) FROM pg_stat_user_tables \
+             WHERE relname = 'audit_events' AND last_vacuum IS NOT NULL",
+        )
+        .await;
+        assert_eq!(vacuumed, 1, "audit_events was vacuumed");
+    }
+    assert_eq!(rows(&app, "audit_events").await, 0);
+}
