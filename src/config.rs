@@ -305,52 +305,8 @@ impl Config {
     pub fn from_vars(vars: &HashMap<String, String>) -> Result<Config, ConfigError> {
         let get = |name: &str| vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
 
-        let mcp_raw = get("MCP_SERVER_URL").unwrap_or(DEFAULT_MCP_SERVER_URL);
-        let mcp = parse_http_url("MCP_SERVER_URL", mcp_raw)?;
-        if mcp.query().is_some() || mcp.fragment().is_some() {
-            return Err(ConfigError::new(
-                "MCP_SERVER_URL",
-                "must not have a query or fragment",
-            ));
-        }
-        let mut mcp_server_url = mcp.to_string();
-        if mcp.path() == "/" {
-            return Err(ConfigError::new(
-                "MCP_SERVER_URL",
-                format!("must have a path for the MCP endpoint, such as {mcp_server_url}mcp"),
-            ));
-        }
-        if mcp_server_url.ends_with('/') {
-            mcp_server_url.pop();
-        }
-        let mcp_path = mcp.path().trim_end_matches('/').to_string();
-        let origin = mcp.origin().ascii_serialization();
-
-        let (issuer, issuer_url) = match get("GATEHOUSE_ISSUER") {
-            Some(raw) => {
-                let url = parse_http_url("GATEHOUSE_ISSUER", raw)?;
-                if raw.ends_with('/') {
-                    return Err(ConfigError::new(
-                        "GATEHOUSE_ISSUER",
-                        format!(
-                            "must not end with a slash (got \"{raw}\"; use \"{}\")",
-                            raw.trim_end_matches('/')
-                        ),
-                    ));
-                }
-                if url.query().is_some() || url.fragment().is_some() {
-                    return Err(ConfigError::new(
-                        "GATEHOUSE_ISSUER",
-                        "must not have a query or fragment (RFC 8414 §2)",
-                    ));
-                }
-                (raw.to_string(), url)
-            }
-            None => {
-                let url = parse_http_url("GATEHOUSE_ISSUER", &origin)?;
-                (origin, url)
-            }
-        };
+        let (mcp_server_url, mcp_path, origin) = mcp_endpoint(get("MCP_SERVER_URL"))?;
+        let (issuer, issuer_url) = issuer(get("GATEHOUSE_ISSUER"), origin)?;
 
         let frontend_url = match get("FRONTEND_URL") {
             Some(raw) => PublicUrl {
@@ -695,6 +651,62 @@ fn parse_http_url(variable: &'static str, raw: &str) -> Result<Url, ConfigError>
 pub const DEFAULT_QUOTA_CALLS_PER_HOUR: u64 = 1000;
 /// Largest budget that can be configured (0 = unlimited is always possible).
 pub const MAX_QUOTA_CALLS_PER_HOUR: u64 = 10_000_000;
+
+/// `MCP_SERVER_URL` (default [`DEFAULT_MCP_SERVER_URL`]): an http(s) URL with a path, no query
+/// or fragment; returns it without a trailing slash, its path, and its origin.
+fn mcp_endpoint(raw: Option<&str>) -> Result<(String, String, String), ConfigError> {
+    let mcp_raw = raw.unwrap_or(DEFAULT_MCP_SERVER_URL);
+    let mcp = parse_http_url("MCP_SERVER_URL", mcp_raw)?;
+    if mcp.query().is_some() || mcp.fragment().is_some() {
+        return Err(ConfigError::new(
+            "MCP_SERVER_URL",
+            "must not have a query or fragment",
+        ));
+    }
+    let mut mcp_server_url = mcp.to_string();
+    if mcp.path() == "/" {
+        return Err(ConfigError::new(
+            "MCP_SERVER_URL",
+            format!("must have a path for the MCP endpoint, such as {mcp_server_url}mcp"),
+        ));
+    }
+    if mcp_server_url.ends_with('/') {
+        mcp_server_url.pop();
+    }
+    let mcp_path = mcp.path().trim_end_matches('/').to_string();
+    let origin = mcp.origin().ascii_serialization();
+    Ok((mcp_server_url, mcp_path, origin))
+}
+
+/// `GATEHOUSE_ISSUER` (RFC 8414 §2: no trailing slash, query or fragment), by default
+/// `origin` (the MCP URL's): its text and its parsed URL.
+fn issuer(raw: Option<&str>, origin: String) -> Result<(String, Url), ConfigError> {
+    Ok(match raw {
+        Some(raw) => {
+            let url = parse_http_url("GATEHOUSE_ISSUER", raw)?;
+            if raw.ends_with('/') {
+                return Err(ConfigError::new(
+                    "GATEHOUSE_ISSUER",
+                    format!(
+                        "must not end with a slash (got \"{raw}\"; use \"{}\")",
+                        raw.trim_end_matches('/')
+                    ),
+                ));
+            }
+            if url.query().is_some() || url.fragment().is_some() {
+                return Err(ConfigError::new(
+                    "GATEHOUSE_ISSUER",
+                    "must not have a query or fragment (RFC 8414 §2)",
+                ));
+            }
+            (raw.to_string(), url)
+        }
+        None => {
+            let url = parse_http_url("GATEHOUSE_ISSUER", &origin)?;
+            (origin, url)
+        }
+    })
+}
 
 /// `GATEHOUSE_TRUSTED_PROXIES`: comma-separated IP addresses or CIDR blocks, each once.
 fn trusted_proxies(raw: Option<&str>) -> Result<Vec<ipnet::IpNet>, ConfigError> {
