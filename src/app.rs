@@ -183,6 +183,24 @@ pub struct Application {
     state: AppState,
 }
 
+/// The state of a command that serves no HTTP (`gatehouse stdio`, the command line's own
+/// listing of an upstream): one password worker with a queue of one, the real fetcher of
+/// client metadata documents, no mail.
+pub fn command_state(
+    config: Config,
+    store: Store,
+    server_keys: Option<Arc<crate::domain::server_key::Keyring>>,
+) -> AppState {
+    AppState::new(AppParts {
+        passwords: PasswordPool::new(1, 1),
+        config: Arc::new(config),
+        store,
+        clients: Arc::new(ClientResolver::new(Arc::new(HttpsFetcher::default()))),
+        server_keys,
+        mailer: None,
+    })
+}
+
 impl Application {
     /// Connects and migrates the database, creates the bootstrap account or prints the first-run
     /// link, and binds `config.bind`.
@@ -256,14 +274,7 @@ impl Application {
         let key = crate::mcp::stdio::parse_key(key).map_err(|e| StartupError(e.to_string()))?;
         let store = open_store(&config.database_url).await?;
         let server_keys = load_server_keys(&config).await?;
-        let state = AppState::new(AppParts {
-            passwords: PasswordPool::new(1, 1),
-            config: Arc::new(config),
-            store,
-            clients: Arc::new(ClientResolver::new(Arc::new(HttpsFetcher::default()))),
-            server_keys,
-            mailer: None,
-        });
+        let state = command_state(config, store, server_keys);
         let audit_writer = state.store.start_audit_writer();
         let served = crate::mcp::stdio::serve(crate::mcp::mcp_state(state), key).await;
         if let Some(writer) = audit_writer {

@@ -215,21 +215,13 @@ async fn record_definitions(
         Ok(None) => return Err("it was removed meanwhile".into()),
         Err(e) => return Err(e.to_string()),
     };
-    let app = crate::state::AppState::new(crate::state::AppParts {
-        config: std::sync::Arc::new(config.clone()),
-        store: store.clone(),
-        clients: std::sync::Arc::new(crate::clients::ClientResolver::new(std::sync::Arc::new(
-            crate::clients::HttpsFetcher::default(),
-        ))),
-        passwords: crate::password::PasswordPool::new(1, 1),
-        server_keys: config
-            .server_key
-            .load()
-            .ok()
-            .flatten()
-            .map(std::sync::Arc::new),
-        mailer: None,
-    });
+    let server_keys = config
+        .server_key
+        .load()
+        .ok()
+        .flatten()
+        .map(std::sync::Arc::new);
+    let app = crate::app::command_state(config.clone(), store.clone(), server_keys);
     let record_is_stdio = record.transport == Transport::Stdio;
     let server = crate::mcp::upstream::server::UpstreamServer::new(app, record).map_err(|e| e.0)?;
     let listed = match tokio::time::timeout(ADD_LISTING_TIMEOUT, server.tools()).await {
