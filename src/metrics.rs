@@ -60,6 +60,10 @@ pub const BUILD_INFO: &str = "gatehouse_build_info";
 pub const PASSWORD_QUEUE_DEPTH: &str = "gatehouse_password_queue_depth";
 /// The database pool's connections (gauge, label `state`: `idle`, `in_use`).
 pub const DB_POOL_CONNECTIONS: &str = "gatehouse_db_pool_connections";
+/// Hot lookups answered, by lookup and by where they ran (counter, labels `lookup`:
+/// [`crate::store::hot::HotLookup::name`], `path`: `in_place`, `batched`, `pool`;
+/// [`crate::store::hot`]).
+pub const HOT_READS: &str = "gatehouse_hot_reads_total";
 /// Rows deleted by retention (label `what`, e.g. `audit_events`).
 pub const PRUNED_ROWS: &str = "gatehouse_pruned_rows_total";
 
@@ -198,6 +202,10 @@ fn describe() {
     describe_gauge!(
         DB_POOL_CONNECTIONS,
         "Connections of the database pool, by state (idle, in_use)."
+    );
+    describe_counter!(
+        HOT_READS,
+        "Hot lookups answered, by lookup and path (in_place on SQLite, batched on PostgreSQL, pool)."
     );
     describe_counter!(
         PRUNED_ROWS,
@@ -522,6 +530,16 @@ async fn render(State(sources): State<Gauged>) -> Response {
     let (size, idle) = (pool.size() as f64, pool.num_idle() as f64);
     metrics::gauge!(DB_POOL_CONNECTIONS, "state" => "idle").set(idle);
     metrics::gauge!(DB_POOL_CONNECTIONS, "state" => "in_use").set(size - idle);
+    for which in crate::store::hot::HotLookup::ALL {
+        let reads = sources.store.hot_reads(which);
+        for (path, n) in [
+            ("in_place", reads.in_place),
+            ("batched", reads.batched),
+            ("pool", reads.pool),
+        ] {
+            metrics::counter!(HOT_READS, "lookup" => which.name(), "path" => path).absolute(n);
+        }
+    }
     let mut body = sources.handle.render();
     body.push_str(&process_metrics());
     (

@@ -43,6 +43,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::hot::{HotLookup, Lookup};
+use super::in_place::FromSqliteRow;
 use super::keys::KeyGrant;
 use super::oauth::{AccessGrant, ClientRecord};
 use super::{Backend, Store, StoreError};
@@ -94,12 +96,14 @@ impl Kind {
     #[cfg(test)]
     pub(super) fn lookup_sql(self) -> String {
         match self {
-            Kind::AccessToken => super::oauth::ACCESS_LOOKUP.to_string(),
-            Kind::ApiKey => super::keys::key_lookup_sql(super::keys::Credentials::ApiKeys),
-            Kind::PersonalUrl => {
-                super::keys::key_lookup_sql(super::keys::Credentials::PersonalUrls)
+            Kind::AccessToken => super::oauth::ACCESS_TOKEN.sql.to_string(),
+            Kind::ApiKey => {
+                super::keys::key_lookup_sql(super::keys::Credentials::ApiKeys).to_string()
             }
-            Kind::Client => super::oauth::CLIENT_LOOKUP.to_string(),
+            Kind::PersonalUrl => {
+                super::keys::key_lookup_sql(super::keys::Credentials::PersonalUrls).to_string()
+            }
+            Kind::Client => super::oauth::CLIENT.sql.to_string(),
         }
     }
 }
@@ -295,6 +299,29 @@ impl AuthCache {
     }
 }
 
+/// The validation cache's generation (`SQLite`), raised by the triggers of every table a cached
+/// lookup reads.
+#[derive(Debug, Clone, sqlx::FromRow)]
+struct Generation {
+    generation: i64,
+}
+
+impl FromSqliteRow for Generation {
+    const COLUMNS: &'static [&'static str] = &["generation"];
+
+    fn from_sqlite(row: &super::in_place::Named<'_, '_>) -> rusqlite::Result<Self> {
+        Ok(Generation {
+            generation: row.get("generation")?,
+        })
+    }
+}
+
+/// The generation row: a [`Generation`].
+const GENERATION: Lookup<Generation, Option<Generation>> = Lookup::new(
+    HotLookup::AuthGeneration,
+    "SELECT generation FROM auth_generation WHERE id = 1",
+);
+
 impl Store {
     /// The cache may be used for this lookup: a ticket to store the answer with, or `None` to
     /// go to the database and leave the cache alone.
@@ -306,17 +333,9 @@ impl Store {
         match cache.mode {
             Mode::Notify => Ok(cache.current().then(|| cache.ticket())),
             Mode::Generation => {
-                const GENERATION: &str = "SELECT generation FROM auth_generation WHERE id = 1";
-                let generation: i64 = match self.read_in_place(|conn| {
-                    conn.prepare_cached(GENERATION)?
-                        .query_row([], |row| row.get(0))
-                }) {
-                    Some(generation) => generation,
-                    None => {
-                        sqlx::query_scalar(GENERATION)
-                            .fetch_one(&self.pool())
-                            .await?
-                    }
+                // No row (never the case after the migrations): no ticket, the database.
+                let Some(Generation { generation }) = self.hot(&GENERATION, &[]).await? else {
+                    return Ok(None);
                 };
                 Ok(cache.at_generation(generation).then(|| cache.ticket()))
             }

@@ -5,6 +5,7 @@
 use sqlx::FromRow;
 use sqlx::any::AnyRow;
 
+use super::hot::{HotLookup, Lookup, Param};
 use super::in_place::{self, FromSqliteRow};
 use super::{JsonStrings, Store, StoreError, new_id};
 use crate::domain::api_key::LAST_USED_INTERVAL_SECS;
@@ -84,7 +85,7 @@ pub struct KeyGrant {
 }
 
 /// A [`KeyGrant`] with the credential's expiry (Unix seconds, `None`: none).
-#[derive(sqlx::FromRow)]
+#[derive(Clone, sqlx::FromRow)]
 struct KeyLookup {
     #[sqlx(flatten)]
     grant: KeyGrant,
@@ -175,25 +176,59 @@ impl Credentials {
             Credentials::PersonalUrls => "NULL",
         }
     }
+
+    /// The hot lookup of a live credential of this table by its hash.
+    fn lookup(self) -> &'static Lookup<KeyLookup, Option<KeyLookup>> {
+        match self {
+            Credentials::ApiKeys => &API_KEY,
+            Credentials::PersonalUrls => &PERSONAL_URL,
+        }
+    }
 }
 
-/// The lookup of a live credential of `table` by the hash `$1` at Unix time `$2`: a
-/// [`KeyLookup`].
-pub(super) fn key_lookup_sql(table: Credentials) -> String {
-    let (name, hash_column, allowed_ips) = (table.name(), table.hash_column(), table.allowed_ips());
-    format!(
-        "SELECT c.id AS id, c.account_id AS account_id, c.project_id AS project_id, \
-             c.scope AS scope, {allowed_ips} AS allowed_ips, c.last_used_at AS last_used_at, \
+/// The lookup of a live credential in `$table` by the hash `$1` in `$hash_column` at Unix
+/// time `$2` (a [`KeyLookup`]; `$allowed_ips` the expression read as `allowed_ips`), a literal.
+macro_rules! key_lookup {
+    ($table:literal, $hash_column:literal, $allowed_ips:literal) => {
+        concat!(
+            "SELECT c.id AS id, c.account_id AS account_id, c.project_id AS project_id, \
+             c.scope AS scope, ",
+            $allowed_ips,
+            " AS allowed_ips, c.last_used_at AS last_used_at, \
              c.expires_at AS expires_at, a.calls_per_hour AS calls_per_hour, \
              c.tool_filter AS tool_filter \
-             FROM {name} c \
+             FROM ",
+            $table,
+            " c \
              JOIN accounts a ON a.id = c.account_id \
              LEFT JOIN projects p ON p.id = c.project_id \
              LEFT JOIN memberships m ON m.project_id = c.project_id AND m.account_id = c.account_id \
-             WHERE c.{hash_column} = $1 AND c.revoked_at IS NULL \
+             WHERE c.",
+            $hash_column,
+            " = $1 AND c.revoked_at IS NULL \
              AND (c.expires_at IS NULL OR c.expires_at > $2) AND a.status = 'active' \
              AND (c.project_id IS NULL OR (p.status = 'active' AND m.account_id IS NOT NULL))"
-    )
+        )
+    };
+}
+
+/// The live API key whose hash is `$1` at `$2` (Unix seconds): a [`KeyLookup`].
+const API_KEY: Lookup<KeyLookup, Option<KeyLookup>> = Lookup::new(
+    HotLookup::ApiKey,
+    key_lookup!("api_keys", "key_hash", "c.allowed_ips"),
+);
+
+/// The live personal MCP URL whose hash is `$1` at `$2` (Unix seconds): a [`KeyLookup`]
+/// (personal URLs have no address allow-list).
+const PERSONAL_URL: Lookup<KeyLookup, Option<KeyLookup>> = Lookup::new(
+    HotLookup::PersonalUrl,
+    key_lookup!("personal_urls", "url_hash", "NULL"),
+);
+
+/// The SQL of the lookup of a live credential of `table` ([`Credentials::lookup`]).
+#[cfg(test)]
+pub(super) fn key_lookup_sql(table: Credentials) -> &'static str {
+    table.lookup().sql
 }
 
 /// Which credentials [`Store::credential_rows`] reads.
@@ -434,19 +469,12 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<Option<(KeyGrant, Option<i64>)>, StoreError> {
-        let sql = key_lookup_sql(table);
-        let row: Option<KeyLookup> = match self
-            .read_in_place(|conn| in_place::optional(conn, &sql, &[&hash.as_str(), &now]))
-        {
-            Some(row) => row,
-            None => {
-                sqlx::query_as(&sql)
-                    .bind(hash.as_str())
-                    .bind(now)
-                    .fetch_optional(&self.pool())
-                    .await?
-            }
-        };
+        let row = self
+            .hot(
+                table.lookup(),
+                &[Param::Text(hash.as_str()), Param::Int(now)],
+            )
+            .await?;
         Ok(row.map(|r| (r.grant, r.expires_at)))
     }
 
@@ -509,7 +537,7 @@ mod tests {
     #[test]
     fn in_place_lookups_answer_the_declared_columns() {
         for table in [Credentials::ApiKeys, Credentials::PersonalUrls] {
-            in_place::tests::assert_columns::<KeyLookup>(&key_lookup_sql(table));
+            in_place::tests::assert_columns::<KeyLookup>(key_lookup_sql(table));
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod checkpoints;
 pub mod device_grants;
 pub mod devices;
 pub mod dpop;
+pub mod hot;
 pub mod idps;
 pub mod in_place;
 pub mod invitations;
@@ -448,6 +449,8 @@ pub struct StoreParts {
     rotation_turns: std::sync::Arc<tokio::sync::Semaphore>,
     /// Refresh rotations waiting for a group commit (`SQLite`; [`rotations`]).
     rotations: std::sync::Arc<rotations::RotationQueue>,
+    /// How often each path answered each hot lookup ([`hot`]).
+    hot_counts: std::sync::Arc<hot::HotCounts>,
     /// `PostgreSQL`: refresh-token lookups batched ([`read_batches`], [`Store::refresh_state`]).
     refresh_reads: std::sync::Arc<read_batches::ReadBatches<oauth::RefreshState>>,
     /// `PostgreSQL`: project listings batched ([`read_batches`], [`Store::projects_of_account`]).
@@ -536,11 +539,12 @@ impl Store {
                 }
             },
             rotations: Default::default(),
+            hot_counts: Default::default(),
             refresh_reads: std::sync::Arc::new(read_batches::ReadBatches::new(
-                oauth::REFRESH_LOOKUP_BATCH,
+                oauth::REFRESH_TOKEN.batch_sql(),
             )),
             project_reads: std::sync::Arc::new(read_batches::ReadBatches::new(
-                projects::PROJECTS_OF_ACCOUNTS_BATCH,
+                projects::PROJECTS_OF_ACCOUNT.batch_sql(),
             )),
             auth_listener_started: Default::default(),
             in_place: match backend {

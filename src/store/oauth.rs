@@ -13,6 +13,7 @@
 //! still covers the scope being issued (RFC 7009 §2.1, RFC 6749 §3.3); a concurrent revocation
 //! either waits for the redemption (and then revokes what it issued) or makes it fail.
 
+use super::hot::{HotLookup, Lookup, Param};
 use super::in_place::{self, FromSqliteRow};
 use super::rotations::RotationWrite;
 use super::{Flag, JsonStrings, JsonText, Store, StoreError, StoredHash, WriteTx, new_id};
@@ -64,8 +65,11 @@ impl ClientRecord {
 
 /// The registered client whose `client_id` is `$1`, unless revoked (`gatehouse client
 /// revoke`): a [`ClientRecord`].
-pub(super) const CLIENT_LOOKUP: &str = "SELECT client_id, client_secret_hash, auth_method, client_name, redirect_uris, grant_types, scope, \
-     metadata, can_introspect, created_at FROM oauth_clients WHERE client_id = $1 AND revoked_at IS NULL";
+pub(super) const CLIENT: Lookup<ClientRecord, Option<ClientRecord>> = Lookup::new(
+    HotLookup::Client,
+    "SELECT client_id, client_secret_hash, auth_method, client_name, redirect_uris, grant_types, scope, \
+     metadata, can_introspect, created_at FROM oauth_clients WHERE client_id = $1 AND revoked_at IS NULL",
+);
 
 impl FromSqliteRow for ClientRecord {
     const COLUMNS: &'static [&'static str] = &[
@@ -368,45 +372,25 @@ pub struct RefreshState {
     pub jkt: Option<String>,
 }
 
-/// The columns of [`RefreshState`] for the refresh token(s) chosen by `$where`, each row
-/// led by `$key` (a literal, so that both statements are `&'static str`).
-macro_rules! refresh_lookup {
-    ($key:literal, $where:literal) => {
-        concat!(
-            "SELECT ",
-            $key,
-            "f.id AS family_id, f.consent_id AS consent_id, f.client_id AS client_id, \
-             f.account_id AS account_id, f.scope AS scope, f.resource AS resource, f.issuer AS issuer, \
-             c.scope AS consent_scope, c.expires_at AS consent_expires_at, \
-             f.revoked_at IS NOT NULL AS family_revoked, \
-             a.status = 'active' AS account_active, c.revoked_at IS NOT NULL AS consent_revoked, \
-             r.rotated_at AS rotated_at, r.successor_sealed AS successor_sealed, \
-             s.rotated_at IS NOT NULL AS successor_used, f.jkt AS jkt \
-             FROM refresh_tokens r \
-             JOIN token_families f ON f.id = r.family_id \
-             JOIN accounts a ON a.id = f.account_id \
-             JOIN consents c ON c.id = f.consent_id \
-             LEFT JOIN refresh_tokens s ON s.token_hash = r.successor_hash \
-             WHERE ",
-            $where
-        )
-    };
-}
-
 /// The refresh token whose hash is `$1` with its family, consent and account: a
-/// [`RefreshState`] (its `within_approval` still to be worked out).
-const REFRESH_LOOKUP: &str = refresh_lookup!("", "r.token_hash = $1");
-
-/// `PostgreSQL`: [`REFRESH_LOOKUP`] for each token of the JSON array `$1`, each row led by its
-/// token's hash as `batch_key` ([`super::read_batches`]). Each key is looked up on its own
-/// (a `LATERAL` subquery that `LIMIT 1` keeps from being merged into one join), so the plan
-/// is the single lookup's primary-key probe whatever the statistics say.
-pub(super) const REFRESH_LOOKUP_BATCH: &str = concat!(
-    "SELECT k.batch_key AS batch_key, t.* FROM json_array_elements_text($1::text::json) AS k(batch_key) \
-     CROSS JOIN LATERAL (",
-    refresh_lookup!("", "r.token_hash = k.batch_key LIMIT 1"),
-    ") t"
-);
+/// [`RefreshState`] (its `within_approval` still to be worked out). Batched on `PostgreSQL`.
+pub(super) const REFRESH_TOKEN: Lookup<RefreshState, Option<RefreshState>> = Lookup::new(
+    HotLookup::RefreshToken,
+    "SELECT f.id AS family_id, f.consent_id AS consent_id, f.client_id AS client_id, \
+     f.account_id AS account_id, f.scope AS scope, f.resource AS resource, f.issuer AS issuer, \
+     c.scope AS consent_scope, c.expires_at AS consent_expires_at, \
+     f.revoked_at IS NOT NULL AS family_revoked, \
+     a.status = 'active' AS account_active, c.revoked_at IS NOT NULL AS consent_revoked, \
+     r.rotated_at AS rotated_at, r.successor_sealed AS successor_sealed, \
+     s.rotated_at IS NOT NULL AS successor_used, f.jkt AS jkt \
+     FROM refresh_tokens r \
+     JOIN token_families f ON f.id = r.family_id \
+     JOIN accounts a ON a.id = f.account_id \
+     JOIN consents c ON c.id = f.consent_id \
+     LEFT JOIN refresh_tokens s ON s.token_hash = r.successor_hash \
+     WHERE r.token_hash = $1",
+)
+.batched(|store| &store.refresh_reads);
 
 impl FromSqliteRow for RefreshState {
     const COLUMNS: &'static [&'static str] = &[
@@ -518,8 +502,8 @@ pub struct AccessGrant {
 
 /// An [`AccessGrant`] with the two scopes its own must stay within, and the person's choice of
 /// access (read only) and duration kept with the consent.
-#[derive(sqlx::FromRow)]
-struct AccessRow {
+#[derive(Clone, sqlx::FromRow)]
+pub(super) struct AccessRow {
     #[sqlx(flatten)]
     grant: AccessGrant,
     family_scope: String,
@@ -584,17 +568,21 @@ macro_rules! access_lookup {
 
 /// The live access token whose hash is `$1` at `$2` (Unix seconds), with its family's and
 /// consent's scopes: an [`AccessRow`].
-pub(super) const ACCESS_LOOKUP: &str = access_lookup!("");
+pub(super) const ACCESS_TOKEN: Lookup<AccessRow, Option<AccessRow>> =
+    Lookup::new(HotLookup::AccessToken, access_lookup!(""));
 
-/// [`ACCESS_LOOKUP`] and whether the DPoP proof whose replay key is `$3` was recorded by any
+/// [`ACCESS_TOKEN`] and whether the DPoP proof whose replay key is `$3` was recorded by any
 /// instance and has not expired at `$2` (`proof_seen`): a [`ProofAccessRow`]. One statement,
 /// so a DPoP request still costs one round trip ([`super::dpop`]).
-const ACCESS_LOOKUP_WITH_PROOF: &str = access_lookup!(
-    ", EXISTS (SELECT 1 FROM dpop_proofs d WHERE d.proof_hash = $3 AND d.expires_at > $2) AS proof_seen"
+const ACCESS_TOKEN_WITH_PROOF: Lookup<ProofAccessRow, Option<ProofAccessRow>> = Lookup::new(
+    HotLookup::AccessTokenWithProof,
+    access_lookup!(
+        ", EXISTS (SELECT 1 FROM dpop_proofs d WHERE d.proof_hash = $3 AND d.expires_at > $2) AS proof_seen"
+    ),
 );
 
 /// An [`AccessRow`] and whether its request's DPoP proof was seen before.
-#[derive(sqlx::FromRow)]
+#[derive(Clone, sqlx::FromRow)]
 struct ProofAccessRow {
     #[sqlx(flatten)]
     access: AccessRow,
@@ -839,15 +827,7 @@ impl Store {
         &self,
         client_id: &str,
     ) -> Result<Option<ClientRecord>, StoreError> {
-        if let Some(found) =
-            self.read_in_place(|conn| in_place::optional(conn, CLIENT_LOOKUP, &[&client_id]))
-        {
-            return Ok(found);
-        }
-        Ok(sqlx::query_as(CLIENT_LOOKUP)
-            .bind(client_id)
-            .fetch_optional(&self.pool())
-            .await?)
+        self.hot(&CLIENT, &[Param::Text(client_id)]).await
     }
 
     /// The live consent of `account_id` for `client_id` at `redirect_uri` for the built-in
@@ -1199,22 +1179,9 @@ impl Store {
         &self,
         hash: &TokenHash,
     ) -> Result<Option<RefreshState>, StoreError> {
-        let row: Option<RefreshState> = match self
-            .read_in_place(|conn| in_place::optional(conn, REFRESH_LOOKUP, &[&hash.as_str()]))
-        {
-            Some(row) => row,
-            None if self.backend() == super::Backend::Postgres => self
-                .refresh_reads
-                .read(self, hash.as_str().to_string())
-                .await?
-                .pop(),
-            None => {
-                sqlx::query_as(REFRESH_LOOKUP)
-                    .bind(hash.as_str())
-                    .fetch_optional(&self.pool())
-                    .await?
-            }
-        };
+        let row = self
+            .hot(&REFRESH_TOKEN, &[Param::Text(hash.as_str())])
+            .await?;
         Ok(row.map(|mut state| {
             state.within_approval = within_approval(&state.consent_scope, &state.scope);
             state
@@ -1298,18 +1265,12 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<Option<AccessGrant>, StoreError> {
-        let row: Option<AccessRow> = match self
-            .read_in_place(|conn| in_place::optional(conn, ACCESS_LOOKUP, &[&hash.as_str(), &now]))
-        {
-            Some(row) => row,
-            None => {
-                sqlx::query_as(ACCESS_LOOKUP)
-                    .bind(hash.as_str())
-                    .bind(now)
-                    .fetch_optional(&self.pool())
-                    .await?
-            }
-        };
+        let row = self
+            .hot(
+                &ACCESS_TOKEN,
+                &[Param::Text(hash.as_str()), Param::Int(now)],
+            )
+            .await?;
         let Some(row) = row else {
             return Ok(None);
         };
@@ -1328,23 +1289,16 @@ impl Store {
         proof_hash: &str,
         now: i64,
     ) -> Result<Option<(AccessGrant, bool)>, StoreError> {
-        let row: Option<ProofAccessRow> = match self.read_in_place(|conn| {
-            in_place::optional(
-                conn,
-                ACCESS_LOOKUP_WITH_PROOF,
-                &[&hash.as_str(), &now, &proof_hash],
+        let row = self
+            .hot(
+                &ACCESS_TOKEN_WITH_PROOF,
+                &[
+                    Param::Text(hash.as_str()),
+                    Param::Int(now),
+                    Param::Text(proof_hash),
+                ],
             )
-        }) {
-            Some(row) => row,
-            None => {
-                sqlx::query_as(ACCESS_LOOKUP_WITH_PROOF)
-                    .bind(hash.as_str())
-                    .bind(now)
-                    .bind(proof_hash)
-                    .fetch_optional(&self.pool())
-                    .await?
-            }
-        };
+            .await?;
         let Some(ProofAccessRow { access, proof_seen }) = row else {
             return Ok(None);
         };
@@ -1685,8 +1639,9 @@ mod tests {
 
     #[test]
     fn in_place_lookups_answer_the_declared_columns() {
-        in_place::tests::assert_columns::<ClientRecord>(CLIENT_LOOKUP);
-        in_place::tests::assert_columns::<RefreshState>(REFRESH_LOOKUP);
-        in_place::tests::assert_columns::<AccessRow>(ACCESS_LOOKUP);
+        in_place::tests::assert_columns::<ClientRecord>(CLIENT.sql);
+        in_place::tests::assert_columns::<RefreshState>(REFRESH_TOKEN.sql);
+        in_place::tests::assert_columns::<AccessRow>(ACCESS_TOKEN.sql);
+        in_place::tests::assert_columns::<ProofAccessRow>(ACCESS_TOKEN_WITH_PROOF.sql);
     }
 }

@@ -1,5 +1,6 @@
 //! Projects and memberships.
 
+use super::hot::{HotLookup, Lookup, Param};
 use super::in_place::{self, FromSqliteRow};
 use super::{Flag, Store, StoreError, new_id};
 use crate::domain::account::Role;
@@ -21,28 +22,23 @@ pub struct ProjectMembership {
 }
 
 /// The active projects of account `$1` with its role in each, oldest first: rows of
-/// [`ProjectMembership`].
-const PROJECTS_OF_ACCOUNT: &str = "SELECT p.id AS id, p.name AS name, m.role AS role, p.created_at AS created_at \
+/// [`ProjectMembership`]. Batched on `PostgreSQL`.
+pub(super) const PROJECTS_OF_ACCOUNT: Lookup<ProjectMembership, Vec<ProjectMembership>> =
+    Lookup::new(
+        HotLookup::ProjectsOfAccount,
+        "SELECT p.id AS id, p.name AS name, m.role AS role, p.created_at AS created_at \
      FROM memberships m JOIN projects p ON p.id = m.project_id \
-     WHERE m.account_id = $1 AND p.status = 'active' ORDER BY p.created_at, p.id";
-
-/// `PostgreSQL`: [`PROJECTS_OF_ACCOUNT`] for each account of the JSON array `$1`, each row
-/// led by its account's id as `batch_key`, each account's rows oldest first
-/// ([`super::read_batches`]). Each account is looked up on its own (a `LATERAL` subquery that
-/// `OFFSET 0` keeps from being merged into one join), so the plan is the single listing's
-/// index probe whatever the statistics say.
-pub(super) const PROJECTS_OF_ACCOUNTS_BATCH: &str = "SELECT k.batch_key AS batch_key, \
-     t.id AS id, t.name AS name, t.role AS role, t.created_at AS created_at \
-     FROM json_array_elements_text($1::text::json) AS k(batch_key) \
-     CROSS JOIN LATERAL (SELECT p.id, p.name, m.role, p.created_at \
-       FROM memberships m JOIN projects p ON p.id = m.project_id \
-       WHERE m.account_id = k.batch_key AND p.status = 'active' OFFSET 0) t \
-     ORDER BY k.batch_key, t.created_at, t.id";
+     WHERE m.account_id = $1 AND p.status = 'active' ORDER BY created_at, id",
+    )
+    .batched(|store| &store.project_reads);
 
 /// Account `$1`'s membership in the active project `$2`: a [`ProjectMembership`].
-const MEMBERSHIP: &str = "SELECT p.id AS id, p.name AS name, m.role AS role, p.created_at AS created_at \
+const MEMBERSHIP: Lookup<ProjectMembership, Option<ProjectMembership>> = Lookup::new(
+    HotLookup::Membership,
+    "SELECT p.id AS id, p.name AS name, m.role AS role, p.created_at AS created_at \
      FROM memberships m JOIN projects p ON p.id = m.project_id \
-     WHERE m.account_id = $1 AND m.project_id = $2 AND p.status = 'active'";
+     WHERE m.account_id = $1 AND m.project_id = $2 AND p.status = 'active'",
+);
 
 impl FromSqliteRow for ProjectMembership {
     const COLUMNS: &'static [&'static str] = &["id", "name", "role", "created_at"];
@@ -159,18 +155,8 @@ impl Store {
         &self,
         account_id: &str,
     ) -> Result<Vec<ProjectMembership>, StoreError> {
-        if let Some(found) =
-            self.read_in_place(|conn| in_place::all(conn, PROJECTS_OF_ACCOUNT, &[&account_id]))
-        {
-            return Ok(found);
-        }
-        if self.backend() == super::Backend::Postgres {
-            return self.project_reads.read(self, account_id.to_string()).await;
-        }
-        Ok(sqlx::query_as(PROJECTS_OF_ACCOUNT)
-            .bind(account_id)
-            .fetch_all(&self.pool())
-            .await?)
+        self.hot(&PROJECTS_OF_ACCOUNT, &[Param::Text(account_id)])
+            .await
     }
 
     /// The account's membership in one active project; `None` both for a project that does not
@@ -180,16 +166,11 @@ impl Store {
         account_id: &str,
         project_id: &str,
     ) -> Result<Option<ProjectMembership>, StoreError> {
-        if let Some(found) = self
-            .read_in_place(|conn| in_place::optional(conn, MEMBERSHIP, &[&account_id, &project_id]))
-        {
-            return Ok(found);
-        }
-        Ok(sqlx::query_as(MEMBERSHIP)
-            .bind(account_id)
-            .bind(project_id)
-            .fetch_optional(&self.pool())
-            .await?)
+        self.hot(
+            &MEMBERSHIP,
+            &[Param::Text(account_id), Param::Text(project_id)],
+        )
+        .await
     }
 
     /// The active projects `principal` reaches, with its account's role in each, oldest first:
@@ -385,7 +366,7 @@ mod tests {
 
     #[test]
     fn in_place_lookups_answer_the_declared_columns() {
-        in_place::tests::assert_columns::<ProjectMembership>(PROJECTS_OF_ACCOUNT);
-        in_place::tests::assert_columns::<ProjectMembership>(MEMBERSHIP);
+        in_place::tests::assert_columns::<ProjectMembership>(PROJECTS_OF_ACCOUNT.sql);
+        in_place::tests::assert_columns::<ProjectMembership>(MEMBERSHIP.sql);
     }
 }

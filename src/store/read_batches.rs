@@ -56,7 +56,7 @@ struct Waiting<T> {
 /// The lookups of one kind waiting for a batch, and the turns of its statements. Shared by
 /// every clone of a [`Store`] (and so by every serving lane).
 pub(crate) struct ReadBatches<T> {
-    sql: &'static str,
+    sql: String,
     waiting: Mutex<Vec<Waiting<T>>>,
     turns: Arc<Semaphore>,
     statements: AtomicU64,
@@ -83,7 +83,7 @@ where
 {
     /// The lookups of batched statement `sql` (module docs: `$1` the keys as a JSON array,
     /// the column `batch_key` in every row).
-    pub(crate) fn new(sql: &'static str) -> Self {
+    pub(crate) fn new(sql: String) -> Self {
         ReadBatches {
             sql,
             waiting: Mutex::new(Vec::new()),
@@ -159,7 +159,7 @@ where
         keys.dedup();
         #[allow(clippy::expect_used, reason = "a list of strings always serializes")]
         let input = serde_json::to_string(&keys).expect("a list of strings serializes");
-        let rows: Result<Vec<Keyed<T>>, sqlx::Error> = sqlx::query_as(self.sql)
+        let rows: Result<Vec<Keyed<T>>, sqlx::Error> = sqlx::query_as(&self.sql)
             .bind(input)
             .fetch_all(&store.pool())
             .await;

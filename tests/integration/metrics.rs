@@ -156,6 +156,23 @@ async fn metrics_count_requests_by_route_template_tokens_sign_ins_and_tools() {
         "{body}"
     );
     assert!(body.contains("gatehouse_password_queue_depth"), "{body}");
+    // The tool call listed the account's projects through the hot-read dispatcher, on the
+    // path of its engine.
+    let path = match app.store.backend() {
+        gatehouse::store::Backend::Postgres => "batched",
+        gatehouse::store::Backend::Sqlite => "in_place",
+    };
+    assert!(
+        has_sample(
+            &body,
+            "gatehouse_hot_reads_total",
+            &[
+                "lookup=\"projects_of_account\"",
+                &format!("path=\"{path}\"")
+            ]
+        ),
+        "{body}"
+    );
     assert!(
         body.contains("gatehouse_db_pool_connections{state=\"idle\"}"),
         "{body}"

@@ -6,6 +6,7 @@ use gatehouse::app::open_store;
 use gatehouse::domain::account::{AccountStatus, Email, Role};
 use gatehouse::domain::secret::TokenHash;
 use gatehouse::store::audit::AuditEvent;
+use gatehouse::store::hot::{HotLookup, HotReads};
 use gatehouse::store::keys::{KeyUse, NewApiKey};
 use gatehouse::store::oauth::{
     ClientRecord, CodeRecord, GrantRefusal, NewTokens, Redeemed, Rotation,
@@ -715,6 +716,8 @@ async fn rotation_racing_withdrawal_contract(store: &Store, raw: &sqlx::AnyPool)
 /// starts after a write committed sees it even while lookups of the same key keep running.
 async fn concurrent_lookups_contract(store: &Store) {
     let before = store.lookup_batch_statements();
+    let paths_before =
+        [HotLookup::ProjectsOfAccount, HotLookup::RefreshToken].map(|l| store.hot_reads(l));
     let mut accounts = Vec::new();
     for i in 0..12 {
         let account = new_account(store, &format!("lookups-{i}@example.com")).await;
@@ -759,6 +762,46 @@ async fn concurrent_lookups_contract(store: &Store) {
         assert_eq!(&found, family, "token {}", hash.as_str());
     }
     let together = store.lookup_batch_statements() - before;
+    // Each lookup was answered once, on its engine's path: in place on SQLite (the pool after
+    // a failed in-place read), in a batch on PostgreSQL.
+    let since = |which: HotLookup, before: HotReads| {
+        let now = store.hot_reads(which);
+        HotReads {
+            in_place: now.in_place - before.in_place,
+            batched: now.batched - before.batched,
+            pool: now.pool - before.pool,
+        }
+    };
+    for (which, before, n) in [
+        (
+            HotLookup::ProjectsOfAccount,
+            paths_before[0],
+            asked.len() as u64,
+        ),
+        (
+            HotLookup::RefreshToken,
+            paths_before[1],
+            tokens.len() as u64,
+        ),
+    ] {
+        let paths = since(which, before);
+        let expected = match store.backend() {
+            Backend::Postgres => HotReads {
+                in_place: 0,
+                batched: n,
+                pool: 0,
+            },
+            Backend::Sqlite => HotReads {
+                in_place: paths.in_place,
+                batched: 0,
+                pool: n - paths.in_place,
+            },
+        };
+        assert_eq!(paths, expected, "{which:?}: {n} lookups");
+        if store.backend() == Backend::Sqlite && store.in_place_stats().is_some() {
+            assert!(paths.in_place > 0, "{which:?}: none ran in place");
+        }
+    }
 
     // Freshness: lookups of one account keep running while its projects are created; each
     // lookup made after a creation returned lists that project.
