@@ -26,7 +26,7 @@ use crate::domain::cimd::{
 use crate::domain::client::ClientId;
 use crate::domain::client_assertion::validate_jwks_uri;
 pub use crate::domain::client_assertion::validate_trusted_uri;
-use crate::store::auth_cache::CacheTicket;
+use crate::store::auth_cache::Reads;
 use crate::store::limits::{Admission, Limit};
 use crate::store::oauth::ClientRecord;
 use crate::store::{Store, StoreError};
@@ -450,27 +450,25 @@ impl ClientResolver {
         client_id: &ClientId,
         for_whom: &FetchFor,
     ) -> Result<Option<ClientRecord>, ClientLookupError> {
-        Ok(self.lookup_ticketed(store, client_id, for_whom).await?.0)
+        self.lookup_with(&mut store.reads(), client_id, for_whom)
+            .await
     }
 
-    /// [`ClientResolver::lookup`], with the validation-cache ticket a registered client was
-    /// looked up with ([`Store::cache_ticket`]), for the request's other cached lookups; for
-    /// a metadata document, which the validation cache does not hold, [`CacheTicket::bypass`].
-    pub async fn lookup_ticketed(
+    /// [`ClientResolver::lookup`] as one of the request's cached reads (`reads`: a registered
+    /// client is looked up with the request's validation-cache ticket, which its later lookups
+    /// share); a metadata document, which the validation cache does not hold, is resolved as
+    /// [`ClientResolver::lookup`] does.
+    pub async fn lookup_with(
         &self,
-        store: &Store,
+        reads: &mut Reads,
         client_id: &ClientId,
         for_whom: &FetchFor,
-    ) -> Result<(Option<ClientRecord>, CacheTicket), ClientLookupError> {
+    ) -> Result<Option<ClientRecord>, ClientLookupError> {
         if !client_id.is_metadata_document() {
-            let ticket = store.cache_ticket().await?;
-            let client = store.client_with(ticket, client_id.as_str()).await?;
-            return Ok((client, ticket));
+            return Ok(reads.client(client_id.as_str()).await?);
         }
-        Ok((
-            self.metadata_client(store, client_id, for_whom).await?,
-            CacheTicket::bypass(),
-        ))
+        let store = reads.store().clone();
+        self.metadata_client(&store, client_id, for_whom).await
     }
 
     /// The client of the metadata document at the URL `client_id`.

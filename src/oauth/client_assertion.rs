@@ -24,7 +24,7 @@ use crate::domain::client_assertion::{
 };
 use crate::domain::secret::Secret;
 use crate::state::AppState;
-use crate::store::auth_cache::CacheTicket;
+use crate::store::auth_cache::Reads;
 use crate::store::oauth::ClientRecord;
 
 /// Longest `client_assertion` read, in bytes.
@@ -49,7 +49,7 @@ fn refused(description: impl Into<String>) -> OAuthError {
 /// Authenticates the client of a `client_assertion` (with `client_assertion_type`, and the
 /// optional `client_id`, which must then name the same client, RFC 7521 §4.2).
 ///
-/// Returns the client and the validation-cache ticket it was looked up with.
+/// Returns the client and the request's cached reads it was looked up with ([`Reads`]).
 ///
 /// Errors: `invalid_client` (401) for a wrong assertion type, an assertion that is no JWT, an
 /// algorithm outside [`SIGNING_ALGS`], an unknown client or one that does not use
@@ -61,7 +61,7 @@ pub async fn authenticate(
     app: &AppState,
     params: &HashMap<String, String>,
     for_whom: &FetchFor,
-) -> Result<(ClientRecord, CacheTicket), OAuthError> {
+) -> Result<(ClientRecord, Reads), OAuthError> {
     if params.get("client_assertion_type").map(String::as_str) != Some(CLIENT_ASSERTION_TYPE) {
         return Err(refused(format!(
             "client_assertion_type must be {CLIENT_ASSERTION_TYPE}"
@@ -93,13 +93,14 @@ pub async fn authenticate(
     let Ok(parsed_id) = ClientId::parse(&client_id) else {
         return Err(refused(AUTHENTICATION_FAILED));
     };
-    let (client, ticket) = match app
+    let mut reads = app.store.reads();
+    let client = match app
         .clients
-        .lookup_ticketed(&app.store, &parsed_id, for_whom)
+        .lookup_with(&mut reads, &parsed_id, for_whom)
         .await
     {
-        Ok((Some(c), ticket)) => (c, ticket),
-        Ok((None, _)) => return Err(refused(AUTHENTICATION_FAILED)),
+        Ok(Some(c)) => c,
+        Ok(None) => return Err(refused(AUTHENTICATION_FAILED)),
         Err(ClientLookupError::Metadata(e)) if e.is_temporary() => {
             return Err(OAuthError::ClientMetadataUnavailable);
         }
@@ -129,7 +130,7 @@ pub async fn authenticate(
     {
         return Err(refused("the client assertion was already used"));
     }
-    Ok((client, ticket))
+    Ok((client, reads))
 }
 
 /// The JOSE name of `alg` (RFC 7518 §3.1, RFC 8037 §3.1).

@@ -16,7 +16,7 @@ use crate::domain::client_assertion::PRIVATE_KEY_JWT;
 use crate::domain::secret::{Secret, constant_time_eq};
 use crate::request_body::declared_over;
 use crate::state::AppState;
-use crate::store::auth_cache::CacheTicket;
+use crate::store::auth_cache::Reads;
 use crate::store::oauth::ClientRecord;
 
 /// The `error_description` of `invalid_client` for an unknown client and for a wrong
@@ -73,9 +73,9 @@ pub struct ClientForm {
     pub client: ClientRecord,
     /// The form's parameters.
     pub params: HashMap<String, String>,
-    /// The validation-cache ticket the client was looked up with, for the request's other
-    /// cached lookups ([`Store::cache_ticket`](crate::store::Store::cache_ticket)).
-    pub ticket: CacheTicket,
+    /// The request's reads through the validation cache, which looked the client up, for its
+    /// other cached lookups ([`Reads`]).
+    pub reads: Reads,
 }
 
 impl FromRequest<AppState> for ClientForm {
@@ -109,12 +109,12 @@ impl ClientForm {
             )),
             None => FetchFor::SignedIn,
         };
-        let (client, ticket) =
+        let (client, reads) =
             authenticate_client(state, &parts.headers, &params, &for_whom).await?;
         Ok(ClientForm {
             client,
             params,
-            ticket,
+            reads,
         })
     }
 }
@@ -190,8 +190,9 @@ pub fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>
 /// signed assertion ([`super::client_assertion::authenticate`]); a public client sends only
 /// its `client_id` (`none`). Secrets are compared as SHA-256 digests in constant time.
 ///
-/// Returns the client and the validation-cache ticket it was looked up with
-/// ([`ClientResolver::lookup_ticketed`](super::clients::ClientResolver::lookup_ticketed)).
+/// Returns the client and the request's cached reads it was looked up with
+/// ([`ClientResolver::lookup_with`](super::clients::ClientResolver::lookup_with)), for the
+/// request's other cached lookups.
 ///
 /// A client ID metadata document not yet stored spends `for_whom`'s budget
 /// ([`FetchFor`]).
@@ -206,7 +207,7 @@ pub async fn authenticate_client(
     headers: &HeaderMap,
     params: &HashMap<String, String>,
     for_whom: &FetchFor,
-) -> Result<(ClientRecord, CacheTicket), OAuthError> {
+) -> Result<(ClientRecord, Reads), OAuthError> {
     let basic = basic_credentials(headers)?;
     let used_basic = basic.is_some();
     if params.contains_key("client_assertion") || params.contains_key("client_assertion_type") {
@@ -249,13 +250,14 @@ pub async fn authenticate_client(
     let Ok(client_id) = ClientId::parse(&client_id) else {
         return Err(fail(AUTHENTICATION_FAILED));
     };
+    let mut reads = app.store.reads();
     let found = app
         .clients
-        .lookup_ticketed(&app.store, &client_id, for_whom)
+        .lookup_with(&mut reads, &client_id, for_whom)
         .await;
-    let (client, ticket) = match found {
-        Ok((Some(c), ticket)) => (c, ticket),
-        Ok((None, _)) => return Err(fail(AUTHENTICATION_FAILED)),
+    let client = match found {
+        Ok(Some(c)) => c,
+        Ok(None) => return Err(fail(AUTHENTICATION_FAILED)),
         Err(ClientLookupError::Metadata(e)) if e.is_temporary() => {
             return Err(OAuthError::ClientMetadataUnavailable);
         }
@@ -284,5 +286,5 @@ pub async fn authenticate_client(
     } else if client.client_secret_hash.is_some() != secret.is_some() {
         return Err(fail(AUTHENTICATION_FAILED));
     }
-    Ok((client, ticket))
+    Ok((client, reads))
 }

@@ -38,7 +38,7 @@ pub async fn introspect(
     ClientForm {
         client,
         params,
-        ticket,
+        mut reads,
     }: ClientForm,
 ) -> Result<impl IntoResponse, OAuthError> {
     if !client.can_introspect || !client.is_confidential() {
@@ -67,11 +67,7 @@ pub async fn introspect(
             .and_then(|r| r.as_str())
             .unwrap_or(&state.config.mcp_server_url),
     );
-    let body = match state
-        .store
-        .live_access_token_with(ticket, &hash, now())
-        .await?
-    {
+    let body = match reads.live_access_token(&hash, now()).await? {
         Some(g) if audience.is_some_and(|a| a.matches(&g.resource)) => {
             let mut body = json!({
                 "active": true,

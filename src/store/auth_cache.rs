@@ -173,13 +173,51 @@ struct Ticket {
 /// On `PostgreSQL` a ticket costs nothing to take (whether the listener hears), so every lookup
 /// looks again with its own; only `SQLite`'s reading of the row is shared.
 #[derive(Debug, Clone, Copy)]
-pub struct CacheTicket(Option<Ticket>);
+pub(crate) struct CacheTicket(Option<Ticket>);
 
-impl CacheTicket {
-    /// A ticket that sends every lookup made with it to the database (for a request that took
-    /// none because its lookup was not of the cache's kinds, such as a client metadata document).
-    pub fn bypass() -> CacheTicket {
-        CacheTicket(None)
+/// One request's reads through the validation cache ([`Store::reads`]): the cache's ticket
+/// ([`Store::cache_ticket`]) is taken at its first cached lookup, and every later lookup of
+/// the same request uses it, so a request that authenticates a client and then introspects a
+/// token reads `SQLite`'s generation row once.
+#[derive(Debug, Clone)]
+pub struct Reads {
+    store: Store,
+    ticket: Option<CacheTicket>,
+}
+
+impl Reads {
+    /// The store these reads are made of.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    async fn ticket(&mut self) -> Result<CacheTicket, StoreError> {
+        if let Some(ticket) = self.ticket {
+            return Ok(ticket);
+        }
+        let ticket = self.store.cache_ticket().await?;
+        self.ticket = Some(ticket);
+        Ok(ticket)
+    }
+
+    /// [`Store::client`] with this request's ticket.
+    ///
+    /// Errors: [`StoreError::Database`] when the database cannot be asked.
+    pub async fn client(&mut self, client_id: &str) -> Result<Option<ClientRecord>, StoreError> {
+        let ticket = self.ticket().await?;
+        self.store.client_with(ticket, client_id).await
+    }
+
+    /// [`Store::live_access_token`] with this request's ticket.
+    ///
+    /// Errors: [`StoreError::Database`] when the database cannot be asked.
+    pub async fn live_access_token(
+        &mut self,
+        hash: &TokenHash,
+        now: i64,
+    ) -> Result<Option<AccessGrant>, StoreError> {
+        let ticket = self.ticket().await?;
+        self.store.live_access_token_with(ticket, hash, now).await
     }
 }
 
@@ -323,6 +361,14 @@ const GENERATION: Lookup<Generation, Option<Generation>> = Lookup::new(
 );
 
 impl Store {
+    /// The reads of one request through the validation cache ([`Reads`]).
+    pub fn reads(&self) -> Reads {
+        Reads {
+            store: self.clone(),
+            ticket: None,
+        }
+    }
+
     /// The cache may be used for this lookup: a ticket to store the answer with, or `None` to
     /// go to the database and leave the cache alone.
     async fn auth_ticket(&self) -> Result<Option<Ticket>, StoreError> {
@@ -347,7 +393,7 @@ impl Store {
     /// listener hears; with the cache off, a ticket that sends every lookup to the database.
     ///
     /// Errors: [`StoreError::Database`] when the generation row cannot be read.
-    pub async fn cache_ticket(&self) -> Result<CacheTicket, StoreError> {
+    pub(crate) async fn cache_ticket(&self) -> Result<CacheTicket, StoreError> {
         Ok(CacheTicket(self.auth_ticket().await?))
     }
 
@@ -423,7 +469,7 @@ impl Store {
     /// ([`Store::cache_ticket`]).
     ///
     /// Errors: [`StoreError::Database`] when the database cannot be asked.
-    pub async fn live_access_token_with(
+    async fn live_access_token_with(
         &self,
         ticket: CacheTicket,
         hash: &TokenHash,
@@ -489,7 +535,7 @@ impl Store {
     /// [`Store::client`] with a ticket this request already took ([`Store::cache_ticket`]).
     ///
     /// Errors: [`StoreError::Database`] when the database cannot be asked.
-    pub async fn client_with(
+    async fn client_with(
         &self,
         ticket: CacheTicket,
         client_id: &str,
