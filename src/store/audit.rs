@@ -341,7 +341,7 @@ impl Store {
             let taken = std::mem::take(rows);
             let count = taken.len();
             let in_place = self
-                .write_in_place(taken, |conn, rows| {
+                .write_in_place(&turn, taken, |conn, rows| {
                     for row in rows {
                         let project = project_in_detail(row.detail.as_deref());
                         super::in_place::execute(

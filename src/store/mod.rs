@@ -19,6 +19,7 @@ pub mod assertions;
 pub mod audit;
 pub mod audit_query;
 pub mod auth_cache;
+pub(crate) mod batcher;
 pub mod checkpoints;
 pub mod device_grants;
 pub mod devices;
@@ -331,19 +332,6 @@ pub trait Dialect: Send + Sync + 'static {
     /// `oauth::lock_live_consent`): binds `$1` consent id; returns `scope, revoked_at,
     /// account_status, expires_at`.
     fn lock_consent_sql(&self) -> &'static str;
-
-    /// The writes of a refresh rotation (OAuth 2.1 §4.3.1) in one round trip: marks the
-    /// presented token rotated, with its sealed successor, while it is unrotated and its family
-    /// unrevoked, and only then inserts the successor refresh token and the new access token.
-    /// The update also requires the consent `$12` unrevoked with exactly the scope `$13` (the
-    /// one the caller checked the scopes against) and its account active, reading the consent
-    /// under the issuance lock of [`Dialect::lock_consent_sql`].
-    /// Binds `$1` now (Unix seconds), `$2` new refresh hash, `$3` sealed successor, `$4`
-    /// presented hash, `$5` family id, `$6` account id, `$7` client id, `$8` scope, `$9`
-    /// audience, `$10` new access hash, `$11` access expiry (Unix seconds), `$12` consent id,
-    /// `$13` consent scope. Rows affected: none when nothing was written, some when the
-    /// rotation was won.
-    fn rotate_refresh_sql(&self) -> &'static str;
 }
 
 /// The read of [`Dialect::lock_consent_sql`], without the lock clause (a literal, so that each
@@ -363,16 +351,22 @@ pub(crate) use consent_read;
 pub const WRITE_TURN_WAIT: Duration = Duration::from_secs(10);
 
 /// Takes one of `turns` (this process's write turn on `SQLite`), waiting at most
-/// [`WRITE_TURN_WAIT`]: [`sqlx::Error::PoolTimedOut`] beyond that, [`sqlx::Error::PoolClosed`]
-/// once the turns are closed.
+/// [`WRITE_TURN_WAIT`]: [`Unavailable::NoTurn`] beyond that, [`Unavailable::Closed`] once the
+/// turns are closed.
 async fn take_turn(
     turns: std::sync::Arc<tokio::sync::Semaphore>,
-) -> Result<tokio::sync::OwnedSemaphorePermit, sqlx::Error> {
+) -> Result<tokio::sync::OwnedSemaphorePermit, StoreError> {
     tokio::time::timeout(WRITE_TURN_WAIT, turns.acquire_owned())
         .await
-        .map_err(|_| sqlx::Error::PoolTimedOut)?
-        .map_err(|_| sqlx::Error::PoolClosed)
+        .map_err(|_| StoreError::Unavailable(Unavailable::NoTurn))?
+        .map_err(|_| StoreError::Unavailable(Unavailable::Closed))
 }
+
+/// This process's write turn on `SQLite`, held until dropped ([`Store::write_turn`]): what
+/// [`Store::write_in_place`] requires, so that no write runs in place outside the turn.
+pub(crate) struct WriteTurn(
+    #[allow(dead_code, reason = "held, not read")] tokio::sync::OwnedSemaphorePermit,
+);
 
 /// A write transaction begun by [`Store::begin_write`]. Statements run on it as on its
 /// connection (`&mut *tx`); [`WriteTx::commit`] or [`WriteTx::rollback`] end it, and dropping
@@ -600,9 +594,9 @@ impl Store {
     /// busy handler, which sleeps in growing steps (up to 100 ms) between tries and so let a
     /// writer wait far longer than the writes ahead of it took.
     ///
-    /// Errors: [`sqlx::Error::PoolTimedOut`] when no turn came within [`WRITE_TURN_WAIT`]
+    /// Errors: [`Unavailable::NoTurn`] when no turn came within [`WRITE_TURN_WAIT`]
     /// (answered 503, like a busy database); otherwise what `BEGIN` returned.
-    pub(crate) async fn begin_write(&self) -> Result<WriteTx, sqlx::Error> {
+    pub(crate) async fn begin_write(&self) -> Result<WriteTx, StoreError> {
         let pool = self.pool();
         let backend = self.backend;
         let turns = std::sync::Arc::clone(&self.write_turns);
@@ -626,7 +620,7 @@ impl Store {
             Ok(begun) => begun,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             // Only when the runtime shuts down.
-            Err(_) => Err(sqlx::Error::WorkerCrashed),
+            Err(_) => Err(StoreError::Unavailable(Unavailable::Closed)),
         }
     }
 
@@ -724,6 +718,7 @@ impl Store {
     /// the blocking thread starts.
     pub(crate) async fn write_in_place<C, T>(
         &self,
+        _turn: &WriteTurn,
         carried: C,
         write: impl FnOnce(&rusqlite::Connection, &C) -> rusqlite::Result<T> + Send + 'static,
     ) -> Option<(C, Option<T>)>
@@ -747,11 +742,24 @@ impl Store {
 
     /// This process's write turn on `SQLite` (the one [`Store::begin_write`] takes).
     ///
-    /// Errors: [`sqlx::Error::PoolTimedOut`] when no turn came within [`WRITE_TURN_WAIT`].
-    pub(crate) async fn write_turn(
+    /// Errors: [`Unavailable::NoTurn`] when no turn came within [`WRITE_TURN_WAIT`].
+    pub(crate) async fn write_turn(&self) -> Result<WriteTurn, StoreError> {
+        Ok(WriteTurn(
+            take_turn(std::sync::Arc::clone(&self.write_turns)).await?,
+        ))
+    }
+
+    /// `permit` as this process's write turn, when it is one of the write turns' (on `SQLite`
+    /// the rotations' turns are); otherwise `permit` back.
+    pub(crate) fn as_write_turn(
         &self,
-    ) -> Result<tokio::sync::OwnedSemaphorePermit, sqlx::Error> {
-        take_turn(std::sync::Arc::clone(&self.write_turns)).await
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) -> Result<WriteTurn, tokio::sync::OwnedSemaphorePermit> {
+        if std::sync::Arc::ptr_eq(permit.semaphore(), &self.write_turns) {
+            Ok(WriteTurn(permit))
+        } else {
+            Err(permit)
+        }
     }
 
     /// How many lookups ran in place and how many were asked of the pool after failing there
@@ -1301,7 +1309,8 @@ mod tests {
                             .execute(&mut *tx)
                             .await?;
                     }
-                    tx.commit().await
+                    tx.commit().await?;
+                    Ok::<_, StoreError>(())
                 };
                 let _ =
                     tokio::time::timeout(Duration::from_micros(50 + (i * 97) % 3000), write).await;

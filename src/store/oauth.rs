@@ -1190,7 +1190,7 @@ impl Store {
 
     /// Rotates a refresh token (OAuth 2.1 §4.3.1) with the consent read in `state`: checked
     /// here first (the family's and the new tokens' scopes within `state.consent_scope`), then
-    /// [`super::Dialect::rotate_refresh_sql`] marks the token rotated (storing the sealed
+    /// the rotation statement of its engine ([`super::rotations`]) marks the token rotated (storing the sealed
     /// successor) while it is unrotated, its family unrevoked, its consent unrevoked with
     /// exactly that scope (read under a lock: `FOR SHARE` on `PostgreSQL`) and its account
     /// active, and only then inserts the successor refresh and access tokens. `PostgreSQL`

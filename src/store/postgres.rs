@@ -21,36 +21,11 @@ impl Dialect for Postgres {
     fn lock_consent_sql(&self) -> &'static str {
         concat!(consent_read!(), " FOR SHARE")
     }
-
-    /// One statement, so its own transaction: the consent read `FOR SHARE` in a `WITH` (a
-    /// concurrent revocation's update of the row waits for this statement, or this statement
-    /// waits for it and then finds the row revoked), the update guarded by it, both inserts fed
-    /// by the update's returned row, so they insert nothing when it changed nothing. Rows
-    /// affected: 1 when won, 0 otherwise.
-    fn rotate_refresh_sql(&self) -> &'static str {
-        "WITH consent AS ( \
-           SELECT c.id FROM consents c JOIN accounts a ON a.id = c.account_id \
-           WHERE c.id = $12 AND c.revoked_at IS NULL AND c.scope = $13 AND a.status = 'active' \
-           AND (c.expires_at IS NULL OR c.expires_at > $1) \
-           FOR SHARE OF c \
-         ), won AS ( \
-           UPDATE refresh_tokens SET rotated_at = $1, successor_hash = $2, successor_sealed = $3 \
-           WHERE token_hash = $4 AND rotated_at IS NULL \
-           AND family_id IN (SELECT id FROM token_families WHERE id = $5 AND revoked_at IS NULL) \
-           AND EXISTS (SELECT 1 FROM consent) \
-           RETURNING 1 \
-         ), successor AS ( \
-           INSERT INTO refresh_tokens (token_hash, family_id, created_at) \
-           SELECT $2, $5, $1 FROM won RETURNING 1 \
-         ) \
-         INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at, jkt) \
-         SELECT $10, $5, $6, $7, $8, $9, $1, $11, $14 FROM won"
-    }
 }
 
 /// The refresh rotations of one group commit ([`super::rotations`]) in one statement, so in
 /// one transaction, with one round trip and one commit for the whole group: each rotation the
-/// same guarded writes as [`Dialect::rotate_refresh_sql`] (consents read `FOR SHARE`, the
+/// same guarded writes as `SQLite`'s [`super::sqlite::ROTATE_REFRESH`] (consents read `FOR SHARE`, the
 /// presented token marked rotated only while it is unrotated, its family unrevoked, its
 /// consent unrevoked with exactly the scope read, not past its chosen end, and its account
 /// active; the successor refresh

@@ -18,22 +18,24 @@
 //!   leave the others of its batch unanswered.
 //! - A failed statement answers every lookup of its batch with its error, classified as it
 //!   was (the database unavailable: `503`; otherwise `500`). Nothing here writes.
-//! - Bounded: a lookup waits at most [`super::WRITE_TURN_WAIT`] for a turn and as long again
-//!   for its answer (then it is answered like a busy database, `503`); the queue holds at
-//!   most one entry per lookup waiting, and one whose request was cancelled is read once by
-//!   the next batch and its answer dropped.
+//! - Bounded and withdrawn as every batch of the store ([`super::batcher`]): a lookup waits at
+//!   most [`super::WRITE_TURN_WAIT`] for a turn and as long again for its answer (then it is
+//!   answered like a busy database, `503`), and one whose request was cancelled while it waits
+//!   leaves the queue.
 //!
 //! A batched statement takes `$1`, a JSON array of the keys (text), and returns the column
 //! `batch_key` (the key a row answers) beside the rows' own columns, each key's rows in the
 //! order its lookup wants.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use sqlx::any::AnyRow;
 use sqlx::{FromRow, Row};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::batcher::Batcher;
 
 use super::{Store, StoreError};
 
@@ -47,17 +49,14 @@ pub const READ_TURNS: usize = 1;
 /// What a lookup's waiting end receives: its rows, or the batch's error.
 type Answer<T> = Result<Vec<T>, StoreError>;
 
-/// A lookup waiting for a batch.
-struct Waiting<T> {
-    key: String,
-    reply: oneshot::Sender<Answer<T>>,
-}
+/// A lookup waiting for a batch: its key.
+type Waiting<T> = super::batcher::Waiting<String, Vec<T>>;
 
-/// The lookups of one kind waiting for a batch, and the turns of its statements. Shared by
-/// every clone of a [`Store`] (and so by every serving lane).
+/// The lookups of one kind waiting for a batch ([`super::batcher`]), and the turns of its
+/// statements. Shared by every clone of a [`Store`] (and so by every serving lane).
 pub(crate) struct ReadBatches<T> {
     sql: String,
-    waiting: Mutex<Vec<Waiting<T>>>,
+    waiting: Arc<Batcher<String, Vec<T>>>,
     turns: Arc<Semaphore>,
     statements: AtomicU64,
 }
@@ -86,7 +85,7 @@ where
     pub(crate) fn new(sql: String) -> Self {
         ReadBatches {
             sql,
-            waiting: Mutex::new(Vec::new()),
+            waiting: Arc::new(Batcher::new(BATCH_MAX)),
             turns: Arc::new(Semaphore::new(READ_TURNS)),
             statements: AtomicU64::new(0),
         }
@@ -97,54 +96,17 @@ where
         self.statements.load(Ordering::Relaxed)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Waiting<T>>> {
-        match self.waiting.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
-    /// Takes up to [`BATCH_MAX`] waiting lookups, oldest first.
-    fn take_batch(&self) -> Vec<Waiting<T>> {
-        let mut waiting = self.lock();
-        let n = waiting.len().min(BATCH_MAX);
-        waiting.drain(..n).collect()
-    }
-
     /// The rows for `key`, read in a batch with the lookups waiting beside it (module docs),
     /// through `store`'s pool.
     ///
     /// Errors: the batch statement's; [`super::Unavailable`] when no turn or no answer
     /// came within [`super::WRITE_TURN_WAIT`].
     pub(crate) async fn read(self: &Arc<Self>, store: &Store, key: String) -> Answer<T> {
-        let (reply, mut answer) = oneshot::channel();
-        self.lock().push(Waiting { key, reply });
-        let deadline = tokio::time::Instant::now() + super::WRITE_TURN_WAIT;
-        loop {
-            let turn = tokio::select! {
-                biased;
-                answered = &mut answer => {
-                    return answered.unwrap_or(Err(StoreError::Unavailable(super::Unavailable::LeaderGone)));
-                }
-                turn = tokio::time::timeout_at(deadline, Arc::clone(&self.turns).acquire_owned()) => turn,
-            };
-            match turn {
-                Ok(Ok(turn)) => {
-                    let batch = self.take_batch();
-                    if batch.is_empty() {
-                        // Ours was taken by a batch already running: its answer comes when
-                        // that statement is done.
-                        drop(turn);
-                        return super::leader_answer(answer).await;
-                    }
-                    tokio::spawn(Arc::clone(self).run(store.clone(), batch, turn));
-                }
-                Ok(Err(_closed)) => {
-                    return Err(StoreError::Unavailable(super::Unavailable::Closed));
-                }
-                Err(_elapsed) => return Err(StoreError::Unavailable(super::Unavailable::NoTurn)),
-            }
-        }
+        self.waiting
+            .submit(key, &self.turns, |batch, turn| {
+                Arc::clone(self).run(store.clone(), batch, turn)
+            })
+            .await
     }
 
     /// Runs one batch's statement holding `turn` and answers each of its lookups.
@@ -154,7 +116,7 @@ where
         batch: Vec<Waiting<T>>,
         turn: OwnedSemaphorePermit,
     ) {
-        let mut keys: Vec<&str> = batch.iter().map(|w| w.key.as_str()).collect();
+        let mut keys: Vec<&str> = batch.iter().map(|w| w.item.as_str()).collect();
         keys.sort_unstable();
         keys.dedup();
         #[allow(clippy::expect_used, reason = "a list of strings always serializes")]
@@ -188,8 +150,8 @@ fn answer_rows<T: Clone>(batch: Vec<Waiting<T>>, rows: Vec<Keyed<T>>) {
         by_key.entry(key).or_default().push(row);
     }
     for w in batch {
-        let rows = by_key.get(&w.key).cloned().unwrap_or_default();
-        let _ = w.reply.send(Ok(rows));
+        let rows = by_key.get(&w.item).cloned().unwrap_or_default();
+        w.answer(Ok(rows));
     }
 }
 
@@ -200,27 +162,20 @@ fn answer_error<T>(batch: Vec<Waiting<T>>, e: sqlx::Error) {
     let mut batch = batch.into_iter();
     let first = batch.next();
     for w in batch {
-        let again = super::same_class_error(&e);
-        let _ = w.reply.send(Err(StoreError::Database(again)));
+        w.answer(Err(StoreError::Database(super::same_class_error(&e))));
     }
     if let Some(first) = first {
-        let _ = first.reply.send(Err(StoreError::from(e)));
+        first.answer(Err(StoreError::from(e)));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::sync::oneshot;
 
     fn waiting(key: &str) -> (Waiting<String>, oneshot::Receiver<Answer<String>>) {
-        let (reply, answer) = oneshot::channel();
-        (
-            Waiting {
-                key: key.to_string(),
-                reply,
-            },
-            answer,
-        )
+        Waiting::detached(key.to_string())
     }
 
     fn keyed(key: &str, row: &str) -> Keyed<String> {

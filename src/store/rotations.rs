@@ -7,11 +7,14 @@
 //! takes every rotation waiting (at most [`GROUP_MAX`]) and commits them together, then
 //! answers each with whether it won. On `SQLite` the turn is this process's write turn
 //! ([`Store::begin_write`]'s semaphore) and the group one transaction, each rotation its own
-//! guarded statements ([`super::Dialect::rotate_refresh_sql`]); on `PostgreSQL` up to
+//! guarded statements ([`super::sqlite::ROTATE_REFRESH`]); on `PostgreSQL` up to
 //! [`POSTGRES_GROUPS`] groups run at once, each one statement
-//! ([`super::postgres::ROTATE_REFRESH_GROUP`]; a group of one runs the single rotation's
-//! statement), and when it fails otherwise than by the database being unavailable (a deadlock
-//! with another instance's group over the same tokens), each rotation runs alone.
+//! ([`super::postgres::ROTATE_REFRESH_GROUP`], a group of one included), and when it fails
+//! otherwise than by the database being unavailable (a deadlock with another instance's group
+//! over the same tokens), each rotation runs alone, as a group of one. So each engine has one
+//! text of the rotation, and every binder of it reads one list of parameters
+//! ([`RotationWrite::params`]). The queue, turns, deadline and withdrawal are the store's
+//! batcher's ([`super::batcher`]).
 //! A rotation is answered only after the transaction holding it committed, so nothing is
 //! acknowledged before it is committed (a crash of the process cannot take it back; with the
 //! server's `synchronous = NORMAL` a power loss can still take back the last commits, as for
@@ -33,10 +36,10 @@
 //!   which case it waits for that leader's answer. A rotation whose request is cancelled while
 //!   it waits leaves the queue too: nothing runs it later, with a time long past.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use sqlx::AnyConnection;
-use tokio::sync::{OwnedSemaphorePermit, oneshot};
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::{Store, StoreError};
 
@@ -47,8 +50,8 @@ pub const GROUP_MAX: usize = 64;
 /// has one writer): while one group's statement runs, the next gathers and can start.
 pub const POSTGRES_GROUPS: usize = 2;
 
-/// One rotation's parameters, owned so that it can wait in the queue (the binds of
-/// [`super::Dialect::rotate_refresh_sql`], in order).
+/// One rotation's parameters, owned so that it can wait in the queue ([`RotationWrite::params`]
+/// names them, in the order of their numbers in the statements).
 #[derive(Debug, Clone)]
 pub(crate) struct RotationWrite {
     pub now: i64,
@@ -68,127 +71,131 @@ pub(crate) struct RotationWrite {
     pub jkt: Option<String>,
 }
 
+/// A value of a rotation's parameter list ([`RotationWrite::params`]).
+#[derive(Debug, Clone, Copy)]
+enum Value<'a> {
+    Int(i64),
+    Text(&'a str),
+    Bytes(&'a [u8]),
+    OptionalText(Option<&'a str>),
+}
+
+impl rusqlite::ToSql for Value<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        match self {
+            Value::Int(i) => i.to_sql(),
+            Value::Text(s) => s.to_sql(),
+            Value::Bytes(b) => b.to_sql(),
+            Value::OptionalText(s) => s.to_sql(),
+        }
+    }
+}
+
+impl Value<'_> {
+    /// The value as a member of [`super::postgres::ROTATE_REFRESH_GROUP`]'s input (bytes as
+    /// lowercase hex, which the statement decodes).
+    fn to_json(self) -> serde_json::Value {
+        match self {
+            Value::Int(i) => i.into(),
+            Value::Text(s) => s.into(),
+            Value::Bytes(bytes) => {
+                use std::fmt::Write as _;
+                let mut hex = String::with_capacity(bytes.len() * 2);
+                for byte in bytes {
+                    let _ = write!(hex, "{byte:02x}");
+                }
+                hex.into()
+            }
+            Value::OptionalText(s) => s.into(),
+        }
+    }
+}
+
+/// Number of parameters of a rotation.
+const PARAMETERS: usize = 14;
+
 impl RotationWrite {
-    /// Runs the rotation's statements on `conn`: whether it won (wrote its successors).
-    pub(crate) async fn run(
-        &self,
-        sql: &'static str,
-        conn: &mut AnyConnection,
-    ) -> Result<bool, sqlx::Error> {
-        Ok(sqlx::query(sql)
-            .bind(self.now)
-            .bind(self.refresh_hash.as_str())
-            .bind(self.successor_sealed.as_slice())
-            .bind(self.presented.as_str())
-            .bind(self.family_id.as_str())
-            .bind(self.account_id.as_str())
-            .bind(self.client_id.as_str())
-            .bind(self.scope.as_str())
-            .bind(self.resource.as_str())
-            .bind(self.access_hash.as_str())
-            .bind(self.access_expires_at)
-            .bind(self.consent_id.as_str())
-            .bind(self.consent_scope.as_str())
-            .bind(self.jkt.as_deref())
-            .execute(conn)
-            .await?
-            .rows_affected()
-            > 0)
+    /// The rotation's parameters, each with its name: `$n` of [`super::sqlite::ROTATE_REFRESH`]
+    /// is the `n`th, and the same name is its member in
+    /// [`super::postgres::ROTATE_REFRESH_GROUP`]'s input. Every binder reads this one list.
+    fn params(&self) -> [(&'static str, Value<'_>); PARAMETERS] {
+        [
+            ("now", Value::Int(self.now)),
+            ("refresh_hash", Value::Text(&self.refresh_hash)),
+            ("sealed", Value::Bytes(&self.successor_sealed)),
+            ("presented", Value::Text(&self.presented)),
+            ("family_id", Value::Text(&self.family_id)),
+            ("account_id", Value::Text(&self.account_id)),
+            ("client_id", Value::Text(&self.client_id)),
+            ("scope", Value::Text(&self.scope)),
+            ("resource", Value::Text(&self.resource)),
+            ("access_hash", Value::Text(&self.access_hash)),
+            ("access_expires_at", Value::Int(self.access_expires_at)),
+            ("consent_id", Value::Text(&self.consent_id)),
+            ("consent_scope", Value::Text(&self.consent_scope)),
+            ("jkt", Value::OptionalText(self.jkt.as_deref())),
+        ]
+    }
+
+    /// `SQLite`, through the pool: runs the rotation's statements
+    /// ([`super::sqlite::ROTATE_REFRESH`]) on `conn`, inside the caller's transaction; whether
+    /// it won.
+    async fn run(&self, conn: &mut AnyConnection) -> Result<bool, sqlx::Error> {
+        let mut changed = 0;
+        for sql in super::sqlite::ROTATE_REFRESH {
+            let mut query = sqlx::query(sql);
+            for (_, value) in self.params() {
+                query = match value {
+                    Value::Int(i) => query.bind(i),
+                    Value::Text(s) => query.bind(s),
+                    Value::Bytes(b) => query.bind(b),
+                    Value::OptionalText(s) => query.bind(s),
+                };
+            }
+            changed += query.execute(&mut *conn).await?.rows_affected();
+        }
+        Ok(changed > 0)
     }
 
     /// The rotation as one object of [`super::postgres::ROTATE_REFRESH_GROUP`]'s input, at
     /// place `i` of its group.
     fn as_json(&self, i: usize) -> serde_json::Value {
-        use std::fmt::Write as _;
-        let mut sealed = String::with_capacity(self.successor_sealed.len() * 2);
-        for byte in &self.successor_sealed {
-            let _ = write!(sealed, "{byte:02x}");
+        let mut object = serde_json::Map::with_capacity(PARAMETERS + 1);
+        object.insert("i".into(), i.into());
+        for (name, value) in self.params() {
+            object.insert(name.into(), value.to_json());
         }
-        serde_json::json!({
-            "i": i,
-            "now": self.now,
-            "refresh_hash": self.refresh_hash,
-            "sealed": sealed,
-            "presented": self.presented,
-            "family_id": self.family_id,
-            "account_id": self.account_id,
-            "client_id": self.client_id,
-            "scope": self.scope,
-            "resource": self.resource,
-            "access_hash": self.access_hash,
-            "access_expires_at": self.access_expires_at,
-            "consent_id": self.consent_id,
-            "consent_scope": self.consent_scope,
-            "jkt": self.jkt,
-        })
+        serde_json::Value::Object(object)
     }
 
     /// Runs the rotation's statements ([`super::sqlite::ROTATE_REFRESH`]) on the in-place
-    /// write connection, inside its transaction: whether it won.
+    /// write connection, inside the caller's transaction: whether it won.
     fn run_in_place(&self, conn: &rusqlite::Connection) -> rusqlite::Result<bool> {
-        let params: [&dyn rusqlite::ToSql; 14] = [
-            &self.now,
-            &self.refresh_hash,
-            &self.successor_sealed,
-            &self.presented,
-            &self.family_id,
-            &self.account_id,
-            &self.client_id,
-            &self.scope,
-            &self.resource,
-            &self.access_hash,
-            &self.access_expires_at,
-            &self.consent_id,
-            &self.consent_scope,
-            &self.jkt,
-        ];
+        let params = self.params();
+        let bound: [&dyn rusqlite::ToSql; PARAMETERS] = std::array::from_fn(|i| &params[i].1 as _);
         let mut changed = 0;
         for sql in super::sqlite::ROTATE_REFRESH {
-            changed += super::in_place::execute(conn, sql, &params)?;
+            changed += super::in_place::execute(conn, sql, &bound)?;
         }
         Ok(changed > 0)
     }
 }
 
-struct Queued {
-    id: u64,
-    write: RotationWrite,
-    reply: oneshot::Sender<Result<bool, StoreError>>,
-}
+/// A rotation waiting for a group commit.
+type Queued = super::batcher::Waiting<RotationWrite, bool>;
 
-/// The rotations waiting for a leader. Shared by every clone of a [`Store`].
-#[derive(Default)]
+/// The rotations waiting for a group commit ([`super::batcher`]) and the count of group
+/// statements. Shared by every clone of a [`Store`].
 pub(crate) struct RotationQueue {
-    waiting: Mutex<Vec<Queued>>,
-    next_id: std::sync::atomic::AtomicU64,
-    /// `PostgreSQL`: groups of more than one rotation committed in one statement.
+    waiting: Arc<super::batcher::Batcher<RotationWrite, bool>>,
     statements: std::sync::atomic::AtomicU64,
 }
 
-impl RotationQueue {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Queued>> {
-        match self.waiting.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
-    /// Takes up to [`GROUP_MAX`] waiting rotations, oldest first.
-    fn take_group(&self) -> Vec<Queued> {
-        let mut waiting = self.lock();
-        let n = waiting.len().min(GROUP_MAX);
-        waiting.drain(..n).collect()
-    }
-
-    /// Removes the rotation `id` if no leader has taken it yet; whether it was still waiting.
-    fn withdraw(&self, id: u64) -> bool {
-        let mut waiting = self.lock();
-        match waiting.iter().position(|q| q.id == id) {
-            Some(i) => {
-                waiting.remove(i);
-                true
-            }
-            None => false,
+impl Default for RotationQueue {
+    fn default() -> Self {
+        RotationQueue {
+            waiting: Arc::new(super::batcher::Batcher::new(GROUP_MAX)),
+            statements: std::sync::atomic::AtomicU64::new(0),
         }
     }
 }
@@ -208,64 +215,12 @@ impl Store {
     /// Errors: the database's, for this rotation alone; [`super::Unavailable`] when no
     /// turn or answer came within [`super::WRITE_TURN_WAIT`].
     pub(crate) async fn rotate_in_group(&self, write: RotationWrite) -> Result<bool, StoreError> {
-        let queue = Arc::clone(&self.rotations);
-        let id = queue
-            .next_id
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (reply, mut answer) = oneshot::channel();
-        queue.lock().push(Queued { id, write, reply });
-        // A request cancelled while its rotation waits takes it out of the queue: run later by
-        // another request's leader, it would mark the token rotated at a time long past, and
-        // the client's next try with the same token would be taken for reuse.
-        let _withdraw_if_dropped = Withdraw {
-            queue: Arc::clone(&queue),
-            id,
-        };
-        let deadline = tokio::time::Instant::now() + super::WRITE_TURN_WAIT;
-        loop {
-            let turn = tokio::select! {
-                biased;
-                answered = &mut answer => {
-                    return answered.unwrap_or(Err(StoreError::Unavailable(super::Unavailable::LeaderGone)));
-                }
-                turn = tokio::time::timeout_at(deadline, Arc::clone(&self.rotation_turns).acquire_owned()) => turn,
-            };
-            match turn {
-                Ok(Ok(turn)) => {
-                    let group = queue.take_group();
-                    if group.is_empty() {
-                        // Ours was taken by a leader (this request or another): its answer
-                        // comes after that leader's commit. Taking turns again meanwhile would
-                        // find nothing to do, again and again, while another turn is free.
-                        drop(turn);
-                        return super::leader_answer(answer).await;
-                    }
-                    tokio::spawn(commit_group(self.clone(), group, turn));
-                }
-                Ok(Err(_closed)) => {
-                    return Err(StoreError::Unavailable(super::Unavailable::Closed));
-                }
-                Err(_elapsed) => {
-                    if queue.withdraw(id) {
-                        return Err(StoreError::Unavailable(super::Unavailable::NoTurn));
-                    }
-                    // A leader holds it.
-                    return super::leader_answer(answer).await;
-                }
-            }
-        }
-    }
-}
-
-/// Takes rotation `id` out of the queue when dropped, if no leader has taken it yet.
-struct Withdraw {
-    queue: Arc<RotationQueue>,
-    id: u64,
-}
-
-impl Drop for Withdraw {
-    fn drop(&mut self) {
-        self.queue.withdraw(self.id);
+        self.rotations
+            .waiting
+            .submit(write, &self.rotation_turns, |group, turn| {
+                commit_group(self.clone(), group, turn)
+            })
+            .await
     }
 }
 
@@ -281,18 +236,23 @@ async fn commit_group(store: Store, group: Vec<Queued>, turn: OwnedSemaphorePerm
     }
     // In place first ([`super::in_place`]): one hand-off to a blocking thread for the whole
     // group; through the pool below when it was not committed there.
+    let Ok(turn) = store.as_write_turn(turn) else {
+        // Never: on `SQLite` the rotations' turns are the write turn.
+        answer_unavailable_turn(group);
+        return;
+    };
     let in_place = store
-        .write_in_place(group, |conn, group| {
+        .write_in_place(&turn, group, |conn, group| {
             group
                 .iter()
-                .map(|q| q.write.run_in_place(conn))
+                .map(|q| q.item.run_in_place(conn))
                 .collect::<rusqlite::Result<Vec<bool>>>()
         })
         .await;
     let group = match in_place {
         Some((group, Some(won))) => {
             for (q, won) in group.into_iter().zip(won) {
-                let _ = q.reply.send(Ok(won));
+                q.answer(Ok(won));
             }
             drop(turn);
             return;
@@ -301,12 +261,11 @@ async fn commit_group(store: Store, group: Vec<Queued>, turn: OwnedSemaphorePerm
         // The runtime is shutting down: the group's requests are gone with it.
         None => return,
     };
-    let sql = store.dialect().rotate_refresh_sql();
     let together = async {
         let mut tx = store.pool().begin_with("BEGIN IMMEDIATE").await?;
         let mut won = Vec::with_capacity(group.len());
         for q in &group {
-            won.push(q.write.run(sql, &mut tx).await?);
+            won.push(q.item.run(&mut tx).await?);
         }
         tx.commit().await?;
         Ok::<_, sqlx::Error>(won)
@@ -315,7 +274,7 @@ async fn commit_group(store: Store, group: Vec<Queued>, turn: OwnedSemaphorePerm
     match together {
         Ok(won) => {
             for (q, won) in group.into_iter().zip(won) {
-                let _ = q.reply.send(Ok(won));
+                q.answer(Ok(won));
             }
         }
         // Busy, out of reach, full or read-only: the same for every rotation of the group, so
@@ -328,75 +287,85 @@ async fn commit_group(store: Store, group: Vec<Queued>, turn: OwnedSemaphorePerm
             for q in group {
                 let alone = async {
                     let mut tx = store.pool().begin_with("BEGIN IMMEDIATE").await?;
-                    let won = q.write.run(sql, &mut tx).await?;
+                    let won = q.item.run(&mut tx).await?;
                     tx.commit().await?;
                     Ok::<_, sqlx::Error>(won)
                 }
                 .await;
-                let _ = q.reply.send(alone.map_err(StoreError::from));
+                q.answer(alone.map_err(StoreError::from));
             }
         }
     }
     drop(turn);
 }
 
-/// `PostgreSQL`: commits `group` in one statement ([`super::postgres::ROTATE_REFRESH_GROUP`])
-/// and answers each rotation; when the database is unavailable every rotation is answered
-/// with that, and when the statement fails otherwise (a deadlock with another instance's
-/// group, one row refused) each rotation runs alone, in its own statement, so that each gets
-/// its own answer.
-async fn commit_group_postgres(store: &Store, group: Vec<Queued>) {
-    if group.len() == 1 {
-        // One rotation: its own statement costs less than the group's.
-        let sql = store.dialect().rotate_refresh_sql();
-        for q in group {
-            let alone = async {
-                let mut conn = store.pool().acquire().await?;
-                q.write.run(sql, &mut conn).await
-            }
-            .await;
-            let _ = q.reply.send(alone.map_err(StoreError::from));
-        }
-        return;
-    }
+/// `PostgreSQL`: the rotations of `group` in one statement
+/// ([`super::postgres::ROTATE_REFRESH_GROUP`]): for each, whether it won.
+async fn rotate_postgres(
+    store: &Store,
+    group: &[&RotationWrite],
+) -> Result<Vec<bool>, sqlx::Error> {
     let input = serde_json::Value::Array(
         group
             .iter()
             .enumerate()
-            .map(|(i, q)| q.write.as_json(i))
+            .map(|(i, write)| write.as_json(i))
             .collect(),
     );
-    let together: Result<Vec<i64>, sqlx::Error> =
-        sqlx::query_scalar(super::postgres::ROTATE_REFRESH_GROUP)
-            .bind(input.to_string())
-            .fetch_all(&store.pool())
-            .await;
+    let won: Vec<i64> = sqlx::query_scalar(super::postgres::ROTATE_REFRESH_GROUP)
+        .bind(input.to_string())
+        .fetch_all(&store.pool())
+        .await?;
+    Ok((0..group.len())
+        .map(|i| won.iter().any(|&w| usize::try_from(w) == Ok(i)))
+        .collect())
+}
+
+/// `PostgreSQL`: commits `group` in one statement ([`super::postgres::ROTATE_REFRESH_GROUP`])
+/// and answers each rotation; when the database is unavailable every rotation is answered
+/// with that, and when the statement fails otherwise (a deadlock with another instance's
+/// group, one row refused) each rotation runs alone, as a group of one, so that each gets its
+/// own answer.
+async fn commit_group_postgres(store: &Store, group: Vec<Queued>) {
+    let writes: Vec<&RotationWrite> = group.iter().map(|q| &q.item).collect();
+    let together = rotate_postgres(store, &writes).await;
+    drop(writes);
     match together {
         Ok(won) => {
-            store
-                .rotations
-                .statements
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            for (i, q) in group.into_iter().enumerate() {
-                let won = won.iter().any(|&w| usize::try_from(w) == Ok(i));
-                let _ = q.reply.send(Ok(won));
+            if group.len() > 1 {
+                store
+                    .rotations
+                    .statements
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            for (q, won) in group.into_iter().zip(won) {
+                q.answer(Ok(won));
             }
         }
         Err(e) if super::database_unavailable(&e) => answer_unavailable(group, e),
-        Err(e) => {
-            if group.len() > 1 {
-                tracing::warn!(error = %e, rotations = group.len(), "a group of refresh rotations failed; running each alone");
-            }
-            let sql = store.dialect().rotate_refresh_sql();
-            for q in group {
-                let alone = async {
-                    let mut conn = store.pool().acquire().await?;
-                    q.write.run(sql, &mut conn).await
-                }
-                .await;
-                let _ = q.reply.send(alone.map_err(StoreError::from));
+        Err(e) if group.len() == 1 => {
+            if let Some(q) = group.into_iter().next() {
+                q.answer(Err(StoreError::from(e)));
             }
         }
+        Err(e) => {
+            tracing::warn!(error = %e, rotations = group.len(), "a group of refresh rotations failed; running each alone");
+            for q in group {
+                let alone = rotate_postgres(store, &[&q.item]).await;
+                q.answer(
+                    alone
+                        .map(|won| won.first().copied().unwrap_or(false))
+                        .map_err(StoreError::from),
+                );
+            }
+        }
+    }
+}
+
+/// Answers every rotation of `group` as not run for want of the write turn (503).
+fn answer_unavailable_turn(group: Vec<Queued>) {
+    for q in group {
+        q.answer(Err(StoreError::Unavailable(super::Unavailable::NoTurn)));
     }
 }
 
@@ -407,11 +376,10 @@ fn answer_unavailable(group: Vec<Queued>, e: sqlx::Error) {
     let mut group = group.into_iter();
     let first = group.next();
     for q in group {
-        let again = super::same_class_error(&e);
-        let _ = q.reply.send(Err(StoreError::Database(again)));
+        q.answer(Err(StoreError::Database(super::same_class_error(&e))));
     }
     if let Some(first) = first {
-        let _ = first.reply.send(Err(StoreError::from(e)));
+        first.answer(Err(StoreError::from(e)));
     }
 }
 
@@ -507,9 +475,13 @@ mod tests {
             r = &mut rotation => panic!("the rotation ran while the turn was held: {r:?}"),
             () = std::future::ready(()) => {}
         }
-        assert_eq!(store.rotations.lock().len(), 1, "queued");
+        assert_eq!(store.rotations.waiting.queued(), 1, "queued");
         drop(rotation);
-        assert_eq!(store.rotations.lock().len(), 0, "withdrawn when cancelled");
+        assert_eq!(
+            store.rotations.waiting.queued(),
+            0,
+            "withdrawn when cancelled"
+        );
         holder.rollback().await.unwrap();
         // The next rotation of the same token runs alone and wins.
         let again = NewTokens {

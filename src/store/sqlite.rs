@@ -26,8 +26,11 @@ macro_rules! rotate_insert_access {
     };
 }
 
-/// A refresh rotation on `SQLite`, in order, with the binds of
-/// [`super::Dialect::rotate_refresh_sql`]: mark the presented token rotated (storing the sealed
+/// A refresh rotation (OAuth 2.1 §4.3.1) on `SQLite`, in order, with the binds of
+/// [`super::rotations::RotationWrite`] (`$1` now, `$2` new refresh hash, `$3` sealed successor,
+/// `$4` presented hash, `$5` family id, `$6` account id, `$7` client id, `$8` scope, `$9`
+/// audience, `$10` new access hash, `$11` access expiry, `$12` consent id, `$13` consent
+/// scope, `$14` DPoP key thumbprint): mark the presented token rotated (storing the sealed
 /// successor) while it is unrotated, its family unrevoked, its consent unrevoked with exactly
 /// the scope read and its account active; then insert the successor refresh token and the new
 /// access token, each only when the statement before it changed one row (`changes()`). Run
@@ -54,17 +57,5 @@ impl Dialect for Sqlite {
     /// lock, which no revocation passes until it ends.
     fn lock_consent_sql(&self) -> &'static str {
         consent_read!()
-    }
-
-    /// The three statements of [`ROTATE_REFRESH`] in one string (sqlx runs them in order,
-    /// binding the numbered parameters in each). Rows affected: 3 when won, 0 otherwise.
-    fn rotate_refresh_sql(&self) -> &'static str {
-        concat!(
-            rotate_mark!(),
-            "; ",
-            rotate_insert_refresh!(),
-            "; ",
-            rotate_insert_access!()
-        )
     }
 }
