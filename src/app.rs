@@ -24,14 +24,45 @@ pub use crate::server::{MAX_HEADER_BYTES, MAX_HEADERS, SHUTDOWN_GRACE};
 /// Content-Security-Policy of every response: nothing may frame our pages, no scripts run.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'";
 
-/// The whole HTTP surface.
+/// The whole HTTP surface over `state` (one router, as tests and `run_until`'s lanes use it:
+/// [`Routes::router`]).
 pub fn router(state: &AppState) -> Router {
+    Routes::new(state).router(state)
+}
+
+/// What every serving lane's router shares, made once per server: the MCP catalog, trackers
+/// and upstreams ([`crate::mcp::mcp_state`]).
+#[derive(Clone)]
+pub struct Routes {
+    mcp: crate::mcp::McpState,
+}
+
+impl Routes {
+    /// The shared parts of a server over `state`.
+    ///
+    /// Panics when the built-in tool catalog breaks its rules (e.g. a destructive tool): the
+    /// server refuses to start with such a catalog.
+    pub fn new(state: &AppState) -> Routes {
+        Routes {
+            mcp: crate::mcp::mcp_state(state.clone()),
+        }
+    }
+
+    /// The whole HTTP surface over `state` (the server's, or a serving lane's with its own
+    /// store, [`AppState::with_store`]), with these shared parts.
+    pub fn router(&self, state: &AppState) -> Router {
+        surface(state, &self.mcp.on(state.clone()))
+    }
+}
+
+/// The routes and the layers of every route, over `state` and its MCP state `mcp`.
+fn surface(state: &AppState, mcp: &crate::mcp::McpState) -> Router {
     let mut app = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .with_state(state.clone())
         .merge(crate::web::router(state.clone()))
-        .merge(crate::mcp::router(state.clone()));
+        .merge(crate::mcp::router(mcp));
     if state.config.oauth_enabled {
         app = app.merge(crate::oauth::router(state.clone()));
     }
@@ -179,7 +210,7 @@ pub struct Application {
     listener: TcpListener,
     port: u16,
     metrics_listener: Option<TcpListener>,
-    router: Router,
+    routes: Routes,
     state: AppState,
 }
 
@@ -296,12 +327,12 @@ impl Application {
                 ))
             })?),
         };
-        let router = router(&state);
+        let routes = Routes::new(&state);
         Ok(Application {
             listener,
             port,
             metrics_listener,
-            router,
+            routes,
             state,
         })
     }
@@ -329,7 +360,9 @@ impl Application {
         self,
         stop: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let service = self.router;
+        let (routes, state) = (self.routes, self.state.clone());
+        // Each serving lane serves the same routes over a store of its own.
+        let lane_router = move |store: Store| routes.router(&state.with_store(store));
         let sweeper = tokio::spawn(maintenance(
             self.state.store.clone(),
             self.state.config.unused_client_max_age_secs,
@@ -369,7 +402,7 @@ impl Application {
         });
         let served = crate::server::serve(
             self.listener,
-            service,
+            lane_router,
             &self.state.config,
             &self.state.store,
             stop,

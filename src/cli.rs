@@ -12,12 +12,13 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::app::open_store;
 use crate::config::Config;
-use crate::credentials::{self, Actor, CredentialKind, NewCredential, Revocation};
+use crate::credentials::{self, Actor, NewCredential, Revocation};
 use crate::domain::account::{AccountStatus, Email, Role, validate_password};
 use crate::domain::api_key::{
     DEFAULT_NAME, access_label, parse_allow_list, parse_lifetime, parse_name, status_label,
 };
 use crate::domain::client_assertion::{PRIVATE_KEY_JWT, validate_jwks_uri};
+use crate::domain::principal::IssuedCredential;
 use crate::domain::principal::key_scopes;
 use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
 use crate::domain::text::check_line;
@@ -1113,13 +1114,13 @@ async fn credential_owner(
 /// `gatehouse key revoke` and `gatehouse url revoke`.
 async fn revoke_credential(
     store: &Store,
-    kind: CredentialKind,
+    kind: IssuedCredential,
     id: &str,
     now: i64,
 ) -> Result<String, CliError> {
     let what = match kind {
-        CredentialKind::ApiKey => "key",
-        CredentialKind::PersonalUrl => kind.label(),
+        IssuedCredential::ApiKey => "key",
+        IssuedCredential::PersonalUrl => kind.label(),
     };
     match credentials::revoke(store, kind, id, None, Actor::Cli, now).await? {
         Revocation::Revoked => Ok(format!("revoked {what} {id}")),
@@ -1165,14 +1166,14 @@ async fn run_key(store: &Store, command: KeyCommand, now: i64) -> Result<String,
                 .collect();
             let account_id = credential_owner(store, &account, project.as_deref()).await?;
             if let Some(full) =
-                credentials::room_for(store, CredentialKind::ApiKey, &account_id, now).await?
+                credentials::room_for(store, IssuedCredential::ApiKey, &account_id, now).await?
             {
                 return Err(CliError(full));
             }
             let issued = credentials::issue(
                 store,
                 &NewCredential {
-                    kind: CredentialKind::ApiKey,
+                    kind: IssuedCredential::ApiKey,
                     account_id: &account_id,
                     project_id: project.as_deref(),
                     name: &name,
@@ -1201,7 +1202,7 @@ async fn run_key(store: &Store, command: KeyCommand, now: i64) -> Result<String,
             ))
         }
         KeyCommand::Revoke { key_id } => {
-            revoke_credential(store, CredentialKind::ApiKey, &key_id, now).await
+            revoke_credential(store, IssuedCredential::ApiKey, &key_id, now).await
         }
     }
 }

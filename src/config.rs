@@ -304,20 +304,15 @@ impl Config {
     /// Builds the configuration from a map of variable names to values (missing = default).
     pub fn from_vars(vars: &HashMap<String, String>) -> Result<Config, ConfigError> {
         let get = |name: &str| vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+        // An integer setting: its name, its default, its bounds.
+        let int = |name: &'static str, default: i64, range: (i64, i64)| {
+            parse_int(name, get(name), default, range)
+        };
 
         let (mcp_server_url, mcp_path, origin) = mcp_endpoint(get("MCP_SERVER_URL"))?;
         let (issuer, issuer_url) = issuer(get("GATEHOUSE_ISSUER"), origin)?;
 
-        let frontend_url = match get("FRONTEND_URL") {
-            Some(raw) => PublicUrl {
-                url: parse_http_url("FRONTEND_URL", raw)?,
-                text: raw.trim_end_matches('/').to_string(),
-            },
-            None => PublicUrl {
-                url: issuer_url.clone(),
-                text: issuer.clone(),
-            },
-        };
+        let frontend_url = frontend_url(get("FRONTEND_URL"), &issuer_url, &issuer)?;
 
         let database_url = get("DATABASE_URL")
             .unwrap_or(DEFAULT_DATABASE_URL)
@@ -326,23 +321,14 @@ impl Config {
         crate::store::Backend::from_url(&database_url)
             .map_err(|m| ConfigError::new("DATABASE_URL", m))?;
 
-        let bind_raw = get("GATEHOUSE_BIND").unwrap_or("127.0.0.1:8080");
-        let bind: SocketAddr = bind_raw.parse().map_err(|_| {
-            ConfigError::new(
-                "GATEHOUSE_BIND",
-                format!("must be an address and port such as 127.0.0.1:8080 (got \"{bind_raw}\")"),
-            )
-        })?;
-
-        let metrics_bind = match get("GATEHOUSE_METRICS_BIND").map(str::trim) {
-            None | Some("") => None,
-            Some(raw) => Some(raw.parse::<SocketAddr>().map_err(|_| {
-                ConfigError::new(
-                    "GATEHOUSE_METRICS_BIND",
-                    format!("must be an address and port such as 127.0.0.1:9090 (got \"{raw}\")"),
-                )
-            })?),
-        };
+        let bind = socket_addr(
+            "GATEHOUSE_BIND",
+            get("GATEHOUSE_BIND").unwrap_or("127.0.0.1:8080"),
+            "127.0.0.1:8080",
+        )?;
+        let metrics_bind = get("GATEHOUSE_METRICS_BIND")
+            .map(|raw| socket_addr("GATEHOUSE_METRICS_BIND", raw, "127.0.0.1:9090"))
+            .transpose()?;
 
         let oauth_enabled = switch("GATEHOUSE_OAUTH", get("GATEHOUSE_OAUTH"), true)?;
 
@@ -351,22 +337,7 @@ impl Config {
             get("GATEHOUSE_PERSONAL_UPSTREAMS"),
             true,
         )?;
-        let upstream_allow_hosts = match get("GATEHOUSE_UPSTREAM_ALLOW_HOSTS") {
-            None => Vec::new(),
-            Some(raw) => raw
-                .split(',')
-                .map(str::trim)
-                .filter(|e| !e.is_empty())
-                .map(|e| {
-                    AllowedHost::parse(e).ok_or_else(|| {
-                        ConfigError::new(
-                            "GATEHOUSE_UPSTREAM_ALLOW_HOSTS",
-                            format!("each entry must be host or host:port (got \"{e}\")"),
-                        )
-                    })
-                })
-                .collect::<Result<_, _>>()?,
-        };
+        let upstream_allow_hosts = upstream_allow_hosts(get("GATEHOUSE_UPSTREAM_ALLOW_HOSTS"))?;
 
         let password_signin = switch(
             "GATEHOUSE_PASSWORD_SIGNIN",
@@ -381,85 +352,47 @@ impl Config {
 
         let allowed_origins = allowed_origins(get("GATEHOUSE_ALLOWED_ORIGINS"), &issuer_url)?;
 
-        let access_token_ttl_secs = parse_int(
-            "GATEHOUSE_ACCESS_TOKEN_TTL",
-            get("GATEHOUSE_ACCESS_TOKEN_TTL"),
-            3600,
-            (60, 86_400),
-        )?;
-        let refresh_grace_secs = parse_int(
+        let access_token_ttl_secs = int("GATEHOUSE_ACCESS_TOKEN_TTL", 3600, (60, 86_400))?;
+        let refresh_grace_secs = int(
             "GATEHOUSE_REFRESH_GRACE_SECONDS",
-            get("GATEHOUSE_REFRESH_GRACE_SECONDS"),
             60,
             // A long window would let a stolen, rotated refresh token keep working: bounded.
             (0, 600),
         )?;
-        let max_result_bytes = parse_int(
+        let max_result_bytes = int(
             "GATEHOUSE_MAX_RESULT_BYTES",
-            get("GATEHOUSE_MAX_RESULT_BYTES"),
             65536,
             (1024, 16 * 1024 * 1024),
         )? as usize;
-        let quota_calls_per_hour = parse_int(
+        let quota_calls_per_hour = int(
             "GATEHOUSE_QUOTA_CALLS_PER_HOUR",
-            get("GATEHOUSE_QUOTA_CALLS_PER_HOUR"),
             DEFAULT_QUOTA_CALLS_PER_HOUR as i64,
             (0, MAX_QUOTA_CALLS_PER_HOUR as i64),
         )? as u64;
 
-        let bootstrap_account = match (
+        let bootstrap_account = bootstrap_account(
             get("GATEHOUSE_BOOTSTRAP_EMAIL"),
             vars.get("GATEHOUSE_BOOTSTRAP_PASSWORD"),
-        ) {
-            (Some(e), Some(p)) if !p.is_empty() => Some((e.to_string(), p.clone())),
-            (None, None) => None,
-            (Some(_), _) => {
-                return Err(ConfigError::new(
-                    "GATEHOUSE_BOOTSTRAP_PASSWORD",
-                    "must be set together with GATEHOUSE_BOOTSTRAP_EMAIL",
-                ));
-            }
-            (None, Some(_)) => {
-                return Err(ConfigError::new(
-                    "GATEHOUSE_BOOTSTRAP_EMAIL",
-                    "must be set together with GATEHOUSE_BOOTSTRAP_PASSWORD",
-                ));
-            }
-        };
+        )?;
+        let log_format = log_format(get("GATEHOUSE_LOG_FORMAT"))?;
 
-        let log_format = match get("GATEHOUSE_LOG_FORMAT").map(str::to_ascii_lowercase) {
-            None => LogFormat::Text,
-            Some(v) if v == "text" => LogFormat::Text,
-            Some(v) if v == "json" => LogFormat::Json,
-            Some(v) => {
-                return Err(ConfigError::new(
-                    "GATEHOUSE_LOG_FORMAT",
-                    format!("must be text or json (got \"{v}\")"),
-                ));
-            }
-        };
-
-        let password_workers = parse_int(
+        let password_workers = int(
             "GATEHOUSE_PASSWORD_WORKERS",
-            get("GATEHOUSE_PASSWORD_WORKERS"),
             crate::password::default_workers() as i64,
             (1, 256),
         )? as usize;
-        let password_queue = parse_int(
+        let password_queue = int(
             "GATEHOUSE_PASSWORD_QUEUE",
-            get("GATEHOUSE_PASSWORD_QUEUE"),
             crate::password::DEFAULT_QUEUE as i64,
             (1, 10_000),
         )? as usize;
-        let registrations_per_hour = parse_int(
+        let registrations_per_hour = int(
             "GATEHOUSE_REGISTRATIONS_PER_HOUR",
-            get("GATEHOUSE_REGISTRATIONS_PER_HOUR"),
             DEFAULT_REGISTRATIONS_PER_HOUR,
             (1, 1_000_000),
         )?;
-        let registration_bytes_per_hour = parse_int(
+        let registration_bytes_per_hour = int(
             "GATEHOUSE_REGISTRATION_BYTES_PER_HOUR",
-            get("GATEHOUSE_REGISTRATION_BYTES_PER_HOUR"),
             DEFAULT_REGISTRATION_BYTES_PER_HOUR,
             // At least one registration of the largest accepted size.
             (
@@ -467,35 +400,30 @@ impl Config {
                 1024 * 1024 * 1024,
             ),
         )?;
-        let unused_client_max_age_secs = parse_int(
+        let unused_client_max_age_secs = int(
             "GATEHOUSE_UNUSED_CLIENT_MAX_AGE",
-            get("GATEHOUSE_UNUSED_CLIENT_MAX_AGE"),
             DEFAULT_UNUSED_CLIENT_MAX_AGE_SECS,
             // Longer than any authorization request or code takes to complete.
             (3600, 365 * 24 * 3600),
         )?;
 
-        let header_read_timeout_secs = parse_int(
+        let header_read_timeout_secs = int(
             "GATEHOUSE_HEADER_READ_TIMEOUT",
-            get("GATEHOUSE_HEADER_READ_TIMEOUT"),
             DEFAULT_HEADER_READ_TIMEOUT_SECS,
             (1, 3600),
         )?;
-        let body_read_timeout_secs = parse_int(
+        let body_read_timeout_secs = int(
             "GATEHOUSE_BODY_READ_TIMEOUT",
-            get("GATEHOUSE_BODY_READ_TIMEOUT"),
             DEFAULT_BODY_READ_TIMEOUT_SECS,
             (1, 3600),
         )?;
-        let max_connections = parse_int(
+        let max_connections = int(
             "GATEHOUSE_MAX_CONNECTIONS",
-            get("GATEHOUSE_MAX_CONNECTIONS"),
             DEFAULT_MAX_CONNECTIONS,
             (16, 1_000_000),
         )? as usize;
-        let max_connections_per_address = parse_int(
+        let max_connections_per_address = int(
             "GATEHOUSE_MAX_CONNECTIONS_PER_ADDRESS",
-            get("GATEHOUSE_MAX_CONNECTIONS_PER_ADDRESS"),
             DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
             (1, 1_000_000),
         )? as usize;
@@ -810,6 +738,85 @@ fn parse_int(
                 format!("must be a whole number from {min} to {max} (got \"{v}\")"),
             )),
         },
+    }
+}
+
+/// `FRONTEND_URL` (`raw`), or the issuer's URL when unset.
+fn frontend_url(
+    raw: Option<&str>,
+    issuer_url: &Url,
+    issuer: &str,
+) -> Result<PublicUrl, ConfigError> {
+    Ok(match raw {
+        Some(raw) => PublicUrl {
+            url: parse_http_url("FRONTEND_URL", raw)?,
+            text: raw.trim_end_matches('/').to_string(),
+        },
+        None => PublicUrl {
+            url: issuer_url.clone(),
+            text: issuer.to_string(),
+        },
+    })
+}
+
+/// The address and port `raw` of the setting `name` (`example` shown in the error).
+fn socket_addr(name: &'static str, raw: &str, example: &str) -> Result<SocketAddr, ConfigError> {
+    raw.parse().map_err(|_| {
+        ConfigError::new(
+            name,
+            format!("must be an address and port such as {example} (got \"{raw}\")"),
+        )
+    })
+}
+
+/// `GATEHOUSE_UPSTREAM_ALLOW_HOSTS`: comma-separated `host` or `host:port` entries.
+fn upstream_allow_hosts(raw: Option<&str>) -> Result<Vec<AllowedHost>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(Vec::new());
+    };
+    raw.split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            AllowedHost::parse(e).ok_or_else(|| {
+                ConfigError::new(
+                    "GATEHOUSE_UPSTREAM_ALLOW_HOSTS",
+                    format!("each entry must be host or host:port (got \"{e}\")"),
+                )
+            })
+        })
+        .collect()
+}
+
+/// `GATEHOUSE_BOOTSTRAP_EMAIL` and `GATEHOUSE_BOOTSTRAP_PASSWORD`: both or neither.
+fn bootstrap_account(
+    email: Option<&str>,
+    password: Option<&String>,
+) -> Result<Option<(String, String)>, ConfigError> {
+    match (email, password) {
+        (Some(e), Some(p)) if !p.is_empty() => Ok(Some((e.to_string(), p.clone()))),
+        (None, None) => Ok(None),
+        (Some(_), _) => Err(ConfigError::new(
+            "GATEHOUSE_BOOTSTRAP_PASSWORD",
+            "must be set together with GATEHOUSE_BOOTSTRAP_EMAIL",
+        )),
+        (None, Some(_)) => Err(ConfigError::new(
+            "GATEHOUSE_BOOTSTRAP_EMAIL",
+            "must be set together with GATEHOUSE_BOOTSTRAP_PASSWORD",
+        )),
+    }
+}
+
+/// `GATEHOUSE_LOG_FORMAT`: `text` (default) or `json`.
+fn log_format(raw: Option<&str>) -> Result<LogFormat, ConfigError> {
+    match raw.map(str::to_ascii_lowercase) {
+        None => Ok(LogFormat::Text),
+        Some(v) if v == "text" => Ok(LogFormat::Text),
+        Some(v) if v == "json" => Ok(LogFormat::Json),
+        Some(v) => Err(ConfigError::new(
+            "GATEHOUSE_LOG_FORMAT",
+            format!("must be text or json (got \"{v}\")"),
+        )),
     }
 }
 

@@ -6,7 +6,7 @@
 //! Callers validate what they read (names, lifetimes, the project membership) and decide how
 //! to answer; this module owns the steps after that.
 
-use crate::domain::principal::{ToolFilter, key_scopes};
+use crate::domain::principal::{IssuedCredential, ToolFilter, key_scopes};
 use crate::domain::secret::{Secret, TokenKind};
 use crate::store::audit::AuditEvent;
 use crate::store::keys::NewApiKey;
@@ -41,31 +41,13 @@ impl<'a> Actor<'a> {
     }
 }
 
-/// The two kinds of credential.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CredentialKind {
-    /// A `gate_key_…` API key, sent as `X-Api-Key` or `Authorization: Bearer`.
-    ApiKey,
-    /// A `gate_pu_…` personal MCP URL, `<MCP_SERVER_URL>/<secret>`.
-    PersonalUrl,
-}
-
-impl CredentialKind {
-    /// How people call it: `API key`, `personal URL`.
-    pub fn label(self) -> &'static str {
-        match self {
-            CredentialKind::ApiKey => "API key",
-            CredentialKind::PersonalUrl => "personal URL",
-        }
-    }
-
-    fn event(self, what: &str) -> &'static str {
-        match (self, what) {
-            (CredentialKind::ApiKey, "created") => "key_created",
-            (CredentialKind::ApiKey, _) => "key_revoked",
-            (CredentialKind::PersonalUrl, "created") => "url_created",
-            (CredentialKind::PersonalUrl, _) => "url_revoked",
-        }
+/// The audit event of `kind` being `created` or revoked.
+fn event(kind: IssuedCredential, what: &str) -> &'static str {
+    match (kind, what) {
+        (IssuedCredential::ApiKey, "created") => "key_created",
+        (IssuedCredential::ApiKey, _) => "key_revoked",
+        (IssuedCredential::PersonalUrl, "created") => "url_created",
+        (IssuedCredential::PersonalUrl, _) => "url_revoked",
     }
 }
 
@@ -73,7 +55,7 @@ impl CredentialKind {
 #[derive(Debug, Clone)]
 pub struct NewCredential<'a> {
     /// Key or URL.
-    pub kind: CredentialKind,
+    pub kind: IssuedCredential,
     /// The account it acts for (active).
     pub account_id: &'a str,
     /// The one project it reaches (the account is a member); `None`: every active project.
@@ -112,12 +94,12 @@ pub const MAX_LIVE_PER_ACCOUNT: i64 = 100;
 /// Errors: the store's.
 pub async fn room_for(
     store: &Store,
-    kind: CredentialKind,
+    kind: IssuedCredential,
     account_id: &str,
     now: i64,
 ) -> Result<Option<String>, StoreError> {
     let live = store
-        .live_credentials(kind == CredentialKind::PersonalUrl, account_id, now)
+        .live_credentials(kind == IssuedCredential::PersonalUrl, account_id, now)
         .await?;
     Ok((live >= MAX_LIVE_PER_ACCOUNT).then(|| {
         format!(
@@ -143,7 +125,7 @@ pub async fn issue(
     }
     let scope = key_scopes(new.write).to_string();
     let (secret, id, detail) = match new.kind {
-        CredentialKind::ApiKey => {
+        IssuedCredential::ApiKey => {
             let secret = Secret::generate(TokenKind::ApiKey);
             let id = store
                 .create_api_key(
@@ -167,7 +149,7 @@ pub async fn issue(
             let detail = format!("actor={} {kind} scope={scope}", actor.name());
             (secret, id, detail)
         }
-        CredentialKind::PersonalUrl => {
+        IssuedCredential::PersonalUrl => {
             let secret = Secret::generate(TokenKind::PersonalUrl);
             let id = store
                 .create_personal_url(
@@ -190,7 +172,7 @@ pub async fn issue(
             (secret, id, detail)
         }
     };
-    let personal_url = matches!(new.kind, CredentialKind::PersonalUrl);
+    let personal_url = matches!(new.kind, IssuedCredential::PersonalUrl);
     let detail = match new.tools.to_stored() {
         None => detail,
         Some(filter) => {
@@ -215,7 +197,7 @@ pub async fn issue(
     };
     audit(
         store,
-        new.kind.event("created"),
+        event(new.kind, "created"),
         new.account_id,
         &id,
         actor,
@@ -244,22 +226,22 @@ pub enum Revocation {
 /// Errors: the store's.
 pub async fn revoke(
     store: &Store,
-    kind: CredentialKind,
+    kind: IssuedCredential,
     id: &str,
     owner: Option<&str>,
     actor: Actor<'_>,
     now: i64,
 ) -> Result<Revocation, StoreError> {
     let account_id = match kind {
-        CredentialKind::ApiKey => store.api_key(id).await?.map(|k| k.account_id),
-        CredentialKind::PersonalUrl => store.personal_url(id).await?.map(|u| u.account_id),
+        IssuedCredential::ApiKey => store.api_key(id).await?.map(|k| k.account_id),
+        IssuedCredential::PersonalUrl => store.personal_url(id).await?.map(|u| u.account_id),
     };
     let Some(account_id) = account_id.filter(|a| owner.is_none_or(|o| o == a)) else {
         return Ok(Revocation::NotFound);
     };
     let revoked = match kind {
-        CredentialKind::ApiKey => store.revoke_api_key(id, now).await,
-        CredentialKind::PersonalUrl => store.revoke_personal_url(id, now).await,
+        IssuedCredential::ApiKey => store.revoke_api_key(id, now).await,
+        IssuedCredential::PersonalUrl => store.revoke_personal_url(id, now).await,
     };
     match revoked {
         Ok(true) => {}
@@ -270,7 +252,7 @@ pub async fn revoke(
     let detail = format!("actor={}", actor.name());
     audit(
         store,
-        kind.event("revoked"),
+        event(kind, "revoked"),
         &account_id,
         id,
         actor,

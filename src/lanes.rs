@@ -12,8 +12,9 @@
 //! workers, [`crate::password`]; large results and blocking `SQLite` writes go to the lane's
 //! blocking pool), so a lane only ever runs short steps; the background work of a server (the
 //! audit writer, the validation cache's listener, upkeep) runs on the runtime that started it.
-//! On `PostgreSQL` each lane has its own connection pool ([`crate::store::Store::enter_lane`]),
-//! so the sockets a lane reads are driven by its own runtime.
+//! Each lane serves with a store of its own, made at start ([`crate::store::Store::for_lane`]):
+//! on `PostgreSQL` with its own connection pool, so the sockets a lane reads are driven by its
+//! own runtime; no thread-local decides which pool a statement uses.
 //!
 //! "Only short steps" is checked, not only stated: in a debug build every step of a connection
 //! served on a lane is timed ([`watched`]), and one that runs longer than [`BUSY_WARNING`]
@@ -78,33 +79,41 @@ pub fn watched<F: Future>(future: F, limit: Duration) -> impl Future<Output = F:
 }
 
 /// Work handed to a lane: run on the lane's thread, inside its runtime (so that what it
-/// spawns runs on that lane).
-pub type Job = Box<dyn FnOnce() + Send>;
+/// spawns runs on that lane), with what the lane serves (`S`, made of the lane's own store).
+pub type Job<S> = Box<dyn FnOnce(&S) + Send>;
 
 /// How long a lane's runtime waits, once its lane has ended, for work it still runs.
 const LANE_SHUTDOWN: Duration = Duration::from_secs(1);
 
-/// The serving lanes of one server.
-pub struct Lanes {
-    lanes: Vec<tokio::sync::mpsc::UnboundedSender<Job>>,
+/// The serving lanes of one server, each serving an `S` of its own.
+pub struct Lanes<S> {
+    lanes: Vec<tokio::sync::mpsc::UnboundedSender<Job<S>>>,
     next: usize,
 }
 
-impl Lanes {
+impl<S: 'static> Lanes<S> {
     /// Starts `count` lanes (at least one), threads named `gh-lane-N` (their blocking pools'
-    /// threads `gh-lane-pool`), serving `store`'s work ([`Store::enter_lane`], with
-    /// `per_lane` connections on `PostgreSQL`).
+    /// threads `gh-lane-pool`). Each makes, on its own thread and runtime, its store
+    /// ([`Store::for_lane`] of `store`, with `per_lane` connections on `PostgreSQL`) and what
+    /// it serves, `serve` of that store; the jobs handed to it get that.
     ///
     /// Errors: a thread or runtime that could not be started.
-    pub fn start(count: usize, store: &Store, per_lane: u32) -> std::io::Result<Lanes> {
+    pub fn start(
+        count: usize,
+        store: &Store,
+        per_lane: u32,
+        serve: impl Fn(Store) -> S + Send + Sync + 'static,
+    ) -> std::io::Result<Lanes<S>> {
+        let serve = std::sync::Arc::new(serve);
         let mut lanes = Vec::with_capacity(count.max(1));
         for n in 0..count.max(1) {
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Job>();
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Job<S>>();
             let (ready_tx, ready_rx) = mpsc::sync_channel::<std::io::Result<()>>(1);
             let store = store.clone();
+            let serve = std::sync::Arc::clone(&serve);
             std::thread::Builder::new()
                 .name(format!("gh-lane-{n}"))
-                .spawn(move || run_lane(rx, store, per_lane, ready_tx))?;
+                .spawn(move || run_lane(rx, &store, per_lane, &*serve, ready_tx))?;
             ready_rx
                 .recv()
                 .unwrap_or_else(|_| Err(std::io::Error::other("a serving lane did not start")))?;
@@ -125,7 +134,7 @@ impl Lanes {
 
     /// Hands `job` to the next lane in turn. A lane that has ended (its thread panicked)
     /// is skipped; `false` when every lane has ended.
-    pub fn run(&mut self, job: Job) -> bool {
+    pub fn run(&mut self, job: Job<S>) -> bool {
         let mut job = job;
         for _ in 0..self.lanes.len() {
             let lane = &self.lanes[self.next % self.lanes.len()];
@@ -139,11 +148,13 @@ impl Lanes {
     }
 }
 
-/// The body of one lane's thread: its runtime, serving jobs until its [`Lanes`] is dropped.
-fn run_lane(
-    mut jobs: tokio::sync::mpsc::UnboundedReceiver<Job>,
-    store: Store,
+/// The body of one lane's thread: its runtime, its store and what it serves, serving jobs
+/// until its [`Lanes`] is dropped.
+fn run_lane<S>(
+    mut jobs: tokio::sync::mpsc::UnboundedReceiver<Job<S>>,
+    store: &Store,
     per_lane: u32,
+    serve: &(dyn Fn(Store) -> S + Send + Sync),
     ready: mpsc::SyncSender<std::io::Result<()>>,
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -158,11 +169,13 @@ fn run_lane(
         }
     };
     runtime.block_on(async move {
-        let lane = store.enter_lane(per_lane);
+        let lane = store.for_lane(per_lane);
+        let served = serve(lane.store().clone());
         let _ = ready.send(Ok(()));
         while let Some(job) = jobs.recv().await {
-            job();
+            job(&served);
         }
+        drop(served);
         lane.close(LANE_SHUTDOWN).await;
     });
     runtime.shutdown_timeout(LANE_SHUTDOWN);
@@ -213,12 +226,12 @@ mod tests {
     #[tokio::test]
     async fn jobs_run_on_the_lanes_in_turn() {
         let store = sqlite_store().await;
-        let mut lanes = Lanes::start(2, &store, 1).unwrap();
+        let mut lanes = Lanes::start(2, &store, 1, |_store| ()).unwrap();
         assert_eq!(lanes.len(), 2);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         for i in 0..4 {
             let tx = tx.clone();
-            assert!(lanes.run(Box::new(move || {
+            assert!(lanes.run(Box::new(move |()| {
                 let name = std::thread::current().name().unwrap_or("").to_string();
                 // Spawned on the lane's own runtime: would panic without one.
                 tokio::spawn(async move {
@@ -240,14 +253,14 @@ mod tests {
     #[tokio::test]
     async fn an_ended_lane_is_skipped() {
         let store = sqlite_store().await;
-        let mut lanes = Lanes::start(2, &store, 1).unwrap();
+        let mut lanes = Lanes::start(2, &store, 1, |_store| ()).unwrap();
         let (tx, rx) = mpsc::channel();
         // Ends lane 0: a panicking job ends its thread.
-        assert!(lanes.run(Box::new(|| panic!("a job that panics"))));
+        assert!(lanes.run(Box::new(|()| panic!("a job that panics"))));
         wait_until_ended(&lanes, 0);
         for _ in 0..3 {
             let tx = tx.clone();
-            assert!(lanes.run(Box::new(move || {
+            assert!(lanes.run(Box::new(move |()| {
                 let _ = tx.send(std::thread::current().name().unwrap_or("").to_string());
             })));
         }
@@ -257,15 +270,15 @@ mod tests {
                 "gh-lane-1"
             );
         }
-        assert!(lanes.run(Box::new(|| panic!("ends lane 1"))));
+        assert!(lanes.run(Box::new(|()| panic!("ends lane 1"))));
         wait_until_ended(&lanes, 1);
-        assert!(!lanes.run(Box::new(|| {})));
+        assert!(!lanes.run(Box::new(|()| {})));
     }
 
     /// Waits (at most 30 s) until lane `n`'s thread has dropped its end of the queue: a
     /// panicking thread unwinds (and may print a backtrace) for a while, during which a job
     /// handed to it would be lost.
-    fn wait_until_ended(lanes: &Lanes, n: usize) {
+    fn wait_until_ended(lanes: &Lanes<()>, n: usize) {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while !lanes.lanes[n].is_closed() {
             assert!(

@@ -17,12 +17,13 @@ pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 /// Most header fields in one request; more are answered `431` (RFC 6585 §5) by hyper.
 pub const MAX_HEADERS: usize = 64;
 
-/// Accepts connections on `listener` and serves `router` on each over HTTP/1.1 (RFC 9112;
+/// Accepts connections on `listener` and serves on each over HTTP/1.1 (RFC 9112;
 /// TLS and HTTP/2 end at the reverse proxy) until `stop` completes; then stops accepting, lets
 /// in-flight requests finish for at most [`SHUTDOWN_GRACE`] and returns.
 ///
 /// Each connection is served on one of the serving lanes ([`crate::lanes`], one per core),
-/// the lanes taken in turn; the accepting loop runs where this is called.
+/// the lanes taken in turn, by the router `lane_router` made for that lane of its own store
+/// ([`Store::for_lane`]); the accepting loop runs where this is called.
 ///
 /// The limits against hostile clients are hyper's and tower-http's settings:
 /// `header_read_timeout` (slow or idle connections, including a new one that sends nothing:
@@ -38,7 +39,7 @@ pub const MAX_HEADERS: usize = 64;
 /// [`crate::app::router`] ([`crate::request_body`]).
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    lane_router: impl Fn(Store) -> Router + Send + Sync + 'static,
     config: &Config,
     store: &Store,
     stop: impl Future<Output = ()> + Send + 'static,
@@ -65,6 +66,7 @@ pub async fn serve(
         count,
         store,
         crate::store::lane_pool_size(store.max_connections(), count),
+        lane_router,
     )?;
     let mut stop = std::pin::pin!(stop);
     loop {
@@ -101,16 +103,6 @@ pub async fn serve(
             continue;
         };
         let _ = socket.set_nodelay(true);
-        // What `into_make_service_with_connect_info` does: the peer address for extractors.
-        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
-            router.clone(),
-            move |mut request: http::Request<hyper::body::Incoming>| {
-                request
-                    .extensions_mut()
-                    .insert(axum::extract::ConnectInfo(remote));
-                request
-            },
-        ));
         // Registered again with the lane's runtime, which drives it from then on.
         let socket = match socket.into_std() {
             Ok(socket) => socket,
@@ -121,7 +113,17 @@ pub async fn serve(
         };
         let builder = builder.clone();
         let watcher = graceful.watcher();
-        let handed = lanes.run(Box::new(move || {
+        let handed = lanes.run(Box::new(move |router: &Router| {
+            // What `into_make_service_with_connect_info` does: the peer address for extractors.
+            let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+                router.clone(),
+                move |mut request: http::Request<hyper::body::Incoming>| {
+                    request
+                        .extensions_mut()
+                        .insert(axum::extract::ConnectInfo(remote));
+                    request
+                },
+            ));
             let socket = match tokio::net::TcpStream::from_std(socket) {
                 Ok(socket) => socket,
                 Err(e) => {

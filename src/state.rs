@@ -18,6 +18,16 @@ impl AppState {
     pub fn new(parts: AppParts) -> AppState {
         AppState(Arc::new(parts))
     }
+
+    /// This state with `store` (a serving lane's, [`Store::for_lane`]) in place of its own;
+    /// everything else shared.
+    #[must_use]
+    pub fn with_store(&self, store: Store) -> AppState {
+        AppState(Arc::new(AppParts {
+            store,
+            ..AppParts::clone(&self.0)
+        }))
+    }
 }
 
 impl std::ops::Deref for AppState {
@@ -29,7 +39,7 @@ impl std::ops::Deref for AppState {
 }
 
 /// What an [`AppState`] holds.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct AppParts {
     /// The configuration read at start.
     pub config: Arc<Config>,

@@ -125,26 +125,7 @@ pub(super) async fn run(
             let scopes = parse_scopes(&scopes, &descriptions).map_err(bad)?;
             let token_format = TokenFormat::parse(&token_format).map_err(bad)?;
             let token_ttl = check_token_ttl(token_ttl).map_err(bad)?;
-            let introspector = introspect.then(|| {
-                let client_id = format!("gc_{}", random_urlsafe(18));
-                let secret = Secret::generate(TokenKind::ClientSecret);
-                let record = ClientRecord {
-                    client_id: client_id.clone(),
-                    client_secret_hash: Some(secret.hash()),
-                    token_endpoint_auth_method: "client_secret_basic".into(),
-                    client_name: Some(format!("{name} (resource server)")),
-                    redirect_uris: Vec::new(),
-                    grant_types: Vec::new(),
-                    scope: None,
-                    metadata: serde_json::json!({
-                        "client_name": format!("{name} (resource server)"),
-                        "resource": url.to_string(),
-                    }),
-                    can_introspect: true,
-                    created_at: now,
-                };
-                (record, secret)
-            });
+            let introspector = introspect.then(|| introspection_client(&name, &url, now));
             let record = ResourceRecord {
                 name: name.to_string(),
                 url: url.to_string(),
@@ -163,7 +144,6 @@ pub(super) async fn run(
                     )),
                     other => other.into(),
                 })?;
-            let scope_list = record.scope_names().collect::<Vec<_>>().join(" ");
             store
                 .audit(
                     AuditEvent {
@@ -180,82 +160,135 @@ pub(super) async fn run(
                     now,
                 )
                 .await;
-            let mut out = format!(
-                "resource: {name}\nurl: {url}\nscopes: {scope_list}\ntoken_format: {}\ntoken_ttl: {token_ttl}\nauthorization_server: {}",
-                token_format.as_str(),
-                config.issuer
-            );
-            if let Some((client, secret)) = &introspector {
-                out.push_str(&format!(
-                    "\nintrospection_endpoint: {}\nclient_id: {}\nclient_secret: {}\n(the secret is shown once; it is stored hashed. Introspection with it answers active:false for tokens of any other resource)",
-                    config.url("/oauth/introspect"),
-                    client.client_id,
-                    secret.expose()
-                ));
-            }
-            if token_format == TokenFormat::Jwt {
-                out.push_str(&format!(
-                    "\njwks_uri: {}\n(access tokens are JWTs (RFC 9068, ES256, typ at+jwt) checked offline against the keys at jwks_uri: revoking one takes effect at its expiry, after at most {token_ttl} seconds; refresh tokens stay opaque and are revoked at once)",
-                    config.url("/oauth/jwks")
-                ));
-            }
-            out.push_str(&format!(
-                "\n(the server names {} in authorization_servers of its protected-resource metadata, RFC 9728)",
-                config.issuer
-            ));
-            Ok(out)
-        }
-        ResourceCommand::List => {
-            let resources = store.resources().await?;
-            let builtin = [
-                "built-in".to_string(),
-                config.mcp_server_url.clone(),
-                "mcp:read mcp:write".to_string(),
-                "opaque".to_string(),
-                config.access_token_ttl_secs.to_string(),
-                "-".to_string(),
-                "-".to_string(),
-            ]
-            .join("\t");
-            Ok(listing(
-                "NAME\tURL\tSCOPES\tFORMAT\tTOKEN_TTL\tINTROSPECTION_CLIENT\tCREATED",
-                std::iter::once(builtin).chain(resources.iter().map(|r| {
-                    [
-                        r.name.clone(),
-                        r.url.clone(),
-                        r.scope_names().collect::<Vec<_>>().join(" "),
-                        r.token_format.as_str().to_string(),
-                        r.token_ttl.to_string(),
-                        r.introspection_client_id
-                            .clone()
-                            .unwrap_or_else(|| "-".into()),
-                        timestamp(r.created_at),
-                    ]
-                    .join("\t")
-                })),
-                "no resources",
+            Ok(added(
+                config,
+                &record,
+                introspector.as_ref().map(|(c, s)| (c, s)),
             ))
         }
-        ResourceCommand::Remove { name } => {
-            let Some(removed) = store.remove_resource(&name, now).await? else {
-                return Err(CliError(format!("no resource named {name}")));
-            };
-            store
-                .audit(
-                    AuditEvent {
-                        event: "resource_removed",
-                        outcome: "success",
-                        subject: Some(&removed.url),
-                        detail: Some(&format!("actor=cli resource={name}")),
-                        ..Default::default()
-                    },
-                    now,
-                )
-                .await;
-            Ok(format!(
-                "removed resource {name} ({}); every grant for it is revoked",
-                removed.url
-            ))
-        }
+        ResourceCommand::List => Ok(list(config, &store.resources().await?)),
+        ResourceCommand::Remove { name } => remove(store, &name, now).await,
     }
+}
+
+/// The introspection client of the resource `name` at `url` (`--introspect`): confidential,
+/// allowed to introspect, its resource in its metadata; and its secret, to show once.
+fn introspection_client(
+    name: &ResourceName,
+    url: &crate::domain::resource::ResourceIndicator,
+    now: i64,
+) -> (ClientRecord, Secret) {
+    let client_id = format!("gc_{}", random_urlsafe(18));
+    let secret = Secret::generate(TokenKind::ClientSecret);
+    let record = ClientRecord {
+        client_id: client_id.clone(),
+        client_secret_hash: Some(secret.hash()),
+        token_endpoint_auth_method: "client_secret_basic".into(),
+        client_name: Some(format!("{name} (resource server)")),
+        redirect_uris: Vec::new(),
+        grant_types: Vec::new(),
+        scope: None,
+        metadata: serde_json::json!({
+            "client_name": format!("{name} (resource server)"),
+            "resource": url.to_string(),
+        }),
+        can_introspect: true,
+        created_at: now,
+    };
+    (record, secret)
+}
+
+/// What `resource add` prints for `record`: its settings, where its server finds the
+/// authorization server, and the introspection client's credentials once.
+fn added(
+    config: &Config,
+    record: &ResourceRecord,
+    introspector: Option<(&ClientRecord, &Secret)>,
+) -> String {
+    let (name, url, token_format, token_ttl) = (
+        &record.name,
+        &record.url,
+        record.token_format,
+        record.token_ttl,
+    );
+    let scope_list = record.scope_names().collect::<Vec<_>>().join(" ");
+    let mut out = format!(
+        "resource: {name}\nurl: {url}\nscopes: {scope_list}\ntoken_format: {}\ntoken_ttl: {token_ttl}\nauthorization_server: {}",
+        token_format.as_str(),
+        config.issuer
+    );
+    if let Some((client, secret)) = &introspector {
+        out.push_str(&format!(
+            "\nintrospection_endpoint: {}\nclient_id: {}\nclient_secret: {}\n(the secret is shown once; it is stored hashed. Introspection with it answers active:false for tokens of any other resource)",
+            config.url("/oauth/introspect"),
+            client.client_id,
+            secret.expose()
+        ));
+    }
+    if token_format == TokenFormat::Jwt {
+        out.push_str(&format!(
+            "\njwks_uri: {}\n(access tokens are JWTs (RFC 9068, ES256, typ at+jwt) checked offline against the keys at jwks_uri: revoking one takes effect at its expiry, after at most {token_ttl} seconds; refresh tokens stay opaque and are revoked at once)",
+            config.url("/oauth/jwks")
+        ));
+    }
+    out.push_str(&format!(
+        "\n(the server names {} in authorization_servers of its protected-resource metadata, RFC 9728)",
+        config.issuer
+    ));
+    out
+}
+
+/// `resource list`: the built-in resource, then every registered one.
+fn list(config: &Config, resources: &[ResourceRecord]) -> String {
+    let builtin = [
+        "built-in".to_string(),
+        config.mcp_server_url.clone(),
+        "mcp:read mcp:write".to_string(),
+        "opaque".to_string(),
+        config.access_token_ttl_secs.to_string(),
+        "-".to_string(),
+        "-".to_string(),
+    ]
+    .join("\t");
+    listing(
+        "NAME\tURL\tSCOPES\tFORMAT\tTOKEN_TTL\tINTROSPECTION_CLIENT\tCREATED",
+        std::iter::once(builtin).chain(resources.iter().map(|r| {
+            [
+                r.name.clone(),
+                r.url.clone(),
+                r.scope_names().collect::<Vec<_>>().join(" "),
+                r.token_format.as_str().to_string(),
+                r.token_ttl.to_string(),
+                r.introspection_client_id
+                    .clone()
+                    .unwrap_or_else(|| "-".into()),
+                timestamp(r.created_at),
+            ]
+            .join("\t")
+        })),
+        "no resources",
+    )
+}
+
+/// `resource remove NAME`: the resource and every grant for it revoked.
+async fn remove(store: &Store, name: &str, now: i64) -> Result<String, CliError> {
+    let Some(removed) = store.remove_resource(name, now).await? else {
+        return Err(CliError(format!("no resource named {name}")));
+    };
+    store
+        .audit(
+            AuditEvent {
+                event: "resource_removed",
+                outcome: "success",
+                subject: Some(&removed.url),
+                detail: Some(&format!("actor=cli resource={name}")),
+                ..Default::default()
+            },
+            now,
+        )
+        .await;
+    Ok(format!(
+        "removed resource {name} ({}); every grant for it is revoked",
+        removed.url
+    ))
 }

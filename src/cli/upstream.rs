@@ -264,32 +264,7 @@ fn seal_pairs(
 async fn add(config: &Config, store: &Store, args: AddArgs, now: i64) -> Result<String, CliError> {
     let err = |e: crate::domain::upstream::UpstreamInputError| CliError(e.0);
     let name = UpstreamName::parse(&args.name).map_err(err)?;
-    // Checked here rather than by the argument parser, so that every mistake is one line and
-    // exit status 1.
-    if args.url.is_some() == args.command.is_some() {
-        return Err(CliError(
-            "give either --url (Streamable HTTP) or --command (stdio)".to_string(),
-        ));
-    }
-    if args.url.is_none() && !args.header.is_empty() {
-        return Err(CliError("--header goes with --url".to_string()));
-    }
-    if args.command.is_none() && !args.env.is_empty() {
-        return Err(CliError("--env goes with --command".to_string()));
-    }
-    if args.per_person_oauth && (args.url.is_none() || !args.header.is_empty()) {
-        return Err(CliError(
-            "--per-person-oauth goes with --url and without --header (each person's own token is sent)"
-                .to_string(),
-        ));
-    }
-    if !args.per_person_oauth
-        && (args.client_id.is_some() || args.client_secret_stdin || args.scope.is_some())
-    {
-        return Err(CliError(
-            "--client-id, --client-secret-stdin and --scope go with --per-person-oauth".to_string(),
-        ));
-    }
+    check_flags(&args)?;
     let timeout = parse_timeout(&args.timeout).map_err(err)?;
     let max_concurrency = check_max_concurrency(args.max_concurrency).map_err(err)?;
     let mut new = NewUpstream {
@@ -307,29 +282,7 @@ async fn add(config: &Config, store: &Store, args: AddArgs, now: i64) -> Result<
         accounts: None,
         projects: None,
     };
-    if let Some(list) = &args.accounts {
-        let mut ids = Vec::new();
-        for email in items(list) {
-            ids.push(super::find_account(store, email).await?);
-        }
-        if ids.is_empty() {
-            return Err(CliError("--accounts names no account".to_string()));
-        }
-        new.accounts = Some(ids);
-    }
-    if let Some(list) = &args.projects {
-        let mut ids = Vec::new();
-        for id in items(list) {
-            if store.project_owner(id).await?.is_none() {
-                return Err(CliError(format!("no project with id {id}")));
-            }
-            ids.push(id.to_string());
-        }
-        if ids.is_empty() {
-            return Err(CliError("--projects names no project".to_string()));
-        }
-        new.projects = Some(ids);
-    }
+    (new.accounts, new.projects) = who_may_use(store, &args).await?;
     let target = match (&args.url, &args.command) {
         (Some(url), None) => {
             let url = parse_url(url).map_err(err)?;
@@ -394,10 +347,83 @@ async fn add(config: &Config, store: &Store, args: AddArgs, now: i64) -> Result<
         now,
     )
     .await;
-    let approval = if new.trust_definitions {
+    let approval = approval(config, store, &name, new.trust_definitions).await;
+    Ok(format!(
+        "added upstream {name} ({} {target}); {approval}",
+        new.transport.as_str()
+    ))
+}
+
+/// The flags of `upstream add` that go together, checked here rather than by the argument
+/// parser, so that every mistake is one line and exit status 1.
+fn check_flags(args: &AddArgs) -> Result<(), CliError> {
+    if args.url.is_some() == args.command.is_some() {
+        return Err(CliError(
+            "give either --url (Streamable HTTP) or --command (stdio)".to_string(),
+        ));
+    }
+    if args.url.is_none() && !args.header.is_empty() {
+        return Err(CliError("--header goes with --url".to_string()));
+    }
+    if args.command.is_none() && !args.env.is_empty() {
+        return Err(CliError("--env goes with --command".to_string()));
+    }
+    if args.per_person_oauth && (args.url.is_none() || !args.header.is_empty()) {
+        return Err(CliError(
+            "--per-person-oauth goes with --url and without --header (each person's own token is sent)"
+                .to_string(),
+        ));
+    }
+    if !args.per_person_oauth
+        && (args.client_id.is_some() || args.client_secret_stdin || args.scope.is_some())
+    {
+        return Err(CliError(
+            "--client-id, --client-secret-stdin and --scope go with --per-person-oauth".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// Who may use the upstream (`--accounts`, `--projects`): the accounts' and projects' ids,
+/// `None` for everyone.
+async fn who_may_use(
+    store: &Store,
+    args: &AddArgs,
+) -> Result<(Option<Vec<String>>, Option<Vec<String>>), CliError> {
+    let (mut accounts, mut projects) = (None, None);
+    if let Some(list) = &args.accounts {
+        let mut ids = Vec::new();
+        for email in items(list) {
+            ids.push(super::find_account(store, email).await?);
+        }
+        if ids.is_empty() {
+            return Err(CliError("--accounts names no account".to_string()));
+        }
+        accounts = Some(ids);
+    }
+    if let Some(list) = &args.projects {
+        let mut ids = Vec::new();
+        for id in items(list) {
+            if store.project_owner(id).await?.is_none() {
+                return Err(CliError(format!("no project with id {id}")));
+            }
+            ids.push(id.to_string());
+        }
+        if ids.is_empty() {
+            return Err(CliError("--projects names no project".to_string()));
+        }
+        projects = Some(ids);
+    }
+    Ok((accounts, projects))
+}
+
+/// What `upstream add` says of the approval of the new upstream `name`'s definitions, having
+/// recorded them (unless `trusted`).
+async fn approval(config: &Config, store: &Store, name: &UpstreamName, trusted: bool) -> String {
+    if trusted {
         "its tool definitions are trusted without approval".to_string()
     } else {
-        match record_definitions(config, store, &name).await {
+        match record_definitions(config, store, name).await {
             Ok(0) => format!(
                 "it lists no tools now; tools it lists later reach clients once approved: gatehouse upstream approve {name}"
             ),
@@ -409,11 +435,7 @@ async fn add(config: &Config, store: &Store, args: AddArgs, now: i64) -> Result<
                 "it could not be listed now ({why}); its definitions are recorded when a running server first lists it, and approved then with gatehouse upstream approve {name}"
             ),
         }
-    };
-    Ok(format!(
-        "added upstream {name} ({} {target}); {approval}",
-        new.transport.as_str()
-    ))
+    }
 }
 
 async fn allow_destructive(

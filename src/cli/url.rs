@@ -8,8 +8,9 @@ use super::{
     timestamp_or_never,
 };
 use crate::config::Config;
-use crate::credentials::{self, Actor, CredentialKind, NewCredential};
+use crate::credentials::{self, Actor, NewCredential};
 use crate::domain::api_key::{access_label, parse_lifetime, parse_name, status_label};
+use crate::domain::principal::IssuedCredential;
 use crate::store::Store;
 use crate::store::urls::PersonalUrlRecord;
 
@@ -99,14 +100,15 @@ pub(super) async fn run(
             let lifetime = parse_lifetime(&expires).map_err(|e| CliError(e.to_string()))?;
             let account_id = credential_owner(store, &account, project.as_deref()).await?;
             if let Some(full) =
-                credentials::room_for(store, CredentialKind::PersonalUrl, &account_id, now).await?
+                credentials::room_for(store, IssuedCredential::PersonalUrl, &account_id, now)
+                    .await?
             {
                 return Err(CliError(full));
             }
             let issued = credentials::issue(
                 store,
                 &NewCredential {
-                    kind: CredentialKind::PersonalUrl,
+                    kind: IssuedCredential::PersonalUrl,
                     account_id: &account_id,
                     project_id: project.as_deref(),
                     name: &name,
@@ -137,7 +139,7 @@ pub(super) async fn run(
             ))
         }
         UrlCommand::Revoke { url_id } => {
-            revoke_credential(store, CredentialKind::PersonalUrl, &url_id, now).await
+            revoke_credential(store, IssuedCredential::PersonalUrl, &url_id, now).await
         }
     }
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use oauth2::basic::BasicClient;
 use oauth2::{
-    AuthUrl, AuthorizationCode, ClientId, CsrfToken, PkceCodeChallenge, RedirectUrl, Scope,
-    TokenResponse, TokenUrl,
+    AuthUrl, AuthorizationCode, ClientId, CsrfToken, EndpointNotSet, EndpointSet,
+    PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope, TokenResponse, TokenUrl,
 };
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -84,6 +84,10 @@ pub struct Interactive {
     pub access_token: Option<String>,
 }
 
+/// The `oauth2` client of the flow: authorization and token endpoints set.
+type FlowClient =
+    BasicClient<EndpointSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>;
+
 /// Runs the flow; `wait` bounds the time the person has in the browser.
 pub async fn flow(
     probe: &Probe,
@@ -106,7 +110,6 @@ pub async fn flow(
         ));
         return (steps, out);
     };
-    let issuer = meta.str("issuer").unwrap_or("").to_string();
 
     // A loopback listener for the redirect.
     let listener = match TcpListener::bind("127.0.0.1:0").await {
@@ -126,6 +129,67 @@ pub async fn flow(
     let redirect_uri = format!("http://127.0.0.1:{port}/callback");
 
     // 1. Registration as a native public client.
+    let client_id = match register_native(probe, register, &redirect_uri).await {
+        Ok((client_id, step)) => {
+            steps.push(step);
+            client_id
+        }
+        Err(step) => {
+            steps.push(*step);
+            return (steps, out);
+        }
+    };
+    out.client_id = Some(client_id.clone());
+
+    let (Ok(auth_url), Ok(token_url), Ok(redirect)) = (
+        AuthUrl::new(auth.to_string()),
+        TokenUrl::new(token.to_string()),
+        RedirectUrl::new(redirect_uri.clone()),
+    ) else {
+        steps.push(Step::skip(
+            "interactive-authorize",
+            "the endpoints are not absolute URLs",
+        ));
+        return (steps, out);
+    };
+    let client = BasicClient::new(ClientId::new(client_id))
+        .set_auth_uri(auth_url)
+        .set_token_uri(token_url)
+        .set_redirect_uri(redirect);
+
+    // 2. The browser: sign in, approve, come back to the loopback listener.
+    let browser = Browser {
+        listener: &listener,
+        auth,
+        redirect_uri: &redirect_uri,
+        opener,
+        wait,
+    };
+    let (code, verifier) = match browser.authorize(&client, meta, resource, scope).await {
+        Ok((code, verifier, step)) => {
+            steps.push(step);
+            (code, verifier)
+        }
+        Err(step) => {
+            steps.push(*step);
+            return (steps, out);
+        }
+    };
+
+    // 3. The code for tokens, then one refresh.
+    let (token_steps, access) = tokens(probe, &client, token, code, verifier, resource).await;
+    steps.extend(token_steps);
+    out.access_token = access;
+    (steps, out)
+}
+
+/// Step 1: registers a native public client with the loopback `redirect_uri` at `register`:
+/// its `client_id` and the passing step, or the failing step.
+async fn register_native(
+    probe: &Probe,
+    register: &str,
+    redirect_uri: &str,
+) -> Result<(String, Step), Box<Step>> {
     let body = json!({
         "client_name": "gatehouse doctor (interactive)",
         "redirect_uris": [redirect_uri],
@@ -149,177 +213,196 @@ pub async fn flow(
         }) {
             Some(id) => id,
             None => {
-                steps.push(Step::fail(
+                return Err(Box::new(Step::fail(
                     "interactive-register",
                     request,
                     format!("{} without client_id", f.status),
                     expected,
                     "Return client_id in the registration response (RFC 7591 §3.2.1).",
-                ));
-                return (steps, out);
+                )));
             }
         },
         Ok(f) => {
-            steps.push(Step::fail(
+            return Err(Box::new(Step::fail(
                 "interactive-register",
                 request,
                 format!("{} {}", f.summary(), f.excerpt()),
                 expected,
                 "Accept a native public client with a loopback redirect (RFC 8252 §7.3); on 429 raise GATEHOUSE_REGISTRATIONS_PER_HOUR or wait.",
-            ));
-            return (steps, out);
+            )));
         }
         Err(e) => {
-            steps.push(Step::fail(
+            return Err(Box::new(Step::fail(
                 "interactive-register",
                 request,
                 e,
                 expected,
                 "Make the registration endpoint reachable.",
-            ));
-            return (steps, out);
+            )));
         }
     };
-    steps.push(Step::pass(
+    let step = Step::pass(
         "interactive-register",
         request,
         format!("client_id \"{client_id}\""),
         expected,
-    ));
-    out.client_id = Some(client_id.clone());
-
-    let (Ok(auth_url), Ok(token_url), Ok(redirect)) = (
-        AuthUrl::new(auth.to_string()),
-        TokenUrl::new(token.to_string()),
-        RedirectUrl::new(redirect_uri.clone()),
-    ) else {
-        steps.push(Step::skip(
-            "interactive-authorize",
-            "the endpoints are not absolute URLs",
-        ));
-        return (steps, out);
-    };
-    let client = BasicClient::new(ClientId::new(client_id))
-        .set_auth_uri(auth_url)
-        .set_token_uri(token_url)
-        .set_redirect_uri(redirect);
-
-    // 2. The browser: sign in, approve, come back to the loopback listener.
-    let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
-    let mut request = client
-        .authorize_url(CsrfToken::new_random)
-        .set_pkce_challenge(challenge)
-        .add_extra_param("resource", resource);
-    for s in scope.unwrap_or("").split_whitespace() {
-        request = request.add_scope(Scope::new(s.to_string()));
-    }
-    let (url, state) = request.url();
-    let request = format!("browser GET {auth}?… then the redirect to {redirect_uri}");
-    let expected = "the redirect back with code, the same state and iss equal to the issuer";
-    if !browser_may_open(&url) {
-        // A server's metadata decides this URL: `file:`, `javascript:` or another scheme
-        // handed to the desktop's opener could run or reveal anything.
-        steps.push(Step::fail(
-            "interactive-authorize",
-            request,
-            format!(
-                "the authorization endpoint is a {} URL; not opened",
-                url.scheme()
-            ),
-            "an https authorization endpoint (http only on a loopback host)",
-            "Publish an https authorization_endpoint in the authorization-server metadata.",
-        ));
-        return (steps, out);
-    }
-    if let Err(e) = (opener.0)(url.as_str()) {
-        // The URL was printed; the person may still open it by hand.
-        tracing::debug!("browser not opened: {e}");
-    }
-    let query = match tokio::time::timeout(wait, callback(&listener)).await {
-        Ok(Ok(q)) => q,
-        Ok(Err(e)) => {
-            steps.push(Step::fail(
-                "interactive-authorize",
-                request,
-                e,
-                expected,
-                "The redirect must reach the client's loopback URI.",
-            ));
-            return (steps, out);
-        }
-        Err(_) => {
-            steps.push(Step::fail(
-                "interactive-authorize",
-                request,
-                format!("no redirect within {} s", wait.as_secs()),
-                expected,
-                "Sign in and approve in the browser before the time runs out.",
-            ));
-            return (steps, out);
-        }
-    };
-    let get = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-    let got = format!(
-        "code {}, state {}, iss {}",
-        if get("code").is_some() {
-            "present"
-        } else {
-            "absent"
-        },
-        if get("state").as_deref() == Some(state.secret().as_str()) {
-            "echoed"
-        } else {
-            "wrong"
-        },
-        get("iss")
-            .map(|i| format!("\"{i}\""))
-            .unwrap_or_else(|| "absent".into())
     );
-    if let Some(error) = get("error") {
-        steps.push(Step::fail(
-            "interactive-authorize",
-            request,
-            format!(
-                "error={error} {}",
-                get("error_description").unwrap_or_default()
-            ),
-            expected,
-            "The authorization was refused: approve it in the browser, or read the error.",
-        ));
-        return (steps, out);
-    }
-    let iss_required = meta
-        .document
-        .get("authorization_response_iss_parameter_supported")
-        .and_then(serde_json::Value::as_bool)
-        == Some(true);
-    let iss_ok = match get("iss") {
-        Some(i) => i == issuer,
-        None => !iss_required,
-    };
-    let Some(code) = get("code") else {
-        steps.push(Step::fail(
-            "interactive-authorize",
-            request,
-            got,
-            expected,
-            "Redirect back with a code (OAuth 2.1 §4.1.2).",
-        ));
-        return (steps, out);
-    };
-    if get("state").as_deref() != Some(state.secret().as_str()) || !iss_ok {
-        steps.push(Step::fail(
-            "interactive-authorize",
-            request,
-            got,
-            expected,
-            "Echo state unchanged and send iss byte-identical to the metadata's issuer (RFC 9207 §2).",
-        ));
-        return (steps, out);
-    }
-    steps.push(Step::pass("interactive-authorize", request, got, expected));
+    Ok((client_id, step))
+}
 
-    // 3. The code for tokens, then one refresh.
+/// Step 2: where the person signs in and approves, and where the browser comes back.
+struct Browser<'a> {
+    listener: &'a TcpListener,
+    auth: &'a str,
+    redirect_uri: &'a str,
+    opener: &'a BrowserOpener,
+    wait: Duration,
+}
+
+impl Browser<'_> {
+    /// Opens the authorization request of `client` in the browser and waits for the redirect
+    /// back: the code, its PKCE verifier and the passing step, or the failing step.
+    async fn authorize(
+        &self,
+        client: &FlowClient,
+        meta: &ServerMetadata,
+        resource: &str,
+        scope: Option<&str>,
+    ) -> Result<(String, PkceCodeVerifier, Step), Box<Step>> {
+        let (auth, redirect_uri, opener, wait, listener) = (
+            self.auth,
+            self.redirect_uri,
+            self.opener,
+            self.wait,
+            self.listener,
+        );
+        let issuer = meta.str("issuer").unwrap_or("").to_string();
+        let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+        let mut request = client
+            .authorize_url(CsrfToken::new_random)
+            .set_pkce_challenge(challenge)
+            .add_extra_param("resource", resource);
+        for s in scope.unwrap_or("").split_whitespace() {
+            request = request.add_scope(Scope::new(s.to_string()));
+        }
+        let (url, state) = request.url();
+        let request = format!("browser GET {auth}?… then the redirect to {redirect_uri}");
+        let expected = "the redirect back with code, the same state and iss equal to the issuer";
+        if !browser_may_open(&url) {
+            // A server's metadata decides this URL: `file:`, `javascript:` or another scheme
+            // handed to the desktop's opener could run or reveal anything.
+            return Err(Box::new(Step::fail(
+                "interactive-authorize",
+                request,
+                format!(
+                    "the authorization endpoint is a {} URL; not opened",
+                    url.scheme()
+                ),
+                "an https authorization endpoint (http only on a loopback host)",
+                "Publish an https authorization_endpoint in the authorization-server metadata.",
+            )));
+        }
+        if let Err(e) = (opener.0)(url.as_str()) {
+            // The URL was printed; the person may still open it by hand.
+            tracing::debug!("browser not opened: {e}");
+        }
+        let query = match tokio::time::timeout(wait, callback(listener)).await {
+            Ok(Ok(q)) => q,
+            Ok(Err(e)) => {
+                return Err(Box::new(Step::fail(
+                    "interactive-authorize",
+                    request,
+                    e,
+                    expected,
+                    "The redirect must reach the client's loopback URI.",
+                )));
+            }
+            Err(_) => {
+                return Err(Box::new(Step::fail(
+                    "interactive-authorize",
+                    request,
+                    format!("no redirect within {} s", wait.as_secs()),
+                    expected,
+                    "Sign in and approve in the browser before the time runs out.",
+                )));
+            }
+        };
+        let get = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let got = format!(
+            "code {}, state {}, iss {}",
+            if get("code").is_some() {
+                "present"
+            } else {
+                "absent"
+            },
+            if get("state").as_deref() == Some(state.secret().as_str()) {
+                "echoed"
+            } else {
+                "wrong"
+            },
+            get("iss")
+                .map(|i| format!("\"{i}\""))
+                .unwrap_or_else(|| "absent".into())
+        );
+        if let Some(error) = get("error") {
+            return Err(Box::new(Step::fail(
+                "interactive-authorize",
+                request,
+                format!(
+                    "error={error} {}",
+                    get("error_description").unwrap_or_default()
+                ),
+                expected,
+                "The authorization was refused: approve it in the browser, or read the error.",
+            )));
+        }
+        let iss_required = meta
+            .document
+            .get("authorization_response_iss_parameter_supported")
+            .and_then(serde_json::Value::as_bool)
+            == Some(true);
+        let iss_ok = match get("iss") {
+            Some(i) => i == issuer,
+            None => !iss_required,
+        };
+        let Some(code) = get("code") else {
+            return Err(Box::new(Step::fail(
+                "interactive-authorize",
+                request,
+                got,
+                expected,
+                "Redirect back with a code (OAuth 2.1 §4.1.2).",
+            )));
+        };
+        if get("state").as_deref() != Some(state.secret().as_str()) || !iss_ok {
+            return Err(Box::new(Step::fail(
+                "interactive-authorize",
+                request,
+                got,
+                expected,
+                "Echo state unchanged and send iss byte-identical to the metadata's issuer (RFC 9207 §2).",
+            )));
+        }
+        Ok((
+            code,
+            verifier,
+            Step::pass("interactive-authorize", request, got, expected),
+        ))
+    }
+}
+
+/// Step 3: the code for tokens at `token`, then one refresh: the steps, and the refreshed
+/// access token when the refresh rotated.
+async fn tokens(
+    probe: &Probe,
+    client: &FlowClient,
+    token: &str,
+    code: String,
+    verifier: PkceCodeVerifier,
+    resource: &str,
+) -> (Vec<Step>, Option<String>) {
+    let mut steps = Vec::new();
+    let mut access = None;
     let http = probe.client().clone();
     let request = format!("POST {token} grant_type=authorization_code (oauth2 crate)");
     let expected = "an access token and a refresh token";
@@ -338,7 +421,7 @@ pub async fn flow(
                 expected,
                 "The token endpoint must redeem the code for the PKCE verifier and resource it was issued with.",
             ));
-            return (steps, out);
+            return (steps, None);
         }
         Err(_) => {
             steps.push(Step::fail(
@@ -348,7 +431,7 @@ pub async fn flow(
                 expected,
                 "Make the token endpoint answer promptly.",
             ));
-            return (steps, out);
+            return (steps, None);
         }
     };
     let Some(first_refresh) = tokens.refresh_token().cloned() else {
@@ -359,7 +442,7 @@ pub async fn flow(
             expected,
             "Issue a refresh token to clients registered for the refresh_token grant, or they ask people to sign in again every hour.",
         ));
-        return (steps, out);
+        return (steps, None);
     };
     steps.push(Step::pass(
         "interactive-token",
@@ -390,7 +473,7 @@ pub async fn flow(
             );
             if rotated {
                 steps.push(Step::pass("interactive-refresh", request, got, expected));
-                out.access_token = Some(t.access_token().secret().clone());
+                access = Some(t.access_token().secret().clone());
             } else {
                 steps.push(Step::fail(
                     "interactive-refresh",
@@ -416,7 +499,7 @@ pub async fn flow(
             "Make the token endpoint answer promptly.",
         )),
     }
-    (steps, out)
+    (steps, access)
 }
 
 /// An error with its first three causes, for a one-line report.

@@ -40,6 +40,7 @@ pub mod state;
 pub mod token;
 
 use checks::{PostForm, ServerMetadata};
+use url::Url;
 
 /// `gatehouse doctor` arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -323,14 +324,83 @@ pub async fn run_with(options: &Options, on_step: &mut (dyn FnMut(&Step) + Send)
     }
 
     // 4. CORS preflights as a browser-based client sends them.
+    cors_steps(&probe, &mut steps, prm.as_ref(), meta.as_ref()).await;
     let registration_endpoint = meta
         .as_ref()
         .and_then(|m| m.str("registration_endpoint").map(String::from));
-    let token_endpoint = meta
-        .as_ref()
-        .and_then(|m| m.str("token_endpoint").map(String::from));
-    let prm_url = prm.as_ref().map(|p| p.url.clone());
-    let metadata_url = meta.as_ref().map(|m| m.url.clone());
+
+    // 5. and 6. Registration as each well-known client, then its authorization request.
+    let scope = challenge.as_ref().and_then(|c| c.scope.clone());
+    let mut clients = ClientSteps {
+        probe: &probe,
+        options,
+        steps: &mut steps,
+        registered: &mut registered,
+        notes: &mut notes,
+    };
+    clients
+        .run(
+            meta.as_ref(),
+            issuer.as_deref(),
+            registration_endpoint.as_deref(),
+            scope.as_deref(),
+        )
+        .await;
+
+    // 7. ChatGPT Apps' domain verification.
+    if options.openai {
+        steps.push(checks::openai_apps_challenge(&probe, &url).await);
+    }
+
+    // 8. Schemes and hosts of everything named.
+    steps.extend(url_steps(
+        &url,
+        from_header.as_deref(),
+        prm.as_ref(),
+        meta.as_ref(),
+        issuer.as_deref(),
+    ));
+
+    // 9. With --interactive: the whole flow in the browser, then one refresh.
+    let flow_token = interactive_steps(
+        &probe,
+        options,
+        &mut steps,
+        &mut registered,
+        meta.as_ref(),
+        scope.as_deref(),
+    )
+    .await;
+
+    // 10. With a token: the negotiated revision and the tools.
+    let mut outcome = token::TokenOutcome::default();
+    if let Some(t) = options.token.as_ref().or(flow_token.as_ref()) {
+        let (token_steps, o) = token::with_token(&probe, &url, t).await;
+        steps.extend(token_steps);
+        outcome = o;
+    }
+
+    let mut r = report(steps.steps, registered, notes);
+    r.protocol_version = outcome.protocol_version;
+    r.tools = outcome.tools;
+    r
+}
+
+/// Step 4: the CORS preflights a browser-based client sends, to the resource metadata, the
+/// server metadata, the registration and the token endpoints (skipped where not known).
+async fn cors_steps(
+    probe: &http::Probe,
+    steps: &mut Recorder<'_>,
+    prm: Option<&checks::ResourceMetadata>,
+    meta: Option<&ServerMetadata>,
+) {
+    let endpoint = |name: &str| meta.and_then(|m| m.str(name).map(String::from));
+    let (registration_endpoint, token_endpoint) = (
+        endpoint("registration_endpoint"),
+        endpoint("token_endpoint"),
+    );
+    let prm_url = prm.map(|p| p.url.clone());
+    let metadata_url = meta.map(|m| m.url.clone());
     let preflights: [(&str, Option<&String>, &str, &[&str]); 4] = [
         (
             "cors-resource-metadata",
@@ -359,130 +429,151 @@ pub async fn run_with(options: &Options, on_step: &mut (dyn FnMut(&Step) + Send)
     ];
     for (check, target, method, headers) in preflights {
         match target {
-            Some(t) => steps.push(checks::cors_preflight(&probe, check, t, method, headers).await),
+            Some(t) => steps.push(checks::cors_preflight(probe, check, t, method, headers).await),
             None => steps.push(Step::skip(check, "the endpoint is not known")),
         }
     }
+}
 
-    // 5. and 6. Registration as each well-known client, then its authorization request.
-    let scope = challenge.as_ref().and_then(|c| c.scope.clone());
-    let authorization_endpoint = meta
-        .as_ref()
-        .and_then(|m| m.str("authorization_endpoint").map(String::from));
-    let mut saved = options.state_file.as_deref().map(state::SavedClients::load);
-    if let Some((client_id, redirect_uri)) = &options.client_id_given() {
-        // --client-id: the authorization request with that client; nothing is registered.
-        match &authorization_endpoint {
-            Some(a) => {
-                let client = checks::AuthorizeAs {
-                    check: "authorize",
-                    name: "the given client",
-                    client_id,
-                    redirect_uri,
-                };
-                steps.push(
-                    checks::authorize(&probe, a, client, &options.url, scope.as_deref()).await,
-                );
-            }
-            None => steps.push(Step::skip(
-                "authorize",
-                "no authorization_endpoint in the metadata",
-            )),
-        }
-    }
-    for profile in clients::PROFILES
-        .iter()
-        .filter(|_| options.client.is_none())
-    {
-        let Some(endpoint) = &registration_endpoint else {
-            let why = if meta.is_some() {
-                "no registration_endpoint (clients would use a client ID metadata document)"
-            } else {
-                "no authorization-server metadata"
-            };
-            steps.push(Step::skip(profile.register_check, why));
-            continue;
-        };
-        // A client saved by an earlier run against this issuer is checked first; one the
-        // server no longer accepts (unused clients expire) is replaced by a new registration.
-        let saved_id = match (&saved, &issuer, &authorization_endpoint) {
-            (Some(store), Some(iss), Some(_)) if !options.register => {
-                store.get(iss, profile.name).map(String::from)
-            }
-            _ => None,
-        };
-        if let (Some(id), Some(a)) = (&saved_id, &authorization_endpoint) {
-            let client = checks::AuthorizeAs {
-                check: profile.authorize_check,
-                name: profile.name,
-                client_id: id,
-                redirect_uri: profile.redirect_uris[0],
-            };
-            let mut step =
-                checks::authorize(&probe, a, client, &options.url, scope.as_deref()).await;
-            if step.status == Status::Pass {
-                step.got = format!("saved client {id}: {}", step.got);
-                steps.push(step);
-                continue;
+/// Steps 5 and 6: what a run records while it registers clients and sends their
+/// authorization requests.
+struct ClientSteps<'r, 's> {
+    probe: &'r http::Probe,
+    options: &'r Options,
+    steps: &'r mut Recorder<'s>,
+    registered: &'r mut Vec<RegisteredClient>,
+    notes: &'r mut Vec<String>,
+}
+
+impl ClientSteps<'_, '_> {
+    /// The authorization request of the client given with `--client-id` (nothing
+    /// registered), or registration as each well-known client ([`clients::PROFILES`]), a client
+    /// saved by an earlier run checked first, then its authorization request.
+    async fn run(
+        &mut self,
+        meta: Option<&ServerMetadata>,
+        issuer: Option<&str>,
+        registration_endpoint: Option<&str>,
+        scope: Option<&str>,
+    ) {
+        let authorization_endpoint =
+            meta.and_then(|m| m.str("authorization_endpoint").map(String::from));
+        let mut saved = self
+            .options
+            .state_file
+            .as_deref()
+            .map(state::SavedClients::load);
+        if let Some((client_id, redirect_uri)) = &self.options.client_id_given() {
+            // --client-id: the authorization request with that client; nothing is registered.
+            match &authorization_endpoint {
+                Some(a) => {
+                    let client = checks::AuthorizeAs {
+                        check: "authorize",
+                        name: "the given client",
+                        client_id,
+                        redirect_uri,
+                    };
+                    let step =
+                        checks::authorize(self.probe, a, client, &self.options.url, scope).await;
+                    self.steps.push(step);
+                }
+                None => self.steps.push(Step::skip(
+                    "authorize",
+                    "no authorization_endpoint in the metadata",
+                )),
             }
         }
-        let (step, reg) = checks::register(&probe, endpoint, profile).await;
-        steps.push(step);
-        let Some(reg) = reg else {
-            steps.push(Step::skip(profile.authorize_check, "registration failed"));
-            continue;
-        };
-        registered.push(RegisteredClient {
-            client: profile.name.to_string(),
-            client_id: reg.client_id.clone(),
-        });
-        if let (Some(store), Some(iss)) = (saved.as_mut(), &issuer)
-            && let Err(e) = store.save(iss, profile.name, &reg.client_id)
+        for profile in clients::PROFILES
+            .iter()
+            .filter(|_| self.options.client.is_none())
         {
-            notes.push(format!(
-                "{e}: the next run registers again (set --state-file or GATEHOUSE_DOCTOR_STATE_FILE)"
-            ));
-        }
-        match &authorization_endpoint {
-            Some(a) => {
-                steps.push(
-                    checks::authorize(
-                        &probe,
-                        a,
-                        checks::AuthorizeAs::registered(&reg),
-                        &options.url,
-                        scope.as_deref(),
-                    )
-                    .await,
-                );
+            let Some(endpoint) = registration_endpoint else {
+                let why = if meta.is_some() {
+                    "no registration_endpoint (clients would use a client ID metadata document)"
+                } else {
+                    "no authorization-server metadata"
+                };
+                self.steps.push(Step::skip(profile.register_check, why));
+                continue;
+            };
+            // A client saved by an earlier run against this issuer is checked first; one the
+            // server no longer accepts (unused clients expire) is replaced by a new
+            // registration.
+            let saved_id = match (&saved, issuer, &authorization_endpoint) {
+                (Some(store), Some(iss), Some(_)) if !self.options.register => {
+                    store.get(iss, profile.name).map(String::from)
+                }
+                _ => None,
+            };
+            if let (Some(id), Some(a)) = (&saved_id, &authorization_endpoint) {
+                let client = checks::AuthorizeAs {
+                    check: profile.authorize_check,
+                    name: profile.name,
+                    client_id: id,
+                    redirect_uri: profile.redirect_uris[0],
+                };
+                let mut step =
+                    checks::authorize(self.probe, a, client, &self.options.url, scope).await;
+                if step.status == Status::Pass {
+                    step.got = format!("saved client {id}: {}", step.got);
+                    self.steps.push(step);
+                    continue;
+                }
             }
-            None => steps.push(Step::skip(
-                profile.authorize_check,
-                "no authorization_endpoint in the metadata",
-            )),
+            let (step, reg) = checks::register(self.probe, endpoint, profile).await;
+            self.steps.push(step);
+            let Some(reg) = reg else {
+                self.steps
+                    .push(Step::skip(profile.authorize_check, "registration failed"));
+                continue;
+            };
+            self.registered.push(RegisteredClient {
+                client: profile.name.to_string(),
+                client_id: reg.client_id.clone(),
+            });
+            if let (Some(store), Some(iss)) = (saved.as_mut(), issuer)
+                && let Err(e) = store.save(iss, profile.name, &reg.client_id)
+            {
+                self.notes.push(format!(
+                    "{e}: the next run registers again (set --state-file or GATEHOUSE_DOCTOR_STATE_FILE)"
+                ));
+            }
+            match &authorization_endpoint {
+                Some(a) => {
+                    let client = checks::AuthorizeAs::registered(&reg);
+                    let step =
+                        checks::authorize(self.probe, a, client, &self.options.url, scope).await;
+                    self.steps.push(step);
+                }
+                None => self.steps.push(Step::skip(
+                    profile.authorize_check,
+                    "no authorization_endpoint in the metadata",
+                )),
+            }
         }
     }
+}
 
-    // 7. ChatGPT Apps' domain verification.
-    if options.openai {
-        steps.push(checks::openai_apps_challenge(&probe, &url).await);
-    }
-
-    // 8. Schemes and hosts of everything named.
+/// Step 8: the scheme and host rules over every URL the documents name (`from_header`, the
+/// challenge's `resource_metadata`; the resource metadata `prm`; the server metadata
+/// `meta` of `issuer`).
+fn url_steps(
+    url: &Url,
+    from_header: Option<&str>,
+    prm: Option<&checks::ResourceMetadata>,
+    meta: Option<&ServerMetadata>,
+    issuer: Option<&str>,
+) -> Vec<Step> {
     let mut resource_side = Vec::new();
-    if let Some(h) = &from_header {
-        resource_side.push(("resource_metadata".to_string(), h.clone()));
+    if let Some(h) = from_header {
+        resource_side.push(("resource_metadata".to_string(), h.to_string()));
     }
-    if let Some(p) = &prm {
+    if let Some(p) = prm {
         resource_side.push(("resource".to_string(), p.resource.clone()));
     }
+    // authorization_servers itself may name another host: that is the documents saying so.
     let mut server_side = Vec::new();
-    if let Some(p) = &prm {
-        for s in &p.authorization_servers {
-            server_side.push(("authorization_servers".to_string(), s.clone()));
-        }
-    }
-    if let Some(m) = &meta {
+    if let Some(m) = meta {
         for name in [
             "issuer",
             "authorization_endpoint",
@@ -497,19 +588,8 @@ pub async fn run_with(options: &Options, on_step: &mut (dyn FnMut(&Step) + Send)
             }
         }
     }
-    let issuer_for_hosts = issuer.clone();
-    // authorization_servers itself may name another host: that is the documents saying so.
-    let server_side_checked: Vec<(String, String)> = server_side
-        .into_iter()
-        .filter(|(name, _)| name != "authorization_servers")
-        .collect();
-    let mut url_steps = checks::url_rules(
-        &url,
-        &resource_side,
-        issuer_for_hosts.as_deref(),
-        &server_side_checked,
-    );
-    if let Some(p) = &prm {
+    let mut url_steps = checks::url_rules(url, &resource_side, issuer, &server_side);
+    if let Some(p) = prm {
         // The https rule also covers the issuers named.
         if url.scheme() == "https" {
             let plain: Vec<&String> = p
@@ -528,50 +608,44 @@ pub async fn run_with(options: &Options, on_step: &mut (dyn FnMut(&Step) + Send)
             }
         }
     }
-    steps.extend(url_steps);
+    url_steps
+}
 
-    // 9. With --interactive: the whole flow in the browser, then one refresh.
-    let mut flow_token = None;
-    if let Some(opener) = &options.interactive {
-        match &meta {
-            Some(m) => {
-                let (flow_steps, flow) = interactive::flow(
-                    &probe,
-                    m,
-                    &options.url,
-                    scope.as_deref(),
-                    opener,
-                    options.interactive_wait,
-                )
-                .await;
-                steps.extend(flow_steps);
-                if let Some(id) = flow.client_id {
-                    registered.push(RegisteredClient {
-                        client: "interactive".into(),
-                        client_id: id,
-                    });
-                }
-                flow_token = flow.access_token;
-            }
-            None => steps.push(Step::skip(
-                "interactive-register",
-                "no authorization-server metadata",
-            )),
-        }
+/// Step 9, with `--interactive`: the whole flow in the browser, then one refresh; the access
+/// token it got, if any.
+async fn interactive_steps(
+    probe: &http::Probe,
+    options: &Options,
+    steps: &mut Recorder<'_>,
+    registered: &mut Vec<RegisteredClient>,
+    meta: Option<&ServerMetadata>,
+    scope: Option<&str>,
+) -> Option<String> {
+    let opener = options.interactive.as_ref()?;
+    let Some(m) = meta else {
+        steps.push(Step::skip(
+            "interactive-register",
+            "no authorization-server metadata",
+        ));
+        return None;
+    };
+    let (flow_steps, flow) = interactive::flow(
+        probe,
+        m,
+        &options.url,
+        scope,
+        opener,
+        options.interactive_wait,
+    )
+    .await;
+    steps.extend(flow_steps);
+    if let Some(id) = flow.client_id {
+        registered.push(RegisteredClient {
+            client: "interactive".into(),
+            client_id: id,
+        });
     }
-
-    // 10. With a token: the negotiated revision and the tools.
-    let mut outcome = token::TokenOutcome::default();
-    if let Some(t) = options.token.as_ref().or(flow_token.as_ref()) {
-        let (token_steps, o) = token::with_token(&probe, &url, t).await;
-        steps.extend(token_steps);
-        outcome = o;
-    }
-
-    let mut r = report(steps.steps, registered, notes);
-    r.protocol_version = outcome.protocol_version;
-    r.tools = outcome.tools;
-    r
+    flow.access_token
 }
 
 /// `s` safe to print on a terminal: every control character (escape, bell, carriage return,

@@ -44,6 +44,28 @@ impl fmt::Display for CredentialKind {
     }
 }
 
+/// The two credentials people issue for headless clients, listed, stored and revoked alike: an
+/// API key (`gate_key_…`, sent as `X-Api-Key` or `Authorization: Bearer`; as a principal an
+/// [`CredentialKind::AccountKey`] or [`CredentialKind::ProjectKey`]) and a personal MCP URL
+/// (`gate_pu_…`, `<MCP_SERVER_URL>/<secret>`; [`CredentialKind::PersonalUrl`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IssuedCredential {
+    /// An API key.
+    ApiKey,
+    /// A personal MCP URL.
+    PersonalUrl,
+}
+
+impl IssuedCredential {
+    /// How people call it: `API key`, `personal URL`.
+    pub fn label(self) -> &'static str {
+        match self {
+            IssuedCredential::ApiKey => "API key",
+            IssuedCredential::PersonalUrl => "personal URL",
+        }
+    }
+}
+
 /// Which projects a credential reaches. Membership is still checked on every use: a project
 /// is usable only while the account is a member and the project is active, and the member's
 /// role still limits what a write credential may change.

@@ -84,6 +84,7 @@ impl std::ops::Deref for McpState {
 
 /// What an [`McpState`] holds; every layer of the route clones the state per request, so it
 /// is one shared reference rather than one per part.
+#[derive(Clone)]
 pub struct McpParts {
     /// Configuration and storage.
     pub app: AppState,
@@ -150,13 +151,22 @@ pub fn mcp_state(state: AppState) -> McpState {
     }))
 }
 
-/// The MCP routes: the endpoint, and the protected-resource metadata while OAuth is on.
-///
-/// Panics when the built-in tool catalog breaks its rules (e.g. a destructive tool): the
-/// server refuses to start with such a catalog.
-pub fn router(state: AppState) -> Router {
+impl McpState {
+    /// This state over `app` (a serving lane's, [`crate::lanes`]): the catalog, the trackers
+    /// and the upstreams stay this process's one set.
+    pub fn on(&self, app: AppState) -> McpState {
+        McpState(Arc::new(McpParts {
+            app,
+            ..McpParts::clone(&self.0)
+        }))
+    }
+}
+
+/// The MCP routes over `mcp` ([`mcp_state`], or [`McpState::on`] a lane's state): the
+/// endpoint, and the protected-resource metadata while OAuth is on.
+pub fn router(mcp: &McpState) -> Router {
+    let state = mcp.app.clone();
     let config = state.config.clone();
-    let mcp = mcp_state(state.clone());
     let service_state = mcp.clone();
     let service = StreamableHttpService::new(
         move || Ok(server::GatehouseMcp::new(service_state.clone())),

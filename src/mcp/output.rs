@@ -26,7 +26,7 @@
 use rmcp::model::{CallToolResult, ContentBlock, ReadResourceResult, Resource, ResourceContents};
 use serde_json::Value;
 
-use super::catalog::{Link, Produced, ToolError};
+use super::catalog::{Link, Paging, Produced, ToolError};
 
 /// The list at `path` (object members from the top) of `value`.
 fn list_at<'a>(value: &'a mut Value, path: &[&str]) -> Option<&'a mut Vec<Value>> {
@@ -416,12 +416,12 @@ fn size_bound(text: &str, links: &[ContentBlock]) -> usize {
 /// more than `max_bytes`. CPU work proportional to the result's size: call it off the async
 /// workers for large results (see [`crate::mcp::server`]).
 pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallToolResult {
-    let produced = match result {
+    let mut produced = match result {
         Ok(p) => p,
         Err(e) => return CallToolResult::error(vec![ContentBlock::text(e.message())]),
     };
     let links: Vec<ContentBlock> = produced.links.iter().cloned().map(link_block).collect();
-    let value = produced.value;
+    let value = std::mem::take(&mut produced.value);
     let text = serde_json::to_string(&value).unwrap_or_default();
     if size_bound(&text, &links) + ENVELOPE <= max_bytes {
         return assemble_with_text(value, text, &links, None);
@@ -432,69 +432,92 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
         return whole;
     }
     drop(whole);
-    // Links follow the cut: only those whose item is still there, names shortened.
-    let links_in = |v: &Value| -> Vec<ContentBlock> {
-        let text = serde_json::to_string(v).unwrap_or_default();
-        produced
-            .links
-            .iter()
-            .filter(|l| text.contains(l.uri.as_str()))
-            .map(|l| link_block(short_link(l)))
-            .collect()
-    };
-    // A resumable result keeps whole items and says how to get the rest: as many as fit with
-    // the long note and the items' links, with the short note, or with the short note and no
-    // links (at the lowest limits the links and the note take the room of whole items), the
-    // variant keeping the most items winning (the richer one on a tie).
-    if let Some((paging, tool)) = &produced.paging {
-        let total = value
-            .get(paging.list)
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len);
-        let continued = |mut v: Value, kept: usize, short: bool, with_links: bool| {
-            let cursor = (paging.resume)(kept);
-            if let Value::Object(map) = &mut v {
-                map.insert("truncated".to_string(), Value::Bool(true));
-                map.insert("nextCursor".to_string(), Value::String(cursor.clone()));
-            }
-            let list = paging.list;
-            let note = if short {
-                format!(
-                    "[Cut to fit {max_bytes} bytes: the first {kept} of {total} {list}. For the \
-                     rest call {tool} again with the same arguments and \"cursor\": \
-                     \"{cursor}\".]"
-                )
-            } else {
-                format!(
-                    "[Result cut to fit {max_bytes} bytes: it holds the first {kept} of these \
-                     {total} {list}. For the rest, call {tool} again with the same arguments \
-                     and \"cursor\": \"{cursor}\" (also in structuredContent.nextCursor); \
-                     repeat while a nextCursor is returned.]"
-                )
-            };
-            let kept_links = if with_links { links_in(&v) } else { Vec::new() };
-            assemble(v, &kept_links, Some(&note))
-        };
-        let best = [(false, true), (true, true), (true, false)]
-            .into_iter()
-            .filter_map(|(short, with_links)| {
-                keep_whole_items(&value, &[paging.list], max_bytes, |v, kept| {
-                    continued(v, kept, short, with_links)
-                })
-            })
-            .fold(
-                None::<(CallToolResult, usize)>,
-                |best, (out, kept)| match best {
-                    Some((_, most)) if most >= kept => best,
-                    _ => Some((out, kept)),
-                },
-            );
-        if let Some((out, _)) = best {
-            return out;
-        }
-        // The first item alone does not fit: it is the one item kept, its texts are cut below
-        // and the cursor points past it.
+    if let Some((paging, tool)) = &produced.paging
+        && let Some(out) = resumable(&value, paging, tool, &produced.links, max_bytes)
+    {
+        return out;
     }
+    // Not resumable, or the first item alone does not fit: it is the one item kept, its
+    // texts are cut below and the cursor points past it.
+    cut(&produced, value, whole_size, max_bytes)
+}
+
+/// Links follow the cut: only those of `links` whose item is still in `v`, names shortened.
+fn links_in(links: &[Link], v: &Value) -> Vec<ContentBlock> {
+    let text = serde_json::to_string(v).unwrap_or_default();
+    links
+        .iter()
+        .filter(|l| text.contains(l.uri.as_str()))
+        .map(|l| link_block(short_link(l)))
+        .collect()
+}
+
+/// A resumable result (`paging`, of `tool`) cut to whole items within `max_bytes`, saying how
+/// to get the rest: as many as fit with the long note and the items' links, with the short
+/// note, or with the short note and no links (at the lowest limits the links and the note take
+/// the room of whole items), the variant keeping the most items winning (the richer one on a
+/// tie). `None` when not even the first item fits whole.
+fn resumable(
+    value: &Value,
+    paging: &Paging,
+    tool: &str,
+    links: &[Link],
+    max_bytes: usize,
+) -> Option<CallToolResult> {
+    let total = value
+        .get(paging.list)
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    let continued = |mut v: Value, kept: usize, short: bool, with_links: bool| {
+        let cursor = (paging.resume)(kept);
+        if let Value::Object(map) = &mut v {
+            map.insert("truncated".to_string(), Value::Bool(true));
+            map.insert("nextCursor".to_string(), Value::String(cursor.clone()));
+        }
+        let list = paging.list;
+        let note = if short {
+            format!(
+                "[Cut to fit {max_bytes} bytes: the first {kept} of {total} {list}. For the \
+                 rest call {tool} again with the same arguments and \"cursor\": \
+                 \"{cursor}\".]"
+            )
+        } else {
+            format!(
+                "[Result cut to fit {max_bytes} bytes: it holds the first {kept} of these \
+                 {total} {list}. For the rest, call {tool} again with the same arguments \
+                 and \"cursor\": \"{cursor}\" (also in structuredContent.nextCursor); \
+                 repeat while a nextCursor is returned.]"
+            )
+        };
+        let kept_links = if with_links {
+            links_in(links, &v)
+        } else {
+            Vec::new()
+        };
+        assemble(v, &kept_links, Some(&note))
+    };
+    [(false, true), (true, true), (true, false)]
+        .into_iter()
+        .filter_map(|(short, with_links)| {
+            keep_whole_items(value, &[paging.list], max_bytes, |v, kept| {
+                continued(v, kept, short, with_links)
+            })
+        })
+        .fold(
+            None::<(CallToolResult, usize)>,
+            |best, (out, kept)| match best {
+                Some((_, most)) if most >= kept => best,
+                _ => Some((out, kept)),
+            },
+        )
+        .map(|(out, _)| out)
+}
+
+/// `value` (of `produced`, `whole_size` bytes whole) cut to `max_bytes`: the last list items
+/// and the end of long texts dropped (a paged result down to its first item, its texts cut
+/// alike, the cursor past it), with a note; at last only its ids; an `isError` result when
+/// even that does not fit.
+fn cut(produced: &Produced, value: Value, whole_size: usize, max_bytes: usize) -> CallToolResult {
     let total = produced
         .paging
         .as_ref()
@@ -513,7 +536,7 @@ pub fn render(result: Result<Produced, ToolError>, max_bytes: usize) -> CallTool
         if produced.paging.is_some() {
             Vec::new()
         } else {
-            links_in(v)
+            links_in(&produced.links, v)
         }
     };
     // The cursor past the item the cut left (past the first item even if the cut could not
@@ -900,7 +923,7 @@ mod tests {
     }
 
     fn paged(value: Value) -> Produced {
-        let paging = crate::mcp::catalog::Paging {
+        let paging = Paging {
             list: "results",
             resume: std::sync::Arc::new(|kept| format!("cursor-{kept}")),
         };
@@ -1187,7 +1210,7 @@ mod tests {
     /// The page of `search_notes` holding the hits from `offset` on (as the tool builds it,
     /// with a link per hit), continued at `offset + kept`.
     fn search_page(hits: &[Value], offset: usize) -> Produced {
-        let paging = crate::mcp::catalog::Paging {
+        let paging = Paging {
             list: "results",
             // As long as the real cursors (base64url of the offset, end and fingerprint).
             resume: std::sync::Arc::new(move |kept| format!("{:038}", offset + kept)),

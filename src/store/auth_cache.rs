@@ -98,10 +98,12 @@ impl Kind {
         match self {
             Kind::AccessToken => super::oauth::ACCESS_TOKEN.sql.to_string(),
             Kind::ApiKey => {
-                super::keys::key_lookup_sql(super::keys::Credentials::ApiKeys).to_string()
+                super::keys::key_lookup_sql(crate::domain::principal::IssuedCredential::ApiKey)
+                    .to_string()
             }
             Kind::PersonalUrl => {
-                super::keys::key_lookup_sql(super::keys::Credentials::PersonalUrls).to_string()
+                super::keys::key_lookup_sql(crate::domain::principal::IssuedCredential::PersonalUrl)
+                    .to_string()
             }
             Kind::Client => super::oauth::CLIENT.sql.to_string(),
         }

@@ -9,6 +9,7 @@ use super::hot::{HotLookup, Lookup, Param};
 use super::in_place::{self, FromSqliteRow};
 use super::{JsonStrings, Store, StoreError, new_id};
 use crate::domain::api_key::LAST_USED_INTERVAL_SECS;
+use crate::domain::principal::IssuedCredential;
 use crate::domain::secret::TokenHash;
 
 /// A key to create.
@@ -86,7 +87,7 @@ pub struct KeyGrant {
 
 /// A [`KeyGrant`] with the credential's expiry (Unix seconds, `None`: none).
 #[derive(Clone, sqlx::FromRow)]
-struct KeyLookup {
+pub(super) struct KeyLookup {
     #[sqlx(flatten)]
     grant: KeyGrant,
     expires_at: Option<i64>,
@@ -136,52 +137,55 @@ pub enum KeyUse {
     Unchanged,
 }
 
-/// The tables of credentials people make for headless clients (fixed names, never input).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Credentials {
-    /// `api_keys`.
-    ApiKeys,
-    /// `personal_urls`.
-    PersonalUrls,
+/// Where each [`IssuedCredential`] is stored: API keys and personal URLs are one
+/// implementation over two tables (fixed names, never input).
+pub(super) trait Credentials: Copy {
+    /// The table: `api_keys`, `personal_urls`.
+    fn name(self) -> &'static str;
+    /// The name in errors.
+    fn what(self) -> &'static str;
+    /// The column holding the SHA-256 of the secret.
+    fn hash_column(self) -> &'static str;
+    /// The expression read as `allowed_ips` (table alias `c`): personal URLs have no
+    /// address allow-list.
+    fn allowed_ips(self) -> &'static str;
+    /// The hot lookup of a live credential of this table by its hash.
+    fn lookup(self) -> &'static Lookup<KeyLookup, Option<KeyLookup>>;
 }
 
-impl Credentials {
-    pub(super) fn name(self) -> &'static str {
+impl Credentials for IssuedCredential {
+    fn name(self) -> &'static str {
         match self {
-            Credentials::ApiKeys => "api_keys",
-            Credentials::PersonalUrls => "personal_urls",
+            IssuedCredential::ApiKey => "api_keys",
+            IssuedCredential::PersonalUrl => "personal_urls",
         }
     }
 
     fn what(self) -> &'static str {
         match self {
-            Credentials::ApiKeys => "api key",
-            Credentials::PersonalUrls => "personal url",
+            IssuedCredential::ApiKey => "api key",
+            IssuedCredential::PersonalUrl => "personal url",
         }
     }
 
-    /// The column holding the SHA-256 of the secret.
     fn hash_column(self) -> &'static str {
         match self {
-            Credentials::ApiKeys => "key_hash",
-            Credentials::PersonalUrls => "url_hash",
+            IssuedCredential::ApiKey => "key_hash",
+            IssuedCredential::PersonalUrl => "url_hash",
         }
     }
 
-    /// The expression read as `allowed_ips` (table alias `c`): personal URLs have no
-    /// address allow-list.
     fn allowed_ips(self) -> &'static str {
         match self {
-            Credentials::ApiKeys => "c.allowed_ips",
-            Credentials::PersonalUrls => "NULL",
+            IssuedCredential::ApiKey => "c.allowed_ips",
+            IssuedCredential::PersonalUrl => "NULL",
         }
     }
 
-    /// The hot lookup of a live credential of this table by its hash.
     fn lookup(self) -> &'static Lookup<KeyLookup, Option<KeyLookup>> {
         match self {
-            Credentials::ApiKeys => &API_KEY,
-            Credentials::PersonalUrls => &PERSONAL_URL,
+            IssuedCredential::ApiKey => &API_KEY,
+            IssuedCredential::PersonalUrl => &PERSONAL_URL,
         }
     }
 }
@@ -227,7 +231,7 @@ const PERSONAL_URL: Lookup<KeyLookup, Option<KeyLookup>> = Lookup::new(
 
 /// The SQL of the lookup of a live credential of `table` ([`Credentials::lookup`]).
 #[cfg(test)]
-pub(super) fn key_lookup_sql(table: Credentials) -> &'static str {
+pub(super) fn key_lookup_sql(table: IssuedCredential) -> &'static str {
     table.lookup().sql
 }
 
@@ -248,7 +252,7 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<String, StoreError> {
-        self.insert_credential(Credentials::ApiKeys, key, hash, now)
+        self.insert_credential(IssuedCredential::ApiKey, key, hash, now)
             .await
     }
 
@@ -256,7 +260,7 @@ impl Store {
     /// no address allow-list: `new.allowed_ips` is then empty and not written.
     pub(super) async fn insert_credential(
         &self,
-        table: Credentials,
+        table: IssuedCredential,
         new: &NewApiKey<'_>,
         hash: &TokenHash,
         now: i64,
@@ -264,8 +268,8 @@ impl Store {
         let id = new_id();
         let (name, hash_column) = (table.name(), table.hash_column());
         let (allowed_column, allowed_value) = match table {
-            Credentials::ApiKeys => (", allowed_ips", ", $9"),
-            Credentials::PersonalUrls => ("", ""),
+            IssuedCredential::ApiKey => (", allowed_ips", ", $9"),
+            IssuedCredential::PersonalUrl => ("", ""),
         };
         let sql = format!(
             "INSERT INTO {name} (id, {hash_column}, account_id, project_id, name, scope, created_at, expires_at{allowed_column}) \
@@ -281,11 +285,11 @@ impl Store {
             .bind(now)
             .bind(new.expires_at);
         let query = match table {
-            Credentials::ApiKeys if !new.allowed_ips.is_empty() => query.bind(Some(
+            IssuedCredential::ApiKey if !new.allowed_ips.is_empty() => query.bind(Some(
                 serde_json::Value::from(new.allowed_ips.to_vec()).to_string(),
             )),
-            Credentials::ApiKeys => query.bind(None::<String>),
-            Credentials::PersonalUrls => query,
+            IssuedCredential::ApiKey => query.bind(None::<String>),
+            IssuedCredential::PersonalUrl => query,
         };
         query
             .execute(&self.writer())
@@ -305,9 +309,9 @@ impl Store {
         filter: Option<&str>,
     ) -> Result<(), StoreError> {
         let table = if personal_url {
-            Credentials::PersonalUrls
+            IssuedCredential::PersonalUrl
         } else {
-            Credentials::ApiKeys
+            IssuedCredential::ApiKey
         };
         let sql = format!("UPDATE {} SET tool_filter = $2 WHERE id = $1", table.name());
         let changed = sqlx::query(&sql)
@@ -333,9 +337,9 @@ impl Store {
         now: i64,
     ) -> Result<i64, StoreError> {
         let table = if personal_urls {
-            Credentials::PersonalUrls
+            IssuedCredential::PersonalUrl
         } else {
-            Credentials::ApiKeys
+            IssuedCredential::ApiKey
         };
         Ok(sqlx::query_scalar(&format!(
             "SELECT COUNT(*) FROM {} WHERE account_id = $1 AND revoked_at IS NULL \
@@ -353,14 +357,14 @@ impl Store {
         &self,
         account_id: Option<&str>,
     ) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        self.credentials(Credentials::ApiKeys, Pick::Account(account_id))
+        self.credentials(IssuedCredential::ApiKey, Pick::Account(account_id))
             .await
     }
 
     /// One key by id.
     pub async fn api_key(&self, id: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
         Ok(self
-            .credentials(Credentials::ApiKeys, Pick::Id(id))
+            .credentials(IssuedCredential::ApiKey, Pick::Id(id))
             .await?
             .pop())
     }
@@ -370,13 +374,14 @@ impl Store {
     ///
     /// Errors: [`StoreError::NotFound`] for an unknown id.
     pub async fn revoke_api_key(&self, id: &str, now: i64) -> Result<bool, StoreError> {
-        self.revoke_credential(Credentials::ApiKeys, id, now).await
+        self.revoke_credential(IssuedCredential::ApiKey, id, now)
+            .await
     }
 
     /// The records of `table` (with the account's email) that `pick` names, oldest first.
     pub(super) async fn credentials<R>(
         &self,
-        table: Credentials,
+        table: IssuedCredential,
         pick: Pick<'_>,
     ) -> Result<Vec<R>, StoreError>
     where
@@ -410,7 +415,7 @@ impl Store {
     /// Errors: [`StoreError::NotFound`] for an unknown id.
     pub(super) async fn revoke_credential(
         &self,
-        table: Credentials,
+        table: IssuedCredential,
         id: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
@@ -457,7 +462,7 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<Option<(KeyGrant, Option<i64>)>, StoreError> {
-        self.credential_lookup(Credentials::ApiKeys, hash, now)
+        self.credential_lookup(IssuedCredential::ApiKey, hash, now)
             .await
     }
 
@@ -465,7 +470,7 @@ impl Store {
     /// one query (see [`Store::authenticate_api_key`] for what live means).
     pub(super) async fn credential_lookup(
         &self,
-        table: Credentials,
+        table: IssuedCredential,
         hash: &TokenHash,
         now: i64,
     ) -> Result<Option<(KeyGrant, Option<i64>)>, StoreError> {
@@ -488,13 +493,14 @@ impl Store {
         first: bool,
         now: i64,
     ) -> Result<KeyUse, StoreError> {
-        self.record_use(Credentials::ApiKeys, id, first, now).await
+        self.record_use(IssuedCredential::ApiKey, id, first, now)
+            .await
     }
 
     /// [`Store::record_key_use`] for the credentials of `table`.
     pub(super) async fn record_use(
         &self,
-        table: Credentials,
+        table: IssuedCredential,
         id: &str,
         first: bool,
         now: i64,
@@ -536,7 +542,7 @@ mod tests {
 
     #[test]
     fn in_place_lookups_answer_the_declared_columns() {
-        for table in [Credentials::ApiKeys, Credentials::PersonalUrls] {
+        for table in [IssuedCredential::ApiKey, IssuedCredential::PersonalUrl] {
             in_place::tests::assert_columns::<KeyLookup>(key_lookup_sql(table));
         }
     }

@@ -455,7 +455,7 @@ pub struct StoreParts {
     url: std::sync::Arc<str>,
     /// `SQLite` (a file): the connections that run the hot lookups in place ([`in_place`]).
     in_place: Option<std::sync::Arc<in_place::InPlace>>,
-    /// The pool's settings, for the pools of serving lanes ([`Store::enter_lane`]).
+    /// The pool's settings, for the pools of serving lanes ([`Store::for_lane`]).
     lane_options: AnyPoolOptions,
 }
 
@@ -624,14 +624,9 @@ impl Store {
         }
     }
 
-    /// The connection pool (both engines, `$n` placeholders), for reads: on a serving lane of
-    /// this store ([`Store::enter_lane`]) the lane's own, otherwise the shared one.
+    /// The connection pool (both engines, `$n` placeholders): a serving lane's own for a
+    /// lane's store ([`Store::for_lane`]), otherwise the shared one.
     pub(crate) fn pool(&self) -> AnyPool {
-        if self.backend == Backend::Postgres
-            && let Some(pool) = LANE_POOL.with(|lane| lane.pool_of(self.key()))
-        {
-            return pool;
-        }
         self.pool.clone()
     }
 
@@ -641,26 +636,14 @@ impl Store {
         self.pool()
     }
 
-    /// Whether statements of this store run from the calling thread use a serving lane's own
-    /// pool ([`Store::enter_lane`]; only on `PostgreSQL`) rather than the shared one.
-    pub fn uses_lane_pool_here(&self) -> bool {
-        self.backend == Backend::Postgres
-            && LANE_POOL.with(|lane| lane.pool_of(self.key()).is_some())
-    }
-
-    /// What tells this store apart from every other in the process (the address of its shared
-    /// parts), for [`LANE_POOL`].
-    fn key(&self) -> usize {
-        std::sync::Arc::as_ptr(&self.0) as usize
-    }
-
-    /// Makes the calling thread a serving lane of this store ([`crate::lanes`]) until the
-    /// guard is dropped: on `PostgreSQL` the thread's statements then run on a pool of its own,
-    /// of `per_lane` connections at most, opened as they are needed (none kept when idle past
-    /// [`IDLE_TIMEOUT`]), so that each connection's socket is driven by the runtime of the
-    /// thread that uses it. Call it on the lane's thread, inside its runtime. On `SQLite` it
-    /// changes nothing (its connections run on threads of their own).
-    pub fn enter_lane(&self, per_lane: u32) -> LaneGuard {
+    /// This store for a serving lane ([`crate::lanes`]): on `PostgreSQL` with a pool of its
+    /// own, of `per_lane` connections at most, opened as they are needed (none kept when idle
+    /// past [`IDLE_TIMEOUT`]), so that each connection's socket is driven by the runtime of the
+    /// lane that uses it; everything else (the validation cache, the batches, the write turns,
+    /// the counts) shared with this store. Call it on the lane's thread, inside its runtime.
+    /// On `SQLite` the lane uses this store itself (its connections run on threads of their
+    /// own), as it does when a pool cannot be made (logged).
+    pub fn for_lane(&self, per_lane: u32) -> LaneStore {
         if self.backend == Backend::Postgres {
             let options = self
                 .lane_options
@@ -669,33 +652,27 @@ impl Store {
                 .max_connections(per_lane.max(1));
             match options.connect_lazy(&self.url) {
                 Ok(pool) => {
-                    let searches = std::sync::Arc::new(tokio::sync::Semaphore::new(
+                    let mut parts = StoreParts::clone(&self.0);
+                    parts.pool = pool;
+                    parts.searches = std::sync::Arc::new(tokio::sync::Semaphore::new(
                         search_permits(per_lane.max(1)),
                     ));
-                    LANE_POOL.with(|lane| {
-                        lane.set(Some(Lane {
-                            store: self.key(),
-                            pool,
-                            searches,
-                        }))
-                    });
+                    return LaneStore {
+                        store: Store(std::sync::Arc::new(parts)),
+                        own_pool: true,
+                    };
                 }
                 Err(e) => tracing::warn!(error = %e, "no pool of its own for a serving lane"),
             }
         }
-        LaneGuard {
-            _not_send: std::marker::PhantomData,
+        LaneStore {
+            store: self.clone(),
+            own_pool: false,
         }
     }
 
-    /// The permits of full-text searches ([`search_permits`]) of the pool [`Store::pool`]
-    /// gives: a serving lane's own on `PostgreSQL`, otherwise the shared pool's.
+    /// The permits of full-text searches ([`search_permits`]) of this store's pool.
     pub(crate) fn searches(&self) -> std::sync::Arc<tokio::sync::Semaphore> {
-        if self.backend == Backend::Postgres
-            && let Some(searches) = LANE_POOL.with(|lane| lane.searches_of(self.key()))
-        {
-            return searches;
-        }
         std::sync::Arc::clone(&self.searches)
     }
 
@@ -808,64 +785,31 @@ impl Store {
 /// How long an idle pooled connection is kept before it is closed (above the pool's minimum).
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// What a serving lane of one store has of its own ([`Store::enter_lane`]).
-struct Lane {
-    /// The key of the store it belongs to ([`Store::key`]).
-    store: usize,
-    pool: AnyPool,
-    /// The permits of full-text searches on this lane's pool ([`search_permits`]).
-    searches: std::sync::Arc<tokio::sync::Semaphore>,
+/// A serving lane's store ([`Store::for_lane`]).
+#[derive(Debug)]
+pub struct LaneStore {
+    store: Store,
+    own_pool: bool,
 }
 
-/// The lane the current thread is, if any.
-#[derive(Default)]
-struct LanePool(std::cell::RefCell<Option<Lane>>);
-
-impl LanePool {
-    fn pool_of(&self, store: usize) -> Option<AnyPool> {
-        match &*self.0.borrow() {
-            Some(lane) if lane.store == store => Some(lane.pool.clone()),
-            _ => None,
-        }
+impl LaneStore {
+    /// The store the lane's requests use.
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 
-    fn searches_of(&self, store: usize) -> Option<std::sync::Arc<tokio::sync::Semaphore>> {
-        match &*self.0.borrow() {
-            Some(lane) if lane.store == store => Some(std::sync::Arc::clone(&lane.searches)),
-            _ => None,
-        }
+    /// Whether the lane has a pool of its own (`PostgreSQL`) rather than the shared one.
+    pub fn has_own_pool(&self) -> bool {
+        self.own_pool
     }
 
-    fn set(&self, lane: Option<Lane>) -> Option<Lane> {
-        std::mem::replace(&mut *self.0.borrow_mut(), lane)
-    }
-}
-
-thread_local! {
-    static LANE_POOL: LanePool = LanePool::default();
-}
-
-/// While it lives, the thread that made it is a serving lane of its store
-/// ([`Store::enter_lane`]); dropped, the thread uses the shared pool again and the lane's
-/// pool is closed as its connections come back.
-pub struct LaneGuard {
-    _not_send: std::marker::PhantomData<*const ()>,
-}
-
-impl LaneGuard {
-    /// Ends the lane: the thread uses the shared pool again, and the lane's pool is closed,
-    /// waiting at most `within` for its connections in use to come back (a connection still
-    /// out after that is closed when it is dropped).
+    /// Ends the lane: its own pool is closed, waiting at most `within` for its connections in
+    /// use to come back (a connection still out after that is closed when it is dropped); the
+    /// shared pool is left open.
     pub async fn close(self, within: Duration) {
-        if let Some(lane) = LANE_POOL.with(|lane| lane.set(None)) {
-            let _ = tokio::time::timeout(within, lane.pool.close()).await;
+        if self.own_pool {
+            let _ = tokio::time::timeout(within, self.store.pool.close()).await;
         }
-    }
-}
-
-impl Drop for LaneGuard {
-    fn drop(&mut self) {
-        LANE_POOL.with(|lane| lane.set(None));
     }
 }
 
@@ -880,7 +824,7 @@ pub fn pool_size(backend: Backend, cpus: u32) -> (u32, u32) {
     }
 }
 
-/// The most connections of each serving lane's pool on `PostgreSQL` ([`Store::enter_lane`])
+/// The most connections of each serving lane's pool on `PostgreSQL` ([`Store::for_lane`])
 /// when a server of `max` pooled connections ([`pool_size`]) runs `lanes` lanes: an equal
 /// share of `max`, rounded up, and at least 4 (a lane's requests wait on the database, not on
 /// each other).

@@ -3,8 +3,9 @@
 //! the SHA-256 of the presented secret on every request (one query), their last use written at
 //! most once a minute (the keys' mechanism, [`Store::record_key_use`]).
 
-use super::keys::{Credentials, KeyGrant, KeyUse, NewApiKey, Pick};
+use super::keys::{KeyGrant, KeyUse, NewApiKey, Pick};
 use super::{Store, StoreError};
+use crate::domain::principal::IssuedCredential;
 use crate::domain::secret::TokenHash;
 
 /// A personal URL to create.
@@ -68,7 +69,7 @@ impl Store {
             allowed_ips: &[],
             expires_at: url.expires_at,
         };
-        self.insert_credential(Credentials::PersonalUrls, &new, hash, now)
+        self.insert_credential(IssuedCredential::PersonalUrl, &new, hash, now)
             .await
     }
 
@@ -77,14 +78,14 @@ impl Store {
         &self,
         account_id: Option<&str>,
     ) -> Result<Vec<PersonalUrlRecord>, StoreError> {
-        self.credentials(Credentials::PersonalUrls, Pick::Account(account_id))
+        self.credentials(IssuedCredential::PersonalUrl, Pick::Account(account_id))
             .await
     }
 
     /// One personal URL by id.
     pub async fn personal_url(&self, id: &str) -> Result<Option<PersonalUrlRecord>, StoreError> {
         Ok(self
-            .credentials(Credentials::PersonalUrls, Pick::Id(id))
+            .credentials(IssuedCredential::PersonalUrl, Pick::Id(id))
             .await?
             .pop())
     }
@@ -93,7 +94,7 @@ impl Store {
     ///
     /// Errors: [`StoreError::NotFound`] for an unknown id.
     pub async fn revoke_personal_url(&self, id: &str, now: i64) -> Result<bool, StoreError> {
-        self.revoke_credential(Credentials::PersonalUrls, id, now)
+        self.revoke_credential(IssuedCredential::PersonalUrl, id, now)
             .await
     }
 
@@ -118,7 +119,7 @@ impl Store {
         hash: &TokenHash,
         now: i64,
     ) -> Result<Option<(KeyGrant, Option<i64>)>, StoreError> {
-        self.credential_lookup(Credentials::PersonalUrls, hash, now)
+        self.credential_lookup(IssuedCredential::PersonalUrl, hash, now)
             .await
     }
 
@@ -130,7 +131,7 @@ impl Store {
         first: bool,
         now: i64,
     ) -> Result<KeyUse, StoreError> {
-        self.record_use(Credentials::PersonalUrls, id, first, now)
+        self.record_use(IssuedCredential::PersonalUrl, id, first, now)
             .await
     }
 }

@@ -232,6 +232,12 @@ pub async fn callback(
             Ok::<Response, AppError>(r)
         }
     };
+    // A refusal of this sign-in, in the audit log (`reason` never a secret).
+    let failed = |reason: &str| {
+        let reason = reason.to_string();
+        let (state, name, ip) = (state.clone(), name.clone(), ip.clone());
+        async move { audit(&state, "failure", None, &name, &ip, &reason, now).await }
+    };
     let expired = "This sign-in has expired, was already used, or was started in another browser. Start again.";
     let Some(sent_state) = q
         .state
@@ -244,46 +250,19 @@ pub async fn callback(
     let same_browser = state_cookie(&headers)
         .is_some_and(|c| constant_time_eq(c.as_bytes(), sent_state.as_bytes()));
     if !same_browser {
-        audit(
-            &state,
-            "failure",
-            None,
-            &name,
-            &ip,
-            "state from another browser",
-            now,
-        )
-        .await;
+        failed("state from another browser").await;
         return refuse(StatusCode::BAD_REQUEST, "/".into(), expired.into()).await;
     }
     let state_hash = TokenHash::of(sent_state);
     let Some(pending) = state.store.take_idp_signin(&state_hash, now).await? else {
-        audit(
-            &state,
-            "failure",
-            None,
-            &name,
-            &ip,
-            "state unknown, used or expired",
-            now,
-        )
-        .await;
+        failed("state unknown, used or expired").await;
         return refuse(StatusCode::BAD_REQUEST, "/".into(), expired.into()).await;
     };
     let next = pending.next.clone();
     let provider = match signin_provider(&state, &name).await? {
         Some(p) if p.name == pending.provider => p,
         _ => {
-            audit(
-                &state,
-                "failure",
-                None,
-                &name,
-                &ip,
-                "state of another provider",
-                now,
-            )
-            .await;
+            failed("state of another provider").await;
             return refuse(StatusCode::BAD_REQUEST, next, expired.into()).await;
         }
     };
@@ -294,16 +273,7 @@ pub async fn callback(
             .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
             .take(40)
             .collect();
-        audit(
-            &state,
-            "failure",
-            None,
-            &name,
-            &ip,
-            &format!("provider error {word}"),
-            now,
-        )
-        .await;
+        failed(&format!("provider error {word}")).await;
         let text = if word == "access_denied" {
             format!("{label} did not sign you in (the request was declined).")
         } else {
@@ -316,7 +286,7 @@ pub async fn callback(
         .as_deref()
         .filter(|c| !c.is_empty() && c.len() <= 4096)
     else {
-        audit(&state, "failure", None, &name, &ip, "no code", now).await;
+        failed("no code").await;
         return refuse(StatusCode::BAD_REQUEST, next, expired.into()).await;
     };
     let Ok(keys) = state.keyring() else {
@@ -364,16 +334,7 @@ pub async fn callback(
         Ok(identity) => identity,
         Err(IdpError::Unavailable(e)) => {
             tracing::warn!(provider = %provider.name, error = %e, "provider sign-in could not finish");
-            audit(
-                &state,
-                "failure",
-                None,
-                &name,
-                &ip,
-                "provider unavailable",
-                now,
-            )
-            .await;
+            failed("provider unavailable").await;
             let mut r = unavailable(&state, &session, csrf.clone(), &provider, &next).await?;
             set_state_cookie(&mut r, "", &state, 0);
             return Ok(r);
@@ -381,7 +342,7 @@ pub async fn callback(
         Err(IdpError::Refused(e)) => {
             tracing::warn!(provider = %provider.name, error = %e, "provider sign-in refused");
             let detail = format!("refused: {}", e.chars().take(120).collect::<String>());
-            audit(&state, "failure", None, &name, &ip, &detail, now).await;
+            failed(&detail).await;
             return refuse(
                 StatusCode::FORBIDDEN,
                 next,
@@ -393,7 +354,7 @@ pub async fn callback(
     let account = match resolve_account(&state, &provider, &identity, now).await? {
         Ok(account) => account,
         Err((reason, text)) => {
-            audit(&state, "failure", None, &name, &ip, reason, now).await;
+            failed(reason).await;
             return refuse(StatusCode::FORBIDDEN, next, text).await;
         }
     };

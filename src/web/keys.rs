@@ -18,8 +18,9 @@ use tower_sessions::Session;
 use super::session::{csrf_token, set_notice, signed_in, take_notice};
 use super::{Confirmation, CsrfForm, PageQuery, confirm_page, error_page, render, see_other, when};
 use crate::client_addr::ClientAddr;
-use crate::credentials::{self, Actor, CredentialKind, NewCredential, Revocation};
+use crate::credentials::{self, Actor, NewCredential, Revocation};
 use crate::domain::api_key::{access_label, parse_lifetime, parse_name, status_label};
+use crate::domain::principal::IssuedCredential;
 use crate::domain::principal::ToolFilter;
 use crate::error::AppError;
 use crate::state::AppState;
@@ -207,7 +208,7 @@ pub async fn show(State(state): State<AppState>, session: Session) -> Result<Res
 async fn read_form(
     state: &AppState,
     account: &Account,
-    kind: CredentialKind,
+    kind: IssuedCredential,
     form: &CreateForm,
 ) -> Result<Result<(String, Option<String>, bool, Option<i64>), String>, AppError> {
     let name = match parse_name(&form.name) {
@@ -232,12 +233,12 @@ async fn read_form(
         _ => return Ok(Err("choose read-only or read-write".into())),
     };
     let days = match kind {
-        CredentialKind::ApiKey => match form.expires.as_str() {
+        IssuedCredential::ApiKey => match form.expires.as_str() {
             "none" => None,
             days if KEY_EXPIRIES.contains(&days) => Some(days.to_string()),
             _ => return Ok(Err("choose an expiry".to_string())),
         },
-        CredentialKind::PersonalUrl => match form.expires.trim().parse::<i64>() {
+        IssuedCredential::PersonalUrl => match form.expires.trim().parse::<i64>() {
             Ok(d) if (1..=MAX_URL_DAYS).contains(&d) => Some(d.to_string()),
             _ => {
                 return Ok(Err(format!("the expiry must be 1 to {MAX_URL_DAYS} days")));
@@ -260,7 +261,7 @@ async fn create(
     state: &AppState,
     client: &ClientAddr,
     session: &Session,
-    kind: CredentialKind,
+    kind: IssuedCredential,
     form: CreateForm,
 ) -> Result<Response, AppError> {
     let Some(account) = signed_in(state, session).await? else {
@@ -270,8 +271,8 @@ async fn create(
         Ok(read) => read,
         Err(e) => {
             let refusal = match kind {
-                CredentialKind::ApiKey => Refusal::Key(&e, form),
-                CredentialKind::PersonalUrl => Refusal::Url(&e, form),
+                IssuedCredential::ApiKey => Refusal::Key(&e, form),
+                IssuedCredential::PersonalUrl => Refusal::Url(&e, form),
             };
             let status = StatusCode::UNPROCESSABLE_ENTITY;
             return keys_page(state, session, &account, status, None, Some(refusal)).await;
@@ -298,7 +299,7 @@ async fn create(
     let url = &state.config.mcp_server_url;
     let secret = issued.secret.expose();
     let created = match kind {
-        CredentialKind::ApiKey => Created {
+        IssuedCredential::ApiKey => Created {
             what: kind.label(),
             claude: Some(format!(
                 "claude mcp add --transport http gatehouse {url} --header \"X-Api-Key: {secret}\""
@@ -311,7 +312,7 @@ async fn create(
             ),
             secret: secret.to_string(),
         },
-        CredentialKind::PersonalUrl => Created {
+        IssuedCredential::PersonalUrl => Created {
             what: kind.label(),
             secret: format!("{url}/{secret}"),
             claude: None,
@@ -336,7 +337,7 @@ pub async fn create_key(
     session: Session,
     CsrfForm(form): CsrfForm<CreateForm>,
 ) -> Result<Response, AppError> {
-    create(&state, &client, &session, CredentialKind::ApiKey, form).await
+    create(&state, &client, &session, IssuedCredential::ApiKey, form).await
 }
 
 /// `POST /keys/urls/create`.
@@ -346,7 +347,14 @@ pub async fn create_url(
     session: Session,
     CsrfForm(form): CsrfForm<CreateForm>,
 ) -> Result<Response, AppError> {
-    create(&state, &client, &session, CredentialKind::PersonalUrl, form).await
+    create(
+        &state,
+        &client,
+        &session,
+        IssuedCredential::PersonalUrl,
+        form,
+    )
+    .await
 }
 
 /// Body of the revoke forms and query of their confirmation pages.
@@ -360,12 +368,12 @@ pub struct RevokeForm {
 async fn credential_name(
     state: &AppState,
     account: &Account,
-    kind: CredentialKind,
+    kind: IssuedCredential,
     id: &str,
 ) -> Result<Option<(String, bool)>, AppError> {
     let now = now();
     Ok(match kind {
-        CredentialKind::ApiKey => state
+        IssuedCredential::ApiKey => state
             .store
             .api_keys(Some(&account.id))
             .await?
@@ -375,7 +383,7 @@ async fn credential_name(
                 let active = status_label(k.revoked_at, k.expires_at, now) == "active";
                 (k.name, active)
             }),
-        CredentialKind::PersonalUrl => state
+        IssuedCredential::PersonalUrl => state
             .store
             .personal_urls(Some(&account.id))
             .await?
@@ -388,7 +396,7 @@ async fn credential_name(
     })
 }
 
-fn no_such(kind: CredentialKind) -> Response {
+fn no_such(kind: IssuedCredential) -> Response {
     error_page(
         StatusCode::NOT_FOUND,
         "Not found",
@@ -401,7 +409,7 @@ fn no_such(kind: CredentialKind) -> Response {
 async fn confirm_revoke(
     state: &AppState,
     session: &Session,
-    kind: CredentialKind,
+    kind: IssuedCredential,
     id: &str,
 ) -> Result<Response, AppError> {
     let Some(account) = signed_in(state, session).await? else {
@@ -420,13 +428,13 @@ async fn confirm_revoke(
         return Ok(see_other("/keys"));
     }
     let (action, consequence) = match kind {
-        CredentialKind::ApiKey => (
+        IssuedCredential::ApiKey => (
             "/keys/revoke",
             format!(
                 "Every client that sends the API key “{name}” is refused from its next call. This cannot be undone: to connect such a client again, create a new key and give it to the client."
             ),
         ),
-        CredentialKind::PersonalUrl => (
+        IssuedCredential::PersonalUrl => (
             "/keys/urls/revoke",
             format!(
                 "Every client that uses the personal URL “{name}” is refused from its next call. This cannot be undone: to connect such a client again, create a new URL and give it to the client."
@@ -450,7 +458,7 @@ pub async fn confirm_revoke_key(
     session: Session,
     PageQuery(form): PageQuery<RevokeForm>,
 ) -> Result<Response, AppError> {
-    confirm_revoke(&state, &session, CredentialKind::ApiKey, &form.id).await
+    confirm_revoke(&state, &session, IssuedCredential::ApiKey, &form.id).await
 }
 
 /// `GET /keys/urls/revoke?id=…`: the confirmation page of revoking a personal URL.
@@ -459,7 +467,7 @@ pub async fn confirm_revoke_url(
     session: Session,
     PageQuery(form): PageQuery<RevokeForm>,
 ) -> Result<Response, AppError> {
-    confirm_revoke(&state, &session, CredentialKind::PersonalUrl, &form.id).await
+    confirm_revoke(&state, &session, IssuedCredential::PersonalUrl, &form.id).await
 }
 
 /// Revokes the signed-in account's credential named by the form, then 303 back to `/keys`
@@ -468,7 +476,7 @@ async fn revoke(
     state: &AppState,
     client: &ClientAddr,
     session: &Session,
-    kind: CredentialKind,
+    kind: IssuedCredential,
     id: &str,
 ) -> Result<Response, AppError> {
     let Some(account) = signed_in(state, session).await? else {
@@ -517,7 +525,14 @@ pub async fn revoke_key(
     session: Session,
     CsrfForm(form): CsrfForm<RevokeForm>,
 ) -> Result<Response, AppError> {
-    revoke(&state, &client, &session, CredentialKind::ApiKey, &form.id).await
+    revoke(
+        &state,
+        &client,
+        &session,
+        IssuedCredential::ApiKey,
+        &form.id,
+    )
+    .await
 }
 
 /// `POST /keys/urls/revoke`: only the account's own personal URLs.
@@ -531,7 +546,7 @@ pub async fn revoke_url(
         &state,
         &client,
         &session,
-        CredentialKind::PersonalUrl,
+        IssuedCredential::PersonalUrl,
         &form.id,
     )
     .await

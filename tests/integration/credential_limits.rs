@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
-use gatehouse::credentials::{self, Actor, CredentialKind, MAX_LIVE_PER_ACCOUNT, NewCredential};
+use gatehouse::credentials::{self, Actor, MAX_LIVE_PER_ACCOUNT, NewCredential};
 use gatehouse::domain::account::Role;
+use gatehouse::domain::principal::IssuedCredential;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -16,7 +17,7 @@ use crate::mcp::{account_id, modern, send};
 use crate::oauth_helpers::{EMAIL, PASSWORD, signed_in_browser};
 
 /// Makes `n` live credentials of `kind` for `account` through the library.
-async fn make(app: &TestApp, kind: CredentialKind, account: &str, n: i64) -> Vec<String> {
+async fn make(app: &TestApp, kind: IssuedCredential, account: &str, n: i64) -> Vec<String> {
     let mut secrets = Vec::new();
     for _ in 0..n {
         let issued = credentials::issue(
@@ -46,7 +47,7 @@ async fn an_account_holds_a_bounded_number_of_keys_and_urls() {
     let app = spawn_app().await;
     let browser = signed_in_browser(&app).await;
     let alice = account_id(&app, EMAIL).await;
-    make(&app, CredentialKind::ApiKey, &alice, MAX_LIVE_PER_ACCOUNT).await;
+    make(&app, IssuedCredential::ApiKey, &alice, MAX_LIVE_PER_ACCOUNT).await;
     let (ok, _, err) = gatehouse(&app, &["key", "create", "--account", EMAIL]);
     assert!(!ok && err.contains("revoke one first"), "{err}");
     // The console says the same, and nothing is made.
@@ -84,7 +85,7 @@ async fn an_account_holds_a_bounded_number_of_keys_and_urls() {
     // Personal URLs count on their own.
     make(
         &app,
-        CredentialKind::PersonalUrl,
+        IssuedCredential::PersonalUrl,
         &alice,
         MAX_LIVE_PER_ACCOUNT,
     )

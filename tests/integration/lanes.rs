@@ -8,15 +8,17 @@ use gatehouse::store::Store;
 
 use crate::helpers::{TestDb, spawn_app};
 
-/// Runs `probe` on a task of the only lane of `lanes` and returns its answer.
+/// Runs `probe` with the lane's store on a task of the only lane of `lanes` and returns its
+/// answer.
 async fn on_lane<T: Send + 'static>(
-    lanes: &mut Lanes,
-    probe: impl FnOnce() -> futures::future::BoxFuture<'static, T> + Send + 'static,
+    lanes: &mut Lanes<Store>,
+    probe: impl FnOnce(Store) -> futures::future::BoxFuture<'static, T> + Send + 'static,
 ) -> T {
     let (tx, rx) = tokio::sync::oneshot::channel();
-    assert!(lanes.run(Box::new(move || {
+    assert!(lanes.run(Box::new(move |store: &Store| {
+        let probed = probe(store.clone());
         tokio::spawn(async move {
-            let _ = tx.send(probe().await);
+            let _ = tx.send(probed.await);
         });
     })));
     tokio::time::timeout(Duration::from_secs(10), rx)
@@ -25,9 +27,10 @@ async fn on_lane<T: Send + 'static>(
         .expect("the lane answered")
 }
 
-/// On `PostgreSQL`: a lane's statements run on the lane's pool, and they work (the store's
-/// queries answer); another store used from the same lane, and the test's own thread, use
-/// their shared pools.
+/// On `PostgreSQL`: a lane serves with a store of its own whose statements run on the lane's
+/// pool (of the lane's size, not the shared pool's), and they work (the store's queries
+/// answer, a search takes the lane's permits); the store it was made from keeps its shared
+/// pool.
 #[tokio::test]
 async fn a_lane_on_postgresql_runs_statements_on_a_pool_of_its_own() {
     let Some(db) = TestDb::postgres().await else {
@@ -36,50 +39,53 @@ async fn a_lane_on_postgresql_runs_statements_on_a_pool_of_its_own() {
     };
     let store = Store::connect(&db.url).await.unwrap();
     store.migrate().await.unwrap();
-    let other = Store::connect(&db.url).await.unwrap();
-    let mut lanes = Lanes::start(1, &store, 2).unwrap();
-    let (s, o) = (store.clone(), other.clone());
-    let (own, other_own, answered, searched) = on_lane(&mut lanes, move || {
+    let shared = store.max_connections();
+    assert_ne!(shared, 2, "the shared pool is larger than the lane's");
+    let mut lanes = Lanes::start(1, &store, 2, |lane: Store| lane).unwrap();
+    let (size, answered, searched) = on_lane(&mut lanes, |lane| {
         Box::pin(async move {
             (
-                s.uses_lane_pool_here(),
-                o.uses_lane_pool_here(),
-                s.ping().await,
-                // A search takes the lane's own search permits.
-                s.search_notes("no-such-project", "words", 5).await.is_ok(),
+                lane.max_connections(),
+                lane.ping().await,
+                lane.search_notes("no-such-project", "words", 5)
+                    .await
+                    .is_ok(),
             )
         })
     })
     .await;
-    assert!(own, "the lane's store runs on the lane's pool");
-    assert!(!other_own, "another store keeps its shared pool");
+    assert_eq!(size, 2, "the lane's store runs on the lane's pool");
     assert!(answered, "a statement on the lane's pool is answered");
     assert!(searched, "a search on the lane is answered");
-    assert!(
-        !store.uses_lane_pool_here(),
-        "off the lane: the shared pool"
+    assert_eq!(
+        store.max_connections(),
+        shared,
+        "the shared pool is unchanged"
     );
     // Ended lanes leave the store usable from everywhere else.
     drop(lanes);
     assert!(store.ping().await);
     store.close().await;
-    other.close().await;
 }
 
-/// On `SQLite` a lane changes nothing: every statement runs on the shared pool.
+/// On `SQLite` a lane serves with the store itself: every statement runs on the shared pool.
 #[tokio::test]
 async fn a_lane_on_sqlite_keeps_the_shared_pool() {
     let db = TestDb::sqlite();
     let store = Store::connect(&db.url).await.unwrap();
     store.migrate().await.unwrap();
-    let mut lanes = Lanes::start(1, &store, 2).unwrap();
-    let s = store.clone();
-    let (own, answered) = on_lane(&mut lanes, move || {
-        Box::pin(async move { (s.uses_lane_pool_here(), s.ping().await) })
+    let mut lanes = Lanes::start(1, &store, 2, |lane: Store| lane).unwrap();
+    let (size, answered) = on_lane(&mut lanes, |lane| {
+        Box::pin(async move { (lane.max_connections(), lane.ping().await) })
     })
     .await;
-    assert!(!own);
+    assert_eq!(size, store.max_connections());
     assert!(answered);
+    drop(lanes);
+    assert!(
+        store.ping().await,
+        "ending the lane left the shared pool open"
+    );
     store.close().await;
 }
 
