@@ -202,7 +202,7 @@ pub struct Config {
     /// identity providers (`gatehouse idp add`), and `POST /signin` is refused.
     pub password_signin: bool,
     /// `GATEHOUSE_AUTH_CACHE`: whether the validation cache of credential lookups is used
-    /// (docs/architecture.md "Validation cache"); `on` (the default, with either database: a
+    /// (docs/design-notes.md "Validation cache"); `on` (the default, with either database: a
     /// hit saves the lookup's joins, and on `PostgreSQL` its round trip) or `off` (every lookup
     /// reads the database).
     pub auth_cache: bool,

@@ -13,7 +13,7 @@
 //! so the calls other instances admitted are counted from then on. With several instances on
 //! one `PostgreSQL` database an account can therefore overshoot its budget by at most the calls
 //! the other instances admitted since this instance's last resync (at most a minute's worth),
-//! and never by more than (instances − 1) × budget (docs/architecture.md).
+//! and never by more than (instances − 1) × budget (docs/design-notes.md).
 //!
 //! The account's own budget is read with the credential on every call (the lookup that
 //! authenticates it joins the account row anyway), so a change made with the command line

@@ -10,7 +10,7 @@
 //! wait (back-pressure, never a dropped row); a graceful stop drains the queue
 //! ([`AuditWriter::drain`]); a row offered after the writer stopped is written directly. A
 //! `kill -9` can lose only the rows still queued, gathering or in the transaction being
-//! committed (see docs/architecture.md).
+//! committed (see docs/design-notes.md).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -33,7 +33,7 @@ const AUDIT_BATCH_TRIES: u32 = 5;
 /// database are waiting for another try:
 /// under load, rows keep coming, and one transaction of many rows costs far less than many of
 /// few (fewer commits, fewer pages written, fewer hand-offs to the thread that writes). It
-/// bounds what a `kill -9` can lose beyond the queue (docs/architecture.md, crash window).
+/// bounds what a `kill -9` can lose beyond the queue (docs/design-notes.md, crash window).
 pub const AUDIT_GATHER: Duration = Duration::from_millis(2);
 /// How long the writer waits before it tries kept rows again when no new row comes.
 const AUDIT_RETRY_PAUSE: Duration = Duration::from_secs(1);

@@ -1,7 +1,7 @@
 //! The validation cache: live credential lookups (access token, API key, personal URL → grant)
 //! kept in this process for a few seconds, so that a request with a credential seen a moment
 //! ago does not run the lookup's join again. Used unless `GATEHOUSE_AUTH_CACHE=off`
-//! ([`Store::set_auth_cache`]; why: docs/architecture.md "Validation cache"); while off every
+//! ([`Store::set_auth_cache`]; why: docs/design-notes.md "Validation cache"); while off every
 //! lookup goes to the database. Revocation can never outrun it:
 //!
 //! - Only live answers are kept, each at most [`CACHE_TTL`] and never past the credential's own

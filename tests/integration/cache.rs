@@ -1,4 +1,4 @@
-//! The validation cache (issue "Hot paths at the machine's speed", docs/architecture.md
+//! The validation cache (issue "Hot paths at the machine's speed", docs/design-notes.md
 //! "Validation cache"): a credential seen a moment ago is answered from memory, and every way
 //! of ending it — RFC 7009 revocation, refresh-token reuse, consent withdrawal, account disable
 //! on the command line, key and URL revocation on the command line, a membership removed — is

@@ -613,7 +613,7 @@ pub(crate) fn html_unescape(s: &str) -> String {
 /// Runs `change` — a write to rows the credential or client lookups read, made through a
 /// connection of its own as another process (an operator, another instance) would — and
 /// returns once `app` has heard of it. With the validation cache on `PostgreSQL` (the default
-/// there) another process's change reaches the cache by notification (docs/architecture.md
+/// there) another process's change reaches the cache by notification (docs/design-notes.md
 /// "Validation cache"), which must come within a second; otherwise every lookup reads the
 /// database and there is nothing to wait for.
 pub(crate) async fn behind_the_back<F: Future>(app: &TestApp, change: F) -> F::Output {
