@@ -831,7 +831,9 @@ async fn create_service(
     record.grant_types = vec![if workload.is_some() {
         crate::domain::client_assertion::JWT_BEARER_GRANT.into()
     } else {
-        "client_credentials".into()
+        crate::domain::grant::GrantType::ClientCredentials
+            .as_str()
+            .into()
     }];
     record.scope = Some(scope.clone());
     let service = NewService {

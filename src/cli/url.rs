@@ -123,9 +123,8 @@ pub(super) async fn run(
             .await?;
             let (id, secret) = (issued.id, issued.secret);
             Ok(format!(
-                "url_id: {id}\nurl: {}/{}\n(the URL is a credential, shown once; it is stored hashed. Give it to an MCP client as its server URL; anyone who has it can act as {account} until {})",
-                config.mcp_server_url,
-                secret.expose(),
+                "url_id: {id}\nurl: {}\n(the URL is a credential, shown once; it is stored hashed. Give it to an MCP client as its server URL; anyone who has it can act as {account} until {})",
+                crate::domain::api_key::personal_url(&config.mcp_server_url, secret.expose()),
                 timestamp(now + lifetime)
             ))
         }

@@ -177,9 +177,32 @@ pub fn access_label(scope: &str) -> &'static str {
     }
 }
 
+/// A personal MCP URL: the MCP endpoint's URL (`MCP_SERVER_URL`, no trailing slash) with the
+/// secret as one more path segment, `<MCP_SERVER_URL>/<secret>`. The one shape the console, the
+/// command line and the MCP route ([`personal_url_route`]) share.
+pub fn personal_url(mcp_server_url: &str, secret: &str) -> String {
+    format!("{mcp_server_url}/{secret}")
+}
+
+/// The route pattern (axum's, the secret captured as `secret`) of the personal MCP URLs under
+/// the MCP path `path` ([`personal_url`]).
+pub fn personal_url_route(path: &str) -> String {
+    format!("{path}/{{secret}}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The secret is one more path segment of the MCP URL, and the route captures exactly it.
+    #[test]
+    fn a_personal_url_is_the_mcp_url_and_the_secret_as_one_segment() {
+        assert_eq!(
+            personal_url("https://mcp.example.com/mcp", "gate_pu_abc"),
+            "https://mcp.example.com/mcp/gate_pu_abc"
+        );
+        assert_eq!(personal_url_route("/mcp"), "/mcp/{secret}");
+    }
 
     #[test]
     fn listing_labels() {

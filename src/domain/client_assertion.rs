@@ -12,7 +12,7 @@ pub const CLIENT_ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-
 /// The `token_endpoint_auth_method` of clients that authenticate with a signed JWT.
 pub const PRIVATE_KEY_JWT: &str = "private_key_jwt";
 /// The JWT-bearer authorization grant type (RFC 7523 §2.1), as ID-JAGs are redeemed with.
-pub const JWT_BEARER_GRANT: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+pub const JWT_BEARER_GRANT: &str = super::grant::GrantType::JwtBearer.as_str();
 /// The signature algorithms accepted (RFC 7518 §3.1, RFC 8037 §3.1): asymmetric only, so
 /// nothing the server holds can make an assertion.
 pub const SIGNING_ALGS: [&str; 4] = ["RS256", "PS256", "ES256", "EdDSA"];

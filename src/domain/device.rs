@@ -12,7 +12,7 @@
 use rand::{Rng as _, rngs::OsRng};
 
 /// `grant_type` of the device access token request (RFC 8628 §3.4).
-pub const DEVICE_CODE_GRANT: &str = "urn:ietf:params:oauth:grant-type:device_code";
+pub const DEVICE_CODE_GRANT: &str = super::grant::GrantType::DeviceCode.as_str();
 
 /// Lifetime of a device code and its user code, in seconds (RFC 8628 §3.2 `expires_in`).
 pub const DEVICE_CODE_TTL_SECS: i64 = 600;

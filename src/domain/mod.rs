@@ -9,6 +9,7 @@ pub mod client_assertion;
 pub mod device;
 pub mod dpop;
 pub mod forwarded;
+pub mod grant;
 pub mod idp;
 pub mod loopback;
 pub mod notes;

@@ -195,7 +195,7 @@ pub fn router(mcp: &McpState) -> Router {
     let mut router = Router::new()
         .route(&path, endpoint.clone())
         .route(&format!("{path}/"), endpoint)
-        .route(&format!("{path}/{{secret}}"), personal);
+        .route(&crate::domain::api_key::personal_url_route(&path), personal);
     if config.oauth_enabled {
         router = router.merge(metadata::router(state));
     }

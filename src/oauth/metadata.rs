@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::OAuthError;
 use crate::config::Config;
 use crate::domain::client_assertion::SIGNING_ALGS;
-use crate::domain::device::DEVICE_CODE_GRANT;
+use crate::domain::grant::GrantType;
 use crate::domain::scope::Scope;
 use crate::state::AppState;
 use crate::store::resources::ResourceRecord;
@@ -17,27 +17,31 @@ use crate::store::resources::ResourceRecord;
 /// The grant types a registered client may use only when registered for them (the token
 /// endpoint answers `unauthorized_client` otherwise): `authorization_code`, `refresh_token`
 /// and the device authorization grant (RFC 8628 §3.4).
-pub const GRANT_TYPES: [&str; 3] = ["authorization_code", "refresh_token", DEVICE_CODE_GRANT];
+pub const GRANT_TYPES: [&str; 3] = [
+    GrantType::AuthorizationCode.as_str(),
+    GrantType::RefreshToken.as_str(),
+    GrantType::DeviceCode.as_str(),
+];
 /// The grant types dynamic registration accepts: [`GRANT_TYPES`] and the JWT-bearer grant of
 /// identity assertions (RFC 7523 §2.1), which an enterprise client that redeems ID-JAGs may
 /// declare, with or without the code grant. The token endpoint accepts that grant from any
 /// client the assertion's `client_id` claim names, registered for it or not (clients
 /// registered before they used it keep working).
 pub const REGISTRABLE_GRANT_TYPES: [&str; 4] = [
-    "authorization_code",
-    "refresh_token",
-    DEVICE_CODE_GRANT,
-    super::id_jag::JWT_BEARER,
+    GrantType::AuthorizationCode.as_str(),
+    GrantType::RefreshToken.as_str(),
+    GrantType::DeviceCode.as_str(),
+    GrantType::JwtBearer.as_str(),
 ];
 /// The grant types the token endpoint accepts: [`GRANT_TYPES`] and `client_credentials`, which
 /// only service clients made on the command line may use (RFC 6749 §4.4), and the JWT-bearer
 /// grant of identity assertions (ID-JAG, [`super::id_jag`]).
 pub const SUPPORTED_GRANT_TYPES: [&str; 5] = [
-    "authorization_code",
-    "refresh_token",
-    "client_credentials",
-    DEVICE_CODE_GRANT,
-    super::id_jag::JWT_BEARER,
+    GrantType::ALL[0].as_str(),
+    GrantType::ALL[1].as_str(),
+    GrantType::ALL[2].as_str(),
+    GrantType::ALL[3].as_str(),
+    GrantType::ALL[4].as_str(),
 ];
 /// The grant types a client registered for `registered` may use (RFC 7591 §2 `grant_types`):
 /// the registered ones, plus `refresh_token` whenever `authorization_code` or the device grant
@@ -48,10 +52,10 @@ pub fn effective_grant_types(registered: &[String]) -> Vec<String> {
     let mut grants = registered.to_vec();
     if grants
         .iter()
-        .any(|g| g == "authorization_code" || g == DEVICE_CODE_GRANT)
-        && !grants.iter().any(|g| g == "refresh_token")
+        .any(|g| g == GrantType::AuthorizationCode.as_str() || g == GrantType::DeviceCode.as_str())
+        && !grants.iter().any(|g| g == GrantType::RefreshToken.as_str())
     {
-        grants.push("refresh_token".into());
+        grants.push(GrantType::RefreshToken.as_str().into());
     }
     grants
 }

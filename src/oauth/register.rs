@@ -23,6 +23,7 @@ use serde_json::{Map, Value, json};
 
 use super::OAuthError;
 use crate::domain::device::DEVICE_CODE_GRANT;
+use crate::domain::grant::GrantType;
 use crate::domain::redirect_uri::validate_registration;
 use crate::domain::scope::ScopeSet;
 use crate::domain::secret::{Secret, TokenKind, random_urlsafe};
@@ -116,7 +117,10 @@ async fn register_inner(
         json!(parsed.token_endpoint_auth_method),
     );
     echoed.insert("grant_types".into(), json!(parsed.grant_types));
-    let code_grant = parsed.grant_types.iter().any(|g| g == "authorization_code");
+    let code_grant = parsed
+        .grant_types
+        .iter()
+        .any(|g| g == GrantType::AuthorizationCode.as_str());
     let response_types: &[&str] = if code_grant { &["code"] } else { &[] };
     echoed.insert("response_types".into(), json!(response_types));
     if let Some(n) = &parsed.client_name {
@@ -417,7 +421,7 @@ fn parse_metadata(req: &RegistrationRequest) -> Result<Parsed, OAuthError> {
         .grant_types
         .clone()
         .filter(|g| !g.is_empty())
-        .unwrap_or_else(|| vec!["authorization_code".into()]);
+        .unwrap_or_else(|| vec![GrantType::AuthorizationCode.as_str().into()]);
     for g in &requested_grants {
         if !super::metadata::REGISTRABLE_GRANT_TYPES.contains(&g.as_str()) {
             return Err(bad(format!(
@@ -426,7 +430,9 @@ fn parse_metadata(req: &RegistrationRequest) -> Result<Parsed, OAuthError> {
             )));
         }
     }
-    let code_grant = requested_grants.iter().any(|g| g == "authorization_code");
+    let code_grant = requested_grants
+        .iter()
+        .any(|g| g == GrantType::AuthorizationCode.as_str());
     if !code_grant
         && !requested_grants
             .iter()

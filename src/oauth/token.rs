@@ -25,6 +25,7 @@ use super::{OAuthError, jwt};
 use crate::client_addr::ClientAddr;
 use crate::domain::device::{DEVICE_CODE_GRANT, PollAnswer, decide_poll};
 use crate::domain::dpop::{self, ProofError};
+use crate::domain::grant::GrantType;
 use crate::domain::pkce::verify_s256;
 use crate::domain::refresh::{self, RefreshDecision};
 use crate::domain::registry::TokenFormat;
@@ -193,11 +194,11 @@ async fn grant(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
             "this client is not registered for the {grant} grant"
         )));
     }
-    match grant.as_str() {
-        "authorization_code" => authorization_code(ctx).await,
-        "refresh_token" => refresh_token(ctx).await,
-        "client_credentials" => client_credentials(ctx).await,
-        super::id_jag::JWT_BEARER => {
+    match GrantType::parse(grant) {
+        Some(GrantType::AuthorizationCode) => authorization_code(ctx).await,
+        Some(GrantType::RefreshToken) => refresh_token(ctx).await,
+        Some(GrantType::ClientCredentials) => client_credentials(ctx).await,
+        Some(GrantType::JwtBearer) => {
             super::id_jag::grant(
                 ctx.state,
                 ctx.client,
@@ -208,10 +209,10 @@ async fn grant(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
             )
             .await
         }
-        DEVICE_CODE_GRANT => device_code(ctx).await,
-        other => Err(OAuthError::UnsupportedGrantType(format!(
-            "grant_type {other} is not supported (use authorization_code, refresh_token, client_credentials, {DEVICE_CODE_GRANT} or {})",
-            super::id_jag::JWT_BEARER
+        Some(GrantType::DeviceCode) => device_code(ctx).await,
+        None => Err(OAuthError::UnsupportedGrantType(format!(
+            "grant_type {grant} is not supported (use one of {})",
+            GrantType::ALL.map(GrantType::as_str).join(", ")
         ))),
     }
 }
@@ -490,7 +491,7 @@ async fn client_credentials(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
             ctx.now,
             ctx.now + ttl,
             ctx.jkt.as_deref(),
-            crate::store::services::ServiceGrant::ClientCredentials,
+            GrantType::ClientCredentials,
         )
         .await?;
     crate::metrics::resource_token_event("issued", &config.mcp_server_url);

@@ -195,7 +195,7 @@ pub async fn grant(
             now,
             now + ttl,
             jkt.as_deref(),
-            crate::store::services::ServiceGrant::Workload,
+            crate::domain::grant::GrantType::JwtBearer,
         )
         .await?;
     crate::metrics::resource_token_event("issued", &config.mcp_server_url);

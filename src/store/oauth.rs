@@ -17,6 +17,7 @@ use super::hot::{HotLookup, Lookup, Param};
 use super::in_place::{self, FromSqliteRow};
 use super::rotations::RotationWrite;
 use super::{Flag, JsonStrings, JsonText, Store, StoreError, StoredHash, WriteTx, new_id};
+use crate::domain::grant::GrantType;
 use crate::domain::refresh::RefreshFacts;
 use crate::domain::registry::scopes_within;
 use crate::domain::scope::ScopeSet;
@@ -276,11 +277,11 @@ impl CodeRecord {
     /// The grant its tokens descend from: RFC 8628's device code grant for a code made by an
     /// approval on the device page (whose `redirect_uri` is that grant's name, as nothing is
     /// redirected), else `authorization_code`.
-    pub fn grant_type(&self) -> &'static str {
-        if self.redirect_uri == crate::domain::device::DEVICE_CODE_GRANT {
-            crate::domain::device::DEVICE_CODE_GRANT
+    pub fn grant_type(&self) -> GrantType {
+        if self.redirect_uri == GrantType::DeviceCode.as_str() {
+            GrantType::DeviceCode
         } else {
-            "authorization_code"
+            GrantType::AuthorizationCode
         }
     }
 }
@@ -1106,7 +1107,7 @@ impl Store {
             .bind(&code.issuer)
             .bind(now)
             .bind(&new.refresh_jkt)
-            .bind(code.grant_type())
+            .bind(code.grant_type().as_str())
             .execute(&mut *tx)
             .await?;
             insert_tokens(

@@ -11,6 +11,7 @@
 use super::oauth::ClientRecord;
 use super::workloads::WorkloadIdentity;
 use super::{Store, StoreError, new_id};
+use crate::domain::grant::GrantType;
 use crate::domain::secret::TokenHash;
 
 /// What a service client acts for.
@@ -212,7 +213,7 @@ impl Store {
         now: i64,
         expires_at: i64,
         jkt: Option<&str>,
-        grant_type: ServiceGrant,
+        grant_type: GrantType,
     ) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO access_tokens (token_hash, family_id, account_id, client_id, scope, audience, created_at, expires_at, jkt, grant_type) \
@@ -227,30 +228,9 @@ impl Store {
         .bind(now)
         .bind(expires_at)
         .bind(jkt)
-        .bind(grant_type.name())
+        .bind(grant_type.as_str())
         .execute(&self.writer())
         .await?;
         Ok(())
-    }
-}
-
-/// The grant that issued a service client's access token: its own secret or key
-/// (`client_credentials`, RFC 6749 §4.4) or a workload's platform token (RFC 7523's JWT-bearer
-/// grant, the MCP workload identity extension). Introspection names it as `grant_type`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ServiceGrant {
-    /// `client_credentials`.
-    ClientCredentials,
-    /// `urn:ietf:params:oauth:grant-type:jwt-bearer` with a workload's token.
-    Workload,
-}
-
-impl ServiceGrant {
-    /// The grant type's registered name.
-    pub fn name(self) -> &'static str {
-        match self {
-            ServiceGrant::ClientCredentials => "client_credentials",
-            ServiceGrant::Workload => crate::domain::client_assertion::JWT_BEARER_GRANT,
-        }
     }
 }

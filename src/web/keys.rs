@@ -314,7 +314,7 @@ async fn create(
         },
         IssuedCredential::PersonalUrl => Created {
             what: kind.label(),
-            secret: format!("{url}/{secret}"),
+            secret: crate::domain::api_key::personal_url(url, secret),
             claude: None,
             cursor: None,
         },

@@ -1325,7 +1325,7 @@ async fn in_place_lookups_contract(store: &Store, raw: &sqlx::AnyPool) {
             now,
             now + 60,
             None,
-            gatehouse::store::services::ServiceGrant::ClientCredentials,
+            gatehouse::domain::grant::GrantType::ClientCredentials,
         )
         .await
         .unwrap();
