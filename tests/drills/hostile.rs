@@ -331,8 +331,19 @@ pub(crate) async fn drill() {
     let attacked = mcp_load(&s, &token, &project, duration).await;
     let after_attack = cpu();
     stop.store(true, Ordering::SeqCst);
+    // The registration flood (started last) goes on after the stop until its first refusal,
+    // at most REGISTRATIONS_AFTER_STOP more: waited for (at most a minute), so that on a slow
+    // run the refusal is still seen; every other attacker ends now.
+    let mut attackers = attackers;
+    let mut flood = attackers.pop().expect("the registration flood");
     for t in &attackers {
         t.abort();
+    }
+    if tokio::time::timeout(Duration::from_secs(60), &mut flood)
+        .await
+        .is_err()
+    {
+        flood.abort();
     }
     for t in attackers {
         let _ = t.await;
