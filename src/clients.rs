@@ -467,8 +467,8 @@ impl ClientResolver {
         if !client_id.is_metadata_document() {
             return Ok(reads.client(client_id.as_str()).await?);
         }
-        let store = reads.store().clone();
-        self.metadata_client(&store, client_id, for_whom).await
+        self.metadata_client(reads.store(), client_id, for_whom)
+            .await
     }
 
     /// The client of the metadata document at the URL `client_id`.

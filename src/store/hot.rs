@@ -350,6 +350,21 @@ mod tests {
         );
     }
 
+    /// A batch binds one key as `$1` ([`batch_sql`] puts each key in its place): a batched
+    /// lookup with a second parameter would lose it.
+    #[test]
+    fn every_batched_lookup_takes_one_key_only() {
+        for sql in [
+            super::super::oauth::REFRESH_TOKEN.sql,
+            super::super::projects::PROJECTS_OF_ACCOUNT.sql,
+        ] {
+            assert!(sql.contains("$1"), "{sql}");
+            for n in 2..=9 {
+                assert!(!sql.contains(&format!("${n}")), "${n} in {sql}");
+            }
+        }
+    }
+
     #[test]
     fn every_lookup_has_its_own_name_and_slot() {
         let mut names: Vec<&str> = HotLookup::ALL.iter().map(|l| l.name()).collect();
