@@ -17,6 +17,7 @@ use crate::domain::account::{AccountStatus, Email, Role, validate_password};
 use crate::domain::api_key::{
     DEFAULT_NAME, access_label, parse_allow_list, parse_lifetime, parse_name, status_label,
 };
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::client_assertion::{PRIVATE_KEY_JWT, validate_jwks_uri};
 use crate::domain::principal::IssuedCredential;
 use crate::domain::principal::key_scopes;
@@ -411,7 +412,7 @@ async fn account_add(store: &Store, email: String, now: i64) -> Result<String, C
             })?;
         cli_audit(
             store,
-            "account_created",
+            Event::AccountCreated,
             Some(&account.id),
             Some(email.as_str()),
             None,
@@ -441,7 +442,7 @@ async fn account_disable(store: &Store, email: String, now: i64) -> Result<Strin
         store.use_up_codes_of_account(&account, now).await?;
         cli_audit(
             store,
-            "account_disabled",
+            Event::AccountDisabled,
             Some(&account),
             Some(email.as_str()),
             None,
@@ -462,7 +463,7 @@ async fn account_enable(store: &Store, email: String, now: i64) -> Result<String
             .await?;
         cli_audit(
             store,
-            "account_enabled",
+            Event::AccountEnabled,
             Some(&account),
             Some(email.as_str()),
             None,
@@ -510,9 +511,9 @@ async fn account_admin(
             cli_audit(
                 store,
                 if revoke {
-                    "operator_revoked"
+                    Event::OperatorRevoked
                 } else {
-                    "operator_granted"
+                    Event::OperatorGranted
                 },
                 Some(&account.id),
                 Some(email.as_str()),
@@ -568,7 +569,7 @@ async fn account_reset_link(
             crate::web::recovery::new_reset_link(store, |p| config.url(p), &account, now).await?;
         cli_audit(
             store,
-            "password_reset_requested",
+            Event::PasswordResetRequested,
             Some(&account.id),
             Some(&account.email),
             Some("reset-link"),
@@ -627,7 +628,7 @@ async fn account_quota(
         };
         cli_audit(
             store,
-            "account_quota_set",
+            Event::AccountQuotaSet,
             Some(&account),
             Some(&email),
             Some(&detail),
@@ -675,7 +676,7 @@ async fn run_project(store: &Store, command: ProjectCommand, now: i64) -> Result
             let project = store.create_project(name, &account, now).await?;
             cli_audit(
                 store,
-                "project_created",
+                Event::ProjectCreated,
                 Some(&account),
                 Some(&project),
                 None,
@@ -702,7 +703,7 @@ async fn run_project(store: &Store, command: ProjectCommand, now: i64) -> Result
                 })?;
             cli_audit(
                 store,
-                "member_added",
+                Event::MemberAdded,
                 Some(&account),
                 Some(&project_id),
                 Some(&format!("role={}", role.as_str())),
@@ -747,7 +748,7 @@ async fn run_project(store: &Store, command: ProjectCommand, now: i64) -> Result
             }
             cli_audit(
                 store,
-                "member_removed",
+                Event::MemberRemoved,
                 Some(&account),
                 Some(&project_id),
                 None,
@@ -854,8 +855,8 @@ async fn create_service(
     store
         .audit(
             AuditEvent {
-                event: "client_created",
-                outcome: "success",
+                event: Event::ClientCreated,
+                outcome: Outcome::Success,
                 account_id: Some(&account_id),
                 client_id: Some(&record.client_id),
                 subject: project,
@@ -914,11 +915,9 @@ async fn create_client(store: &Store, record: &ClientRecord, now: i64) -> Result
     store
         .audit(
             AuditEvent {
-                event: "client_created",
-                outcome: "success",
                 client_id: Some(&record.client_id),
                 detail: Some(detail),
-                ..Default::default()
+                ..AuditEvent::new(Event::ClientCreated, Outcome::Success)
             },
             now,
         )
@@ -1079,11 +1078,9 @@ async fn run_client(
             store
                 .audit(
                     AuditEvent {
-                        event: "client_revoked",
-                        outcome: "success",
                         client_id: Some(&client_id),
                         detail: Some("actor=cli"),
-                        ..Default::default()
+                        ..AuditEvent::new(Event::ClientRevoked, Outcome::Success)
                     },
                     now,
                 )
@@ -1213,7 +1210,7 @@ async fn run_key(store: &Store, command: KeyCommand, now: i64) -> Result<String,
 /// address, never a secret.
 async fn cli_audit(
     store: &Store,
-    event: &'static str,
+    event: Event,
     account_id: Option<&str>,
     subject: Option<&str>,
     detail: Option<&str>,
@@ -1227,7 +1224,7 @@ async fn cli_audit(
         .audit(
             AuditEvent {
                 event,
-                outcome: "success",
+                outcome: Outcome::Success,
                 account_id,
                 client_id: None,
                 subject,

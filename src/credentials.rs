@@ -6,6 +6,7 @@
 //! Callers validate what they read (names, lifetimes, the project membership) and decide how
 //! to answer; this module owns the steps after that.
 
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::principal::{IssuedCredential, ToolFilter, key_scopes};
 use crate::domain::secret::{Secret, TokenKind};
 use crate::store::audit::AuditEvent;
@@ -42,12 +43,12 @@ impl<'a> Actor<'a> {
 }
 
 /// The audit event of `kind` being `created` or revoked.
-fn event(kind: IssuedCredential, what: &str) -> &'static str {
+fn event(kind: IssuedCredential, what: &str) -> Event {
     match (kind, what) {
-        (IssuedCredential::ApiKey, "created") => "key_created",
-        (IssuedCredential::ApiKey, _) => "key_revoked",
-        (IssuedCredential::PersonalUrl, "created") => "url_created",
-        (IssuedCredential::PersonalUrl, _) => "url_revoked",
+        (IssuedCredential::ApiKey, "created") => Event::KeyCreated,
+        (IssuedCredential::ApiKey, _) => Event::KeyRevoked,
+        (IssuedCredential::PersonalUrl, "created") => Event::UrlCreated,
+        (IssuedCredential::PersonalUrl, _) => Event::UrlRevoked,
     }
 }
 
@@ -265,7 +266,7 @@ pub async fn revoke(
 
 async fn audit(
     store: &Store,
-    event: &str,
+    event: Event,
     account_id: &str,
     subject: &str,
     actor: Actor<'_>,
@@ -276,7 +277,7 @@ async fn audit(
         .audit(
             AuditEvent {
                 event,
-                outcome: "success",
+                outcome: Outcome::Success,
                 account_id: Some(account_id),
                 subject: Some(subject),
                 source_ip: actor.source_ip(),

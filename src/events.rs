@@ -324,13 +324,14 @@ async fn send_batches(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::audit::{Event, Outcome};
 
     #[test]
     fn an_event_carries_metadata_only() {
         let server: Arc<str> = "gatehouse".into();
         let e = AuditEvent {
-            event: "tool_call",
-            outcome: "success",
+            event: Event::ToolCall,
+            outcome: Outcome::Success,
             account_id: Some("acc"),
             client_id: Some("gc_1"),
             subject: Some("search_notes"),
@@ -353,9 +354,7 @@ mod tests {
         settings.queue = 2;
         let (out, _task) = start_with(settings, "g".into());
         let e = AuditEvent {
-            event: "tool_call",
-            outcome: "success",
-            ..Default::default()
+            ..AuditEvent::new(Event::ToolCall, Outcome::Success)
         };
         for i in 0..10 {
             out.offer(&e, i);
@@ -388,9 +387,7 @@ mod tests {
         settings.gather = Duration::from_millis(10);
         let (out, task) = start_with(settings, "g".into());
         let e = AuditEvent {
-            event: "signin",
-            outcome: "success",
-            ..Default::default()
+            ..AuditEvent::new(Event::Signin, Outcome::Success)
         };
         for i in 0..4 {
             out.offer(&e, i);

@@ -21,6 +21,7 @@ use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 
+use crate::domain::audit::{Outcome, ResourceTokenEvent, TokenEvent};
 use crate::password::PasswordPool;
 use crate::store::Store;
 
@@ -228,14 +229,17 @@ fn describe() {
     zero(
         TOKENS,
         "event",
-        &["issued", "refreshed", "reused", "revoked"],
+        &TokenEvent::ALL
+            .iter()
+            .map(|e| e.as_str())
+            .collect::<Vec<_>>(),
     );
-    zero(REGISTRATIONS, "outcome", &["success", "throttled"]);
     zero(
-        SIGNINS,
+        REGISTRATIONS,
         "outcome",
-        &["success", "failure", "throttled", "busy"],
+        &Outcome::REGISTRATION.map(Outcome::as_str),
     );
+    zero(SIGNINS, "outcome", &Outcome::SIGNIN.map(Outcome::as_str));
     zero(
         UNAVAILABLE,
         "cause",
@@ -272,40 +276,24 @@ fn describe() {
     metrics::counter!(crate::events::EVENTS_SENT).increment(0);
 }
 
-/// The `outcome` label values of [`TOOL_CALLS`]: a result, a continued call
-/// ([`crate::mcp::quota::CONTINUED`]), or the tool error's kind
-/// ([`crate::mcp::catalog::ToolError::outcome`]).
-pub const TOOL_OUTCOMES: [&str; 7] = [
-    "success",
-    "continued",
-    "invalid_arguments",
-    "not_found",
-    "forbidden",
-    "error",
-    "unavailable",
-];
-
 /// Makes the [`TOOL_CALLS`] series of every tool in `tools` (the built-in catalog's names)
-/// present at zero for every outcome of [`TOOL_OUTCOMES`]: called when metrics start being
+/// present at zero for every outcome of [`Outcome::TOOL_CALL`]: called when metrics start being
 /// served, so a rate or alert on a tool works before its first call.
 pub fn tools_served(tools: impl IntoIterator<Item = &'static str>) {
     for tool in tools {
-        for outcome in TOOL_OUTCOMES {
-            metrics::counter!(TOOL_CALLS, "tool" => tool, "outcome" => outcome).increment(0);
+        for outcome in Outcome::TOOL_CALL {
+            metrics::counter!(TOOL_CALLS, "tool" => tool, "outcome" => outcome.as_str())
+                .increment(0);
         }
     }
 }
-
-/// The `outcome` label values of [`UPSTREAM_CALLS`] (`crate::mcp::upstream` `server.call`).
-pub const UPSTREAM_OUTCOMES: [&str; 5] =
-    ["success", "tool_error", "upstream_error", "timeout", "busy"];
 
 /// Makes the [`UPSTREAM_CALLS`] series of the upstream `name` present at zero for every
 /// outcome: called when the upstream starts being served, so a rate or alert on it works
 /// before its first call.
 pub fn upstream_served(name: &str) {
-    for outcome in UPSTREAM_OUTCOMES {
-        metrics::counter!(UPSTREAM_CALLS, "upstream" => name.to_string(), "outcome" => outcome)
+    for outcome in Outcome::UPSTREAM_CALL {
+        metrics::counter!(UPSTREAM_CALLS, "upstream" => name.to_string(), "outcome" => outcome.as_str())
             .increment(0);
     }
     metrics::counter!(UPSTREAM_LIST_FAILURES, "upstream" => name.to_string()).increment(0);
@@ -395,14 +383,13 @@ pub fn connection_refused() {
 }
 
 /// Counts `event` of [`TOKENS`].
-pub fn token_event(event: &'static str) {
-    metrics::counter!(TOKENS, "event" => event).increment(1);
+pub fn token_event(event: TokenEvent) {
+    metrics::counter!(TOKENS, "event" => event.as_str()).increment(1);
 }
 
-/// Counts `event` (`issued`, `refreshed`, `introspected`) of [`RESOURCE_TOKENS`] for the
-/// resource URL `resource`.
-pub fn resource_token_event(event: &'static str, resource: &str) {
-    metrics::counter!(RESOURCE_TOKENS, "resource" => resource.to_string(), "event" => event)
+/// Counts `event` of [`RESOURCE_TOKENS`] for the resource URL `resource`.
+pub fn resource_token_event(event: ResourceTokenEvent, resource: &str) {
+    metrics::counter!(RESOURCE_TOKENS, "resource" => resource.to_string(), "event" => event.as_str())
         .increment(1);
 }
 

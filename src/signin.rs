@@ -18,6 +18,7 @@
 use std::net::IpAddr;
 
 use crate::domain::account::{AccountStatus, Email};
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::secret::TokenHash;
 use crate::domain::throttle::{CounterState, Policy, source_key};
 use crate::password::PasswordSlot;
@@ -134,8 +135,8 @@ async fn refund_address(
 }
 
 /// Counts a sign-in attempt by outcome (`success`, `failure`, `throttled`, `busy`).
-pub fn count(outcome: &'static str) {
-    metrics::counter!(crate::metrics::SIGNINS, "outcome" => outcome).increment(1);
+pub fn count(outcome: Outcome) {
+    metrics::counter!(crate::metrics::SIGNINS, "outcome" => outcome.as_str()).increment(1);
 }
 
 /// The outcome of one sign-in attempt.
@@ -197,21 +198,19 @@ async fn recognised(
 
 /// The audit row of a sign-in attempt.
 fn audit_row<'a>(
-    event: &'a str,
-    outcome: &'a str,
+    event: Event,
+    outcome: Outcome,
     account_id: Option<&'a str>,
     email_key: &'a str,
     ip: &'a str,
     detail: Option<&'a str>,
 ) -> AuditEvent<'a> {
     AuditEvent {
-        event,
-        outcome,
         account_id,
         subject: Some(email_key),
         source_ip: Some(ip),
         detail,
-        ..Default::default()
+        ..AuditEvent::new(event, outcome)
     }
 }
 
@@ -251,7 +250,7 @@ pub async fn attempt(
     let counted = match state.store.admit(checked, now).await? {
         Admission::Admitted(counted) => counted,
         Admission::Refused { retry_after, limit } => {
-            count("throttled");
+            count(Outcome::Throttled);
             return Ok(Attempt::Throttled {
                 retry_after,
                 account: limit == Some(ACCOUNT_LIMIT),
@@ -272,13 +271,13 @@ pub async fn attempt(
         Ok(verified) => verified,
         Err(e) => {
             tracing::warn!(error = %e, "a sign-in's password was not checked");
-            count("busy");
+            count(Outcome::Busy);
             return Ok(Attempt::Busy);
         }
     };
     let reason = match (account, verified) {
         (Some(account), true) if account.status == AccountStatus::Active => {
-            count("success");
+            count(Outcome::Success);
             return Ok(Attempt::Verified(Box::new(Verified {
                 account,
                 limits,
@@ -292,12 +291,12 @@ pub async fn attempt(
         (a, _) => (a, "bad credentials"),
     };
     let (account, reason) = reason;
-    count("failure");
+    count(Outcome::Failure);
     let ip = source.to_string();
     let account_id = account.as_ref().map(|a| a.id.as_str());
     let row = audit_row(
-        "signin",
-        "failure",
+        Event::Signin,
+        Outcome::Failure,
         account_id,
         &email_key,
         &ip,
@@ -315,8 +314,8 @@ pub async fn attempt(
     {
         if Policy::blocks(limit) {
             let row = audit_row(
-                "signin_throttled",
-                "denied",
+                Event::SigninThrottled,
+                Outcome::Denied,
                 account_id,
                 &email_key,
                 &ip,
@@ -363,11 +362,11 @@ impl Verified {
         let ip = source.to_string();
         let row = audit_row(
             if second_factor_next {
-                "signin_password"
+                Event::SigninPassword
             } else {
-                "signin"
+                Event::Signin
             },
-            "success",
+            Outcome::Success,
             Some(&self.account.id),
             &self.email_key,
             &ip,

@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 
 use super::{CliError, cli_audit};
 use crate::config::Config;
+use crate::domain::audit::Event;
 use crate::domain::idp::{
     ProviderName, callback_url, client_secret_context, parse_display_name, parse_domains,
     parse_issuer, parse_jwks_uri,
@@ -89,7 +90,15 @@ pub(super) async fn run(
                     }
                     other => other.into(),
                 })?;
-            cli_audit(store, "idp_removed", None, Some(name.as_str()), None, now).await;
+            cli_audit(
+                store,
+                Event::IdpRemoved,
+                None,
+                Some(name.as_str()),
+                None,
+                now,
+            )
+            .await;
             Ok(format!("removed identity provider {name}"))
         }
     }
@@ -207,7 +216,7 @@ async fn add(config: &Config, store: &Store, args: AddArgs, now: i64) -> Result<
     let uses = uses(&provider);
     cli_audit(
         store,
-        "idp_added",
+        Event::IdpAdded,
         None,
         Some(name.as_str()),
         Some(&format!("uses={uses}")),

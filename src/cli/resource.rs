@@ -6,6 +6,7 @@ use clap::Subcommand;
 
 use super::{CliError, listing, timestamp};
 use crate::config::Config;
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::registry::{
     DEFAULT_TOKEN_TTL_SECS, ResourceName, TokenFormat, check_token_ttl, parse_resource_url,
     parse_scopes,
@@ -39,11 +40,9 @@ pub(super) async fn run_signing_key(
             store
                 .audit(
                     AuditEvent {
-                        event: "signing_key_rotated",
-                        outcome: "success",
                         subject: retired.as_deref(),
                         detail: Some("actor=cli"),
-                        ..Default::default()
+                        ..AuditEvent::new(Event::SigningKeyRotated, Outcome::Success)
                     },
                     now,
                 )
@@ -147,15 +146,13 @@ pub(super) async fn run(
             store
                 .audit(
                     AuditEvent {
-                        event: "resource_added",
-                        outcome: "success",
                         client_id: record.introspection_client_id.as_deref(),
                         subject: Some(&record.url),
                         detail: Some(&format!(
                             "actor=cli resource={name} format={} ttl={token_ttl}",
                             token_format.as_str()
                         )),
-                        ..Default::default()
+                        ..AuditEvent::new(Event::ResourceAdded, Outcome::Success)
                     },
                     now,
                 )
@@ -278,11 +275,9 @@ async fn remove(store: &Store, name: &str, now: i64) -> Result<String, CliError>
     store
         .audit(
             AuditEvent {
-                event: "resource_removed",
-                outcome: "success",
                 subject: Some(&removed.url),
                 detail: Some(&format!("actor=cli resource={name}")),
-                ..Default::default()
+                ..AuditEvent::new(Event::ResourceRemoved, Outcome::Success)
             },
             now,
         )

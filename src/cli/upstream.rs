@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 
 use super::{CliError, cli_audit};
 use crate::config::Config;
+use crate::domain::audit::Event;
 use crate::domain::server_key::Keyring;
 use crate::domain::upstream::{
     DEFAULT_MAX_CONCURRENCY, UpstreamName, check_max_concurrency, parse_command, parse_env,
@@ -145,7 +146,7 @@ pub(super) async fn run(
                 .map_err(|e| not_found(e, &name))?;
             cli_audit(
                 store,
-                "upstream_approved",
+                Event::UpstreamApproved,
                 None,
                 Some(name.as_str()),
                 Some(&format!("tools={approved}")),
@@ -171,7 +172,7 @@ pub(super) async fn run(
                 .map_err(|e| not_found(e, &name))?;
             cli_audit(
                 store,
-                "upstream_removed",
+                Event::UpstreamRemoved,
                 None,
                 Some(name.as_str()),
                 None,
@@ -340,7 +341,7 @@ async fn add(config: &Config, store: &Store, args: AddArgs, now: i64) -> Result<
         })?;
     cli_audit(
         store,
-        "upstream_added",
+        Event::UpstreamAdded,
         None,
         Some(name.as_str()),
         Some(&format!("transport={}", new.transport.as_str())),
@@ -464,9 +465,9 @@ async fn allow_destructive(
         cli_audit(
             store,
             if allowed {
-                "upstream_destructive_allowed"
+                Event::UpstreamDestructiveAllowed
             } else {
-                "upstream_destructive_revoked"
+                Event::UpstreamDestructiveRevoked
             },
             None,
             Some(name.as_str()),
@@ -501,9 +502,9 @@ async fn set_enabled(
         cli_audit(
             store,
             if enabled {
-                "upstream_enabled"
+                Event::UpstreamEnabled
             } else {
-                "upstream_disabled"
+                Event::UpstreamDisabled
             },
             None,
             Some(name.as_str()),

@@ -5,6 +5,7 @@
 
 use super::{CliError, cli_audit};
 use crate::config::Config;
+use crate::domain::audit::Event;
 use crate::domain::upstream::UpstreamName;
 use crate::store::upstreams::NewUpstream;
 use crate::store::vault::UpstreamOAuth;
@@ -109,7 +110,7 @@ pub(super) async fn add(
         })?;
     cli_audit(
         store,
-        "upstream_added",
+        Event::UpstreamAdded,
         None,
         Some(name.as_str()),
         Some(&format!(

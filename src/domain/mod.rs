@@ -2,6 +2,7 @@
 
 pub mod account;
 pub mod api_key;
+pub mod audit;
 pub mod authorization;
 pub mod cimd;
 pub mod client;

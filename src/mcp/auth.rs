@@ -51,6 +51,7 @@ use super::McpState;
 use crate::client_addr::ClientAddr;
 use crate::config::Config;
 use crate::domain::api_key::{address_allowed, last_use_due, parse_allowed};
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::dpop::{self, ProofError};
 use crate::domain::principal::{CredentialKind, Reach};
 use crate::domain::resource::ResourceIndicator;
@@ -557,8 +558,8 @@ async fn key_principal(
                 KeyLike::PersonalUrl => store.record_url_use(&id, first, now).await,
             };
             let event = match kind {
-                KeyLike::ApiKey => "key_first_use",
-                KeyLike::PersonalUrl => "url_first_use",
+                KeyLike::ApiKey => Event::KeyFirstUse,
+                KeyLike::PersonalUrl => Event::UrlFirstUse,
             };
             match recorded {
                 Ok(KeyUse::First) => {
@@ -566,7 +567,7 @@ async fn key_principal(
                         .audit(
                             AuditEvent {
                                 event,
-                                outcome: "success",
+                                outcome: Outcome::Success,
                                 account_id: Some(&account),
                                 client_id: None,
                                 subject: Some(&id),

@@ -26,6 +26,7 @@ use super::args::parse_arguments;
 use super::auth::Principal;
 use super::tool_meta::{CostClass, ToolMeta};
 use crate::domain::account::Role;
+use crate::domain::audit::Outcome;
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::state::AppState;
 use crate::store::StoreError;
@@ -259,13 +260,13 @@ impl From<StoreError> for ToolError {
 
 impl ToolError {
     /// The audit outcome of this failure.
-    pub fn outcome(&self) -> &'static str {
+    pub fn outcome(&self) -> Outcome {
         match self {
-            ToolError::InvalidArguments(_) => "invalid_arguments",
-            ToolError::NotFound(_) => "not_found",
-            ToolError::Forbidden(_) => "forbidden",
-            ToolError::Internal(_) => "error",
-            ToolError::Unavailable(_) => "unavailable",
+            ToolError::InvalidArguments(_) => Outcome::InvalidArguments,
+            ToolError::NotFound(_) => Outcome::NotFound,
+            ToolError::Forbidden(_) => Outcome::Forbidden,
+            ToolError::Internal(_) => Outcome::Error,
+            ToolError::Unavailable(_) => Outcome::Unavailable,
         }
     }
 

@@ -34,6 +34,7 @@ use rmcp::model::{
 use super::auth::Principal;
 use super::catalog::ProjectAccess;
 use crate::domain::account::Role;
+use crate::domain::audit::Outcome;
 use crate::domain::notes::{JOB_TEMPLATE, NOTE_TEMPLATE, PROJECT_TEMPLATE, ResourceUri};
 use crate::domain::scope::Scope;
 use crate::domain::text::is_forbidden_in_line;
@@ -383,13 +384,13 @@ pub struct GetOutcome {
     pub project_id: Option<String>,
     /// The audit outcome: `success`, `unknown_prompt`, `insufficient_scope`,
     /// `invalid_arguments`, `not_found`, `forbidden` or `error`.
-    pub outcome: &'static str,
+    pub outcome: Outcome,
     /// The answer.
     pub result: Result<GetPromptResult, ErrorData>,
 }
 
 impl GetOutcome {
-    fn refused(outcome: &'static str, error: ErrorData) -> GetOutcome {
+    fn refused(outcome: Outcome, error: ErrorData) -> GetOutcome {
         GetOutcome {
             project_id: None,
             outcome,
@@ -411,11 +412,11 @@ pub async fn get(
     now: i64,
 ) -> GetOutcome {
     let Some(spec) = find(name) else {
-        return GetOutcome::refused("unknown_prompt", unknown_prompt(name));
+        return GetOutcome::refused(Outcome::UnknownPrompt, unknown_prompt(name));
     };
     if !principal.scopes.satisfies(spec.scope) {
         return GetOutcome::refused(
-            "insufficient_scope",
+            Outcome::InsufficientScope,
             ErrorData::invalid_params(
                 format!(
                     "Prompt {} needs the {} scope; authorize again with it.",
@@ -429,7 +430,7 @@ pub async fn get(
         Ok(args) => args,
         Err(message) => {
             return GetOutcome::refused(
-                "invalid_arguments",
+                Outcome::InvalidArguments,
                 ErrorData::invalid_params(message, Some(serde_json::json!({ "name": spec.name }))),
             );
         }
@@ -442,7 +443,7 @@ pub async fn get(
                 Ok(Some(m)) => m,
                 Ok(None) => {
                     return GetOutcome::refused(
-                        "not_found",
+                        Outcome::NotFound,
                         ErrorData::invalid_params(
                             format!(
                                 "No project with id \"{id}\" is available to you. Call list_projects (or complete the project_id argument) to see the projects you can use."
@@ -451,11 +452,11 @@ pub async fn get(
                         ),
                     );
                 }
-                Err(e) => return GetOutcome::refused("error", internal(e)),
+                Err(e) => return GetOutcome::refused(Outcome::Error, internal(e)),
             };
             if access == ProjectAccess::Write && membership.role != Role::Write {
                 return GetOutcome::refused(
-                    "forbidden",
+                    Outcome::Forbidden,
                     ErrorData::invalid_params(
                         format!(
                             "You can read project \"{}\" but not change it: your role there is read-only, so a note cannot be saved there. Ask a project owner for the write role, or choose another project.",
@@ -477,7 +478,11 @@ pub async fn get(
     };
     GetOutcome {
         project_id,
-        outcome: if result.is_ok() { "success" } else { "error" },
+        outcome: if result.is_ok() {
+            Outcome::Success
+        } else {
+            Outcome::Error
+        },
         result,
     }
 }

@@ -29,6 +29,7 @@ use time::format_description::well_known::Rfc3339;
 
 use super::McpState;
 use super::auth::Principal;
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::quota::{Budget, Window};
 use crate::store::Store;
 use crate::store::audit::AuditEvent;
@@ -38,11 +39,15 @@ pub const RESYNC_SECS: i64 = 60;
 /// Accounts tracked before those without a call in the last hour are forgotten.
 const PRUNE_AT: usize = 10_000;
 /// The audit outcome of a call refused for being over budget.
-pub const OVER_QUOTA: &str = "over_quota";
+pub const OVER_QUOTA: Outcome = Outcome::OverQuota;
 /// Audit outcomes of admitted calls refused for the caller's reach or role (a project out of
 /// reach, a write its role does not allow, something it may not see, a scope it lacks): taken
 /// back from the budget ([`QuotaTracker::refund`]) and not counted from the audit rows either.
-pub const REFUSED_FOR_REACH: [&str; 3] = ["forbidden", "not_found", "insufficient_scope"];
+pub const REFUSED_FOR_REACH: [Outcome; 3] = [
+    Outcome::Forbidden,
+    Outcome::NotFound,
+    Outcome::InsufficientScope,
+];
 
 struct Entry {
     window: Window,
@@ -171,7 +176,7 @@ impl QuotaTracker {
 impl QuotaTracker {
     /// Takes back the call `account_id` made at `at` if it was refused for its reach or role
     /// (`outcome` one of [`REFUSED_FOR_REACH`]); other outcomes keep it counted.
-    pub fn refund(&self, account_id: &str, outcome: &str, at: i64) {
+    pub fn refund(&self, account_id: &str, outcome: Outcome, at: i64) {
         if !REFUSED_FOR_REACH.contains(&outcome) {
             return;
         }
@@ -183,7 +188,7 @@ impl QuotaTracker {
 
 /// The audit outcome of a successful call that continued a read already counted: not counted
 /// against the budget, here or from the audit rows.
-pub const CONTINUED: &str = "continued";
+pub const CONTINUED: Outcome = Outcome::Continued;
 /// How long an offered continuation stays free, in seconds.
 pub const CONTINUATION_SECS: i64 = 600;
 /// Continuations remembered at once; past this, new ones are not offered (their calls count).
@@ -293,7 +298,7 @@ pub fn next_page_continuation(result: &rmcp::model::ReadResourceResult) -> Optio
 async fn admit_or_audit_refusal(
     mcp: &McpState,
     principal: &Principal,
-    event: &'static str,
+    event: Event,
     subject: &str,
     source_ip: Option<&str>,
     now: i64,
@@ -337,7 +342,7 @@ async fn admit_or_audit_refusal(
 pub async fn refuse_read_over_budget(
     mcp: &McpState,
     principal: &Principal,
-    event: &'static str,
+    event: Event,
     subject: &str,
     source_ip: Option<&str>,
     now: i64,
@@ -384,7 +389,7 @@ pub async fn refuse_over_budget(
     now: i64,
 ) -> Option<CallToolResult> {
     let (limit, resets_at) =
-        admit_or_audit_refusal(mcp, principal, "tool_call", tool, source_ip, now).await?;
+        admit_or_audit_refusal(mcp, principal, Event::ToolCall, tool, source_ip, now).await?;
     Some(CallToolResult::error(vec![ContentBlock::text(
         over_budget_message(limit, resets_at, now),
     )]))

@@ -14,6 +14,7 @@ use std::time::Instant;
 mod per_person_call;
 
 use crate::client_addr::ClientAddr;
+use crate::domain::audit::{Event, Outcome};
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams,
     CompleteResult, ContentBlock, ErrorCode, GetPromptRequestParams, GetPromptResponse,
@@ -42,9 +43,9 @@ and read the job resource when it is completed.";
 
 /// What the audit log records of one read (`resources/read` or `prompts/get`).
 struct ReadAudit<'a> {
-    event: &'static str,
+    event: Event,
     subject: &'a str,
-    outcome: &'a str,
+    outcome: Outcome,
     project_id: Option<&'a str>,
     /// The upstream server that answered, for a forwarded read.
     upstream: Option<&'a str>,
@@ -228,7 +229,7 @@ impl GatehouseMcp {
         let (result, outcome) = server.call(tool, request.arguments, bearer).await;
         let elapsed = started.elapsed();
         let upstream = server.name().to_string();
-        metrics::counter!(crate::metrics::UPSTREAM_CALLS, "upstream" => upstream.clone(), "outcome" => outcome)
+        metrics::counter!(crate::metrics::UPSTREAM_CALLS, "upstream" => upstream.clone(), "outcome" => outcome.as_str())
             .increment(1);
         metrics::histogram!(crate::metrics::UPSTREAM_CALL_SECONDS, "upstream" => upstream)
             .record(elapsed.as_secs_f64());
@@ -254,7 +255,7 @@ impl GatehouseMcp {
         principal: &Principal,
         name: &str,
         upstream: &str,
-        outcome: &str,
+        outcome: Outcome,
         elapsed_ms: u128,
         now: i64,
     ) {
@@ -268,7 +269,7 @@ impl GatehouseMcp {
             .store
             .audit_batched(
                 AuditEvent {
-                    event: "tool_call",
+                    event: Event::ToolCall,
                     outcome,
                     account_id: Some(&principal.account_id),
                     client_id: principal.client_id.as_deref(),
@@ -396,7 +397,7 @@ impl GatehouseMcp {
         if let Some(refusal) = super::quota::refuse_read_over_budget(
             &self.mcp,
             principal,
-            "prompt_get",
+            Event::PromptGet,
             &request.name,
             ip.as_deref(),
             now,
@@ -413,7 +414,7 @@ impl GatehouseMcp {
             ctx,
             principal,
             ReadAudit {
-                event: "prompt_get",
+                event: Event::PromptGet,
                 subject: &request.name,
                 outcome,
                 project_id: None,
@@ -458,7 +459,7 @@ impl GatehouseMcp {
         if let Some(refusal) = super::quota::refuse_read_over_budget(
             &self.mcp,
             principal,
-            "resource_read",
+            Event::ResourceRead,
             &subject,
             ip.as_deref(),
             now,
@@ -475,7 +476,7 @@ impl GatehouseMcp {
             ctx,
             principal,
             ReadAudit {
-                event: "resource_read",
+                event: Event::ResourceRead,
                 subject: &subject,
                 outcome,
                 project_id: None,
@@ -490,30 +491,30 @@ impl GatehouseMcp {
 }
 
 /// The audit outcome of a forwarded read that failed with `error` (`None`: it succeeded).
-fn upstream_read_outcome(error: Option<&ErrorData>) -> &'static str {
+fn upstream_read_outcome(error: Option<&ErrorData>) -> Outcome {
     match error {
-        None => "success",
-        Some(e) if e.code == ErrorCode::RESOURCE_NOT_FOUND => "not_found",
-        Some(e) if e.code == ErrorCode::INVALID_PARAMS => "invalid_arguments",
-        Some(_) => "upstream_error",
+        None => Outcome::Success,
+        Some(e) if e.code == ErrorCode::RESOURCE_NOT_FOUND => Outcome::NotFound,
+        Some(e) if e.code == ErrorCode::INVALID_PARAMS => Outcome::InvalidArguments,
+        Some(_) => Outcome::UpstreamError,
     }
 }
 
 /// Counts a forwarded read in the upstream call metrics.
-fn record_upstream_read(upstream: &str, outcome: &'static str, started: Instant) {
-    metrics::counter!(crate::metrics::UPSTREAM_CALLS, "upstream" => upstream.to_string(), "outcome" => outcome)
+fn record_upstream_read(upstream: &str, outcome: Outcome, started: Instant) {
+    metrics::counter!(crate::metrics::UPSTREAM_CALLS, "upstream" => upstream.to_string(), "outcome" => outcome.as_str())
         .increment(1);
     metrics::histogram!(crate::metrics::UPSTREAM_CALL_SECONDS, "upstream" => upstream.to_string())
         .record(started.elapsed().as_secs_f64());
 }
 
 /// The audit outcome of a `resources/read` answer.
-fn read_outcome(result: &Result<rmcp::model::ReadResourceResult, ErrorData>) -> &'static str {
+fn read_outcome(result: &Result<rmcp::model::ReadResourceResult, ErrorData>) -> Outcome {
     match result {
-        Ok(_) => "success",
-        Err(e) if e.code == ErrorCode::RESOURCE_NOT_FOUND => "not_found",
-        Err(e) if e.code == ErrorCode::INVALID_PARAMS => "invalid_arguments",
-        Err(_) => "error",
+        Ok(_) => Outcome::Success,
+        Err(e) if e.code == ErrorCode::RESOURCE_NOT_FOUND => Outcome::NotFound,
+        Err(e) if e.code == ErrorCode::INVALID_PARAMS => Outcome::InvalidArguments,
+        Err(_) => Outcome::Error,
     }
 }
 
@@ -693,10 +694,10 @@ impl ServerHandler for GatehouseMcp {
         let elapsed_ms = started.elapsed().as_millis();
         let audit_outcome = match &outcome.result {
             Ok(_) if continued => super::quota::CONTINUED,
-            Ok(_) => "success",
+            Ok(_) => Outcome::Success,
             Err(e) => e.outcome(),
         };
-        metrics::counter!(crate::metrics::TOOL_CALLS, "tool" => def.spec.name, "outcome" => audit_outcome)
+        metrics::counter!(crate::metrics::TOOL_CALLS, "tool" => def.spec.name, "outcome" => audit_outcome.as_str())
             .increment(1);
         // A call refused for its reach or role does not spend the account's budget (a
         // continuation spent none).
@@ -726,7 +727,7 @@ impl ServerHandler for GatehouseMcp {
             .store
             .audit_batched(
                 AuditEvent {
-                    event: "tool_call",
+                    event: Event::ToolCall,
                     outcome: audit_outcome,
                     account_id: Some(&principal.account_id),
                     client_id: principal.client_id.as_deref(),
@@ -828,7 +829,7 @@ impl ServerHandler for GatehouseMcp {
             && let Some(refusal) = super::quota::refuse_read_over_budget(
                 &self.mcp,
                 &principal,
-                "resource_read",
+                Event::ResourceRead,
                 template,
                 ip.as_deref(),
                 now,
@@ -839,7 +840,7 @@ impl ServerHandler for GatehouseMcp {
         }
         let result = resources::read(&self.mcp.app, &principal, &request.uri).await;
         let outcome = match read_outcome(&result) {
-            "success" if continued => super::quota::CONTINUED,
+            Outcome::Success if continued => super::quota::CONTINUED,
             other => other,
         };
         if !continued {
@@ -862,7 +863,7 @@ impl ServerHandler for GatehouseMcp {
             &ctx,
             &principal,
             ReadAudit {
-                event: "resource_read",
+                event: Event::ResourceRead,
                 subject: template,
                 outcome,
                 project_id,
@@ -916,7 +917,7 @@ impl ServerHandler for GatehouseMcp {
         if let Some(refusal) = super::quota::refuse_read_over_budget(
             &self.mcp,
             &principal,
-            "prompt_get",
+            Event::PromptGet,
             subject,
             ip.as_deref(),
             now,
@@ -940,7 +941,7 @@ impl ServerHandler for GatehouseMcp {
             &ctx,
             &principal,
             ReadAudit {
-                event: "prompt_get",
+                event: Event::PromptGet,
                 subject,
                 outcome: got.outcome,
                 project_id: got.project_id.as_deref(),

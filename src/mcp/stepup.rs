@@ -21,6 +21,7 @@ use super::McpState;
 use super::auth::{Principal, insufficient_scope};
 use super::body::Parsed;
 use crate::client_addr::ClientAddr;
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::scope::Scope;
 use crate::store::audit::AuditEvent;
 
@@ -92,8 +93,8 @@ pub async fn step_up(mcp: &McpState, request: Request) -> Result<Request, Respon
         .store
         .audit(
             AuditEvent {
-                event: "tool_call",
-                outcome: "insufficient_scope",
+                event: Event::ToolCall,
+                outcome: Outcome::InsufficientScope,
                 account_id: Some(&principal.account_id),
                 client_id: principal.client_id.as_deref(),
                 subject: Some(&operation),

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use url::Url;
 
 use super::clients::{ClientLookupError, FetchFor};
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::authorization::AuthorizationErrorCode;
 use crate::domain::authorization::AuthorizationErrorCode as Code;
 use crate::domain::client::ClientId;
@@ -768,8 +769,12 @@ async fn audit_consent(
     app.store
         .audit(
             AuditEvent {
-                event: "consent",
-                outcome: if granted { "granted" } else { "denied" },
+                event: Event::Consent,
+                outcome: if granted {
+                    Outcome::Granted
+                } else {
+                    Outcome::Denied
+                },
                 account_id: Some(account_id),
                 client_id: Some(&req.client_id),
                 subject: Some(&req.scope),

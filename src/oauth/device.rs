@@ -21,6 +21,7 @@ use super::OAuthError;
 use super::authorize::{AuthorizationRequest, TargetError, resolve_target};
 use super::client_auth::ClientForm;
 use crate::client_addr::ClientAddr;
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::authorization::AuthorizationErrorCode;
 use crate::domain::device::{
     DEVICE_CODE_GRANT, DEVICE_CODE_TTL_SECS, POLL_INTERVAL_SECS, generate_user_code,
@@ -181,13 +182,11 @@ pub async fn device_authorization(
         .store
         .audit(
             AuditEvent {
-                event: "device_authorization",
-                outcome: "success",
                 client_id: Some(&client.client_id),
                 subject: Some(&request.scope),
                 source_ip: Some(&ip),
                 detail: Some(&format!("resource={}", request.resource)),
-                ..Default::default()
+                ..AuditEvent::new(Event::DeviceAuthorization, Outcome::Success)
             },
             now,
         )

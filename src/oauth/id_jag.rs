@@ -32,6 +32,7 @@ use super::OAuthError;
 use super::client_assertion::{KeySetError, algorithm_name, verify_with_trusted_key_set};
 use super::token::TokenResponse;
 use crate::domain::account::{AccountStatus, Email};
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::client_assertion::SIGNING_ALGS;
 use crate::domain::idp::domain_allowed;
 use crate::domain::scope::{Scope, ScopeSet};
@@ -105,7 +106,7 @@ pub async fn grant(
                     client,
                     None,
                     ip,
-                    "denied",
+                    Outcome::Denied,
                     &format!("grant=jwt-bearer {why}"),
                     now,
                 )
@@ -131,13 +132,13 @@ pub async fn grant(
             jkt,
         )
         .await?;
-    crate::metrics::token_event("issued");
+    crate::metrics::token_event(crate::domain::audit::TokenEvent::Issued);
     audit(
         state,
         client,
         Some(&account_id),
         ip,
-        "success",
+        Outcome::Success,
         &format!("grant=jwt-bearer idp={}", provider.name),
         now,
     )
@@ -380,7 +381,7 @@ async fn audit(
     client: &ClientRecord,
     account: Option<&str>,
     ip: &str,
-    outcome: &str,
+    outcome: Outcome,
     detail: &str,
     now: i64,
 ) {
@@ -388,7 +389,7 @@ async fn audit(
         .store
         .audit(
             AuditEvent {
-                event: "token_issued",
+                event: Event::TokenIssued,
                 outcome,
                 account_id: account,
                 client_id: Some(&client.client_id),

@@ -60,7 +60,7 @@ pub async fn introspect(
     };
     // Counted, not audited: introspection is a hot path and writes nothing.
     crate::metrics::resource_token_event(
-        "introspected",
+        crate::domain::audit::ResourceTokenEvent::Introspected,
         client
             .metadata
             .get("resource")

@@ -14,6 +14,7 @@ use axum::body::Body;
 use axum::extract::State;
 
 use crate::client_addr::ClientAddr;
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::client_assertion::{PRIVATE_KEY_JWT, validate_jwks_uri, validate_public_jwks};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -151,12 +152,10 @@ async fn register_inner(
         .store
         .audit(
             AuditEvent {
-                event: "client_registered",
-                outcome: "success",
                 client_id: Some(&client_id),
                 source_ip: Some(ip),
                 detail: Some(&parsed.token_endpoint_auth_method),
-                ..Default::default()
+                ..AuditEvent::new(Event::ClientRegistered, Outcome::Success)
             },
             now,
         )

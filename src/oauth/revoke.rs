@@ -6,6 +6,7 @@ use axum::response::IntoResponse;
 
 use super::OAuthError;
 use super::client_auth::ClientForm;
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::secret::Secret;
 use crate::state::AppState;
 use crate::store::audit::AuditEvent;
@@ -27,14 +28,12 @@ pub async fn revoke(
         .revoke_token(&hash, &client.client_id, now)
         .await?
     {
-        crate::metrics::token_event("revoked");
+        crate::metrics::token_event(crate::domain::audit::TokenEvent::Revoked);
         let row = AuditEvent {
-            event: "family_revoked",
-            outcome: "success",
             client_id: Some(&client.client_id),
             subject: Some(&family),
             detail: Some("revoked by the client"),
-            ..Default::default()
+            ..AuditEvent::new(Event::FamilyRevoked, Outcome::Success)
         };
         state.store.audit(row, now).await;
     }

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::client_auth::ClientForm;
 use super::{OAuthError, jwt};
 use crate::client_addr::ClientAddr;
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::device::{DEVICE_CODE_GRANT, PollAnswer, decide_poll};
 use crate::domain::dpop::{self, ProofError};
 use crate::domain::grant::GrantType;
@@ -324,7 +325,7 @@ async fn check_target(
 /// Audits a refused redemption or rotation and gives its `invalid_grant`.
 async fn refused(
     ctx: &Ctx<'_>,
-    event: &str,
+    event: Event,
     account: &str,
     subject: Option<&str>,
     why: GrantRefusal,
@@ -332,7 +333,7 @@ async fn refused(
     audit(
         ctx,
         event,
-        "denied",
+        Outcome::Denied,
         Some(account),
         subject,
         Some(why.as_str()),
@@ -382,18 +383,14 @@ fn response(
 
 async fn audit(
     ctx: &Ctx<'_>,
-    event: &str,
-    outcome: &str,
+    event: Event,
+    outcome: Outcome,
     account: Option<&str>,
     subject: Option<&str>,
     detail: Option<&str>,
 ) {
-    match event {
-        "code_redeemed" => crate::metrics::token_event("issued"),
-        "token_refreshed" => crate::metrics::token_event("refreshed"),
-        "refresh_reuse" => crate::metrics::token_event("reused"),
-        "family_revoked" => crate::metrics::token_event("revoked"),
-        _ => {}
+    if let Some(counted) = event.token_event() {
+        crate::metrics::token_event(counted);
     }
     let record = AuditEvent {
         event,
@@ -404,7 +401,7 @@ async fn audit(
         source_ip: Some(ctx.ip),
         detail,
     };
-    if event == "token_refreshed" {
+    if event == Event::TokenRefreshed {
         // Routine: the rotation it records is already committed; batched like tool calls.
         ctx.state.store.audit_batched(record, ctx.now).await;
     } else {
@@ -442,8 +439,8 @@ async fn client_credentials(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
     let Some(service) = store.service_client(client_id).await? else {
         audit(
             ctx,
-            "token_issued",
-            "denied",
+            Event::TokenIssued,
+            Outcome::Denied,
             None,
             None,
             Some("service_not_live"),
@@ -494,11 +491,14 @@ async fn client_credentials(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
             GrantType::ClientCredentials,
         )
         .await?;
-    crate::metrics::resource_token_event("issued", &config.mcp_server_url);
+    crate::metrics::resource_token_event(
+        crate::domain::audit::ResourceTokenEvent::Issued,
+        &config.mcp_server_url,
+    );
     audit(
         ctx,
-        "token_issued",
-        "success",
+        Event::TokenIssued,
+        Outcome::Success,
         Some(&service.account_id),
         None,
         Some(&format!(
@@ -628,8 +628,8 @@ async fn code_refused(ctx: &Ctx<'_>, record: &CodeRecord, e: &OAuthError) {
     };
     audit(
         ctx,
-        "code_refused",
-        "denied",
+        Event::CodeRefused,
+        Outcome::Denied,
         Some(&record.account_id),
         None,
         Some(reason),
@@ -660,11 +660,14 @@ async fn redeem(
         .await?
     {
         Redeemed::Issued { family_id } => {
-            crate::metrics::resource_token_event("issued", &record.resource);
+            crate::metrics::resource_token_event(
+                crate::domain::audit::ResourceTokenEvent::Issued,
+                &record.resource,
+            );
             audit(
                 ctx,
-                "code_redeemed",
-                "success",
+                Event::CodeRedeemed,
+                Outcome::Success,
                 Some(&record.account_id),
                 Some(&family_id),
                 Some(&if record.redirect_uri == DEVICE_CODE_GRANT {
@@ -679,8 +682,8 @@ async fn redeem(
         Redeemed::Replayed { family_id } => {
             audit(
                 ctx,
-                "code_replay",
-                "denied",
+                Event::CodeReplay,
+                Outcome::Denied,
                 Some(&record.account_id),
                 family_id.as_deref(),
                 None,
@@ -689,8 +692,8 @@ async fn redeem(
             if let Some(f) = &family_id {
                 audit(
                     ctx,
-                    "family_revoked",
-                    "success",
+                    Event::FamilyRevoked,
+                    Outcome::Success,
                     Some(&record.account_id),
                     Some(f),
                     Some("authorization code replayed"),
@@ -700,7 +703,7 @@ async fn redeem(
             Err(invalid())
         }
         Redeemed::Refused(why) => {
-            Err(refused(ctx, "code_refused", &record.account_id, None, why).await)
+            Err(refused(ctx, Event::CodeRefused, &record.account_id, None, why).await)
         }
         Redeemed::Invalid => Err(invalid()),
     }
@@ -787,7 +790,7 @@ async fn device_code(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> {
 async fn refresh_refused(ctx: &Ctx<'_>, state: &RefreshState, why: GrantRefusal) -> OAuthError {
     refused(
         ctx,
-        "refresh_refused",
+        Event::RefreshRefused,
         &state.account_id,
         Some(&state.family_id),
         why,
@@ -952,11 +955,14 @@ async fn rotate(
     if rotation != Rotation::Rotated {
         return Ok(Err(rotation));
     }
-    crate::metrics::resource_token_event("refreshed", &state.resource);
+    crate::metrics::resource_token_event(
+        crate::domain::audit::ResourceTokenEvent::Refreshed,
+        &state.resource,
+    );
     audit(
         ctx,
-        "token_refreshed",
-        "success",
+        Event::TokenRefreshed,
+        Outcome::Success,
         Some(&state.account_id),
         Some(&state.family_id),
         Some(&format!("resource={}", state.resource)),
@@ -976,9 +982,25 @@ async fn reuse(ctx: &Ctx<'_>, state: &RefreshState) -> Result<OAuthError, OAuthE
         Some(state.account_id.as_str()),
         Some(state.family_id.as_str()),
     );
-    audit(ctx, "refresh_reuse", "denied", account, family, None).await;
+    audit(
+        ctx,
+        Event::RefreshReuse,
+        Outcome::Denied,
+        account,
+        family,
+        None,
+    )
+    .await;
     let detail = Some("refresh token reuse");
-    audit(ctx, "family_revoked", "success", account, family, detail).await;
+    audit(
+        ctx,
+        Event::FamilyRevoked,
+        Outcome::Success,
+        account,
+        family,
+        detail,
+    )
+    .await;
     Ok(OAuthError::InvalidGrant(
         "the refresh token was already used; the authorization has been revoked".into(),
     ))

@@ -38,6 +38,7 @@ use super::OAuthError;
 use super::client_assertion::{KeySetError, algorithm_name, verify_with_trusted_key_set};
 use super::id_jag::{ID_JAG_TYP, JWT_BEARER, MAX_ASSERTION_BYTES};
 use super::token::TokenResponse;
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::client_assertion::SIGNING_ALGS;
 use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::secret::{Secret, TokenKind};
@@ -173,7 +174,7 @@ pub async fn grant(
                     None,
                     None,
                     ip,
-                    "denied",
+                    Outcome::Denied,
                     &format!("grant=workload {why}"),
                     now,
                 )
@@ -198,13 +199,16 @@ pub async fn grant(
             crate::domain::grant::GrantType::JwtBearer,
         )
         .await?;
-    crate::metrics::resource_token_event("issued", &config.mcp_server_url);
+    crate::metrics::resource_token_event(
+        crate::domain::audit::ResourceTokenEvent::Issued,
+        &config.mcp_server_url,
+    );
     audit(
         state,
         Some(&workload.client_id),
         Some(&service.account_id),
         ip,
-        "success",
+        Outcome::Success,
         &format!("grant=workload iss={}", workload.issuer),
         now,
     )
@@ -426,7 +430,7 @@ async fn audit(
     client: Option<&str>,
     account: Option<&str>,
     ip: &str,
-    outcome: &str,
+    outcome: Outcome,
     detail: &str,
     now: i64,
 ) {
@@ -434,7 +438,7 @@ async fn audit(
         .store
         .audit(
             AuditEvent {
-                event: "token_issued",
+                event: Event::TokenIssued,
                 outcome,
                 account_id: account,
                 client_id: client,

@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Store, StoreError};
+pub use crate::domain::audit::{Event, Outcome};
 
 /// Most tool-call rows waiting for the writer; a caller finding the queue full waits for room.
 pub const AUDIT_QUEUE_CAPACITY: usize = 1024;
@@ -42,13 +43,12 @@ const AUDIT_RETRY_PAUSE: Duration = Duration::from_secs(1);
 pub const AUDIT_KEPT_MAX: usize = AUDIT_QUEUE_CAPACITY;
 
 /// One audit record to write.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct AuditEvent<'a> {
-    /// What happened, e.g. `signin`, `consent`, `client_registered`, `code_redeemed`,
-    /// `code_replay`, `refresh_reuse`, `family_revoked`, `tool_call`.
-    pub event: &'a str,
-    /// `success`, `failure`, `denied`, …
-    pub outcome: &'a str,
+    /// What happened (the `event` column).
+    pub event: Event,
+    /// How it ended (the `outcome` column).
+    pub outcome: Outcome,
     /// The account concerned, when known.
     pub account_id: Option<&'a str>,
     /// The OAuth client concerned, when known.
@@ -59,6 +59,22 @@ pub struct AuditEvent<'a> {
     pub source_ip: Option<&'a str>,
     /// Short non-secret detail (a reason, a duration in ms).
     pub detail: Option<&'a str>,
+}
+
+impl AuditEvent<'_> {
+    /// A record of `event` ending in `outcome`, with no account, client, subject, address or
+    /// detail: the base that a record's literal fills in (`..AuditEvent::new(..)`).
+    pub const fn new(event: Event, outcome: Outcome) -> AuditEvent<'static> {
+        AuditEvent {
+            event,
+            outcome,
+            account_id: None,
+            client_id: None,
+            subject: None,
+            source_ip: None,
+            detail: None,
+        }
+    }
 }
 
 /// An audit record read back.
@@ -86,8 +102,8 @@ pub struct AuditRecord {
 #[derive(Debug, Clone)]
 struct QueuedEvent {
     at: i64,
-    event: String,
-    outcome: String,
+    event: Event,
+    outcome: Outcome,
     account_id: Option<String>,
     client_id: Option<String>,
     subject: Option<String>,
@@ -99,8 +115,8 @@ impl QueuedEvent {
     fn new(e: &AuditEvent<'_>, at: i64) -> QueuedEvent {
         QueuedEvent {
             at,
-            event: e.event.to_string(),
-            outcome: e.outcome.to_string(),
+            event: e.event,
+            outcome: e.outcome,
             account_id: e.account_id.map(str::to_string),
             client_id: e.client_id.map(str::to_string),
             subject: e.subject.map(str::to_string),
@@ -111,8 +127,8 @@ impl QueuedEvent {
 
     fn as_event(&self) -> AuditEvent<'_> {
         AuditEvent {
-            event: &self.event,
-            outcome: &self.outcome,
+            event: self.event,
+            outcome: self.outcome,
             account_id: self.account_id.as_deref(),
             client_id: self.client_id.as_deref(),
             subject: self.subject.as_deref(),
@@ -349,8 +365,8 @@ impl Store {
                             INSERT_AUDIT,
                             &[
                                 &row.at,
-                                &row.event,
-                                &row.outcome,
+                                &row.event.as_str(),
+                                &row.outcome.as_str(),
                                 &row.account_id,
                                 &row.client_id,
                                 &row.subject,
@@ -382,8 +398,8 @@ impl Store {
         for row in rows {
             sqlx::query(INSERT_AUDIT)
                 .bind(row.at)
-                .bind(&row.event)
-                .bind(&row.outcome)
+                .bind(row.event.as_str())
+                .bind(row.outcome.as_str())
                 .bind(row.account_id.as_deref())
                 .bind(row.client_id.as_deref())
                 .bind(row.subject.as_deref())
@@ -401,8 +417,8 @@ impl Store {
     pub async fn record_audit(&self, e: &AuditEvent<'_>, now: i64) -> Result<(), StoreError> {
         sqlx::query(INSERT_AUDIT)
             .bind(now)
-            .bind(e.event)
-            .bind(e.outcome)
+            .bind(e.event.as_str())
+            .bind(e.outcome.as_str())
             .bind(e.account_id)
             .bind(e.client_id)
             .bind(e.subject)
@@ -427,8 +443,8 @@ impl Store {
         if !ROUTINE_EVENTS.contains(&e.event) {
             tracing::info!(
                 target: "gatehouse::audit",
-                event = e.event,
-                outcome = e.outcome,
+                event = e.event.as_str(),
+                outcome = e.outcome.as_str(),
                 account_id = e.account_id,
                 client_id = e.client_id,
                 source_ip = e.source_ip,
@@ -437,7 +453,7 @@ impl Store {
             );
         }
         if let Err(err) = self.record_audit(&e, now).await {
-            tracing::error!(event = e.event, error = %err, "could not write audit record");
+            tracing::error!(event = e.event.as_str(), error = %err, "could not write audit record");
         }
     }
 
@@ -498,9 +514,50 @@ impl Store {
 
 /// The events too frequent for a log line of their own (each request already has its line):
 /// tool calls, resource reads, prompt gets and refresh-token rotations.
-pub const ROUTINE_EVENTS: [&str; 4] = [
-    "tool_call",
-    "resource_read",
-    "prompt_get",
-    "token_refreshed",
+pub const ROUTINE_EVENTS: [Event; 4] = [
+    Event::ToolCall,
+    Event::ResourceRead,
+    Event::PromptGet,
+    Event::TokenRefreshed,
 ];
+
+#[cfg(test)]
+mod texts_in_sql {
+    use super::Event;
+
+    /// The events a query text names: the quoted words of each `IN` list on the `event`
+    /// column and the quoted word each equality test on it compares with.
+    fn events_named(sql: &str) -> Vec<&str> {
+        let mut words = Vec::new();
+        for (at, _) in sql.match_indices("event IN (") {
+            let rest = &sql[at + "event IN (".len()..];
+            let list = &rest[..rest.find(')').unwrap_or(rest.len())];
+            words.extend(list.split('\'').skip(1).step_by(2));
+        }
+        for (at, _) in sql.match_indices("event = '") {
+            let rest = &sql[at + "event = '".len()..];
+            words.extend(rest.split('\'').next());
+        }
+        words
+    }
+
+    #[test]
+    fn every_event_named_in_the_stores_sql_is_an_event_this_release_writes() {
+        // A misspelt or renamed event in a query's text would silently match no row.
+        let sources = [
+            include_str!("audit.rs"),
+            include_str!("audit_query.rs"),
+            include_str!("quotas.rs"),
+        ];
+        let mut seen = 0;
+        for source in sources {
+            // The library's text, not its tests (this one's included).
+            let code = source.split("#[cfg(test)]").next().unwrap_or(source);
+            for word in events_named(code) {
+                assert!(Event::parse(word).is_some(), "{word:?} is not an Event");
+                seen += 1;
+            }
+        }
+        assert!(seen >= 20, "only {seen} events found in the SQL texts");
+    }
+}

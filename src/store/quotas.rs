@@ -3,6 +3,7 @@
 //! (issue "The rest of the MCP surface", part 3). Nothing here is written per call.
 
 use super::{Store, StoreError};
+use crate::domain::audit::Outcome;
 use crate::domain::quota::{BUCKET_SECS, WINDOW_SECS};
 
 /// Audit outcomes of calls that do not count against a budget: never admitted (over the
@@ -11,12 +12,12 @@ use crate::domain::quota::{BUCKET_SECS, WINDOW_SECS};
 /// calls do not spend the account's budget.
 /// `continued` is a successful continuation of a read already counted (the next part of a
 /// note, the next page of a search or an export: issue 38, part 3).
-const NOT_COUNTED: [&str; 5] = [
-    "over_quota",
-    "insufficient_scope",
-    "forbidden",
-    "not_found",
-    "continued",
+const NOT_COUNTED: [Outcome; 5] = [
+    Outcome::OverQuota,
+    Outcome::InsufficientScope,
+    Outcome::Forbidden,
+    Outcome::NotFound,
+    Outcome::Continued,
 ];
 
 impl Store {
@@ -72,11 +73,11 @@ impl Store {
         )
         .bind(account_id)
         .bind(since)
-        .bind(NOT_COUNTED[0])
-        .bind(NOT_COUNTED[1])
-        .bind(NOT_COUNTED[2])
-        .bind(NOT_COUNTED[3])
-        .bind(NOT_COUNTED[4])
+        .bind(NOT_COUNTED[0].as_str())
+        .bind(NOT_COUNTED[1].as_str())
+        .bind(NOT_COUNTED[2].as_str())
+        .bind(NOT_COUNTED[3].as_str())
+        .bind(NOT_COUNTED[4].as_str())
         .fetch_all(&self.pool())
         .await?;
         Ok(rows

@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use super::{FlowError, grant_context};
+use crate::domain::audit::{Event, Outcome};
 use crate::state::AppState;
 use crate::store::StoreError;
 use crate::store::audit::AuditEvent;
@@ -81,11 +82,11 @@ fn alive(grant: &Grant, now: i64) -> bool {
 }
 
 /// Audits a refresh that ended the grant or failed.
-async fn audit_refresh(app: &AppState, grant: &Grant, outcome: &str, now: i64) {
+async fn audit_refresh(app: &AppState, grant: &Grant, outcome: Outcome, now: i64) {
     app.store
         .audit(
             AuditEvent {
-                event: "connection_refresh_failed",
+                event: Event::ConnectionRefreshFailed,
                 outcome,
                 account_id: Some(&grant.account_id),
                 client_id: grant.client_id.as_deref(),
@@ -190,7 +191,7 @@ async fn refresh_now(
         }
         Err(FlowError::InvalidGrant) => {
             app.store.delete_grant(account_id, upstream).await?;
-            audit_refresh(app, grant, "invalid_grant", now).await;
+            audit_refresh(app, grant, Outcome::InvalidGrant, now).await;
             tracing::info!(
                 upstream,
                 "a connection ended: the upstream refused its refresh token"
@@ -201,7 +202,7 @@ async fn refresh_now(
             app.store
                 .release_grant_refresh(account_id, upstream)
                 .await?;
-            audit_refresh(app, grant, "unavailable", now).await;
+            audit_refresh(app, grant, Outcome::Unavailable, now).await;
             tracing::warn!(upstream, error = %e, "could not refresh a connection; kept for the next try");
             Ok(Access::TryAgain(e.to_string()))
         }

@@ -13,6 +13,7 @@ use super::session::{csrf_token, keep_after_epoch, set_notice, signed_in, take_n
 use super::{Confirmation, CsrfForm, NoFields, confirm_page, done_page, render, see_other};
 use crate::client_addr::ClientAddr;
 use crate::domain::account::validate_password;
+use crate::domain::audit::{Event, Outcome};
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::store::accounts::Account;
@@ -192,11 +193,9 @@ pub async fn change_password(
     let now = now();
     let ip = client.to_string();
     let audit = |outcome| AuditEvent {
-        event: "password_changed",
-        outcome,
         account_id: Some(&account.id),
         source_ip: Some(&ip),
-        ..Default::default()
+        ..AuditEvent::new(Event::PasswordChanged, outcome)
     };
     // Guessing the current password here is limited by the signed-in session, not by the
     // sign-in page's anonymous counters (which strangers can fill): after
@@ -210,7 +209,7 @@ pub async fn change_password(
         return refuse(status, error).await;
     };
     if !verified {
-        state.store.audit(audit("failure"), now).await;
+        state.store.audit(audit(Outcome::Failure), now).await;
         if failures + 1 >= MAX_PASSWORD_FAILURES_PER_SESSION {
             super::session::sign_out(&session).await?;
             return Ok(see_other("/signin?next=%2Faccount"));
@@ -238,7 +237,7 @@ pub async fn change_password(
     keep_after_epoch(&session, epoch).await?;
     // Reset links made before must not set the password again.
     state.store.void_reset_tokens(&account.id, now).await?;
-    state.store.audit(audit("success"), now).await;
+    state.store.audit(audit(Outcome::Success), now).await;
     set_notice(
         &session,
         "Password changed. Your other sessions were signed out.",
@@ -299,11 +298,9 @@ pub async fn sign_out_everywhere(
         .store
         .audit(
             AuditEvent {
-                event: "signed_out_everywhere",
-                outcome: "success",
                 account_id: Some(&account.id),
                 source_ip: Some(&client.to_string()),
-                ..Default::default()
+                ..AuditEvent::new(Event::SignedOutEverywhere, Outcome::Success)
             },
             now,
         )

@@ -19,6 +19,7 @@ use tower_sessions::Session;
 
 use super::session::{csrf_token, signed_in};
 use super::{error_page, render, see_other, when};
+use crate::domain::audit::Event;
 use crate::domain::upstream::{PERSONAL_PREFIX, PERSONAL_SUFFIX_LEN};
 use crate::error::AppError;
 use crate::state::AppState;
@@ -74,9 +75,9 @@ pub fn through(e: &AuditEntry) -> String {
 }
 
 fn kind(event: &str) -> &'static str {
-    match event {
-        "resource_read" => "Read",
-        "prompt_get" => "Prompt",
+    match Event::parse(event) {
+        Some(Event::ResourceRead) => "Read",
+        Some(Event::PromptGet) => "Prompt",
         _ => "Tool",
     }
 }
@@ -187,17 +188,17 @@ fn upstream_in_detail(detail: Option<&str>) -> Option<&str> {
 fn connection_event(e: &AuditEntry) -> String {
     let subject = e.subject.as_deref().unwrap_or_default();
     let label = upstream_label(subject);
-    match e.event.as_str() {
-        "connection_connected" => format!("Connected your account at {subject}"),
-        "connection_refresh_failed" => {
+    match Event::parse(&e.event) {
+        Some(Event::ConnectionConnected) => format!("Connected your account at {subject}"),
+        Some(Event::ConnectionRefreshFailed) => {
             format!("Your access at {subject} could not be renewed and was dropped: connect again")
         }
-        "connection_disconnected" => format!("Disconnected your account at {subject}"),
-        "personal_upstream_added" => format!("Added your server {label}"),
-        "personal_upstream_approved" => format!("Approved tools of your server {label}"),
-        "personal_upstream_enabled" => format!("Turned your server {label} on"),
-        "personal_upstream_disabled" => format!("Turned your server {label} off"),
-        "personal_upstream_removed" => format!("Removed your server {label}"),
+        Some(Event::ConnectionDisconnected) => format!("Disconnected your account at {subject}"),
+        Some(Event::PersonalUpstreamAdded) => format!("Added your server {label}"),
+        Some(Event::PersonalUpstreamApproved) => format!("Approved tools of your server {label}"),
+        Some(Event::PersonalUpstreamEnabled) => format!("Turned your server {label} on"),
+        Some(Event::PersonalUpstreamDisabled) => format!("Turned your server {label} off"),
+        Some(Event::PersonalUpstreamRemoved) => format!("Removed your server {label}"),
         _ => {
             let upstream = upstream_in_detail(e.detail.as_deref()).unwrap_or("an upstream");
             // The upstream's own name of the tool (Gatehouse lists it as `UPSTREAM__TOOL`).

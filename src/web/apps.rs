@@ -8,6 +8,7 @@ use askama::Template;
 use axum::extract::{Path, State};
 
 use crate::client_addr::ClientAddr;
+use crate::domain::audit::{Event, Outcome};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
@@ -374,12 +375,10 @@ pub async fn change_access(
         .store
         .audit(
             AuditEvent {
-                event: "consent_changed",
-                outcome: "success",
                 account_id: Some(&account.id),
                 client_id: Some(&app.client_id),
                 source_ip: Some(&client.to_string()),
-                ..Default::default()
+                ..AuditEvent::new(Event::ConsentChanged, Outcome::Success)
             },
             now,
         )
@@ -411,48 +410,58 @@ struct EventRow {
     source: Option<String>,
 }
 
-/// How the activity page names an audit event.
+/// How the activity page names an audit event (`event` and `outcome` as the row holds them).
 fn event_kind(event: &str, outcome: &str) -> &'static str {
-    match (event, outcome) {
-        ("resource_read", _) => "Resource read",
-        ("prompt_get", _) => "Prompt",
-        ("consent", "denied") => "Denied",
-        ("consent", _) => "Approved",
-        ("consent_revoked", _) => "Revoked",
-        ("consent_changed", _) => "Access changed by you",
-        ("family_revoked", _) => "Token revoked by the app",
+    match (Event::parse(event), Outcome::parse(outcome)) {
+        (Some(Event::ResourceRead), _) => "Resource read",
+        (Some(Event::PromptGet), _) => "Prompt",
+        (Some(Event::Consent), Some(Outcome::Denied)) => "Denied",
+        (Some(Event::Consent), _) => "Approved",
+        (Some(Event::ConsentRevoked), _) => "Revoked",
+        (Some(Event::ConsentChanged), _) => "Access changed by you",
+        (Some(Event::FamilyRevoked), _) => "Token revoked by the app",
         _ => "Tool call",
     }
 }
 
-/// An audit outcome in words a person can act on.
+/// An audit outcome (as the row holds it) in words a person can act on; `Other` for one this
+/// release does not know or that the activity pages do not show.
 pub fn outcome_words(outcome: &str) -> &'static str {
+    let Some(outcome) = Outcome::parse(outcome) else {
+        return "Other";
+    };
     match outcome {
-        "success" | "granted" => "Done",
-        "continued" => "Done (the next part of an earlier answer)",
-        "denied" => "You denied it",
-        "not_found" => {
+        Outcome::Success | Outcome::Granted => "Done",
+        Outcome::Continued => "Done (the next part of an earlier answer)",
+        Outcome::Denied => "You denied it",
+        Outcome::NotFound => {
             "Not found: the note, project or resource does not exist or is out of its reach"
         }
-        "forbidden" => "Refused: your role in the project does not allow it",
-        "insufficient_scope" => "Refused: it needs access you did not allow",
-        "invalid_arguments" => "Refused: the app sent arguments the tool does not accept",
-        "over_quota" => "Refused: your hourly budget of calls was used up",
-        "unavailable" => "Failed: the database was busy; the app may try again",
-        "error" => "Failed: an error on this server",
-        "tool_error" => "Done, but the tool reported an error in its answer",
-        "upstream_error" => {
+        Outcome::Forbidden => "Refused: your role in the project does not allow it",
+        Outcome::InsufficientScope => "Refused: it needs access you did not allow",
+        Outcome::InvalidArguments => "Refused: the app sent arguments the tool does not accept",
+        Outcome::OverQuota => "Refused: your hourly budget of calls was used up",
+        Outcome::Unavailable => "Failed: the database was busy; the app may try again",
+        Outcome::Error => "Failed: an error on this server",
+        Outcome::ToolError => "Done, but the tool reported an error in its answer",
+        Outcome::UpstreamError => {
             "Failed: the upstream server could not be reached or answered with an error"
         }
-        "timeout" => "Failed: the upstream server did not answer in time",
-        "declined" => "Not run: you did not confirm it",
-        "confirmation_needed" => {
+        Outcome::Timeout => "Failed: the upstream server did not answer in time",
+        Outcome::Declined => "Not run: you did not confirm it",
+        Outcome::ConfirmationNeeded => {
             "Not run: it needs your confirmation, which this app cannot ask for"
         }
-        "connection_required" => {
+        Outcome::ConnectionRequired => {
             "Not run yet: you had to connect your account at the service first"
         }
-        _ => "Other",
+        Outcome::Failure
+        | Outcome::Refused
+        | Outcome::InvalidGrant
+        | Outcome::Throttled
+        | Outcome::Busy
+        | Outcome::UnknownPrompt
+        | Outcome::ConfirmationInvalid => "Other",
     }
 }
 
@@ -692,17 +701,15 @@ pub async fn revoke(
     };
     set_notice(&session, &notice).await?;
     if let Some(client_id) = revoked {
-        crate::metrics::token_event("revoked");
+        crate::metrics::token_event(crate::domain::audit::TokenEvent::Revoked);
         state
             .store
             .audit(
                 AuditEvent {
-                    event: "consent_revoked",
-                    outcome: "success",
                     account_id: Some(&account.id),
                     client_id: Some(&client_id),
                     source_ip: Some(&client.to_string()),
-                    ..Default::default()
+                    ..AuditEvent::new(Event::ConsentRevoked, Outcome::Success)
                 },
                 now,
             )
@@ -776,8 +783,8 @@ pub async fn set_tools(
         .store
         .audit(
             AuditEvent {
-                event: "app_tools_set",
-                outcome: "success",
+                event: Event::AppToolsSet,
+                outcome: Outcome::Success,
                 account_id: Some(&account.id),
                 client_id: Some(&app.client_id),
                 subject: Some(&app.consent_id),

@@ -29,6 +29,7 @@ use tower_sessions::Session;
 use super::session::{csrf_token, set_notice, signed_in, take_notice};
 use super::{CsrfForm, PageQuery, error_page, render, see_other, when};
 use crate::client_addr::ClientAddr;
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::redirect_uri::host_for_display;
 use crate::error::AppError;
 use crate::state::AppState;
@@ -473,8 +474,8 @@ pub async fn callback(
         .store
         .audit(
             AuditEvent {
-                event: "connection_connected",
-                outcome: "success",
+                event: Event::ConnectionConnected,
+                outcome: Outcome::Success,
                 account_id: Some(&account.id),
                 client_id: pending.client_id.as_deref(),
                 subject: Some(&pending.upstream),
@@ -541,8 +542,8 @@ pub async fn disconnect(
         .store
         .audit(
             AuditEvent {
-                event: "connection_disconnected",
-                outcome: "success",
+                event: Event::ConnectionDisconnected,
+                outcome: Outcome::Success,
                 account_id: Some(&account.id),
                 client_id: grant.client_id.as_deref(),
                 subject: Some(&name),

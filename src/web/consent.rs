@@ -6,6 +6,7 @@ use askama::Template;
 use axum::extract::{FromRequest, RawQuery, State};
 
 use crate::client_addr::ClientAddr;
+use crate::domain::audit::{Event, Outcome};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
@@ -323,14 +324,14 @@ async fn note_request(
     client: &ClientAddr,
     account: Option<&crate::store::accounts::Account>,
     client_id: &str,
-    outcome: &str,
+    outcome: Outcome,
     detail: &str,
 ) {
     state
         .store
         .audit(
             crate::store::audit::AuditEvent {
-                event: "authorization_request",
+                event: Event::AuthorizationRequest,
                 outcome,
                 account_id: account.map(|a| a.id.as_str()),
                 client_id: Some(client_id),
@@ -365,7 +366,7 @@ async fn authorize(
                     &client,
                     account.as_ref(),
                     client_id,
-                    "refused",
+                    Outcome::Refused,
                     reason,
                 )
                 .await;
@@ -378,7 +379,7 @@ async fn authorize(
         &client,
         account.as_ref(),
         &req.client_id,
-        "success",
+        Outcome::Success,
         &format!("resource={} scope={}", req.resource, req.scope),
     )
     .await;

@@ -29,6 +29,7 @@ use super::signin::signin_page;
 use super::{PageQuery, see_other};
 use crate::client_addr::ClientAddr;
 use crate::domain::account::{AccountStatus, Email};
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::idp::{
     SIGNIN_LIFETIME_SECS, callback_url, client_secret_context, domain_allowed, signin_context,
 };
@@ -236,7 +237,7 @@ pub async fn callback(
     let failed = |reason: &str| {
         let reason = reason.to_string();
         let (state, name, ip) = (state.clone(), name.clone(), ip.clone());
-        async move { audit(&state, "failure", None, &name, &ip, &reason, now).await }
+        async move { audit(&state, Outcome::Failure, None, &name, &ip, &reason, now).await }
     };
     let expired = "This sign-in has expired, was already used, or was started in another browser. Start again.";
     let Some(sent_state) = q
@@ -361,8 +362,17 @@ pub async fn callback(
     // A provider sign-in counts as strong: no second factor is asked here.
     super::session::sign_in_with(&session, &account, super::session::SignInMethod::Provider)
         .await?;
-    audit(&state, "success", Some(&account.id), &name, &ip, "", now).await;
-    crate::signin::count("success");
+    audit(
+        &state,
+        Outcome::Success,
+        Some(&account.id),
+        &name,
+        &ip,
+        "",
+        now,
+    )
+    .await;
+    crate::signin::count(Outcome::Success);
     let mut response = see_other(&next);
     set_state_cookie(&mut response, "", &state, 0);
     Ok(response)
@@ -459,12 +469,10 @@ async fn resolve_account(
                 .store
                 .audit(
                     AuditEvent {
-                        event: "account_created",
-                        outcome: "success",
                         account_id: Some(&account.id),
                         subject: Some(&provider.name),
                         detail: Some("method=provider"),
-                        ..Default::default()
+                        ..AuditEvent::new(Event::AccountCreated, Outcome::Success)
                     },
                     now,
                 )
@@ -484,7 +492,7 @@ async fn resolve_account(
 /// the reason, if any (never a token or code).
 async fn audit(
     state: &AppState,
-    outcome: &str,
+    outcome: Outcome,
     account_id: Option<&str>,
     provider: &str,
     ip: &str,
@@ -505,13 +513,11 @@ async fn audit(
         .store
         .audit(
             AuditEvent {
-                event: "signin",
-                outcome,
                 account_id,
                 subject: Some(&provider),
                 source_ip: Some(ip),
                 detail: Some(&detail),
-                ..Default::default()
+                ..AuditEvent::new(Event::Signin, outcome)
             },
             now,
         )

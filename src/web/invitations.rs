@@ -24,6 +24,7 @@ use super::session::{PageCsrf, set_notice, signed_in};
 use super::{CsrfForm, PageQuery, error_page, render, see_other, when};
 use crate::client_addr::ClientAddr;
 use crate::domain::account::{Email, Role, validate_password};
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::secret::{Secret, TokenKind};
 use crate::error::AppError;
 use crate::mail::Mail;
@@ -89,8 +90,6 @@ pub async fn invite(
         .store
         .audit(
             AuditEvent {
-                event: "invitation_created",
-                outcome: "success",
                 account_id: Some(&owner.id),
                 subject: Some(&project.project_id),
                 source_ip: Some(&client.to_string()),
@@ -100,7 +99,7 @@ pub async fn invite(
                     role.as_str(),
                     if mailer.is_some() { " mailed" } else { "" }
                 )),
-                ..Default::default()
+                ..AuditEvent::new(Event::InvitationCreated, Outcome::Success)
             },
             now,
         )
@@ -423,12 +422,10 @@ async fn create_and_join(
                 .store
                 .audit(
                     AuditEvent {
-                        event: "account_created",
-                        outcome: "success",
                         account_id: Some(&account.id),
                         source_ip: Some(&client.to_string()),
                         detail: Some("invitation"),
-                        ..Default::default()
+                        ..AuditEvent::new(Event::AccountCreated, Outcome::Success)
                     },
                     now,
                 )
@@ -456,13 +453,11 @@ async fn joined(
         .store
         .audit(
             AuditEvent {
-                event: "invitation_accepted",
-                outcome: "success",
                 account_id: Some(&account.id),
                 subject: Some(project_id),
                 source_ip: Some(&client.to_string()),
                 detail: Some(&format!("role={}", invitation.role)),
-                ..Default::default()
+                ..AuditEvent::new(Event::InvitationAccepted, Outcome::Success)
             },
             now,
         )

@@ -34,6 +34,7 @@ use super::session::{PageCsrf, SignInMethod, safe_next, set_notice, signed_in};
 use super::{Confirmation, CsrfForm, PageQuery, confirm_page, see_other};
 use crate::client_addr::ClientAddr;
 use crate::domain::account::AccountStatus;
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::secret::{TokenHash, random_urlsafe};
 use crate::error::AppError;
 use crate::passkeys::{self, CEREMONY_LIFETIME_SECS};
@@ -289,8 +290,8 @@ pub async fn add(
         Err(e) => {
             audit(
                 &state,
-                "passkey_added",
-                "failure",
+                Event::PasskeyAdded,
+                Outcome::Failure,
                 Some(&account.id),
                 &ip,
                 &format!("refused: {e}"),
@@ -325,8 +326,8 @@ pub async fn add(
     }
     audit(
         &state,
-        "passkey_added",
-        "success",
+        Event::PasskeyAdded,
+        Outcome::Success,
         Some(&account.id),
         &ip,
         "",
@@ -408,11 +409,11 @@ pub async fn sign_in(
     let failed = |reason: String, account: Option<String>| {
         let (state, ip) = (&state, &ip);
         async move {
-            crate::signin::count("failure");
+            crate::signin::count(Outcome::Failure);
             audit(
                 state,
-                "signin",
-                "failure",
+                Event::Signin,
+                Outcome::Failure,
                 account.as_deref(),
                 ip,
                 &reason,
@@ -487,8 +488,17 @@ pub async fn sign_in(
     }
     // A passkey with user verification is strong: no second factor is asked.
     super::session::sign_in_with(&session, &account, SignInMethod::Passkey).await?;
-    audit(&state, "signin", "success", Some(&account.id), &ip, "", now).await;
-    crate::signin::count("success");
+    audit(
+        &state,
+        Event::Signin,
+        Outcome::Success,
+        Some(&account.id),
+        &ip,
+        "",
+        now,
+    )
+    .await;
+    crate::signin::count(Outcome::Success);
     Ok(answer(json!({ "redirect": next })))
 }
 
@@ -551,8 +561,8 @@ pub async fn remove(
         Some(name) => {
             audit(
                 &state,
-                "passkey_removed",
-                "success",
+                Event::PasskeyRemoved,
+                Outcome::Success,
                 Some(&account.id),
                 &client.to_string(),
                 "",
@@ -574,8 +584,8 @@ pub async fn remove(
 /// credential or challenge).
 async fn audit(
     state: &AppState,
-    event: &str,
-    outcome: &str,
+    event: Event,
+    outcome: Outcome,
     account_id: Option<&str>,
     ip: &str,
     reason: &str,
@@ -591,12 +601,10 @@ async fn audit(
         .store
         .audit(
             AuditEvent {
-                event,
-                outcome,
                 account_id,
                 source_ip: Some(ip),
                 detail: Some(&detail),
-                ..Default::default()
+                ..AuditEvent::new(event, outcome)
             },
             now,
         )

@@ -25,6 +25,7 @@ use tower_sessions::Session;
 use super::session::{set_notice, signed_in};
 use super::{Confirmation, CsrfForm, confirm_page, error_page, see_other};
 use crate::client_addr::ClientAddr;
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::upstream::{
     MAX_PERSONAL_UPSTREAMS, PERSONAL_MAX_CONCURRENCY, PERSONAL_SUFFIX_LEN, PERSONAL_TIMEOUT,
     UpstreamName, parse_personal_label, seal_context,
@@ -167,13 +168,13 @@ fn bad_input(message: &str) -> Response {
     )
 }
 
-async fn audit(state: &AppState, client: &ClientAddr, account: &str, event: &str, name: &str) {
+async fn audit(state: &AppState, client: &ClientAddr, account: &str, event: Event, name: &str) {
     state
         .store
         .audit(
             AuditEvent {
                 event,
-                outcome: "success",
+                outcome: Outcome::Success,
                 account_id: Some(account),
                 client_id: None,
                 subject: Some(name),
@@ -331,7 +332,7 @@ pub async fn add(
         &state,
         &client,
         &account.id,
-        "personal_upstream_added",
+        Event::PersonalUpstreamAdded,
         name.as_str(),
     )
     .await;
@@ -410,7 +411,7 @@ pub async fn approve(
             &state,
             &client,
             &account,
-            "personal_upstream_approved",
+            Event::PersonalUpstreamApproved,
             &name,
         )
         .await;
@@ -450,9 +451,9 @@ pub async fn act(
                 .set_personal_upstream_enabled(&account, &name, on, now)
                 .await?;
             let event = if on {
-                "personal_upstream_enabled"
+                Event::PersonalUpstreamEnabled
             } else {
-                "personal_upstream_disabled"
+                Event::PersonalUpstreamDisabled
             };
             audit(&state, &client, &account, event, &name).await;
             if on {
@@ -520,7 +521,7 @@ pub async fn remove(
         &state,
         &client,
         &account,
-        "personal_upstream_removed",
+        Event::PersonalUpstreamRemoved,
         &name,
     )
     .await;

@@ -16,6 +16,7 @@ use super::session::{csrf_token, set_notice, signed_in, take_notice};
 use super::{Confirmation, CsrfForm, PageQuery, confirm_page, error_page, render, see_other, when};
 use crate::client_addr::ClientAddr;
 use crate::domain::account::{Email, Role, parse_project_name};
+use crate::domain::audit::{Event, Outcome};
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::store::accounts::Account;
@@ -124,13 +125,11 @@ pub async fn create(
         .store
         .audit(
             AuditEvent {
-                event: "project_created",
-                outcome: "success",
                 account_id: Some(&account.id),
                 subject: Some(&project_id),
                 source_ip: Some(&client.to_string()),
                 detail: Some(&detail),
-                ..Default::default()
+                ..AuditEvent::new(Event::ProjectCreated, Outcome::Success)
             },
             now,
         )
@@ -367,7 +366,7 @@ async fn member_changed(
     client: ClientAddr,
     owner: &Account,
     project: &ProjectMembership,
-    event: &'static str,
+    event: Event,
     detail: &str,
     now: i64,
 ) -> Response {
@@ -375,13 +374,11 @@ async fn member_changed(
         .store
         .audit(
             AuditEvent {
-                event,
-                outcome: "success",
                 account_id: Some(&owner.id),
                 subject: Some(&project.project_id),
                 source_ip: Some(&client.to_string()),
                 detail: Some(detail),
-                ..Default::default()
+                ..AuditEvent::new(event, Outcome::Success)
             },
             now,
         )
@@ -484,9 +481,9 @@ pub async fn add_member(
         &account,
         &project,
         if was_member {
-            "member_role_changed"
+            Event::MemberRoleChanged
         } else {
-            "member_added"
+            Event::MemberAdded
         },
         &detail,
         now,
@@ -609,7 +606,7 @@ pub async fn remove_member(
         client,
         &account,
         &project,
-        "member_removed",
+        Event::MemberRemoved,
         &detail,
         now(),
     )
@@ -712,7 +709,7 @@ pub async fn withdraw(
         client,
         &account,
         &project,
-        "invitation_withdrawn",
+        Event::InvitationWithdrawn,
         &detail,
         now(),
     )

@@ -25,6 +25,7 @@ use super::session::PageCsrf;
 use super::{CsrfForm, PageQuery, error_page, render, retry_after, see_other};
 use crate::client_addr::ClientAddr;
 use crate::domain::account::{AccountStatus, Email, validate_password};
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::secret::{Secret, TokenKind};
 use crate::domain::throttle::{Policy, source_key};
 use crate::error::AppError;
@@ -204,13 +205,11 @@ async fn reset_mail(
         .store
         .audit(
             AuditEvent {
-                event: "password_reset_requested",
-                outcome: "success",
                 account_id: Some(&account.id),
                 subject: Some(&account.email),
                 source_ip: Some(&ip),
                 detail: Some("mailed"),
-                ..Default::default()
+                ..AuditEvent::new(Event::PasswordResetRequested, Outcome::Success)
             },
             now,
         )
@@ -372,13 +371,11 @@ pub async fn after_password_reset(
     store
         .audit(
             AuditEvent {
-                event: "password_reset",
-                outcome: "success",
                 account_id: Some(&account.id),
                 subject: Some(&account.email),
                 source_ip: ip.as_deref(),
                 detail: Some(how),
-                ..Default::default()
+                ..AuditEvent::new(Event::PasswordReset, Outcome::Success)
             },
             now,
         )

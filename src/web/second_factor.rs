@@ -27,6 +27,7 @@ use super::session::{PageCsrf, SignInMethod, csrf_token, sign_in_with, signed_in
 use super::{CsrfForm, NoFields, error_page, render, retry_after, see_other};
 use crate::client_addr::ClientAddr;
 use crate::domain::account::AccountStatus;
+use crate::domain::audit::{Event, Outcome};
 use crate::error::AppError;
 use crate::second_factor::{
     PENDING_SECS, limits, looks_like_totp, matching_step, new_recovery_codes, new_totp_secret,
@@ -291,7 +292,7 @@ pub async fn submit(
         Admission::Refused {
             retry_after: wait, ..
         } => {
-            crate::signin::count("throttled");
+            crate::signin::count(Outcome::Throttled);
             let message = format!(
                 "Too many wrong codes. Wait {} and try again.",
                 crate::signin::wait_in_words(wait)
@@ -312,8 +313,8 @@ pub async fn submit(
             Some(codes) => {
                 audit(
                     &state,
-                    "second_factor_enrolled",
-                    "success",
+                    Event::SecondFactorEnrolled,
+                    Outcome::Success,
                     &account,
                     &ip,
                     Some("totp"),
@@ -325,8 +326,8 @@ pub async fn submit(
                 session.remove::<Pending>(PENDING_KEY).await?;
                 audit(
                     &state,
-                    "signin",
-                    "success",
+                    Event::Signin,
+                    Outcome::Success,
                     &account,
                     &ip,
                     Some("password+totp"),
@@ -344,8 +345,8 @@ pub async fn submit(
             None => {
                 audit(
                     &state,
-                    "signin_second_factor",
-                    "failure",
+                    Event::SigninSecondFactor,
+                    Outcome::Failure,
                     &account,
                     &ip,
                     Some("enrolment code"),
@@ -374,8 +375,8 @@ pub async fn submit(
             session.remove::<Pending>(PENDING_KEY).await?;
             audit(
                 &state,
-                "signin",
-                "success",
+                Event::Signin,
+                Outcome::Success,
                 &account,
                 &ip,
                 Some(method.as_str()),
@@ -385,11 +386,11 @@ pub async fn submit(
             Ok(see_other(&p.next))
         }
         Checked::Wrong => {
-            crate::signin::count("failure");
+            crate::signin::count(Outcome::Failure);
             audit(
                 &state,
-                "signin_second_factor",
-                "failure",
+                Event::SigninSecondFactor,
+                Outcome::Failure,
                 &account,
                 &ip,
                 None,
@@ -445,8 +446,8 @@ async fn confirm(
 
 async fn audit(
     state: &AppState,
-    event: &str,
-    outcome: &str,
+    event: Event,
+    outcome: Outcome,
     account: &Account,
     ip: &str,
     detail: Option<&str>,
@@ -456,13 +457,11 @@ async fn audit(
         .store
         .audit(
             AuditEvent {
-                event,
-                outcome,
                 account_id: Some(&account.id),
                 subject: Some(&account.email),
                 source_ip: Some(ip),
                 detail,
-                ..Default::default()
+                ..AuditEvent::new(event, outcome)
             },
             now,
         )
@@ -509,8 +508,8 @@ pub async fn account_confirm(
         Some(codes) => {
             audit(
                 &state,
-                "second_factor_enrolled",
-                "success",
+                Event::SecondFactorEnrolled,
+                Outcome::Success,
                 &account,
                 &ip,
                 Some("totp"),
@@ -586,8 +585,8 @@ pub async fn account_remove(
             crate::signin::forget_failures(&state, &limits, &counted).await?;
             audit(
                 &state,
-                "second_factor_removed",
-                "success",
+                Event::SecondFactorRemoved,
+                Outcome::Success,
                 &account,
                 &ip,
                 Some("totp"),
@@ -599,8 +598,8 @@ pub async fn account_remove(
         Checked::Wrong => {
             audit(
                 &state,
-                "second_factor_removed",
-                "failure",
+                Event::SecondFactorRemoved,
+                Outcome::Failure,
                 &account,
                 &ip,
                 Some("wrong code"),

@@ -11,6 +11,7 @@ use tower_sessions::Session;
 use super::session::PageCsrf;
 use super::{CsrfForm, PageQuery, error_page, render, see_other};
 use crate::domain::account::{Email, validate_password};
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::secret::Secret;
 use crate::error::AppError;
 use crate::state::AppState;
@@ -143,11 +144,9 @@ pub async fn submit(
         .store
         .audit(
             AuditEvent {
-                event: "account_created",
-                outcome: "success",
                 account_id: Some(&account.id),
                 detail: Some("first-run setup link"),
-                ..Default::default()
+                ..AuditEvent::new(Event::AccountCreated, Outcome::Success)
             },
             now,
         )

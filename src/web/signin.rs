@@ -6,6 +6,7 @@ use axum::http::{HeaderValue, header};
 use tower_sessions::cookie::{Cookie, SameSite};
 
 use crate::client_addr::ClientAddr;
+use crate::domain::audit::Outcome;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
@@ -233,7 +234,7 @@ pub async fn submit(
     // A place for the password check first: when every worker is busy the attempt is turned
     // away before it touches the database.
     let Ok(slot) = state.passwords.try_reserve() else {
-        signin::count("busy");
+        signin::count(Outcome::Busy);
         let r = page(StatusCode::SERVICE_UNAVAILABLE, BUSY.to_string()).await?;
         return Ok(super::password_busy(r));
     };
@@ -327,7 +328,7 @@ async fn refuse_unread(
         async move { signin_page(state, session, csrf, status, "/", "", Some(&error)).await }
     };
     if state.passwords.is_full() {
-        signin::count("busy");
+        signin::count(Outcome::Busy);
         let r = page(StatusCode::SERVICE_UNAVAILABLE, BUSY.to_string()).await?;
         return Ok(Some(super::password_busy(r)));
     }
@@ -336,7 +337,7 @@ async fn refuse_unread(
         .refusal(&[signin::address_limit(client.0)], now)
         .await?
     {
-        signin::count("throttled");
+        signin::count(Outcome::Throttled);
         let message = format!(
             "Too many failed sign-ins. Wait {} and try again.",
             signin::wait_in_words(wait)

@@ -26,6 +26,7 @@ use super::{
     Confirmation, CsrfForm, PageQuery, confirm_page, error_page, not_found, render, see_other, when,
 };
 use crate::client_addr::ClientAddr;
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::upstream::{UpstreamName, is_destructive};
 use crate::error::AppError;
 use crate::state::AppState;
@@ -440,7 +441,7 @@ async fn audit(
     state: &AppState,
     account: &Account,
     client: &ClientAddr,
-    event: &'static str,
+    event: Event,
     name: &str,
     detail: &str,
     now: i64,
@@ -450,7 +451,7 @@ async fn audit(
         .audit(
             AuditEvent {
                 event,
-                outcome: "success",
+                outcome: Outcome::Success,
                 account_id: Some(&account.id),
                 client_id: None,
                 subject: Some(name),
@@ -504,7 +505,7 @@ async fn act(
                 &state,
                 &account,
                 &client,
-                "upstream_approved",
+                Event::UpstreamApproved,
                 &name,
                 &format!("tools={approved}"),
                 now,
@@ -532,9 +533,9 @@ async fn act(
                     &account,
                     &client,
                     if enabled {
-                        "upstream_enabled"
+                        Event::UpstreamEnabled
                     } else {
-                        "upstream_disabled"
+                        Event::UpstreamDisabled
                     },
                     &name,
                     "",

@@ -18,6 +18,7 @@ use sqlx::Row;
 
 use crate::helpers::{ServerStop, TestApp, TestDb, new_client};
 use crate::oauth_helpers::{EMAIL, PASSWORD, full_grant};
+use gatehouse::domain::audit::{Event, Outcome};
 
 /// Holds the database's write lock on `audit_events` until the returned transaction ends:
 /// `SQLite`'s single writer lock (taken by a write), `PostgreSQL`'s table lock that excludes inserts.
@@ -49,11 +50,9 @@ async fn queue_tool_call(store: &Store, subject: &str, i: usize) {
     store
         .audit_batched(
             AuditEvent {
-                event: "tool_call",
-                outcome: "success",
                 subject: Some(subject),
                 detail: Some(&detail),
-                ..Default::default()
+                ..AuditEvent::new(Event::ToolCall, Outcome::Success)
             },
             gatehouse::store::now(),
         )
@@ -218,10 +217,8 @@ async fn a_full_queue_makes_callers_wait_and_drops_nothing() {
     store
         .audit_batched(
             AuditEvent {
-                event: "tool_call",
-                outcome: "success",
                 subject: Some("backpressure"),
-                ..Default::default()
+                ..AuditEvent::new(Event::ToolCall, Outcome::Success)
             },
             gatehouse::store::now(),
         )
@@ -252,11 +249,9 @@ async fn rows_the_database_refused_are_kept_and_written_later() {
         store
             .audit_batched(
                 AuditEvent {
-                    event: "tool_call",
-                    outcome: "success",
                     subject: Some("kept"),
                     detail: Some(&detail),
-                    ..Default::default()
+                    ..AuditEvent::new(Event::ToolCall, Outcome::Success)
                 },
                 gatehouse::store::now(),
             )
@@ -283,10 +278,8 @@ async fn rows_the_database_refused_are_kept_and_written_later() {
             Duration::from_secs(5),
             store.audit(
                 AuditEvent {
-                    event: "tool_call",
-                    outcome: "success",
                     subject: Some("after"),
-                    ..Default::default()
+                    ..AuditEvent::new(Event::ToolCall, Outcome::Success)
                 },
                 gatehouse::store::now(),
             ),

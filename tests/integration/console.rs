@@ -6,6 +6,7 @@ use crate::oauth_helpers::{
     EMAIL, PASSWORD, REDIRECT, code_in, register_public, revoke_on_apps_page, signed_in_browser,
 };
 use gatehouse::domain::account::{Email, Role};
+use gatehouse::domain::audit::{Event, Outcome};
 use gatehouse::store::audit::AuditEvent;
 use gatehouse::store::notes::NewNote;
 use gatehouse::store::now;
@@ -500,13 +501,13 @@ async fn tool_call(
     client: &str,
     tool: &str,
     project: &str,
-    outcome: &str,
+    outcome: Outcome,
     at: i64,
 ) {
     app.store
         .record_audit(
             &AuditEvent {
-                event: "tool_call",
+                event: Event::ToolCall,
                 outcome,
                 account_id: Some(account),
                 client_id: Some(client),
@@ -550,7 +551,7 @@ async fn connected_apps_show_what_they_may_do_in_words_and_when_they_were_used()
         &client,
         "search_notes",
         &p,
-        "success",
+        Outcome::Success,
         1_767_323_040,
     )
     .await;
@@ -627,16 +628,34 @@ async fn each_app_has_a_bounded_activity_timeline_of_its_own() {
         .unwrap();
     let t0 = 1_767_323_040;
     for i in 0..60 {
-        tool_call(&app, &alice, &client, "get_note", &p, "success", t0 + i).await;
+        tool_call(
+            &app,
+            &alice,
+            &client,
+            "get_note",
+            &p,
+            Outcome::Success,
+            t0 + i,
+        )
+        .await;
     }
-    tool_call(&app, &alice, &client, "create_note", &p, "denied", t0 + 100).await;
+    tool_call(
+        &app,
+        &alice,
+        &client,
+        "create_note",
+        &p,
+        Outcome::Denied,
+        t0 + 100,
+    )
+    .await;
     tool_call(
         &app,
         &alice,
         &other,
         "export_project",
         &p,
-        "success",
+        Outcome::Success,
         t0 + 101,
     )
     .await;
@@ -646,7 +665,7 @@ async fn each_app_has_a_bounded_activity_timeline_of_its_own() {
         &client,
         "update_note",
         &secret,
-        "success",
+        Outcome::Success,
         t0 + 102,
     )
     .await;

@@ -4,6 +4,7 @@
 use crate::helpers::TestDb;
 use gatehouse::app::open_store;
 use gatehouse::domain::account::{AccountStatus, Email, Role};
+use gatehouse::domain::audit::{Event, Outcome};
 use gatehouse::domain::secret::TokenHash;
 use gatehouse::store::audit::AuditEvent;
 use gatehouse::store::hot::{HotLookup, HotReads};
@@ -136,10 +137,8 @@ async fn audit_contract(store: &Store) {
     store
         .record_audit(
             &AuditEvent {
-                event: "signin",
-                outcome: "failure",
                 source_ip: Some("127.0.0.1"),
-                ..Default::default()
+                ..AuditEvent::new(Event::Signin, Outcome::Failure)
             },
             42,
         )
@@ -160,16 +159,17 @@ async fn audit_contract(store: &Store) {
         store
             .audit_batched(
                 AuditEvent {
-                    event: "tool_call",
-                    outcome: if i.is_multiple_of(2) {
-                        "success"
-                    } else {
-                        "error"
-                    },
                     account_id: i.is_multiple_of(3).then_some("acct"),
                     subject: Some(subject),
                     detail: Some(&detail),
-                    ..Default::default()
+                    ..AuditEvent::new(
+                        Event::ToolCall,
+                        if i.is_multiple_of(2) {
+                            Outcome::Success
+                        } else {
+                            Outcome::Error
+                        },
+                    )
                 },
                 1000 + i as i64,
             )

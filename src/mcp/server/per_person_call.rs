@@ -31,6 +31,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 
 use super::{GatehouseMcp, source_ip};
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::principal::Principal;
 use crate::mcp::upstream::server::UpstreamServer;
 use crate::store::audit::AuditEvent;
@@ -122,7 +123,7 @@ impl GatehouseMcp {
         ctx: &RequestContext<RoleServer>,
         principal: &Principal,
         name: &str,
-        outcome: &str,
+        outcome: Outcome,
         upstream: &str,
     ) {
         let ip = source_ip(ctx);
@@ -132,7 +133,7 @@ impl GatehouseMcp {
             .store
             .audit_batched(
                 AuditEvent {
-                    event: "tool_call",
+                    event: Event::ToolCall,
                     outcome,
                     account_id: Some(&principal.account_id),
                     client_id: principal.client_id.as_deref(),
@@ -170,8 +171,14 @@ impl GatehouseMcp {
                     .await;
             }
             Access::TryAgain(why) => {
-                self.audit_per_person(ctx, principal, &request.name, "unavailable", server.name())
-                    .await;
+                self.audit_per_person(
+                    ctx,
+                    principal,
+                    &request.name,
+                    Outcome::Unavailable,
+                    server.name(),
+                )
+                .await;
                 return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
                     "Your connection to the upstream server {} could not be renewed just now ({why}); \
                      it is kept. Try again in a minute.",
@@ -199,7 +206,7 @@ impl GatehouseMcp {
                     ctx,
                     principal,
                     &request.name,
-                    "upstream_error",
+                    Outcome::UpstreamError,
                     server.name(),
                 )
                 .await;
@@ -273,7 +280,7 @@ impl GatehouseMcp {
             ctx,
             principal,
             &request.name,
-            "connection_required",
+            Outcome::ConnectionRequired,
             server.name(),
         )
         .await;

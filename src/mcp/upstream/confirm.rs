@@ -23,6 +23,7 @@ use rmcp::model::{CallToolResult, ContentBlock, InputRequiredResult, InputRespon
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
+use crate::domain::audit::Outcome;
 use crate::state::AppState;
 
 /// How long a confirmation request stays valid, in seconds.
@@ -42,7 +43,7 @@ pub enum Confirmation {
     /// Ask the person (the answer to send back).
     Ask(Box<InputRequiredResult>),
     /// Not forwarded: the result to answer and the audit outcome.
-    Refused(CallToolResult, &'static str),
+    Refused(CallToolResult, Outcome),
 }
 
 /// The call being confirmed.
@@ -76,7 +77,7 @@ fn arguments_hash(arguments: Option<&JsonObject>) -> String {
     hex::encode(Sha256::digest(&bytes))
 }
 
-fn refused(text: String, outcome: &'static str) -> Confirmation {
+fn refused(text: String, outcome: Outcome) -> Confirmation {
     Confirmation::Refused(
         CallToolResult::error(vec![ContentBlock::text(text)]),
         outcome,
@@ -92,7 +93,7 @@ pub fn check(app: &AppState, call: Call<'_>, round: Round<'_>, now: i64) -> Conf
             format!(
                 "{question} This tool can destroy data and needs the person's confirmation, which this server cannot ask for without a server key (GATEHOUSE_SECRET_KEY)."
             ),
-            "confirmation_needed",
+            Outcome::ConfirmationNeeded,
         );
     };
     let args = arguments_hash(call.arguments);
@@ -113,7 +114,7 @@ pub fn check(app: &AppState, call: Call<'_>, round: Round<'_>, now: i64) -> Conf
                     "The confirmation of {} is invalid or expired; call the tool again to be asked again.",
                     call.public_name
                 ),
-                "confirmation_invalid",
+                Outcome::ConfirmationInvalid,
             );
         }
         let answer = round.input_responses.and_then(|r| r.get(INPUT_KEY));
@@ -128,7 +129,7 @@ pub fn check(app: &AppState, call: Call<'_>, round: Round<'_>, now: i64) -> Conf
                 "The person did not confirm: {} was not run on {}.",
                 call.tool, call.upstream
             ),
-            "declined",
+            Outcome::Declined,
         );
     }
     if !round.can_ask {
@@ -137,7 +138,7 @@ pub fn check(app: &AppState, call: Call<'_>, round: Round<'_>, now: i64) -> Conf
                 "{question} This tool can destroy data: each call needs the person's confirmation, which Gatehouse asks through MCP elicitation, and this client does not declare it. Use a client that supports elicitation (MCP 2026-07-28) to run {}.",
                 call.public_name
             ),
-            "confirmation_needed",
+            Outcome::ConfirmationNeeded,
         );
     }
     let state = json!({
@@ -180,7 +181,7 @@ pub fn check(app: &AppState, call: Call<'_>, round: Round<'_>, now: i64) -> Conf
             tracing::error!(error = %e, "could not build a confirmation request");
             refused(
                 format!("{question} The confirmation could not be asked; try again."),
-                "confirmation_needed",
+                Outcome::ConfirmationNeeded,
             )
         }
     }

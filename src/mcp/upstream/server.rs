@@ -21,6 +21,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::http::UpstreamHttp;
 use super::stdio::{Restarts, StdioCommand};
+use crate::domain::audit::Outcome;
 use crate::domain::scope::Scope;
 use crate::domain::upstream::{
     MAX_DESCRIPTION_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS, UpstreamName, is_destructive,
@@ -556,14 +557,14 @@ impl UpstreamServer {
         tool: &UpstreamTool,
         arguments: Option<JsonObject>,
         bearer: Option<&str>,
-    ) -> (CallToolResult, &'static str) {
+    ) -> (CallToolResult, Outcome) {
         let Ok(_permit) = Arc::clone(&self.calls).try_acquire_owned() else {
             return (
                 failure(format!(
                     "The upstream server {} is busy (all {} of its call slots are in use); retry shortly.",
                     self.name, self.record.max_concurrency
                 )),
-                "busy",
+                Outcome::Busy,
             );
         };
         let timeout = self.timeout();
@@ -583,9 +584,9 @@ impl UpstreamServer {
             Ok(Ok(result)) => {
                 let max = self.app.config.max_result_bytes;
                 let outcome = if result.is_error == Some(true) {
-                    "tool_error"
+                    Outcome::ToolError
                 } else {
-                    "success"
+                    Outcome::Success
                 };
                 (super::result::bound(result, max, self.name()), outcome)
             }
@@ -599,7 +600,7 @@ impl UpstreamServer {
                         "The upstream server {} failed this call: {e}",
                         self.name
                     )),
-                    "upstream_error",
+                    Outcome::UpstreamError,
                 )
             }
             Err(_) => (
@@ -608,7 +609,7 @@ impl UpstreamServer {
                     self.name,
                     timeout.as_millis()
                 )),
-                "timeout",
+                Outcome::Timeout,
             ),
         }
     }

@@ -8,6 +8,7 @@ use crate::helpers::{TestApp, new_client, spawn_app};
 use crate::keys::{ALICE, alice, create_key, gatehouse};
 use crate::mcp::{account_id, call, ok};
 use gatehouse::domain::account::Role;
+use gatehouse::domain::audit::{Event, Outcome};
 use gatehouse::store::audit::AuditEvent;
 use gatehouse::store::audit_query::AUDIT_RETENTION;
 use gatehouse::upkeep::{Pruning, prune_round};
@@ -113,14 +114,12 @@ async fn the_audit_command_filters_by_account_project_event_and_time() {
     app.store
         .record_audit(
             &AuditEvent {
-                event: "tool_call",
-                outcome: "success",
                 account_id: Some(&alice_id),
                 subject: Some("list_projects"),
                 detail: Some(&format!(
                     "credential=account_key:k project={research} duration_ms=1"
                 )),
-                ..Default::default()
+                ..AuditEvent::new(Event::ToolCall, Outcome::Success)
             },
             old,
         )
@@ -222,10 +221,8 @@ async fn old_audit_rows_are_pruned_in_bounded_batches() {
         app.store
             .record_audit(
                 &AuditEvent {
-                    event: "tool_call",
-                    outcome: "success",
                     subject: Some(&format!("row{i}")),
-                    ..Default::default()
+                    ..AuditEvent::new(Event::ToolCall, Outcome::Success)
                 },
                 now - age,
             )
