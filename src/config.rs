@@ -302,181 +302,74 @@ impl Config {
     }
 
     /// Builds the configuration from a map of variable names to values (missing = default).
-    pub fn from_vars(vars: &HashMap<String, String>) -> Result<Config, ConfigError> {
-        let get = |name: &str| vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
-        // An integer setting: its name, its default, its bounds.
-        let int = |name: &'static str, default: i64, range: (i64, i64)| {
-            parse_int(name, get(name), default, range)
-        };
-
-        let (mcp_server_url, mcp_path, origin) = mcp_endpoint(get("MCP_SERVER_URL"))?;
-        let (issuer, issuer_url) = issuer(get("GATEHOUSE_ISSUER"), origin)?;
-
-        let frontend_url = frontend_url(get("FRONTEND_URL"), &issuer_url, &issuer)?;
-
-        let database_url = get("DATABASE_URL")
-            .unwrap_or(DEFAULT_DATABASE_URL)
-            .to_string();
-        // Refused here rather than at the first connection.
-        crate::store::Backend::from_url(&database_url)
-            .map_err(|m| ConfigError::new("DATABASE_URL", m))?;
-
-        let bind = socket_addr(
-            "GATEHOUSE_BIND",
-            get("GATEHOUSE_BIND").unwrap_or("127.0.0.1:8080"),
-            "127.0.0.1:8080",
-        )?;
-        let metrics_bind = get("GATEHOUSE_METRICS_BIND")
-            .map(|raw| socket_addr("GATEHOUSE_METRICS_BIND", raw, "127.0.0.1:9090"))
-            .transpose()?;
-
-        let oauth_enabled = switch("GATEHOUSE_OAUTH", get("GATEHOUSE_OAUTH"), true)?;
-
-        let personal_upstreams = switch(
-            "GATEHOUSE_PERSONAL_UPSTREAMS",
-            get("GATEHOUSE_PERSONAL_UPSTREAMS"),
-            true,
-        )?;
-        let upstream_allow_hosts = upstream_allow_hosts(get("GATEHOUSE_UPSTREAM_ALLOW_HOSTS"))?;
-
-        let password_signin = switch(
-            "GATEHOUSE_PASSWORD_SIGNIN",
-            get("GATEHOUSE_PASSWORD_SIGNIN"),
-            true,
-        )?;
-
-        let auth_cache = switch("GATEHOUSE_AUTH_CACHE", get("GATEHOUSE_AUTH_CACHE"), true)?;
-
-        let listen_database_url =
-            listen_database_url(get("GATEHOUSE_LISTEN_DATABASE_URL"), &database_url)?;
-
-        let allowed_origins = allowed_origins(get("GATEHOUSE_ALLOWED_ORIGINS"), &issuer_url)?;
-
-        let access_token_ttl_secs = int("GATEHOUSE_ACCESS_TOKEN_TTL", 3600, (60, 86_400))?;
-        let refresh_grace_secs = int(
-            "GATEHOUSE_REFRESH_GRACE_SECONDS",
-            60,
-            // A long window would let a stolen, rotated refresh token keep working: bounded.
-            (0, 600),
-        )?;
-        let max_result_bytes = int(
-            "GATEHOUSE_MAX_RESULT_BYTES",
-            65536,
-            (1024, 16 * 1024 * 1024),
-        )? as usize;
-        let quota_calls_per_hour = int(
-            "GATEHOUSE_QUOTA_CALLS_PER_HOUR",
-            DEFAULT_QUOTA_CALLS_PER_HOUR as i64,
-            (0, MAX_QUOTA_CALLS_PER_HOUR as i64),
-        )? as u64;
-
+    ///
+    /// The settings are read area by area, in a fixed order, so that the error returned is
+    /// always the one of the first bad variable in that order.
+    pub fn from_vars(map: &HashMap<String, String>) -> Result<Config, ConfigError> {
+        let vars = Vars(map);
+        let endpoints = endpoints(vars)?;
+        let database_url = database_url(vars)?;
+        let (bind, metrics_bind) = listen_addresses(vars)?;
+        let features = features(vars)?;
+        let (auth_cache, listen_database_url) = validation_cache(vars, &database_url)?;
+        let allowed_origins =
+            allowed_origins(vars.get("GATEHOUSE_ALLOWED_ORIGINS"), &endpoints.issuer_url)?;
+        let tokens = token_limits(vars)?;
         let bootstrap_account = bootstrap_account(
-            get("GATEHOUSE_BOOTSTRAP_EMAIL"),
-            vars.get("GATEHOUSE_BOOTSTRAP_PASSWORD"),
+            vars.get("GATEHOUSE_BOOTSTRAP_EMAIL"),
+            map.get("GATEHOUSE_BOOTSTRAP_PASSWORD"),
         )?;
-        let log_format = log_format(get("GATEHOUSE_LOG_FORMAT"))?;
-
-        let password_workers = int(
-            "GATEHOUSE_PASSWORD_WORKERS",
-            crate::password::default_workers() as i64,
-            (1, 256),
-        )? as usize;
-        let password_queue = int(
-            "GATEHOUSE_PASSWORD_QUEUE",
-            crate::password::DEFAULT_QUEUE as i64,
-            (1, 10_000),
-        )? as usize;
-        let registrations_per_hour = int(
-            "GATEHOUSE_REGISTRATIONS_PER_HOUR",
-            DEFAULT_REGISTRATIONS_PER_HOUR,
-            (1, 1_000_000),
-        )?;
-        let registration_bytes_per_hour = int(
-            "GATEHOUSE_REGISTRATION_BYTES_PER_HOUR",
-            DEFAULT_REGISTRATION_BYTES_PER_HOUR,
-            // At least one registration of the largest accepted size.
-            (
-                crate::domain::client::MAX_REGISTRATION_BYTES as i64,
-                1024 * 1024 * 1024,
-            ),
-        )?;
-        let unused_client_max_age_secs = int(
-            "GATEHOUSE_UNUSED_CLIENT_MAX_AGE",
-            DEFAULT_UNUSED_CLIENT_MAX_AGE_SECS,
-            // Longer than any authorization request or code takes to complete.
-            (3600, 365 * 24 * 3600),
-        )?;
-
-        let header_read_timeout_secs = int(
-            "GATEHOUSE_HEADER_READ_TIMEOUT",
-            DEFAULT_HEADER_READ_TIMEOUT_SECS,
-            (1, 3600),
-        )?;
-        let body_read_timeout_secs = int(
-            "GATEHOUSE_BODY_READ_TIMEOUT",
-            DEFAULT_BODY_READ_TIMEOUT_SECS,
-            (1, 3600),
-        )?;
-        let max_connections = int(
-            "GATEHOUSE_MAX_CONNECTIONS",
-            DEFAULT_MAX_CONNECTIONS,
-            (16, 1_000_000),
-        )? as usize;
-        let max_connections_per_address = int(
-            "GATEHOUSE_MAX_CONNECTIONS_PER_ADDRESS",
-            DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
-            (1, 1_000_000),
-        )? as usize;
-
-        let trusted_proxies = trusted_proxies(get("GATEHOUSE_TRUSTED_PROXIES"))?;
-
+        let log_format = log_format(vars.get("GATEHOUSE_LOG_FORMAT"))?;
+        let admission = admission_limits(vars)?;
+        let connections = connection_limits(vars)?;
+        let trusted_proxies = trusted_proxies(vars.get("GATEHOUSE_TRUSTED_PROXIES"))?;
         let server_key = ServerKeySettings::from_vars(
-            get("GATEHOUSE_SECRET_KEY"),
-            get("GATEHOUSE_SECRET_KEY_FILE"),
-            get("GATEHOUSE_SECRET_KEY_PREVIOUS"),
+            vars.get("GATEHOUSE_SECRET_KEY"),
+            vars.get("GATEHOUSE_SECRET_KEY_FILE"),
+            vars.get("GATEHOUSE_SECRET_KEY_PREVIOUS"),
             &database_url,
         )?;
 
-        let resource = ResourceIndicator::parse(&mcp_server_url)
+        let resource = ResourceIndicator::parse(&endpoints.mcp_server_url)
             .map_err(|e| ConfigError::new("MCP_SERVER_URL", e.to_string()))?;
         Ok(Config {
-            mcp_server_url,
+            mcp_server_url: endpoints.mcp_server_url,
             resource,
-            issuer_url,
-            mcp_path,
-            issuer,
-            frontend_url,
+            issuer_url: endpoints.issuer_url,
+            mcp_path: endpoints.mcp_path,
+            issuer: endpoints.issuer,
+            frontend_url: endpoints.frontend_url,
             database_url,
             bind,
             metrics_bind,
-            openai_apps_challenge: get("OPENAI_APPS_CHALLENGE").map(str::to_string),
-            oauth_enabled,
-            personal_upstreams,
-            upstream_allow_hosts,
-            password_signin,
+            openai_apps_challenge: vars.get("OPENAI_APPS_CHALLENGE").map(str::to_string),
+            oauth_enabled: features.oauth_enabled,
+            personal_upstreams: features.personal_upstreams,
+            upstream_allow_hosts: features.upstream_allow_hosts,
+            password_signin: features.password_signin,
             auth_cache,
             listen_database_url,
-            mcp_server_url_given: get("MCP_SERVER_URL").is_some(),
+            mcp_server_url_given: vars.get("MCP_SERVER_URL").is_some(),
             allowed_origins,
-            access_token_ttl_secs,
-            refresh_grace_secs,
-            max_result_bytes,
-            quota_calls_per_hour,
+            access_token_ttl_secs: tokens.access_token_ttl_secs,
+            refresh_grace_secs: tokens.refresh_grace_secs,
+            max_result_bytes: tokens.max_result_bytes,
+            quota_calls_per_hour: tokens.quota_calls_per_hour,
             bootstrap_account,
             log_format,
-            password_workers,
-            password_queue,
-            registrations_per_hour,
-            registration_bytes_per_hour,
-            unused_client_max_age_secs,
+            password_workers: admission.password_workers,
+            password_queue: admission.password_queue,
+            registrations_per_hour: admission.registrations_per_hour,
+            registration_bytes_per_hour: admission.registration_bytes_per_hour,
+            unused_client_max_age_secs: admission.unused_client_max_age_secs,
             trusted_proxies,
-            header_read_timeout_secs,
-            body_read_timeout_secs,
-            max_connections,
-            max_connections_per_address,
+            header_read_timeout_secs: connections.header_read_timeout_secs,
+            body_read_timeout_secs: connections.body_read_timeout_secs,
+            max_connections: connections.max_connections,
+            max_connections_per_address: connections.max_connections_per_address,
             server_key,
-            surface: surface::SurfaceConfig::from_vars(vars)?,
-            identity: identity::IdentityConfig::from_vars(vars)?,
+            surface: surface::SurfaceConfig::from_vars(map)?,
+            identity: identity::IdentityConfig::from_vars(map)?,
         })
     }
 
@@ -499,6 +392,269 @@ impl Config {
             self.mcp_path
         )
     }
+}
+
+/// The map of settings [`Config::from_vars`] reads, by variable name.
+#[derive(Clone, Copy)]
+struct Vars<'a>(&'a HashMap<String, String>);
+
+impl<'a> Vars<'a> {
+    /// The value of `name`, trimmed; `None` when it is unset or blank.
+    fn get(self, name: &str) -> Option<&'a str> {
+        self.0.get(name).map(|v| v.trim()).filter(|v| !v.is_empty())
+    }
+
+    /// The integer setting `name`: `default` when unset, else a whole number within `range`
+    /// (inclusive).
+    ///
+    /// Errors: as [`parse_int`].
+    fn int(self, name: &'static str, default: i64, range: (i64, i64)) -> Result<i64, ConfigError> {
+        parse_int(name, self.get(name), default, range)
+    }
+}
+
+/// Where this server is reached: `MCP_SERVER_URL`, `GATEHOUSE_ISSUER` and `FRONTEND_URL`, as
+/// [`Config`] holds them.
+struct Endpoints {
+    mcp_server_url: String,
+    mcp_path: String,
+    issuer: String,
+    issuer_url: Url,
+    frontend_url: PublicUrl,
+}
+
+/// Reads `MCP_SERVER_URL`, then `GATEHOUSE_ISSUER` (default: the MCP URL's origin), then
+/// `FRONTEND_URL` (default: the issuer).
+///
+/// Errors: the first of those that is not a valid URL of its kind.
+fn endpoints(vars: Vars<'_>) -> Result<Endpoints, ConfigError> {
+    let (mcp_server_url, mcp_path, origin) = mcp_endpoint(vars.get("MCP_SERVER_URL"))?;
+    let (issuer, issuer_url) = issuer(vars.get("GATEHOUSE_ISSUER"), origin)?;
+    let frontend_url = frontend_url(vars.get("FRONTEND_URL"), &issuer_url, &issuer)?;
+    Ok(Endpoints {
+        mcp_server_url,
+        mcp_path,
+        issuer,
+        issuer_url,
+        frontend_url,
+    })
+}
+
+/// `DATABASE_URL` (default [`DEFAULT_DATABASE_URL`]), checked to name a supported database.
+///
+/// Errors: a URL of no supported backend, refused here rather than at the first connection.
+fn database_url(vars: Vars<'_>) -> Result<String, ConfigError> {
+    let database_url = vars
+        .get("DATABASE_URL")
+        .unwrap_or(DEFAULT_DATABASE_URL)
+        .to_string();
+    // Refused here rather than at the first connection.
+    crate::store::Backend::from_url(&database_url)
+        .map_err(|m| ConfigError::new("DATABASE_URL", m))?;
+    Ok(database_url)
+}
+
+/// `GATEHOUSE_BIND` (default `127.0.0.1:8080`) and `GATEHOUSE_METRICS_BIND` (`None` when
+/// unset): the server's and the metrics' listen addresses.
+///
+/// Errors: a value that is not an address and port.
+fn listen_addresses(vars: Vars<'_>) -> Result<(SocketAddr, Option<SocketAddr>), ConfigError> {
+    let bind = socket_addr(
+        "GATEHOUSE_BIND",
+        vars.get("GATEHOUSE_BIND").unwrap_or("127.0.0.1:8080"),
+        "127.0.0.1:8080",
+    )?;
+    let metrics_bind = vars
+        .get("GATEHOUSE_METRICS_BIND")
+        .map(|raw| socket_addr("GATEHOUSE_METRICS_BIND", raw, "127.0.0.1:9090"))
+        .transpose()?;
+    Ok((bind, metrics_bind))
+}
+
+/// What the server offers, as [`Config`] holds it: OAuth, people's own upstreams (and the
+/// hosts those may name), password sign-in.
+struct Features {
+    oauth_enabled: bool,
+    personal_upstreams: bool,
+    upstream_allow_hosts: Vec<AllowedHost>,
+    password_signin: bool,
+}
+
+/// Reads `GATEHOUSE_OAUTH`, `GATEHOUSE_PERSONAL_UPSTREAMS`, `GATEHOUSE_UPSTREAM_ALLOW_HOSTS`
+/// and `GATEHOUSE_PASSWORD_SIGNIN`, in that order (each switch on by default).
+///
+/// Errors: the first switch that is neither on nor off, or a bad allowed host.
+fn features(vars: Vars<'_>) -> Result<Features, ConfigError> {
+    let oauth_enabled = switch("GATEHOUSE_OAUTH", vars.get("GATEHOUSE_OAUTH"), true)?;
+    let personal_upstreams = switch(
+        "GATEHOUSE_PERSONAL_UPSTREAMS",
+        vars.get("GATEHOUSE_PERSONAL_UPSTREAMS"),
+        true,
+    )?;
+    let upstream_allow_hosts = upstream_allow_hosts(vars.get("GATEHOUSE_UPSTREAM_ALLOW_HOSTS"))?;
+    let password_signin = switch(
+        "GATEHOUSE_PASSWORD_SIGNIN",
+        vars.get("GATEHOUSE_PASSWORD_SIGNIN"),
+        true,
+    )?;
+    Ok(Features {
+        oauth_enabled,
+        personal_upstreams,
+        upstream_allow_hosts,
+        password_signin,
+    })
+}
+
+/// The validation cache's settings: `GATEHOUSE_AUTH_CACHE` (on by default) and
+/// `GATEHOUSE_LISTEN_DATABASE_URL` (checked against `database_url`).
+///
+/// Errors: a switch that is neither on nor off, or a listen URL that does not fit the database.
+fn validation_cache(
+    vars: Vars<'_>,
+    database_url: &str,
+) -> Result<(bool, Option<String>), ConfigError> {
+    let auth_cache = switch(
+        "GATEHOUSE_AUTH_CACHE",
+        vars.get("GATEHOUSE_AUTH_CACHE"),
+        true,
+    )?;
+    let listen_database_url =
+        listen_database_url(vars.get("GATEHOUSE_LISTEN_DATABASE_URL"), database_url)?;
+    Ok((auth_cache, listen_database_url))
+}
+
+/// Token lifetimes and what a tool call may use, as [`Config`] holds them.
+struct TokenLimits {
+    access_token_ttl_secs: i64,
+    refresh_grace_secs: i64,
+    max_result_bytes: usize,
+    quota_calls_per_hour: u64,
+}
+
+/// Reads `GATEHOUSE_ACCESS_TOKEN_TTL`, `GATEHOUSE_REFRESH_GRACE_SECONDS`,
+/// `GATEHOUSE_MAX_RESULT_BYTES` and `GATEHOUSE_QUOTA_CALLS_PER_HOUR`, in that order.
+///
+/// Errors: the first that is not a whole number within its bounds.
+fn token_limits(vars: Vars<'_>) -> Result<TokenLimits, ConfigError> {
+    let access_token_ttl_secs = vars.int("GATEHOUSE_ACCESS_TOKEN_TTL", 3600, (60, 86_400))?;
+    let refresh_grace_secs = vars.int(
+        "GATEHOUSE_REFRESH_GRACE_SECONDS",
+        60,
+        // A long window would let a stolen, rotated refresh token keep working: bounded.
+        (0, 600),
+    )?;
+    let max_result_bytes = vars.int(
+        "GATEHOUSE_MAX_RESULT_BYTES",
+        65536,
+        (1024, 16 * 1024 * 1024),
+    )? as usize;
+    let quota_calls_per_hour = vars.int(
+        "GATEHOUSE_QUOTA_CALLS_PER_HOUR",
+        DEFAULT_QUOTA_CALLS_PER_HOUR as i64,
+        (0, MAX_QUOTA_CALLS_PER_HOUR as i64),
+    )? as u64;
+    Ok(TokenLimits {
+        access_token_ttl_secs,
+        refresh_grace_secs,
+        max_result_bytes,
+        quota_calls_per_hour,
+    })
+}
+
+/// How much password work and registration the server admits, and how long an unused client
+/// is kept, as [`Config`] holds them.
+struct AdmissionLimits {
+    password_workers: usize,
+    password_queue: usize,
+    registrations_per_hour: i64,
+    registration_bytes_per_hour: i64,
+    unused_client_max_age_secs: i64,
+}
+
+/// Reads `GATEHOUSE_PASSWORD_WORKERS`, `GATEHOUSE_PASSWORD_QUEUE`,
+/// `GATEHOUSE_REGISTRATIONS_PER_HOUR`, `GATEHOUSE_REGISTRATION_BYTES_PER_HOUR` and
+/// `GATEHOUSE_UNUSED_CLIENT_MAX_AGE`, in that order.
+///
+/// Errors: the first that is not a whole number within its bounds.
+fn admission_limits(vars: Vars<'_>) -> Result<AdmissionLimits, ConfigError> {
+    let password_workers = vars.int(
+        "GATEHOUSE_PASSWORD_WORKERS",
+        crate::password::default_workers() as i64,
+        (1, 256),
+    )? as usize;
+    let password_queue = vars.int(
+        "GATEHOUSE_PASSWORD_QUEUE",
+        crate::password::DEFAULT_QUEUE as i64,
+        (1, 10_000),
+    )? as usize;
+    let registrations_per_hour = vars.int(
+        "GATEHOUSE_REGISTRATIONS_PER_HOUR",
+        DEFAULT_REGISTRATIONS_PER_HOUR,
+        (1, 1_000_000),
+    )?;
+    let registration_bytes_per_hour = vars.int(
+        "GATEHOUSE_REGISTRATION_BYTES_PER_HOUR",
+        DEFAULT_REGISTRATION_BYTES_PER_HOUR,
+        // At least one registration of the largest accepted size.
+        (
+            crate::domain::client::MAX_REGISTRATION_BYTES as i64,
+            1024 * 1024 * 1024,
+        ),
+    )?;
+    let unused_client_max_age_secs = vars.int(
+        "GATEHOUSE_UNUSED_CLIENT_MAX_AGE",
+        DEFAULT_UNUSED_CLIENT_MAX_AGE_SECS,
+        // Longer than any authorization request or code takes to complete.
+        (3600, 365 * 24 * 3600),
+    )?;
+    Ok(AdmissionLimits {
+        password_workers,
+        password_queue,
+        registrations_per_hour,
+        registration_bytes_per_hour,
+        unused_client_max_age_secs,
+    })
+}
+
+/// Read timeouts and connection caps of the listener, as [`Config`] holds them.
+struct ConnectionLimits {
+    header_read_timeout_secs: i64,
+    body_read_timeout_secs: i64,
+    max_connections: usize,
+    max_connections_per_address: usize,
+}
+
+/// Reads `GATEHOUSE_HEADER_READ_TIMEOUT`, `GATEHOUSE_BODY_READ_TIMEOUT`,
+/// `GATEHOUSE_MAX_CONNECTIONS` and `GATEHOUSE_MAX_CONNECTIONS_PER_ADDRESS`, in that order.
+///
+/// Errors: the first that is not a whole number within its bounds.
+fn connection_limits(vars: Vars<'_>) -> Result<ConnectionLimits, ConfigError> {
+    let header_read_timeout_secs = vars.int(
+        "GATEHOUSE_HEADER_READ_TIMEOUT",
+        DEFAULT_HEADER_READ_TIMEOUT_SECS,
+        (1, 3600),
+    )?;
+    let body_read_timeout_secs = vars.int(
+        "GATEHOUSE_BODY_READ_TIMEOUT",
+        DEFAULT_BODY_READ_TIMEOUT_SECS,
+        (1, 3600),
+    )?;
+    let max_connections = vars.int(
+        "GATEHOUSE_MAX_CONNECTIONS",
+        DEFAULT_MAX_CONNECTIONS,
+        (16, 1_000_000),
+    )? as usize;
+    let max_connections_per_address = vars.int(
+        "GATEHOUSE_MAX_CONNECTIONS_PER_ADDRESS",
+        DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+        (1, 1_000_000),
+    )? as usize;
+    Ok(ConnectionLimits {
+        header_read_timeout_secs,
+        body_read_timeout_secs,
+        max_connections,
+        max_connections_per_address,
+    })
 }
 
 /// The issuer's own origin; for a loopback issuer also its other loopback spellings on the same

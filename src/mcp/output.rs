@@ -532,100 +532,19 @@ fn cut(produced: &Produced, value: Value, whole_size: usize, max_bytes: usize) -
     {
         list.truncate(1);
     }
-    let links_in = |v: &Value| -> Vec<ContentBlock> {
-        if produced.paging.is_some() {
-            Vec::new()
-        } else {
-            links_in(&produced.links, v)
-        }
+    let cutter = Cutter {
+        produced,
+        total,
+        max_bytes,
     };
-    // The cursor past the item the cut left (past the first item even if the cut could not
-    // keep it, so paging always moves on) and the sentence naming it; none when the result
-    // held one item only.
-    let resume = |v: &Value| -> Option<(String, String)> {
-        let (paging, tool) = produced.paging.as_ref()?;
-        let kept = v
-            .get(paging.list)
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len)
-            .max(1);
-        if kept >= total {
-            return None;
-        }
-        let cursor = (paging.resume)(kept);
-        let sentence =
-            format!(" For the rest, call {tool} again with \"cursor\" set to nextCursor.");
-        Some((cursor, sentence))
-    };
-    let note = format!(
-        "[Result cut to fit {max_bytes} bytes (it was {whole_size}): the last list items and the \
-         end of long texts are missing. Ask for less, e.g. a smaller limit, or read one note at \
-         a time.]"
-    );
-    // At the lowest limits the note itself is a fair share of the room: a short one is tried
-    // before giving up.
-    let short_note = format!("[Result cut to fit {max_bytes} bytes; ask for less.]");
-    let ids_note = format!(
-        "[Result cut to fit {max_bytes} bytes: only its ids are left; read the item for the rest.]"
-    );
-    let attempt = |value: Value, note: &str, with_cursor: bool| {
-        // The JSON is sent twice (structured and as escaped text): start from half the room
-        // left; `cut_to_fit` tightens the budget by what the assembled answer still exceeds.
-        let budget = max_bytes.saturating_sub(note.len() + OVERHEAD) / 2;
-        let build = |v: &Value| {
-            let mut marked = v.clone();
-            let mut note = note.to_string();
-            if let Value::Object(map) = &mut marked {
-                map.insert("truncated".to_string(), Value::Bool(true));
-                if let Some((cursor, sentence)) = resume(v).filter(|_| with_cursor) {
-                    map.insert("nextCursor".to_string(), Value::String(cursor));
-                    note.insert_str(note.len() - 1, &sentence);
-                }
-            }
-            let kept = links_in(&marked);
-            assemble(marked, &kept, Some(&note))
-        };
-        cut_to_fit(value, max_bytes.saturating_sub(ENVELOPE), budget, build)
-    };
-    // A carried-out write must still say it succeeded and name what it made: as a last step,
-    // every member but the ids and links ([`KEEP_WHOLE`]) is dropped.
-    // Below a few KiB the long note would take room from the items themselves.
-    // A paged result is already down to its first item: the shortest note leaves its texts
-    // the most room (the sentence naming the cursor is added to it).
-    let paged_note = format!("[Cut to fit {max_bytes} bytes.]");
-    let first = if produced.paging.is_some() {
-        &paged_note
-    } else if max_bytes < 4 * 1024 {
-        &short_note
-    } else {
-        &note
-    };
-    let chain = |with_cursor: bool| {
-        attempt(value.clone(), first, with_cursor)
-            .or_else(|| attempt(value.clone(), &short_note, with_cursor))
-            .or_else(|| attempt(ids_only(&value), &ids_note, with_cursor))
-    };
-    // A paged result's one item keeps its texts as long as the room allows, all cut alike.
-    let capped = || {
-        cap_to_fit(&value, max_bytes, |v| {
-            let mut marked = v.clone();
-            let mut note = paged_note.clone();
-            if let Value::Object(map) = &mut marked {
-                map.insert("truncated".to_string(), Value::Bool(true));
-                if let Some((cursor, sentence)) = resume(v) {
-                    map.insert("nextCursor".to_string(), Value::String(cursor));
-                    note.insert_str(note.len() - 1, &sentence);
-                }
-            }
-            assemble(marked, &[], Some(&note))
-        })
-    };
+    let notes = CutNotes::new(max_bytes, whole_size);
+    let first = notes.first(produced.paging.is_some(), max_bytes);
     produced
         .paging
         .as_ref()
-        .and_then(|_| capped())
-        .or_else(|| chain(true))
-        .or_else(|| chain(false))
+        .and_then(|_| cutter.capped(&value, &notes.paged))
+        .or_else(|| cutter.chain(&value, &notes, first, true))
+        .or_else(|| cutter.chain(&value, &notes, first, false))
         .unwrap_or_else(|| {
             CallToolResult::error(vec![ContentBlock::text(format!(
                 "The result ({whole_size} bytes) does not fit the server's limit of {max_bytes} \
@@ -633,6 +552,149 @@ fn cut(produced: &Produced, value: Value, whole_size: usize, max_bytes: usize) -
                  smaller limit) or read one item at a time."
             ))])
         })
+}
+
+/// The notes a [`cut`] result may carry, from the longest to the shortest.
+struct CutNotes {
+    /// What is missing and how to ask for less.
+    long: String,
+    /// At the lowest limits the note itself is a fair share of the room: a short one is tried
+    /// before giving up.
+    short: String,
+    /// For a result cut down to its ids ([`ids_only`]).
+    ids: String,
+    /// A paged result is already down to its first item: the shortest note leaves its texts
+    /// the most room (the sentence naming the cursor is added to it).
+    paged: String,
+}
+
+impl CutNotes {
+    /// The notes of a result of `whole_size` bytes cut to `max_bytes`.
+    fn new(max_bytes: usize, whole_size: usize) -> CutNotes {
+        CutNotes {
+            long: format!(
+                "[Result cut to fit {max_bytes} bytes (it was {whole_size}): the last list items and the \
+                 end of long texts are missing. Ask for less, e.g. a smaller limit, or read one note at \
+                 a time.]"
+            ),
+            short: format!("[Result cut to fit {max_bytes} bytes; ask for less.]"),
+            ids: format!(
+                "[Result cut to fit {max_bytes} bytes: only its ids are left; read the item for the rest.]"
+            ),
+            paged: format!("[Cut to fit {max_bytes} bytes.]"),
+        }
+    }
+
+    /// The note tried first: the paged one for a `paged` result, else the short one below a few
+    /// KiB of `max_bytes` (the long note would take room from the items themselves), else the
+    /// long one.
+    fn first(&self, paged: bool, max_bytes: usize) -> &str {
+        if paged {
+            &self.paged
+        } else if max_bytes < 4 * 1024 {
+            &self.short
+        } else {
+            &self.long
+        }
+    }
+}
+
+/// What the steps of [`cut`] share: the result cut, the length of its paged list when whole,
+/// and the limit.
+struct Cutter<'a> {
+    produced: &'a Produced,
+    /// Items of the paged list in the whole result (0 when it is not paged).
+    total: usize,
+    max_bytes: usize,
+}
+
+impl Cutter<'_> {
+    /// The links of the items still in `v`; none for a paged result (they would take the room
+    /// of its texts).
+    fn links_in(&self, v: &Value) -> Vec<ContentBlock> {
+        if self.produced.paging.is_some() {
+            Vec::new()
+        } else {
+            links_in(&self.produced.links, v)
+        }
+    }
+
+    /// The cursor past the item the cut left in `v` (past the first item even if the cut could
+    /// not keep it, so paging always moves on) and the sentence naming it; none when the result
+    /// is not paged or held one item only.
+    fn resume(&self, v: &Value) -> Option<(String, String)> {
+        let (paging, tool) = self.produced.paging.as_ref()?;
+        let kept = v
+            .get(paging.list)
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len)
+            .max(1);
+        if kept >= self.total {
+            return None;
+        }
+        let cursor = (paging.resume)(kept);
+        let sentence =
+            format!(" For the rest, call {tool} again with \"cursor\" set to nextCursor.");
+        Some((cursor, sentence))
+    }
+
+    /// `v` marked `truncated` and the `note` it carries; `with_cursor`, also its `nextCursor`
+    /// ([`Cutter::resume`]), named by a sentence added inside the note's brackets.
+    fn mark(&self, v: &Value, note: &str, with_cursor: bool) -> (Value, String) {
+        let mut marked = v.clone();
+        let mut note = note.to_string();
+        if let Value::Object(map) = &mut marked {
+            map.insert("truncated".to_string(), Value::Bool(true));
+            if let Some((cursor, sentence)) = self.resume(v).filter(|_| with_cursor) {
+                map.insert("nextCursor".to_string(), Value::String(cursor));
+                note.insert_str(note.len() - 1, &sentence);
+            }
+        }
+        (marked, note)
+    }
+
+    /// `value` cut ([`cut_to_fit`]) until it fits with `note` (and its cursor when
+    /// `with_cursor`) and its links; `None` when it does not.
+    fn attempt(&self, value: Value, note: &str, with_cursor: bool) -> Option<CallToolResult> {
+        // The JSON is sent twice (structured and as escaped text): start from half the room
+        // left; `cut_to_fit` tightens the budget by what the assembled answer still exceeds.
+        let budget = self.max_bytes.saturating_sub(note.len() + OVERHEAD) / 2;
+        let build = |v: &Value| {
+            let (marked, note) = self.mark(v, note, with_cursor);
+            let kept = self.links_in(&marked);
+            assemble(marked, &kept, Some(&note))
+        };
+        cut_to_fit(
+            value,
+            self.max_bytes.saturating_sub(ENVELOPE),
+            budget,
+            build,
+        )
+    }
+
+    /// The attempts in order: `value` with the `first` note, then with the short note; at last
+    /// only its ids ([`ids_only`]), as a carried-out write must still say it succeeded and name
+    /// what it made ([`KEEP_WHOLE`]).
+    fn chain(
+        &self,
+        value: &Value,
+        notes: &CutNotes,
+        first: &str,
+        with_cursor: bool,
+    ) -> Option<CallToolResult> {
+        self.attempt(value.clone(), first, with_cursor)
+            .or_else(|| self.attempt(value.clone(), &notes.short, with_cursor))
+            .or_else(|| self.attempt(ids_only(value), &notes.ids, with_cursor))
+    }
+
+    /// A paged result's one item in `value`, its texts kept as long as the room allows, all cut
+    /// alike ([`cap_to_fit`]), with the `paged_note` and the cursor; no links.
+    fn capped(&self, value: &Value, paged_note: &str) -> Option<CallToolResult> {
+        cap_to_fit(value, self.max_bytes, |v| {
+            let (marked, note) = self.mark(v, paged_note, true);
+            assemble(marked, &[], Some(&note))
+        })
+    }
 }
 
 /// The JSON size, in bytes, of the result [`render`] sends uncut for `value` and `links`, plus

@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::auth::Principal;
 use super::output;
 use super::views::{JobView, NoteView, ProjectView};
-use crate::domain::notes::{JOB_TEMPLATE, NOTE_TEMPLATE, PROJECT_TEMPLATE, ResourceUri};
+use crate::domain::notes::{JOB_TEMPLATE, JobKind, NOTE_TEMPLATE, PROJECT_TEMPLATE, ResourceUri};
 use crate::state::AppState;
 use crate::store::StoreError;
 
@@ -243,10 +243,30 @@ pub async fn read(
     principal: &Principal,
     uri: &str,
 ) -> Result<ReadResourceResult, ErrorData> {
-    let store = &app.store;
-    // A job's document may be read from its `from`-th note on (`?from=N`, the `next_page` of a
-    // cut document); no other resource takes a query.
-    let (base, from) = match uri.split_once('?') {
+    let (base, from) = split_page(uri)?;
+    let parsed = ResourceUri::parse(base).ok_or_else(|| not_found(uri))?;
+    if from.is_some() && !matches!(parsed, ResourceUri::Job { .. }) {
+        return Err(not_found(uri));
+    }
+    match parsed {
+        ResourceUri::Project { project_id } => read_project(app, principal, uri, &project_id).await,
+        ResourceUri::Note {
+            project_id,
+            note_id,
+        } => read_note(app, principal, uri, &project_id, &note_id).await,
+        ResourceUri::Job { kind, job_id } => {
+            read_job(app, principal, uri, base, kind, &job_id, from).await
+        }
+    }
+}
+
+/// `uri` without its query, and the page its query asks for: a job's document may be read
+/// from its `from`-th note on (`?from=N`, the `next_page` of a cut document); no other
+/// resource takes a query.
+///
+/// Errors: resource not found for any other query, or an `N` beyond [`MAX_CURSOR_OFFSET`].
+fn split_page(uri: &str) -> Result<(&str, Option<usize>), ErrorData> {
+    Ok(match uri.split_once('?') {
         None => (uri, None),
         Some((base, query)) => {
             let from = query
@@ -256,105 +276,134 @@ pub async fn read(
                 .ok_or_else(|| not_found(uri))?;
             (base, Some(from))
         }
-    };
-    let parsed = ResourceUri::parse(base).ok_or_else(|| not_found(uri))?;
-    if from.is_some() && !matches!(parsed, ResourceUri::Job { .. }) {
-        return Err(not_found(uri));
+    })
+}
+
+/// The project resource `uri` of `project_id`, when the caller reaches that project: its
+/// [`ProjectView`] with the notes counted.
+///
+/// Errors: resource not found when it does not; storage failures.
+async fn read_project(
+    app: &AppState,
+    principal: &Principal,
+    uri: &str,
+    project_id: &str,
+) -> Result<ReadResourceResult, ErrorData> {
+    let store = &app.store;
+    let m = store
+        .reachable_membership(principal, project_id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found(uri))?;
+    let count = store.count_notes(project_id).await.map_err(internal)?;
+    let view = ProjectView::new(&app.config, &m, count);
+    let rest = format!("Open the project in the console: {}", view.console_url);
+    json_contents(app, uri, move || serde_json::to_value(view), rest).await
+}
+
+/// The note resource `uri` of `note_id` in `project_id`, when the caller reaches that
+/// project and the note exists: its [`NoteView`].
+///
+/// Errors: resource not found otherwise; storage failures.
+async fn read_note(
+    app: &AppState,
+    principal: &Principal,
+    uri: &str,
+    project_id: &str,
+    note_id: &str,
+) -> Result<ReadResourceResult, ErrorData> {
+    let store = &app.store;
+    store
+        .reachable_membership(principal, project_id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found(uri))?;
+    let note = store
+        .note(project_id, note_id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found(uri))?;
+    let rest = format!(
+        "Too long for one result: get_note returns the text in parts (body_from = next_body_from); whole in the console: {}/projects/{project_id}",
+        app.config.frontend_url
+    );
+    let view = NoteView::from(note);
+    json_contents(app, uri, move || serde_json::to_value(view), rest).await
+}
+
+/// The job resource `uri` (`base` without its query) of `job_id`, when it is a job of `kind`
+/// in a project the caller reaches: its [`JobView`] and, once completed, its document, from
+/// the `from`-th note on; cut into pages between notes, each naming the next
+/// (`base?from=N`).
+///
+/// Errors: resource not found otherwise; storage failures; an internal error when the
+/// document could not be prepared or serialized.
+async fn read_job(
+    app: &AppState,
+    principal: &Principal,
+    uri: &str,
+    base: &str,
+    kind: JobKind,
+    job_id: &str,
+    from: Option<usize>,
+) -> Result<ReadResourceResult, ErrorData> {
+    let store = &app.store;
+    let job = store
+        .job(job_id)
+        .await
+        .map_err(internal)?
+        .filter(|j| j.kind == kind)
+        .ok_or_else(|| not_found(uri))?;
+    store
+        .reachable_membership(principal, &job.project_id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found(uri))?;
+    #[derive(Serialize)]
+    struct JobDocument {
+        #[serde(flatten)]
+        job: JobView,
+        document: Option<serde_json::Value>,
     }
-    match parsed {
-        ResourceUri::Project { project_id } => {
-            let m = store
-                .reachable_membership(principal, &project_id)
-                .await
-                .map_err(internal)?
-                .ok_or_else(|| not_found(uri))?;
-            let count = store.count_notes(&project_id).await.map_err(internal)?;
-            let view = ProjectView::new(&app.config, &m, count);
-            let rest = format!("Open the project in the console: {}", view.console_url);
-            json_contents(app, uri, move || serde_json::to_value(view), rest).await
-        }
-        ResourceUri::Note {
-            project_id,
-            note_id,
-        } => {
-            store
-                .reachable_membership(principal, &project_id)
-                .await
-                .map_err(internal)?
-                .ok_or_else(|| not_found(uri))?;
-            let note = store
-                .note(&project_id, &note_id)
-                .await
-                .map_err(internal)?
-                .ok_or_else(|| not_found(uri))?;
-            let rest = format!(
-                "Too long for one result: get_note returns the text in parts (body_from = next_body_from); whole in the console: {}/projects/{project_id}",
-                app.config.frontend_url
-            );
-            let view = NoteView::from(note);
-            json_contents(app, uri, move || serde_json::to_value(view), rest).await
-        }
-        ResourceUri::Job { kind, job_id } => {
-            let job = store
-                .job(&job_id)
-                .await
-                .map_err(internal)?
-                .filter(|j| j.kind == kind)
-                .ok_or_else(|| not_found(uri))?;
-            store
-                .reachable_membership(principal, &job.project_id)
-                .await
-                .map_err(internal)?
-                .ok_or_else(|| not_found(uri))?;
-            #[derive(Serialize)]
-            struct JobDocument {
-                #[serde(flatten)]
-                job: JobView,
-                document: Option<serde_json::Value>,
+    // Said only when one note alone does not fit a page: short, the page has no room.
+    let rest = "Read the note whole with get_note.".to_string();
+    let view = JobView::from(&job);
+    let result = job.result;
+    let from = from.unwrap_or(0);
+    let base = base.to_owned();
+    let max_bytes = app.config.max_result_bytes;
+    let uri = uri.to_owned();
+    let document = move || {
+        let mut document: Option<serde_json::Value> =
+            result.as_deref().and_then(|d| serde_json::from_str(d).ok());
+        // `?from=N`: the notes from the N-th on (0-based), and where they start.
+        if from > 0
+            && let Some(doc) = document.as_mut().and_then(|d| d.as_object_mut())
+        {
+            if let Some(notes) = doc.get_mut("notes").and_then(|n| n.as_array_mut()) {
+                notes.drain(..from.min(notes.len()));
             }
-            // Said only when one note alone does not fit a page: short, the page has no room.
-            let rest = "Read the note whole with get_note.".to_string();
-            let view = JobView::from(&job);
-            let result = job.result;
-            let from = from.unwrap_or(0);
-            let base = base.to_owned();
-            let max_bytes = app.config.max_result_bytes;
-            let uri = uri.to_owned();
-            let document = move || {
-                let mut document: Option<serde_json::Value> =
-                    result.as_deref().and_then(|d| serde_json::from_str(d).ok());
-                // `?from=N`: the notes from the N-th on (0-based), and where they start.
-                if from > 0
-                    && let Some(doc) = document.as_mut().and_then(|d| d.as_object_mut())
-                {
-                    if let Some(notes) = doc.get_mut("notes").and_then(|n| n.as_array_mut()) {
-                        notes.drain(..from.min(notes.len()));
-                    }
-                    doc.insert("notes_from".to_string(), serde_json::Value::from(from));
-                }
-                serde_json::to_value(JobDocument {
-                    job: view,
-                    document,
-                })
-                .map(|value| {
-                    output::resource_document_pages(
-                        &uri,
-                        value,
-                        max_bytes,
-                        &rest,
-                        &["document", "notes"],
-                        |kept| format!("{base}?from={}", from + kept),
-                    )
-                })
-            };
-            output::off_runtime(document)
-                .await
-                .ok_or_else(|| {
-                    ErrorData::internal_error("the document could not be prepared", None)
-                })?
-                .map_err(|e| ErrorData::internal_error(format!("serialize: {e}"), None))
+            doc.insert("notes_from".to_string(), serde_json::Value::from(from));
         }
-    }
+        serde_json::to_value(JobDocument {
+            job: view,
+            document,
+        })
+        .map(|value| {
+            output::resource_document_pages(
+                &uri,
+                value,
+                max_bytes,
+                &rest,
+                &["document", "notes"],
+                |kept| format!("{base}?from={}", from + kept),
+            )
+        })
+    };
+    output::off_runtime(document)
+        .await
+        .ok_or_else(|| ErrorData::internal_error("the document could not be prepared", None))?
+        .map_err(|e| ErrorData::internal_error(format!("serialize: {e}"), None))
 }
 
 #[cfg(test)]

@@ -283,6 +283,162 @@ impl GatehouseMcp {
     }
 }
 
+impl GatehouseMcp {
+    /// A `tools/call` of a tool outside the catalog: a person's own upstream's tool
+    /// ([`GatehouseMcp::call_per_person`]), else a shared upstream's
+    /// ([`GatehouseMcp::call_upstream`]), each only when `principal` may use that upstream.
+    ///
+    /// Errors: `invalid_params` "Unknown tool" when there is none it may use, or the error of
+    /// [`GatehouseMcp::may_use`] or of the per-person call.
+    async fn call_other_tool(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        principal: &Principal,
+        request: CallToolRequestParams,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(server) = self.mcp.upstreams.per_person_server(&request.name).await
+            && self.may_use(principal, &server).await?
+        {
+            return Box::pin(self.call_per_person(ctx, principal, &server, request)).await;
+        }
+        if let Some((server, tool)) = self.mcp.upstreams.find(&request.name).await
+            && self.may_use(principal, &server).await?
+        {
+            return Ok(
+                Box::pin(self.call_upstream(ctx, principal, &server, &tool, request, None)).await,
+            );
+        }
+        Err(unknown_tool(&request.name))
+    }
+
+    /// The accounting of a built-in tool's call once it answered `result`: the outcome the
+    /// audit records ([`super::quota::CONTINUED`] for a successful continuation), counted in
+    /// the tool-call metric; the account's budget refunded for a call refused for its reach or
+    /// role (a continuation spent none); an internal failure or an unavailable database
+    /// logged.
+    ///
+    /// Returns the audit outcome.
+    fn account_tool_call(
+        &self,
+        principal: &Principal,
+        tool: &'static str,
+        result: &Result<super::catalog::Produced, ToolError>,
+        continued: bool,
+        now: i64,
+    ) -> Outcome {
+        let audit_outcome = match result {
+            Ok(_) if continued => super::quota::CONTINUED,
+            Ok(_) => Outcome::Success,
+            Err(e) => e.outcome(),
+        };
+        metrics::counter!(crate::metrics::TOOL_CALLS, "tool" => tool, "outcome" => audit_outcome.as_str())
+            .increment(1);
+        // A call refused for its reach or role does not spend the account's budget (a
+        // continuation spent none).
+        if !continued {
+            self.mcp
+                .quotas
+                .refund(&principal.account_id, audit_outcome, now);
+        }
+        if let Err(ToolError::Internal(cause)) = result {
+            tracing::error!(tool, error = %cause, "MCP tool failed");
+        }
+        if let Err(ToolError::Unavailable(cause)) = result {
+            tracing::warn!(tool, error = %cause, "database unavailable for an MCP tool");
+        }
+        audit_outcome
+    }
+
+    /// Records a built-in `tools/call` of `tool` by `principal` from `ip` (event `tool_call`,
+    /// with `outcome` and `detail`) through the batched audit queue.
+    async fn audit_tool_call(
+        &self,
+        principal: &Principal,
+        tool: &str,
+        ip: Option<&str>,
+        outcome: Outcome,
+        detail: &str,
+        now: i64,
+    ) {
+        self.mcp
+            .app
+            .store
+            .audit_batched(
+                AuditEvent {
+                    event: Event::ToolCall,
+                    outcome,
+                    account_id: Some(&principal.account_id),
+                    client_id: principal.client_id.as_deref(),
+                    subject: Some(tool),
+                    source_ip: ip,
+                    detail: Some(detail),
+                },
+                now,
+            )
+            .await;
+    }
+
+    /// A built-in tool's `result` rendered as the `tools/call` answer within
+    /// `GATEHOUSE_MAX_RESULT_BYTES` (a large one off the async runtime); the next part or page
+    /// it offers is remembered for `principal`'s account, so that asking for it is not counted
+    /// again.
+    ///
+    /// Errors: `internal_error` when the rendering off the runtime failed.
+    async fn render_tool_result(
+        &self,
+        principal: &Principal,
+        tool: &str,
+        result: Result<super::catalog::Produced, ToolError>,
+        now: i64,
+    ) -> Result<CallToolResult, ErrorData> {
+        let max_bytes = self.mcp.app.config.max_result_bytes;
+        let rendered = if output::is_small(&result) {
+            output::render(result, max_bytes)
+        } else {
+            output::off_runtime(move || output::render(result, max_bytes))
+                .await
+                .ok_or_else(|| {
+                    ErrorData::internal_error("the result could not be prepared", None)
+                })?
+        };
+        if let Some(next) = super::quota::tool_continuation(tool, &rendered) {
+            self.mcp
+                .continuations
+                .offer(&principal.account_id, &next, now);
+        }
+        Ok(rendered)
+    }
+}
+
+/// The `invalid_params` error of a `tools/call` naming a tool that does not exist, or one the
+/// caller may not see: `Unknown tool: NAME`, with the name in `data`.
+fn unknown_tool(name: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!("Unknown tool: {name}"),
+        Some(serde_json::json!({ "name": name })),
+    )
+}
+
+/// The audit detail of a built-in `tools/call`: the `credential`, the `project` once
+/// resolved, the call's `duration_ms`, and the `note` it touched.
+fn tool_call_detail(
+    principal: &Principal,
+    project_id: Option<&str>,
+    elapsed_ms: u128,
+    note: Option<String>,
+) -> String {
+    let credential = principal.audit_credential();
+    let mut detail = match project_id {
+        Some(p) => format!("{credential} project={p} duration_ms={elapsed_ms}"),
+        None => format!("{credential} duration_ms={elapsed_ms}"),
+    };
+    if let Some(note) = note {
+        detail.push_str(" note=");
+        detail.push_str(&note);
+    }
+    detail
+}
+
 /// Longest note id recorded in the audit detail (ids are UUIDs).
 const MAX_NOTE_ID_CHARS: usize = 64;
 
@@ -620,6 +776,10 @@ impl ServerHandler for GatehouseMcp {
         Ok(ListToolsResult::with_all_items(tools))
     }
 
+    /// A `tools/call`: refused like an unknown tool outside the credential's tool list; an
+    /// upstream's tool is forwarded ([`GatehouseMcp::call_other_tool`]). A built-in tool: the
+    /// scope check, the quota (not spent again by a continuation), the call, its accounting
+    /// and audit, then the result rendered within `GATEHOUSE_MAX_RESULT_BYTES`.
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -628,31 +788,11 @@ impl ServerHandler for GatehouseMcp {
         let principal = principal(&ctx)?;
         if !principal.tools.allows(&request.name) {
             // Outside the credential's tool list: answered like an unknown tool.
-            return Err(ErrorData::invalid_params(
-                format!("Unknown tool: {}", request.name),
-                Some(serde_json::json!({ "name": request.name })),
-            ));
+            return Err(unknown_tool(&request.name));
         }
         let Some(def) = self.mcp.catalog.get(&request.name) else {
-            if let Some(server) = self.mcp.upstreams.per_person_server(&request.name).await
-                && self.may_use(&principal, &server).await?
-            {
-                return Box::pin(self.call_per_person(&ctx, &principal, &server, request)).await;
-            }
-            if let Some((server, tool)) = self.mcp.upstreams.find(&request.name).await
-                && self.may_use(&principal, &server).await?
-            {
-                return Ok(Box::pin(
-                    self.call_upstream(&ctx, &principal, &server, &tool, request, None),
-                )
-                .await);
-            }
-            return Err(ErrorData::invalid_params(
-                format!("Unknown tool: {}", request.name),
-                Some(serde_json::json!({ "name": request.name })),
-            ));
+            return self.call_other_tool(&ctx, &principal, request).await;
         };
-        let config = &self.mcp.app.config;
         if !principal.scopes.satisfies(def.spec.scope) {
             // The authentication layer answers 403 before this; kept as a second line.
             return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
@@ -692,72 +832,27 @@ impl ServerHandler for GatehouseMcp {
         let note_arg = note_id_argument(request.arguments.as_ref());
         let outcome = def.call(tool_ctx, request.arguments).await;
         let elapsed_ms = started.elapsed().as_millis();
-        let audit_outcome = match &outcome.result {
-            Ok(_) if continued => super::quota::CONTINUED,
-            Ok(_) => Outcome::Success,
-            Err(e) => e.outcome(),
-        };
-        metrics::counter!(crate::metrics::TOOL_CALLS, "tool" => def.spec.name, "outcome" => audit_outcome.as_str())
-            .increment(1);
-        // A call refused for its reach or role does not spend the account's budget (a
-        // continuation spent none).
-        if !continued {
-            self.mcp
-                .quotas
-                .refund(&principal.account_id, audit_outcome, now);
-        }
-        if let Err(ToolError::Internal(cause)) = &outcome.result {
-            tracing::error!(tool = def.spec.name, error = %cause, "MCP tool failed");
-        }
-        if let Err(ToolError::Unavailable(cause)) = &outcome.result {
-            tracing::warn!(tool = def.spec.name, error = %cause, "database unavailable for an MCP tool");
-        }
-        let credential = principal.audit_credential();
+        let audit_outcome =
+            self.account_tool_call(&principal, def.spec.name, &outcome.result, continued, now);
         let note = touched_note(def.spec.name, note_arg, &outcome.result);
-        let mut detail = match &outcome.project_id {
-            Some(p) => format!("{credential} project={p} duration_ms={elapsed_ms}"),
-            None => format!("{credential} duration_ms={elapsed_ms}"),
-        };
-        if let Some(note) = note {
-            detail.push_str(" note=");
-            detail.push_str(&note);
-        }
-        self.mcp
-            .app
-            .store
-            .audit_batched(
-                AuditEvent {
-                    event: Event::ToolCall,
-                    outcome: audit_outcome,
-                    account_id: Some(&principal.account_id),
-                    client_id: principal.client_id.as_deref(),
-                    subject: Some(def.spec.name),
-                    source_ip: ip.as_deref(),
-                    detail: Some(&detail),
-                },
-                now,
-            )
-            .await;
+        let detail = tool_call_detail(&principal, outcome.project_id.as_deref(), elapsed_ms, note);
+        self.audit_tool_call(
+            &principal,
+            def.spec.name,
+            ip.as_deref(),
+            audit_outcome,
+            &detail,
+            now,
+        )
+        .await;
         if let Err(ToolError::Unavailable(_)) = &outcome.result {
             // Not a tool result the model should act on: the request failed as a whole, and
             // the error layer answers it 503 with Retry-After (`errors::json_rpc_errors`).
             return Err(super::errors::unavailable());
         }
-        let max_bytes = config.max_result_bytes;
-        let rendered = if output::is_small(&outcome.result) {
-            output::render(outcome.result, max_bytes)
-        } else {
-            output::off_runtime(move || output::render(outcome.result, max_bytes))
-                .await
-                .ok_or_else(|| {
-                    ErrorData::internal_error("the result could not be prepared", None)
-                })?
-        };
-        if let Some(next) = super::quota::tool_continuation(def.spec.name, &rendered) {
-            self.mcp
-                .continuations
-                .offer(&principal.account_id, &next, now);
-        }
+        let rendered = self
+            .render_tool_result(&principal, def.spec.name, outcome.result, now)
+            .await?;
         Ok(rendered.into())
     }
 

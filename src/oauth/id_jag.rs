@@ -156,7 +156,10 @@ pub async fn grant(
     })
 }
 
-/// Every check of the module docs: (provider, account id, granted scope).
+/// Every check of the module docs: (provider, account id, granted scope). In order: the
+/// JWT header and issuer, the signature by a trusted identity provider, the audience, client
+/// and resource, the times, `jti` and `sub`, the scope and the account; the `jti` is spent
+/// last, once every other check passed.
 async fn check(
     state: &AppState,
     client: &ClientRecord,
@@ -164,6 +167,36 @@ async fn check(
     assertion: &str,
     now: i64,
 ) -> Result<(IdentityProvider, String, String), OAuthError> {
+    let (header, issuer) = header_and_issuer(assertion)?;
+    let (provider, claims) = trusted_claims(state, &issuer, assertion, &header).await?;
+    check_audience_client_resource(&state.config, client, params, &claims)?;
+    let exp = check_times(&claims, now)?;
+    let Some(jti) = claims.jti.as_deref().filter(|j| !j.is_empty()) else {
+        return Err(refused("the assertion has no jti"));
+    };
+    let Some(subject) = claims.sub.as_deref().filter(|s| !s.is_empty()) else {
+        return Err(refused("the assertion has no sub"));
+    };
+    let scope = granted_scope(claims.scope.as_deref(), params.get("scope"))?;
+    let account_id = account_of(state, &provider, subject, claims.email.as_deref(), now).await?;
+    // Spent once every other check passed: one conditional statement, so a replay is refused
+    // on every instance sharing the database.
+    let jti_hash = Secret::from_presented(jti.to_string()).hash();
+    if !state
+        .store
+        .spend_client_assertion(&format!("id-jag {issuer}"), &jti_hash, exp, now)
+        .await?
+    {
+        return Err(refused("the assertion was already used"));
+    }
+    Ok((provider, account_id, scope))
+}
+
+/// The JWT header of `assertion` and its issuer, read before the signature is checked: a
+/// signed JWT of bounded size, `typ` [`ID_JAG_TYP`], an accepted asymmetric `alg`.
+///
+/// Errors: `invalid_grant` saying which check failed.
+fn header_and_issuer(assertion: &str) -> Result<(jsonwebtoken::Header, String), OAuthError> {
     if assertion.len() > MAX_ASSERTION_BYTES {
         return Err(refused("the assertion is too large"));
     }
@@ -183,7 +216,22 @@ async fn check(
         )));
     }
     let issuer = unverified_issuer(assertion, header.alg)?;
-    let providers = state.store.assertion_providers(&issuer).await?;
+    Ok((header, issuer))
+}
+
+/// The identity provider trusted for assertions from `issuer`, and the claims of `assertion`
+/// once its signature verifies with a key of that provider's key set.
+///
+/// Errors: `invalid_grant` for an issuer not trusted, a key set that cannot be read or a
+/// signature that does not verify; [`OAuthError::ClientMetadataUnavailable`] when the key set
+/// cannot be fetched right now; storage errors.
+async fn trusted_claims(
+    state: &AppState,
+    issuer: &str,
+    assertion: &str,
+    header: &jsonwebtoken::Header,
+) -> Result<(IdentityProvider, IdJagClaims), OAuthError> {
+    let providers = state.store.assertion_providers(issuer).await?;
     let Some(provider) = providers.into_iter().next() else {
         return Err(refused(
             "the assertion's issuer is not an identity provider trusted for assertions",
@@ -192,7 +240,7 @@ async fn check(
     let Some(jwks_uri) = provider.jwks_uri.as_deref() else {
         return Err(refused("the identity provider's key set could not be read"));
     };
-    let claims: IdJagClaims = verify_with_trusted_key_set(state, jwks_uri, assertion, &header)
+    let claims: IdJagClaims = verify_with_trusted_key_set(state, jwks_uri, assertion, header)
         .await
         .map_err(|e| match e {
             KeySetError::Unavailable => OAuthError::ClientMetadataUnavailable,
@@ -201,7 +249,20 @@ async fn check(
             ),
             _ => refused("the identity provider's key set could not be read"),
         })?;
-    let config = &state.config;
+    Ok((provider, claims))
+}
+
+/// The verified `claims` are for this server and `client`: `aud` exactly this server's issuer,
+/// `client_id` the authenticated client, every `resource` carried the one served here; and the
+/// request's own `resource` (in `params`), when sent, that one too.
+///
+/// Errors: `invalid_grant` for the claims; `invalid_target` for the request's `resource`.
+fn check_audience_client_resource(
+    config: &crate::config::Config,
+    client: &ClientRecord,
+    params: &HashMap<String, String>,
+    claims: &IdJagClaims,
+) -> Result<(), OAuthError> {
     let aud = claims
         .aud
         .as_ref()
@@ -235,6 +296,14 @@ async fn check(
             config.mcp_server_url
         )));
     }
+    Ok(())
+}
+
+/// The verified `claims`' times at `now`: `exp` present, not past and at most
+/// [`MAX_ASSERTION_LIFETIME_SECS`] ahead; `iat` not in the future (with [`CLOCK_SKEW_SECS`]).
+///
+/// Returns `exp`. Errors: `invalid_grant` saying which check failed.
+fn check_times(claims: &IdJagClaims, now: i64) -> Result<i64, OAuthError> {
     let Some(exp) = claims.exp else {
         return Err(refused("the assertion has no exp"));
     };
@@ -254,25 +323,7 @@ async fn check(
     {
         return Err(refused("the assertion was issued in the future"));
     }
-    let Some(jti) = claims.jti.as_deref().filter(|j| !j.is_empty()) else {
-        return Err(refused("the assertion has no jti"));
-    };
-    let Some(subject) = claims.sub.as_deref().filter(|s| !s.is_empty()) else {
-        return Err(refused("the assertion has no sub"));
-    };
-    let scope = granted_scope(claims.scope.as_deref(), params.get("scope"))?;
-    let account_id = account_of(state, &provider, subject, claims.email.as_deref(), now).await?;
-    // Spent once every other check passed: one conditional statement, so a replay is refused
-    // on every instance sharing the database.
-    let jti_hash = Secret::from_presented(jti.to_string()).hash();
-    if !state
-        .store
-        .spend_client_assertion(&format!("id-jag {issuer}"), &jti_hash, exp, now)
-        .await?
-    {
-        return Err(refused("the assertion was already used"));
-    }
-    Ok((provider, account_id, scope))
+    Ok(exp)
 }
 
 /// The scope granted: the `scope` asked for (each within the assertion's), else the

@@ -58,12 +58,62 @@ pub async fn register(
     }
 }
 
+/// The steps of `POST /oauth/register`: the request head is checked, the address's budget
+/// consulted before and spent after the body is read, the metadata parsed, the client stored
+/// and audited, and the RFC 7591 §3.2.1 response rendered.
+///
+/// Errors: `invalid_client_metadata` / `invalid_redirect_uri` for a refused request,
+/// `invalid_request` for a body that stopped arriving, or a store error. A spent budget is
+/// answered `Ok` with the 429 of [`throttled`].
 async fn register_inner(
     state: &AppState,
     headers: &http::HeaderMap,
     body: Body,
     ip: &str,
 ) -> Result<Response, OAuthError> {
+    check_request_head(headers)?;
+    let budget = registration_budget(state, ip, 0);
+    if let Some(retry_after) = state.store.refusal(&[budget], now()).await? {
+        return Ok(throttled(retry_after));
+    }
+    let bytes = read_body(body).await?;
+    if let Some(refused) = registration_limit(state, ip, bytes.len()).await? {
+        return Ok(refused);
+    }
+    let mut parsed = read_document(&bytes)?;
+    let now = now();
+    let client_id = format!("gc_{}", random_urlsafe(18));
+    // A secret for the secret methods; `none` and `private_key_jwt` clients get none.
+    let secret = parsed
+        .token_endpoint_auth_method
+        .starts_with("client_secret_")
+        .then(|| Secret::generate(TokenKind::ClientSecret));
+    let echoed = echoed_metadata(&mut parsed);
+
+    let record = client_record(&parsed, &client_id, secret.as_ref(), &echoed, now);
+    state.store.create_client(&record).await?;
+    metrics::counter!(crate::metrics::REGISTRATIONS, "outcome" => "success").increment(1);
+    state
+        .store
+        .audit(
+            AuditEvent {
+                client_id: Some(&client_id),
+                source_ip: Some(ip),
+                detail: Some(&parsed.token_endpoint_auth_method),
+                ..AuditEvent::new(Event::ClientRegistered, Outcome::Success)
+            },
+            now,
+        )
+        .await;
+
+    Ok(registered(&client_id, now, secret.as_ref(), echoed))
+}
+
+/// Refusals that need no body, made before the body is read: a `Content-Type` that is not
+/// JSON, or a declared `Content-Length` over [`MAX_BODY_BYTES`].
+///
+/// Errors: `invalid_client_metadata` saying which.
+fn check_request_head(headers: &http::HeaderMap) -> Result<(), OAuthError> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -76,17 +126,20 @@ async fn register_inner(
             "the request body must be JSON (Content-Type: application/json)".into(),
         ));
     }
-    // Refusals that need no body come before the body is read.
     if crate::request_body::declared_over(headers, MAX_BODY_BYTES) {
         return Err(OAuthError::InvalidClientMetadata(format!(
             "the request body is larger than {MAX_BODY_BYTES} bytes"
         )));
     }
-    let budget = registration_budget(state, ip, 0);
-    if let Some(retry_after) = state.store.refusal(&[budget], now()).await? {
-        return Ok(throttled(retry_after));
-    }
-    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+    Ok(())
+}
+
+/// The whole registration body, at most [`MAX_BODY_BYTES`].
+///
+/// Errors: `invalid_request` when the body stopped arriving in time, else
+/// `invalid_client_metadata` for a body over the limit.
+async fn read_body(body: Body) -> Result<axum::body::Bytes, OAuthError> {
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
         .map_err(|e| {
             if crate::error::body_stalled(&e) {
@@ -98,19 +151,13 @@ async fn register_inner(
                     "the request body is larger than {MAX_BODY_BYTES} bytes"
                 ))
             }
-        })?;
-    if let Some(refused) = registration_limit(state, ip, bytes.len()).await? {
-        return Ok(refused);
-    }
-    let parsed = read_document(&bytes)?;
-    let now = now();
-    let client_id = format!("gc_{}", random_urlsafe(18));
-    // A secret for the secret methods; `none` and `private_key_jwt` clients get none.
-    let secret = parsed
-        .token_endpoint_auth_method
-        .starts_with("client_secret_")
-        .then(|| Secret::generate(TokenKind::ClientSecret));
+        })
+}
 
+/// The registered metadata echoed in the response and stored with the client (RFC 7591
+/// §3.2.1): the members this server registered, in their order, then `parsed`'s other echoed
+/// members (taken out of it).
+fn echoed_metadata(parsed: &mut Parsed) -> Map<String, Value> {
     let mut echoed = Map::new();
     echoed.insert("redirect_uris".into(), json!(parsed.redirect_uris));
     echoed.insert(
@@ -130,13 +177,24 @@ async fn register_inner(
     if let Some(s) = &parsed.scope {
         echoed.insert("scope".into(), json!(s));
     }
-    for (k, v) in parsed.extra {
+    for (k, v) in std::mem::take(&mut parsed.extra) {
         echoed.insert(k, v);
     }
+    echoed
+}
 
-    let record = ClientRecord {
-        client_id: client_id.clone(),
-        client_secret_hash: secret.as_ref().map(Secret::hash),
+/// The stored client of a registration: `parsed`'s metadata under `client_id`, the hash of its
+/// `secret` if it has one, and the `echoed` metadata; registered at `now`.
+fn client_record(
+    parsed: &Parsed,
+    client_id: &str,
+    secret: Option<&Secret>,
+    echoed: &Map<String, Value>,
+    now: i64,
+) -> ClientRecord {
+    ClientRecord {
+        client_id: client_id.to_owned(),
+        client_secret_hash: secret.map(Secret::hash),
         token_endpoint_auth_method: parsed.token_endpoint_auth_method.clone(),
         client_name: parsed.client_name.clone(),
         redirect_uris: parsed.redirect_uris.clone(),
@@ -145,31 +203,27 @@ async fn register_inner(
         metadata: Value::Object(echoed.clone()),
         can_introspect: false,
         created_at: now,
-    };
-    state.store.create_client(&record).await?;
-    metrics::counter!(crate::metrics::REGISTRATIONS, "outcome" => "success").increment(1);
-    state
-        .store
-        .audit(
-            AuditEvent {
-                client_id: Some(&client_id),
-                source_ip: Some(ip),
-                detail: Some(&parsed.token_endpoint_auth_method),
-                ..AuditEvent::new(Event::ClientRegistered, Outcome::Success)
-            },
-            now,
-        )
-        .await;
+    }
+}
 
+/// The `201 Created` client information response (RFC 7591 §3.2.1), not cached: `client_id`,
+/// its issue time `now`, the `secret` (once, never expiring) when there is one, then the
+/// `echoed` metadata.
+fn registered(
+    client_id: &str,
+    now: i64,
+    secret: Option<&Secret>,
+    echoed: Map<String, Value>,
+) -> Response {
     let mut out = Map::new();
     out.insert("client_id".into(), json!(client_id));
     out.insert("client_id_issued_at".into(), json!(now));
-    if let Some(s) = &secret {
+    if let Some(s) = secret {
         out.insert("client_secret".into(), json!(s.expose()));
         out.insert("client_secret_expires_at".into(), json!(0));
     }
     out.extend(echoed);
-    Ok((
+    (
         StatusCode::CREATED,
         [
             (header::CACHE_CONTROL, "no-store"),
@@ -177,7 +231,7 @@ async fn register_inner(
         ],
         axum::Json(Value::Object(out)),
     )
-        .into_response())
+        .into_response()
 }
 
 /// RFC 7591 §3 lets a server limit registrations: each source address (an IPv6 /64) may send
@@ -389,7 +443,34 @@ pub fn check_document(bytes: &[u8]) -> Result<(), OAuthError> {
     read_document(bytes).map(|_| ())
 }
 
+/// Checks a registration request's metadata (RFC 7591 §2) step by step: the authentication
+/// method and the client's keys, the grant and response types, the redirect URIs, the name,
+/// the scope, then the other echoed members; the first refusal is returned.
+///
+/// Errors: `invalid_client_metadata`, or `invalid_redirect_uri` for the redirect URIs.
 fn parse_metadata(req: &RegistrationRequest) -> Result<Parsed, OAuthError> {
+    let (token_endpoint_auth_method, jwks) = auth_method_and_keys(req)?;
+    let (grant_types, code_grant) = grant_and_response_types(req)?;
+    let redirect_uris = redirect_uris(req, code_grant)?;
+    let client_name = client_name(req)?;
+    let scope = registered_scope(req)?;
+    let extra = extra_members(req, jwks)?;
+    Ok(Parsed {
+        redirect_uris,
+        token_endpoint_auth_method,
+        grant_types,
+        client_name,
+        scope,
+        extra,
+    })
+}
+
+/// `token_endpoint_auth_method` (default `client_secret_basic`), one this server supports, and
+/// the client's public keys: `jwks_uri` or inline `jwks` (a `null` one counts as absent), not
+/// both, each valid, and one of them for `private_key_jwt`.
+///
+/// Returns the method and the inline `jwks`. Errors: `invalid_client_metadata`.
+fn auth_method_and_keys(req: &RegistrationRequest) -> Result<(String, Option<&Value>), OAuthError> {
     let token_endpoint_auth_method = req
         .token_endpoint_auth_method
         .clone()
@@ -415,7 +496,15 @@ fn parse_metadata(req: &RegistrationRequest) -> Result<Parsed, OAuthError> {
             "private_key_jwt needs the client's public keys: jwks_uri or jwks",
         ));
     }
+    Ok((token_endpoint_auth_method, jwks))
+}
 
+/// `grant_types` (default `authorization_code`): each one this server registers, and at least
+/// one that obtains tokens by itself; then `response_types`, which may only hold `code`.
+///
+/// Returns the grant types registered ([`super::metadata::effective_grant_types`]) and whether
+/// the authorization code grant is among those asked. Errors: `invalid_client_metadata`.
+fn grant_and_response_types(req: &RegistrationRequest) -> Result<(Vec<String>, bool), OAuthError> {
     let requested_grants = req
         .grant_types
         .clone()
@@ -449,7 +538,14 @@ fn parse_metadata(req: &RegistrationRequest) -> Result<Parsed, OAuthError> {
     {
         return Err(bad("response_types may only contain \"code\""));
     }
+    Ok((grant_types, code_grant))
+}
 
+/// `redirect_uris`: at least one when the client uses the authorization code grant
+/// (`code_grant`), at most [`MAX_REDIRECT_URIS`], each one a registrable redirect URI.
+///
+/// Errors: `invalid_redirect_uri`.
+fn redirect_uris(req: &RegistrationRequest, code_grant: bool) -> Result<Vec<String>, OAuthError> {
     // A client of the device grant alone (RFC 8628) is never redirected to: no redirect URI.
     let redirect_uris = req.redirect_uris.clone().unwrap_or_default();
     if redirect_uris.is_empty() && code_grant {
@@ -468,7 +564,14 @@ fn parse_metadata(req: &RegistrationRequest) -> Result<Parsed, OAuthError> {
             OAuthError::InvalidRedirectUri(format!("redirect URI \"{}\": {e}", truncate(uri)))
         })?;
     }
+    Ok(redirect_uris)
+}
 
+/// `client_name`, when given: at most [`MAX_CLIENT_NAME_CHARS`] characters, one line of
+/// visible text ([`check_line`]).
+///
+/// Errors: `invalid_client_metadata`.
+fn client_name(req: &RegistrationRequest) -> Result<Option<String>, OAuthError> {
     let client_name = req.client_name.clone();
     if let Some(n) = &client_name {
         if n.chars().count() > MAX_CLIENT_NAME_CHARS {
@@ -478,18 +581,36 @@ fn parse_metadata(req: &RegistrationRequest) -> Result<Parsed, OAuthError> {
         }
         check_line(n).map_err(|e| bad(format!("client_name {e}")))?;
     }
+    Ok(client_name)
+}
 
+/// The scope registered: the values of `scope` this server serves; `None` when none is asked
+/// or none is left.
+///
+/// Errors: `invalid_client_metadata` for a malformed `scope`.
+fn registered_scope(req: &RegistrationRequest) -> Result<Option<String>, OAuthError> {
     // RFC 7591 §3.2.1 lets the server register less than asked and say so in the response:
     // scope values it does not serve (`openid`, `profile`, …) are left out, as at the
     // authorization endpoint (RFC 6749 §3.3); with none left, no scope is registered.
-    let scope = match &req.scope {
+    Ok(match &req.scope {
         Some(s) => {
             let known = ScopeSet::parse_known(s).map_err(|e| bad(format!("scope: {e}")))?;
             (!known.is_empty()).then(|| known.to_string())
         }
         None => None,
-    };
+    })
+}
 
+/// The other members echoed and stored: `application_type` (checked to be `web` or
+/// `native`), the string members of [`RegistrationRequest::echoed_strings`] (at most
+/// [`MAX_URI_BYTES`], nothing invisible), up to ten non-empty `contacts`, and the inline
+/// `jwks`.
+///
+/// Errors: `invalid_client_metadata`.
+fn extra_members(
+    req: &RegistrationRequest,
+    jwks: Option<&Value>,
+) -> Result<Vec<(String, Value)>, OAuthError> {
     // OpenID Connect Registration §2 (MCP 2026-07-28 asks clients to send it): "web" or
     // "native". Both may use loopback redirect URIs here, which MCP's native clients need.
     if let Some(kind) = &req.application_type
@@ -523,14 +644,7 @@ fn parse_metadata(req: &RegistrationRequest) -> Result<Parsed, OAuthError> {
     if let Some(jwks) = jwks {
         extra.push(("jwks".into(), jwks.clone()));
     }
-    Ok(Parsed {
-        redirect_uris,
-        token_endpoint_auth_method,
-        grant_types,
-        client_name,
-        scope,
-        extra,
-    })
+    Ok(extra)
 }
 
 /// Refuses a member a person may be shown (RFC 7591 §2 human-readable and URI members) when

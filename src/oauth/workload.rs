@@ -226,7 +226,9 @@ pub async fn grant(
     })
 }
 
-/// Every check of the module docs: (workload, granted scope, live service).
+/// Every check of the module docs: (workload, granted scope, live service). In order: the
+/// workload the assertion names, its signature, its `aud` and times, the `resource`, the
+/// service and the scope; the assertion is spent last, once every other check passed.
 async fn check(
     state: &AppState,
     candidates: &[WorkloadIdentity],
@@ -241,6 +243,39 @@ async fn check(
     ),
     OAuthError,
 > {
+    let (header, workload) = named_workload(candidates, params, assertion)?;
+    let claims = verified_claims(state, &workload, assertion, &header).await?;
+    let config = &state.config;
+    let exp = check_audience_and_times(config, &claims, now)?;
+    if params
+        .get("resource")
+        .is_some_and(|r| !config.resource.matches(r))
+    {
+        return Err(OAuthError::InvalidTarget(format!(
+            "resource must be {}, the resource served here",
+            config.mcp_server_url
+        )));
+    }
+    let Some(service) = state.store.service_client(&workload.client_id).await? else {
+        return Err(refused(
+            "this workload client's owner is disabled or its access was revoked",
+        ));
+    };
+    let scope = granted_scope(&service.scope, params.get("scope"))?;
+    spend(state, &workload, claims.jti.as_deref(), assertion, exp, now).await?;
+    Ok((workload, scope, service))
+}
+
+/// The workload client an `assertion` names, read before its signature is checked: a signed
+/// JWT of bounded size with an accepted asymmetric `alg`, whose `iss` and `sub` are those of
+/// one of `candidates`, which must be the `client_id` of `params` when one is sent.
+///
+/// Returns the JWT header and the workload. Errors: `invalid_grant` saying which check failed.
+fn named_workload(
+    candidates: &[WorkloadIdentity],
+    params: &HashMap<String, String>,
+    assertion: &str,
+) -> Result<(jsonwebtoken::Header, WorkloadIdentity), OAuthError> {
     if assertion.len() > MAX_ASSERTION_BYTES {
         return Err(refused("the assertion is too large"));
     }
@@ -271,11 +306,27 @@ async fn check(
             "the assertion's issuer and subject belong to another client than client_id",
         ));
     }
+    Ok((header, workload))
+}
+
+/// The claims of `assertion` once its signature verifies with a key of the `workload`'s key
+/// set (its `--workload-jwks-uri`, else the one its issuer's discovery document names), and
+/// its `iss` and `sub` checked again to be the workload's.
+///
+/// Errors: `temporarily_unavailable` when the key set cannot be fetched right now;
+/// `invalid_grant` for a signature that does not verify, a key set that cannot be read, or
+/// another issuer or subject.
+async fn verified_claims(
+    state: &AppState,
+    workload: &WorkloadIdentity,
+    assertion: &str,
+    header: &jsonwebtoken::Header,
+) -> Result<Claims, OAuthError> {
     let jwks_uri = match &workload.jwks_uri {
         Some(uri) => uri.clone(),
         None => discovered_jwks_uri(state, &workload.issuer).await?,
     };
-    let claims: Claims = verify_with_trusted_key_set(state, &jwks_uri, assertion, &header)
+    let claims: Claims = verify_with_trusted_key_set(state, &jwks_uri, assertion, header)
         .await
         .map_err(|e| match e {
             KeySetError::Unavailable => OAuthError::TemporarilyUnavailable,
@@ -292,7 +343,19 @@ async fn check(
             "the assertion's issuer and subject are not those of a workload client here",
         ));
     }
-    let config = &state.config;
+    Ok(claims)
+}
+
+/// The verified `claims`' `aud` (this server's issuer, with or without a trailing slash) and
+/// times at `now`: `exp` present, not past and at most [`MAX_LIFETIME_SECS`] ahead; `nbf` and
+/// `iat` not in the future (each with [`CLOCK_SKEW_SECS`]).
+///
+/// Returns `exp`. Errors: `invalid_grant` saying which check failed.
+fn check_audience_and_times(
+    config: &crate::config::Config,
+    claims: &Claims,
+    now: i64,
+) -> Result<i64, OAuthError> {
     let ours = bare(&config.issuer);
     let aud = claims
         .aud
@@ -324,25 +387,25 @@ async fn check(
     {
         return Err(refused("the assertion was issued in the future"));
     }
-    if params
-        .get("resource")
-        .is_some_and(|r| !config.resource.matches(r))
-    {
-        return Err(OAuthError::InvalidTarget(format!(
-            "resource must be {}, the resource served here",
-            config.mcp_server_url
-        )));
-    }
-    let Some(service) = state.store.service_client(&workload.client_id).await? else {
-        return Err(refused(
-            "this workload client's owner is disabled or its access was revoked",
-        ));
-    };
-    let scope = granted_scope(&service.scope, params.get("scope"))?;
+    Ok(exp)
+}
+
+/// Spends the `workload`'s `assertion` until its `exp`: its `jti` when it has a non-empty one,
+/// else the whole assertion, recorded under the workload's issuer.
+///
+/// Errors: `invalid_grant` when it was already used; storage errors.
+async fn spend(
+    state: &AppState,
+    workload: &WorkloadIdentity,
+    jti: Option<&str>,
+    assertion: &str,
+    exp: i64,
+    now: i64,
+) -> Result<(), OAuthError> {
     // Spent once every other check passed: one conditional statement, so a replay is refused
     // on every instance sharing the database. Without a jti, the whole assertion is the one
     // use.
-    let spent = match claims.jti.as_deref().filter(|j| !j.is_empty()) {
+    let spent = match jti.filter(|j| !j.is_empty()) {
         Some(jti) => Secret::from_presented(format!("jti {jti}")).hash(),
         None => Secret::from_presented(format!("jwt {assertion}")).hash(),
     };
@@ -353,7 +416,7 @@ async fn check(
     {
         return Err(refused("the assertion was already used"));
     }
-    Ok((workload, scope, service))
+    Ok(())
 }
 
 /// The scope granted: the `scope` asked for (each within the service's), else the service's.

@@ -21,8 +21,8 @@
 use serde_json::{Value, json};
 use url::Url;
 
-use crate::doctor::challenge::parse_bearer;
-use crate::doctor::checks::{resource_metadata_urls, server_metadata};
+use crate::doctor::challenge::{BearerChallenge, parse_bearer};
+use crate::doctor::checks::{ServerMetadata, resource_metadata_urls, server_metadata};
 use crate::doctor::http::Probe;
 use crate::domain::cimd::is_forbidden_ip;
 
@@ -147,6 +147,45 @@ async fn get_json(probe: &Probe, url: &str, what: &str) -> Result<Value, Discove
 /// Errors: see the module documentation.
 pub async fn discover(url: &Url, scope: Option<&str>) -> Result<Discovered, DiscoveryError> {
     let probe = Probe::new(REQUEST_TIMEOUT).map_err(DiscoveryError)?;
+    let challenge = unauthenticated_challenge(&probe, url).await?;
+    let (prm_url, prm) = resource_metadata(&probe, url, &challenge).await?;
+    let (resource, issuer) = resource_and_issuer(url, &prm_url, &prm)?;
+    let meta = authorization_server_metadata(&probe, url, &issuer).await?;
+    let doc = &meta.document;
+    let authorization_endpoint =
+        endpoint(doc, "authorization_endpoint", true, &issuer, url)?.unwrap_or_default();
+    let token_endpoint = endpoint(doc, "token_endpoint", true, &issuer, url)?.unwrap_or_default();
+    let revocation_endpoint = endpoint(doc, "revocation_endpoint", false, &issuer, url)?;
+    let registration_endpoint = endpoint(doc, "registration_endpoint", false, &issuer, url)?;
+    let mut auth_methods = strings(&doc["token_endpoint_auth_methods_supported"]);
+    if auth_methods.is_empty() {
+        auth_methods.push("client_secret_basic".to_string());
+    }
+    let scope = match scope {
+        Some(s) => s.trim().to_string(),
+        None => default_scope(&challenge, &prm, doc),
+    };
+    Ok(Discovered {
+        resource,
+        issuer,
+        authorization_endpoint,
+        token_endpoint,
+        revocation_endpoint,
+        registration_endpoint,
+        metadata_documents: doc["client_id_metadata_document_supported"] == Value::Bool(true),
+        auth_methods,
+        scope,
+    })
+}
+
+/// Step 1: `POST url` (an MCP `initialize`) without credentials, which must answer `401`.
+///
+/// Returns the `Bearer` challenge of its `WWW-Authenticate` (empty when there is none or it
+/// does not parse). Errors: the request failed, or it answered something else than `401`.
+async fn unauthenticated_challenge(
+    probe: &Probe,
+    url: &Url,
+) -> Result<BearerChallenge, DiscoveryError> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "gatehouse", "version": env!("CARGO_PKG_VERSION")}}});
@@ -168,10 +207,23 @@ pub async fn discover(url: &Url, scope: Option<&str>) -> Result<Discovered, Disc
             fetched.summary()
         ));
     }
-    let challenge = fetched
+    Ok(fetched
         .header("www-authenticate")
         .and_then(|v| parse_bearer(v).ok())
-        .unwrap_or_default();
+        .unwrap_or_default())
+}
+
+/// Step 1's end: the protected-resource metadata (RFC 9728) of the upstream at `url`, from the
+/// URL the `challenge` names (checked with [`check_endpoint`]), else from the first of the
+/// well-known URLs (path-suffixed, then the root) that answers.
+///
+/// Returns the URL it was read from and the document. Errors: a bad URL in the challenge, or
+/// the failure of the last URL tried.
+async fn resource_metadata(
+    probe: &Probe,
+    url: &Url,
+    challenge: &BearerChallenge,
+) -> Result<(String, Value), DiscoveryError> {
     let candidates = match &challenge.resource_metadata {
         Some(u) => vec![check_endpoint("protected-resource metadata URL", u, url)?.to_string()],
         None => {
@@ -179,22 +231,28 @@ pub async fn discover(url: &Url, scope: Option<&str>) -> Result<Discovered, Disc
             vec![suffixed, root]
         }
     };
-    let mut prm = None;
     let mut last = None;
     for candidate in &candidates {
-        match get_json(&probe, candidate, "protected-resource metadata (RFC 9728)").await {
-            Ok(doc) => {
-                prm = Some((candidate.clone(), doc));
-                break;
-            }
+        match get_json(probe, candidate, "protected-resource metadata (RFC 9728)").await {
+            Ok(doc) => return Ok((candidate.clone(), doc)),
             Err(e) => last = Some(e),
         }
     }
-    let Some((prm_url, prm)) = prm else {
-        return Err(last.unwrap_or_else(|| {
-            DiscoveryError("no protected-resource metadata (RFC 9728) found".into())
-        }));
-    };
+    Err(last.unwrap_or_else(|| {
+        DiscoveryError("no protected-resource metadata (RFC 9728) found".into())
+    }))
+}
+
+/// Step 2: the protected-resource metadata `prm` (read from `prm_url`) must name `url` as its
+/// `resource` (RFC 9728 §3.3, a trailing slash aside) and an authorization server.
+///
+/// Returns the `resource` and the first authorization server's issuer. Errors: a sentence
+/// saying which is wrong.
+fn resource_and_issuer(
+    url: &Url,
+    prm_url: &str,
+    prm: &Value,
+) -> Result<(String, String), DiscoveryError> {
     let resource = prm["resource"].as_str().unwrap_or_default().to_string();
     if resource != url.as_str() && resource != url.as_str().trim_end_matches('/') {
         return fail(format!(
@@ -206,12 +264,26 @@ pub async fn discover(url: &Url, scope: Option<&str>) -> Result<Discovered, Disc
     let Some(issuer) = prm["authorization_servers"][0].as_str().map(str::to_string) else {
         return fail(format!("{prm_url} names no authorization server"));
     };
-    let issuer_url = check_endpoint("authorization server", &issuer, url)?;
-    let (_, meta) = server_metadata(&probe, issuer_url.as_str().trim_end_matches('/')).await;
+    Ok((resource, issuer))
+}
+
+/// Step 3: the metadata of the authorization server `issuer` (checked with
+/// [`check_endpoint`] against the upstream `url`), read at the issuer without its trailing
+/// slash, else as written; its `issuer` must be identical (RFC 8414 §3.3) and it must offer
+/// PKCE `S256`.
+///
+/// Errors: a bad issuer URL, no metadata found, another issuer, or no `S256`.
+async fn authorization_server_metadata(
+    probe: &Probe,
+    url: &Url,
+    issuer: &str,
+) -> Result<ServerMetadata, DiscoveryError> {
+    let issuer_url = check_endpoint("authorization server", issuer, url)?;
+    let (_, meta) = server_metadata(probe, issuer_url.as_str().trim_end_matches('/')).await;
     let meta = match meta {
         Some(m) => m,
         None => {
-            let (_, again) = server_metadata(&probe, &issuer).await;
+            let (_, again) = server_metadata(probe, issuer).await;
             again.ok_or_else(|| {
                 DiscoveryError(format!(
                     "no authorization-server metadata (RFC 8414 or OpenID Connect discovery) found for {issuer}"
@@ -219,14 +291,13 @@ pub async fn discover(url: &Url, scope: Option<&str>) -> Result<Discovered, Disc
             })?
         }
     };
-    if meta.str("issuer") != Some(issuer.as_str()) {
+    if meta.str("issuer") != Some(issuer) {
         return fail(format!(
             "the metadata of {issuer} names the issuer \"{}\" (RFC 8414 §3.3: they must be identical)",
             meta.str("issuer").unwrap_or_default().escape_debug()
         ));
     }
-    let doc = &meta.document;
-    let s256 = doc["code_challenge_methods_supported"]
+    let s256 = meta.document["code_challenge_methods_supported"]
         .as_array()
         .is_some_and(|m| m.iter().any(|v| v == "S256"));
     if !s256 {
@@ -234,58 +305,54 @@ pub async fn discover(url: &Url, scope: Option<&str>) -> Result<Discovered, Disc
             "the metadata of {issuer} does not offer PKCE S256 (code_challenge_methods_supported)"
         ));
     }
-    let endpoint = |name: &str, required: bool| -> Result<Option<String>, DiscoveryError> {
-        match doc[name].as_str() {
-            Some(e) => Ok(Some(check_endpoint(name, e, url)?.to_string())),
-            None if required => fail(format!("the metadata of {issuer} has no {name}")),
-            None => Ok(None),
-        }
-    };
-    let authorization_endpoint = endpoint("authorization_endpoint", true)?.unwrap_or_default();
-    let token_endpoint = endpoint("token_endpoint", true)?.unwrap_or_default();
-    let revocation_endpoint = endpoint("revocation_endpoint", false)?;
-    let registration_endpoint = endpoint("registration_endpoint", false)?;
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let mut auth_methods = strings(&doc["token_endpoint_auth_methods_supported"]);
-    if auth_methods.is_empty() {
-        auth_methods.push("client_secret_basic".to_string());
+    Ok(meta)
+}
+
+/// Step 4 for one endpoint: the member `name` of the metadata `doc` of `issuer`, checked with
+/// [`check_endpoint`] against the upstream `url`; `None` when absent and not `required`.
+///
+/// Errors: a `required` endpoint absent, or one that may not be used.
+fn endpoint(
+    doc: &Value,
+    name: &str,
+    required: bool,
+    issuer: &str,
+    url: &Url,
+) -> Result<Option<String>, DiscoveryError> {
+    match doc[name].as_str() {
+        Some(e) => Ok(Some(check_endpoint(name, e, url)?.to_string())),
+        None if required => fail(format!("the metadata of {issuer} has no {name}")),
+        None => Ok(None),
     }
+}
+
+/// The strings of a JSON array member (others skipped); empty when it is not an array.
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The scope asked for when none is given: the `challenge`'s scope, else the protected-resource
+/// metadata `prm`'s `scopes_supported`; with `offline_access` added when the authorization
+/// server's metadata `doc` offers it and it is not there yet.
+fn default_scope(challenge: &BearerChallenge, prm: &Value, doc: &Value) -> String {
     let offers_offline = strings(&doc["scopes_supported"])
         .iter()
         .any(|s| s == "offline_access");
-    let scope = match scope {
-        Some(s) => s.trim().to_string(),
-        None => {
-            let mut s = challenge
-                .scope
-                .clone()
-                .unwrap_or_else(|| strings(&prm["scopes_supported"]).join(" "));
-            if offers_offline && !s.split_whitespace().any(|w| w == "offline_access") {
-                s = format!("{s} offline_access").trim().to_string();
-            }
-            s
-        }
-    };
-    Ok(Discovered {
-        resource,
-        issuer,
-        authorization_endpoint,
-        token_endpoint,
-        revocation_endpoint,
-        registration_endpoint,
-        metadata_documents: doc["client_id_metadata_document_supported"] == Value::Bool(true),
-        auth_methods,
-        scope,
-    })
+    let mut s = challenge
+        .scope
+        .clone()
+        .unwrap_or_else(|| strings(&prm["scopes_supported"]).join(" "));
+    if offers_offline && !s.split_whitespace().any(|w| w == "offline_access") {
+        s = format!("{s} offline_access").trim().to_string();
+    }
+    s
 }
 
 /// Step 5: the client Gatehouse uses at the upstream's authorization server. `given` is the
