@@ -120,32 +120,57 @@ fn read_secret() -> Result<String, CliError> {
     Ok(secret)
 }
 
+/// `gatehouse idp add`: the provider read from `args` is stored (a name in use is refused),
+/// audited as `idp_added` and described, with the redirect URI to register at the provider
+/// when it signs people in.
 async fn add(config: &Config, store: &Store, args: AddArgs, now: i64) -> Result<String, CliError> {
+    let (name, provider) = provider_from_args(config, &args, now)?;
+    store
+        .create_identity_provider(&provider)
+        .await
+        .map_err(|e| match e {
+            StoreError::Conflict(_) => CliError(format!(
+                "an identity provider named {name} exists; remove it first to change it"
+            )),
+            other => other.into(),
+        })?;
+    let uses = uses(&provider);
+    cli_audit(
+        store,
+        Event::IdpAdded,
+        None,
+        Some(name.as_str()),
+        Some(&format!("uses={uses}")),
+        now,
+    )
+    .await;
+    let mut out = format!(
+        "added identity provider {name} ({uses}, issuer {})",
+        provider.issuer
+    );
+    if provider.signs_in() {
+        out.push_str(&format!(
+            "\nregister this redirect URI at the provider: {}",
+            callback_url(&config.issuer, name.as_str())
+        ));
+    }
+    Ok(out)
+}
+
+/// The provider `gatehouse idp add` describes in `args`, created at `now`: its name and
+/// its record, the client secret (with `--client-secret-stdin`) read from standard input
+/// and sealed with the server key. Errors: a value that does not parse, options that do
+/// not go together ([`check_option_pairs`]), `--create-accounts` without `--domains`, a
+/// secret that cannot be read or sealed.
+fn provider_from_args(
+    config: &Config,
+    args: &AddArgs,
+    now: i64,
+) -> Result<(ProviderName, IdentityProvider), CliError> {
     let err = |e: crate::domain::idp::IdpInputError| CliError(e.0);
     let name = ProviderName::parse(&args.name).map_err(err)?;
     let issuer = parse_issuer(&args.issuer).map_err(err)?;
-    let signs_in = args.client_id.is_some();
-    if !signs_in && !args.assertions {
-        return Err(CliError(
-            "give --client-id (sign-in) or --jwks-uri with --assertions (assertions), or both"
-                .to_string(),
-        ));
-    }
-    if args.client_secret_stdin && !signs_in {
-        return Err(CliError(
-            "--client-secret-stdin goes with --client-id".to_string(),
-        ));
-    }
-    if !signs_in && (args.display_name.is_some() || args.create_accounts) {
-        return Err(CliError(
-            "--display-name and --create-accounts go with --client-id".to_string(),
-        ));
-    }
-    if args.assertions != args.jwks_uri.is_some() {
-        return Err(CliError(
-            "--assertions and --jwks-uri go together".to_string(),
-        ));
-    }
+    check_option_pairs(args)?;
     let client_id = match &args.client_id {
         Some(id) if id.trim().is_empty() || id.chars().any(char::is_control) => {
             return Err(CliError("--client-id must be one line of text".to_string()));
@@ -204,36 +229,37 @@ async fn add(config: &Config, store: &Store, args: AddArgs, now: i64) -> Result<
         },
         ..provider
     };
-    store
-        .create_identity_provider(&provider)
-        .await
-        .map_err(|e| match e {
-            StoreError::Conflict(_) => CliError(format!(
-                "an identity provider named {name} exists; remove it first to change it"
-            )),
-            other => other.into(),
-        })?;
-    let uses = uses(&provider);
-    cli_audit(
-        store,
-        Event::IdpAdded,
-        None,
-        Some(name.as_str()),
-        Some(&format!("uses={uses}")),
-        now,
-    )
-    .await;
-    let mut out = format!(
-        "added identity provider {name} ({uses}, issuer {})",
-        provider.issuer
-    );
-    if provider.signs_in() {
-        out.push_str(&format!(
-            "\nregister this redirect URI at the provider: {}",
-            callback_url(&config.issuer, name.as_str())
+    Ok((name, provider))
+}
+
+/// Checks that the options of `gatehouse idp add` go together: sign-in (`--client-id`) or
+/// assertions (`--assertions`) or both; `--client-secret-stdin`, `--display-name` and
+/// `--create-accounts` only with `--client-id`; `--assertions` with `--jwks-uri`. Errors: the
+/// first combination that does not.
+fn check_option_pairs(args: &AddArgs) -> Result<(), CliError> {
+    let signs_in = args.client_id.is_some();
+    if !signs_in && !args.assertions {
+        return Err(CliError(
+            "give --client-id (sign-in) or --jwks-uri with --assertions (assertions), or both"
+                .to_string(),
         ));
     }
-    Ok(out)
+    if args.client_secret_stdin && !signs_in {
+        return Err(CliError(
+            "--client-secret-stdin goes with --client-id".to_string(),
+        ));
+    }
+    if !signs_in && (args.display_name.is_some() || args.create_accounts) {
+        return Err(CliError(
+            "--display-name and --create-accounts go with --client-id".to_string(),
+        ));
+    }
+    if args.assertions != args.jwks_uri.is_some() {
+        return Err(CliError(
+            "--assertions and --jwks-uri go together".to_string(),
+        ));
+    }
+    Ok(())
 }
 
 /// `signin`, `assertions` or `signin+assertions`.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use oauth2::basic::BasicClient;
 use oauth2::{
     AuthUrl, AuthorizationCode, ClientId, CsrfToken, EndpointNotSet, EndpointSet,
-    PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope, TokenResponse, TokenUrl,
+    PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, RefreshToken, Scope, TokenResponse, TokenUrl,
 };
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -269,23 +269,8 @@ impl Browser<'_> {
         resource: &str,
         scope: Option<&str>,
     ) -> Result<(String, PkceCodeVerifier, Step), Box<Step>> {
-        let (auth, redirect_uri, opener, wait, listener) = (
-            self.auth,
-            self.redirect_uri,
-            self.opener,
-            self.wait,
-            self.listener,
-        );
-        let issuer = meta.str("issuer").unwrap_or("").to_string();
-        let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
-        let mut request = client
-            .authorize_url(CsrfToken::new_random)
-            .set_pkce_challenge(challenge)
-            .add_extra_param("resource", resource);
-        for s in scope.unwrap_or("").split_whitespace() {
-            request = request.add_scope(Scope::new(s.to_string()));
-        }
-        let (url, state) = request.url();
+        let (auth, redirect_uri) = (self.auth, self.redirect_uri);
+        let (url, state, verifier) = authorization_url(client, resource, scope);
         let request = format!("browser GET {auth}?… then the redirect to {redirect_uri}");
         let expected = "the redirect back with code, the same state and iss equal to the issuer";
         if !browser_may_open(&url) {
@@ -302,11 +287,11 @@ impl Browser<'_> {
                 "Publish an https authorization_endpoint in the authorization-server metadata.",
             )));
         }
-        if let Err(e) = (opener.0)(url.as_str()) {
+        if let Err(e) = (self.opener.0)(url.as_str()) {
             // The URL was printed; the person may still open it by hand.
             tracing::debug!("browser not opened: {e}");
         }
-        let query = match tokio::time::timeout(wait, callback(listener)).await {
+        let query = match tokio::time::timeout(self.wait, callback(self.listener)).await {
             Ok(Ok(q)) => q,
             Ok(Err(e)) => {
                 return Err(Box::new(Step::fail(
@@ -321,74 +306,104 @@ impl Browser<'_> {
                 return Err(Box::new(Step::fail(
                     "interactive-authorize",
                     request,
-                    format!("no redirect within {} s", wait.as_secs()),
+                    format!("no redirect within {} s", self.wait.as_secs()),
                     expected,
                     "Sign in and approve in the browser before the time runs out.",
                 )));
             }
         };
-        let get = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-        let got = format!(
-            "code {}, state {}, iss {}",
-            if get("code").is_some() {
-                "present"
-            } else {
-                "absent"
-            },
-            if get("state").as_deref() == Some(state.secret().as_str()) {
-                "echoed"
-            } else {
-                "wrong"
-            },
-            get("iss")
-                .map(|i| format!("\"{i}\""))
-                .unwrap_or_else(|| "absent".into())
-        );
-        if let Some(error) = get("error") {
-            return Err(Box::new(Step::fail(
-                "interactive-authorize",
-                request,
-                format!(
-                    "error={error} {}",
-                    get("error_description").unwrap_or_default()
-                ),
-                expected,
-                "The authorization was refused: approve it in the browser, or read the error.",
-            )));
-        }
-        let iss_required = meta
-            .document
-            .get("authorization_response_iss_parameter_supported")
-            .and_then(serde_json::Value::as_bool)
-            == Some(true);
-        let iss_ok = match get("iss") {
-            Some(i) => i == issuer,
-            None => !iss_required,
-        };
-        let Some(code) = get("code") else {
-            return Err(Box::new(Step::fail(
+        match authorization_response(&query, &state, meta) {
+            Ok((code, got)) => Ok((
+                code,
+                verifier,
+                Step::pass("interactive-authorize", request, got, expected),
+            )),
+            Err((got, fix)) => Err(Box::new(Step::fail(
                 "interactive-authorize",
                 request,
                 got,
                 expected,
-                "Redirect back with a code (OAuth 2.1 §4.1.2).",
-            )));
-        };
-        if get("state").as_deref() != Some(state.secret().as_str()) || !iss_ok {
-            return Err(Box::new(Step::fail(
-                "interactive-authorize",
-                request,
-                got,
-                expected,
-                "Echo state unchanged and send iss byte-identical to the metadata's issuer (RFC 9207 §2).",
-            )));
+                fix,
+            ))),
         }
-        Ok((
-            code,
-            verifier,
-            Step::pass("interactive-authorize", request, got, expected),
-        ))
     }
+}
+
+/// The authorization request of `client` for `resource` and the words of `scope`, with a
+/// new PKCE S256 challenge (RFC 7636) and a new `state`: its URL, the state and the PKCE
+/// verifier.
+fn authorization_url(
+    client: &FlowClient,
+    resource: &str,
+    scope: Option<&str>,
+) -> (url::Url, CsrfToken, PkceCodeVerifier) {
+    let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+    let mut request = client
+        .authorize_url(CsrfToken::new_random)
+        .set_pkce_challenge(challenge)
+        .add_extra_param("resource", resource);
+    for s in scope.unwrap_or("").split_whitespace() {
+        request = request.add_scope(Scope::new(s.to_string()));
+    }
+    let (url, state) = request.url();
+    (url, state, verifier)
+}
+
+/// Checks the authorization response in the redirect's `query` (OAuth 2.1 §4.1.2): no
+/// `error`, a `code`, `state` echoed unchanged and `iss` equal to the metadata's issuer when
+/// sent, or required by `authorization_response_iss_parameter_supported` (RFC 9207 §2). The
+/// code and the summary of what came back, or what came back and the fix.
+fn authorization_response(
+    query: &[(String, String)],
+    state: &CsrfToken,
+    meta: &ServerMetadata,
+) -> Result<(String, String), (String, &'static str)> {
+    let issuer = meta.str("issuer").unwrap_or("").to_string();
+    let get = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let got = format!(
+        "code {}, state {}, iss {}",
+        if get("code").is_some() {
+            "present"
+        } else {
+            "absent"
+        },
+        if get("state").as_deref() == Some(state.secret().as_str()) {
+            "echoed"
+        } else {
+            "wrong"
+        },
+        get("iss")
+            .map(|i| format!("\"{i}\""))
+            .unwrap_or_else(|| "absent".into())
+    );
+    if let Some(error) = get("error") {
+        return Err((
+            format!(
+                "error={error} {}",
+                get("error_description").unwrap_or_default()
+            ),
+            "The authorization was refused: approve it in the browser, or read the error.",
+        ));
+    }
+    let iss_required = meta
+        .document
+        .get("authorization_response_iss_parameter_supported")
+        .and_then(serde_json::Value::as_bool)
+        == Some(true);
+    let iss_ok = match get("iss") {
+        Some(i) => i == issuer,
+        None => !iss_required,
+    };
+    let Some(code) = get("code") else {
+        return Err((got, "Redirect back with a code (OAuth 2.1 §4.1.2)."));
+    };
+    if get("state").as_deref() != Some(state.secret().as_str()) || !iss_ok {
+        return Err((
+            got,
+            "Echo state unchanged and send iss byte-identical to the metadata's issuer (RFC 9207 §2).",
+        ));
+    }
+    Ok((code, got))
 }
 
 /// Step 3: the code for tokens at `token`, then one refresh: the steps, and the refreshed
@@ -401,50 +416,67 @@ async fn tokens(
     verifier: PkceCodeVerifier,
     resource: &str,
 ) -> (Vec<Step>, Option<String>) {
-    let mut steps = Vec::new();
-    let mut access = None;
     let http = probe.client().clone();
+    let (step, first_refresh) =
+        match redeem_code(probe, &http, client, token, code, verifier, resource).await {
+            Ok(redeemed) => redeemed,
+            Err(step) => return (vec![*step], None),
+        };
+    let (refresh_step, access) =
+        refresh_once(probe, &http, client, token, &first_refresh, resource).await;
+    (vec![step, refresh_step], access)
+}
+
+/// The authorization code and its PKCE `verifier` for tokens at `token` (OAuth 2.1 §4.1.3),
+/// for `resource`: the passing step and the refresh token issued, or the failing step (an
+/// error, no answer in time, or no refresh token).
+async fn redeem_code(
+    probe: &Probe,
+    http: &reqwest::Client,
+    client: &FlowClient,
+    token: &str,
+    code: String,
+    verifier: PkceCodeVerifier,
+    resource: &str,
+) -> Result<(Step, RefreshToken), Box<Step>> {
     let request = format!("POST {token} grant_type=authorization_code (oauth2 crate)");
     let expected = "an access token and a refresh token";
     let exchange = client
         .exchange_code(AuthorizationCode::new(code))
         .set_pkce_verifier(verifier)
         .add_extra_param("resource", resource)
-        .request_async(&http);
+        .request_async(http);
     let tokens = match tokio::time::timeout(probe.timeout(), exchange).await {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => {
-            steps.push(Step::fail(
+            return Err(Box::new(Step::fail(
                 "interactive-token",
                 request,
                 describe(&e),
                 expected,
                 "The token endpoint must redeem the code for the PKCE verifier and resource it was issued with.",
-            ));
-            return (steps, None);
+            )));
         }
         Err(_) => {
-            steps.push(Step::fail(
+            return Err(Box::new(Step::fail(
                 "interactive-token",
                 request,
                 format!("no answer within {} s", probe.timeout().as_secs()),
                 expected,
                 "Make the token endpoint answer promptly.",
-            ));
-            return (steps, None);
+            )));
         }
     };
     let Some(first_refresh) = tokens.refresh_token().cloned() else {
-        steps.push(Step::fail(
+        return Err(Box::new(Step::fail(
             "interactive-token",
             request,
             "an access token without a refresh token".into(),
             expected,
             "Issue a refresh token to clients registered for the refresh_token grant, or they ask people to sign in again every hour.",
-        ));
-        return (steps, None);
+        )));
     };
-    steps.push(Step::pass(
+    let step = Step::pass(
         "interactive-token",
         request,
         format!(
@@ -455,13 +487,26 @@ async fn tokens(
                 .unwrap_or_else(|| "absent".into())
         ),
         expected,
-    ));
+    );
+    Ok((step, first_refresh))
+}
+
+/// One refresh with `first_refresh` at `token`, for `resource`: the step (passing only when
+/// the refresh token rotated, OAuth 2.1 §4.3.1) and then the new access token.
+async fn refresh_once(
+    probe: &Probe,
+    http: &reqwest::Client,
+    client: &FlowClient,
+    token: &str,
+    first_refresh: &RefreshToken,
+    resource: &str,
+) -> (Step, Option<String>) {
     let request = format!("POST {token} grant_type=refresh_token (oauth2 crate)");
     let expected = "a new access token and a rotated refresh token";
     let refresh = client
-        .exchange_refresh_token(&first_refresh)
+        .exchange_refresh_token(first_refresh)
         .add_extra_param("resource", resource)
-        .request_async(&http);
+        .request_async(http);
     match tokio::time::timeout(probe.timeout(), refresh).await {
         Ok(Ok(t)) => {
             let rotated = t
@@ -472,34 +517,44 @@ async fn tokens(
                 if rotated { "rotated" } else { "not rotated" }
             );
             if rotated {
-                steps.push(Step::pass("interactive-refresh", request, got, expected));
-                access = Some(t.access_token().secret().clone());
+                (
+                    Step::pass("interactive-refresh", request, got, expected),
+                    Some(t.access_token().secret().clone()),
+                )
             } else {
-                steps.push(Step::fail(
-                    "interactive-refresh",
-                    request,
-                    got,
-                    expected,
-                    "Rotate refresh tokens of public clients (OAuth 2.1 §4.3.1).",
-                ));
+                (
+                    Step::fail(
+                        "interactive-refresh",
+                        request,
+                        got,
+                        expected,
+                        "Rotate refresh tokens of public clients (OAuth 2.1 §4.3.1).",
+                    ),
+                    None,
+                )
             }
         }
-        Ok(Err(e)) => steps.push(Step::fail(
-            "interactive-refresh",
-            request,
-            describe(&e),
-            expected,
-            "The token endpoint must accept the refresh token it just issued.",
-        )),
-        Err(_) => steps.push(Step::fail(
-            "interactive-refresh",
-            request,
-            format!("no answer within {} s", probe.timeout().as_secs()),
-            expected,
-            "Make the token endpoint answer promptly.",
-        )),
+        Ok(Err(e)) => (
+            Step::fail(
+                "interactive-refresh",
+                request,
+                describe(&e),
+                expected,
+                "The token endpoint must accept the refresh token it just issued.",
+            ),
+            None,
+        ),
+        Err(_) => (
+            Step::fail(
+                "interactive-refresh",
+                request,
+                format!("no answer within {} s", probe.timeout().as_secs()),
+                expected,
+                "Make the token endpoint answer promptly.",
+            ),
+            None,
+        ),
     }
-    (steps, access)
 }
 
 /// An error with its first three causes, for a one-line report.

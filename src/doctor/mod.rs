@@ -241,96 +241,26 @@ pub async fn run_with(options: &Options, on_step: &mut (dyn FnMut(&Step) + Send)
     };
     let mut registered = Vec::new();
     let mut notes = Vec::new();
-    let report = |steps: Vec<Step>, registered: Vec<RegisteredClient>, notes: Vec<String>| Report {
-        url: options.url.clone(),
-        passed: !steps.is_empty() && steps.iter().all(|s| s.status == Status::Pass),
-        steps,
-        registered_clients: registered,
-        protocol_version: None,
-        tools: None,
-        notes,
-    };
-    let url = match checks::given_url(&options.url) {
-        Ok(u) => u,
-        Err(step) => {
-            steps.push(*step);
-            return report(steps.steps, registered, notes);
-        }
-    };
-    let probe = match http::Probe::new(options.timeout) {
-        Ok(p) => p,
-        Err(e) => {
-            steps.push(Step::fail(
-                "client",
-                String::new(),
-                e,
-                "",
-                "Report this as a bug.",
-            ));
-            return report(steps.steps, registered, notes);
-        }
+    let Some((url, probe)) = start(options, &mut steps) else {
+        return Report::finished(options, steps.steps, registered, notes);
     };
 
-    // 1. The challenge, in both request forms.
-    let (step, challenge) = checks::unauthenticated_post(&probe, &url, PostForm::Initialize).await;
-    steps.push(step);
-    if !probe.reached() {
-        // No HTTP answer at all: every later step would fail the same way, one timeout each.
-        steps.push(Step::skip(
-            "discovery",
-            "the server was not reached, so nothing else was checked",
-        ));
-        return report(steps.steps, registered, notes);
-    }
-    let (step, _) = checks::unauthenticated_post(&probe, &url, PostForm::Stateless).await;
-    steps.push(step);
-
-    // 2. Protected-resource metadata: where the challenge points, then the well-known URLs.
-    let (suffixed, root) = checks::resource_metadata_urls(&url);
-    let from_header = challenge.as_ref().and_then(|c| c.resource_metadata.clone());
-    let mut prm = None;
-    if let Some(h) = from_header
-        .as_deref()
-        .filter(|h| *h != suffixed && *h != root)
-    {
-        let (step, found) =
-            checks::protected_resource_metadata(&probe, "prm-challenge", h, &options.url).await;
-        steps.push(step);
-        prm = prm.or(found);
-    }
-    for (check, u) in [("prm-path", &suffixed), ("prm-root", &root)] {
-        let (step, found) =
-            checks::protected_resource_metadata(&probe, check, u, &options.url).await;
-        steps.push(step);
-        prm = prm.or(found);
-    }
-
-    // 3. Authorization-server metadata.
-    let issuer = prm.as_ref().map(|p| p.authorization_servers[0].clone());
-    let mut meta: Option<ServerMetadata> = None;
-    match &issuer {
-        Some(issuer) => {
-            let (step, found) = checks::server_metadata(&probe, issuer).await;
-            steps.push(step);
-            if let Some(m) = &found {
-                steps.extend(checks::server_metadata_members(issuer, m));
-            }
-            meta = found;
-        }
-        None => steps.push(Step::skip(
-            "as-metadata",
-            "no usable protected-resource metadata names an authorization server (clients stop here)",
-        )),
-    }
+    // 1. to 3. The challenge, the resource metadata, the authorization-server metadata.
+    let Some(found) = discover(&probe, options, &url, &mut steps).await else {
+        return Report::finished(options, steps.steps, registered, notes);
+    };
+    let (prm, meta, issuer) = (
+        found.prm.as_ref(),
+        found.meta.as_ref(),
+        found.issuer.as_deref(),
+    );
 
     // 4. CORS preflights as a browser-based client sends them.
-    cors_steps(&probe, &mut steps, prm.as_ref(), meta.as_ref()).await;
-    let registration_endpoint = meta
-        .as_ref()
-        .and_then(|m| m.str("registration_endpoint").map(String::from));
+    cors_steps(&probe, &mut steps, prm, meta).await;
+    let registration_endpoint = meta.and_then(|m| m.str("registration_endpoint").map(String::from));
 
     // 5. and 6. Registration as each well-known client, then its authorization request.
-    let scope = challenge.as_ref().and_then(|c| c.scope.clone());
+    let scope = found.scope.as_deref();
     let mut clients = ClientSteps {
         probe: &probe,
         options,
@@ -339,12 +269,7 @@ pub async fn run_with(options: &Options, on_step: &mut (dyn FnMut(&Step) + Send)
         notes: &mut notes,
     };
     clients
-        .run(
-            meta.as_ref(),
-            issuer.as_deref(),
-            registration_endpoint.as_deref(),
-            scope.as_deref(),
-        )
+        .run(meta, issuer, registration_endpoint.as_deref(), scope)
         .await;
 
     // 7. ChatGPT Apps' domain verification.
@@ -355,22 +280,15 @@ pub async fn run_with(options: &Options, on_step: &mut (dyn FnMut(&Step) + Send)
     // 8. Schemes and hosts of everything named.
     steps.extend(url_steps(
         &url,
-        from_header.as_deref(),
-        prm.as_ref(),
-        meta.as_ref(),
-        issuer.as_deref(),
+        found.from_header.as_deref(),
+        prm,
+        meta,
+        issuer,
     ));
 
     // 9. With --interactive: the whole flow in the browser, then one refresh.
-    let flow_token = interactive_steps(
-        &probe,
-        options,
-        &mut steps,
-        &mut registered,
-        meta.as_ref(),
-        scope.as_deref(),
-    )
-    .await;
+    let flow_token =
+        interactive_steps(&probe, options, &mut steps, &mut registered, meta, scope).await;
 
     // 10. With a token: the negotiated revision and the tools.
     let mut outcome = token::TokenOutcome::default();
@@ -380,10 +298,172 @@ pub async fn run_with(options: &Options, on_step: &mut (dyn FnMut(&Step) + Send)
         outcome = o;
     }
 
-    let mut r = report(steps.steps, registered, notes);
+    let mut r = Report::finished(options, steps.steps, registered, notes);
     r.protocol_version = outcome.protocol_version;
     r.tools = outcome.tools;
     r
+}
+
+/// What steps 1 to 3 found, which the later steps check, follow and name.
+struct Discovered {
+    /// The challenge's `resource_metadata` URL.
+    from_header: Option<String>,
+    /// The challenge's `scope`.
+    scope: Option<String>,
+    /// The first usable protected-resource metadata.
+    prm: Option<checks::ResourceMetadata>,
+    /// The first authorization server it names.
+    issuer: Option<String>,
+    /// That server's metadata.
+    meta: Option<ServerMetadata>,
+}
+
+/// Steps 1 to 3: the challenge ([`challenge_steps`]), the protected-resource metadata
+/// ([`resource_metadata_steps`]) and the authorization-server metadata
+/// ([`server_metadata_steps`]). `None` when the server was not reached (the run stops).
+async fn discover(
+    probe: &http::Probe,
+    options: &Options,
+    url: &Url,
+    steps: &mut Recorder<'_>,
+) -> Option<Discovered> {
+    // 1. The challenge, in both request forms.
+    let challenge = challenge_steps(probe, url, steps).await?;
+
+    // 2. Protected-resource metadata: where the challenge points, then the well-known URLs.
+    let from_header = challenge.as_ref().and_then(|c| c.resource_metadata.clone());
+    let prm = resource_metadata_steps(probe, options, url, from_header.as_deref(), steps).await;
+
+    // 3. Authorization-server metadata.
+    let issuer = prm.as_ref().map(|p| p.authorization_servers[0].clone());
+    let meta = server_metadata_steps(probe, issuer.as_deref(), steps).await;
+    Some(Discovered {
+        from_header,
+        scope: challenge.and_then(|c| c.scope),
+        prm,
+        issuer,
+        meta,
+    })
+}
+
+impl Report {
+    /// The report of a run against `options.url` that recorded `steps`, registered
+    /// `registered` and noted `notes`: passed only when there are steps and every one passed;
+    /// no protocol revision or tools yet.
+    fn finished(
+        options: &Options,
+        steps: Vec<Step>,
+        registered: Vec<RegisteredClient>,
+        notes: Vec<String>,
+    ) -> Report {
+        Report {
+            url: options.url.clone(),
+            passed: !steps.is_empty() && steps.iter().all(|s| s.status == Status::Pass),
+            steps,
+            registered_clients: registered,
+            protocol_version: None,
+            tools: None,
+            notes,
+        }
+    }
+}
+
+/// Before any request: the given URL checked and the HTTP client built. Both, or `None` once
+/// the failing step (`url`, or `client` when no HTTP client can be built) is recorded.
+fn start(options: &Options, steps: &mut Recorder<'_>) -> Option<(Url, http::Probe)> {
+    let url = match checks::given_url(&options.url) {
+        Ok(u) => u,
+        Err(step) => {
+            steps.push(*step);
+            return None;
+        }
+    };
+    match http::Probe::new(options.timeout) {
+        Ok(p) => Some((url, p)),
+        Err(e) => {
+            steps.push(Step::fail(
+                "client",
+                String::new(),
+                e,
+                "",
+                "Report this as a bug.",
+            ));
+            None
+        }
+    }
+}
+
+/// Step 1: the unauthenticated `POST` in the `initialize` form, then in the stateless form;
+/// the challenge of the first. `None` when the server gave no HTTP answer at all: the
+/// `discovery` step is then recorded as skipped and the run stops.
+async fn challenge_steps(
+    probe: &http::Probe,
+    url: &Url,
+    steps: &mut Recorder<'_>,
+) -> Option<Option<challenge::BearerChallenge>> {
+    let (step, challenge) = checks::unauthenticated_post(probe, url, PostForm::Initialize).await;
+    steps.push(step);
+    if !probe.reached() {
+        // No HTTP answer at all: every later step would fail the same way, one timeout each.
+        steps.push(Step::skip(
+            "discovery",
+            "the server was not reached, so nothing else was checked",
+        ));
+        return None;
+    }
+    let (step, _) = checks::unauthenticated_post(probe, url, PostForm::Stateless).await;
+    steps.push(step);
+    Some(challenge)
+}
+
+/// Step 2: the protected-resource metadata where the challenge points (`from_header`, when
+/// it is not one of the well-known URLs), then at the path-suffixed and the root well-known
+/// URLs (RFC 9728 §3.1); the first usable document found.
+async fn resource_metadata_steps(
+    probe: &http::Probe,
+    options: &Options,
+    url: &Url,
+    from_header: Option<&str>,
+    steps: &mut Recorder<'_>,
+) -> Option<checks::ResourceMetadata> {
+    let (suffixed, root) = checks::resource_metadata_urls(url);
+    let mut prm = None;
+    if let Some(h) = from_header.filter(|h| *h != suffixed && *h != root) {
+        let (step, found) =
+            checks::protected_resource_metadata(probe, "prm-challenge", h, &options.url).await;
+        steps.push(step);
+        prm = prm.or(found);
+    }
+    for (check, u) in [("prm-path", &suffixed), ("prm-root", &root)] {
+        let (step, found) =
+            checks::protected_resource_metadata(probe, check, u, &options.url).await;
+        steps.push(step);
+        prm = prm.or(found);
+    }
+    prm
+}
+
+/// Step 3: the authorization-server metadata of `issuer` (RFC 8414, then the `OpenID`
+/// Connect fallbacks) and a step per member checked; skipped when no resource metadata names
+/// an issuer. The metadata found, if any.
+async fn server_metadata_steps(
+    probe: &http::Probe,
+    issuer: Option<&str>,
+    steps: &mut Recorder<'_>,
+) -> Option<ServerMetadata> {
+    let Some(issuer) = issuer else {
+        steps.push(Step::skip(
+            "as-metadata",
+            "no usable protected-resource metadata names an authorization server (clients stop here)",
+        ));
+        return None;
+    };
+    let (step, found) = checks::server_metadata(probe, issuer).await;
+    steps.push(step);
+    if let Some(m) = &found {
+        steps.extend(checks::server_metadata_members(issuer, m));
+    }
+    found
 }
 
 /// Step 4: the CORS preflights a browser-based client sends, to the resource metadata, the
@@ -463,29 +543,20 @@ impl ClientSteps<'_, '_> {
             .state_file
             .as_deref()
             .map(state::SavedClients::load);
-        if let Some((client_id, redirect_uri)) = &self.options.client_id_given() {
+        let options = self.options;
+        if let Some((client_id, redirect_uri)) = options.client_id_given() {
             // --client-id: the authorization request with that client; nothing is registered.
-            match &authorization_endpoint {
-                Some(a) => {
-                    let client = checks::AuthorizeAs {
-                        check: "authorize",
-                        name: "the given client",
-                        client_id,
-                        redirect_uri,
-                    };
-                    let step =
-                        checks::authorize(self.probe, a, client, &self.options.url, scope).await;
-                    self.steps.push(step);
-                }
-                None => self.steps.push(Step::skip(
-                    "authorize",
-                    "no authorization_endpoint in the metadata",
-                )),
-            }
+            self.given_client(
+                client_id,
+                redirect_uri,
+                authorization_endpoint.as_deref(),
+                scope,
+            )
+            .await;
         }
         for profile in clients::PROFILES
             .iter()
-            .filter(|_| self.options.client.is_none())
+            .filter(|_| options.client.is_none())
         {
             let Some(endpoint) = registration_endpoint else {
                 let why = if meta.is_some() {
@@ -500,37 +571,19 @@ impl ClientSteps<'_, '_> {
             // server no longer accepts (unused clients expire) is replaced by a new
             // registration.
             let saved_id = match (&saved, issuer, &authorization_endpoint) {
-                (Some(store), Some(iss), Some(_)) if !self.options.register => {
+                (Some(store), Some(iss), Some(_)) if !options.register => {
                     store.get(iss, profile.name).map(String::from)
                 }
                 _ => None,
             };
-            if let (Some(id), Some(a)) = (&saved_id, &authorization_endpoint) {
-                let client = checks::AuthorizeAs {
-                    check: profile.authorize_check,
-                    name: profile.name,
-                    client_id: id,
-                    redirect_uri: profile.redirect_uris[0],
-                };
-                let mut step =
-                    checks::authorize(self.probe, a, client, &self.options.url, scope).await;
-                if step.status == Status::Pass {
-                    step.got = format!("saved client {id}: {}", step.got);
-                    self.steps.push(step);
-                    continue;
-                }
+            if let (Some(id), Some(a)) = (&saved_id, &authorization_endpoint)
+                && self.saved_client_authorizes(profile, id, a, scope).await
+            {
+                continue;
             }
-            let (step, reg) = checks::register(self.probe, endpoint, profile).await;
-            self.steps.push(step);
-            let Some(reg) = reg else {
-                self.steps
-                    .push(Step::skip(profile.authorize_check, "registration failed"));
+            let Some(reg) = self.register(profile, endpoint).await else {
                 continue;
             };
-            self.registered.push(RegisteredClient {
-                client: profile.name.to_string(),
-                client_id: reg.client_id.clone(),
-            });
             if let (Some(store), Some(iss)) = (saved.as_mut(), issuer)
                 && let Err(e) = store.save(iss, profile.name, &reg.client_id)
             {
@@ -551,6 +604,89 @@ impl ClientSteps<'_, '_> {
                 )),
             }
         }
+    }
+
+    /// `--client-id`: the authorization request at `authorization_endpoint` with
+    /// `client_id` and its `redirect_uri` (step `authorize`), skipped when the metadata names
+    /// no authorization endpoint.
+    async fn given_client(
+        &mut self,
+        client_id: &str,
+        redirect_uri: &str,
+        authorization_endpoint: Option<&str>,
+        scope: Option<&str>,
+    ) {
+        match authorization_endpoint {
+            Some(a) => {
+                let client = checks::AuthorizeAs {
+                    check: "authorize",
+                    name: "the given client",
+                    client_id,
+                    redirect_uri,
+                };
+                let step = checks::authorize(self.probe, a, client, &self.options.url, scope).await;
+                self.steps.push(step);
+            }
+            None => self.steps.push(Step::skip(
+                "authorize",
+                "no authorization_endpoint in the metadata",
+            )),
+        }
+    }
+
+    /// The authorization request of `profile` with the client `id` saved by an earlier run,
+    /// at `authorization_endpoint`. Whether it passed: the step (its answer prefixed with the
+    /// saved client) is then recorded; a failing one is not recorded, the caller registers
+    /// anew.
+    async fn saved_client_authorizes(
+        &mut self,
+        profile: &clients::ClientProfile,
+        id: &str,
+        authorization_endpoint: &str,
+        scope: Option<&str>,
+    ) -> bool {
+        let client = checks::AuthorizeAs {
+            check: profile.authorize_check,
+            name: profile.name,
+            client_id: id,
+            redirect_uri: profile.redirect_uris[0],
+        };
+        let mut step = checks::authorize(
+            self.probe,
+            authorization_endpoint,
+            client,
+            &self.options.url,
+            scope,
+        )
+        .await;
+        if step.status != Status::Pass {
+            return false;
+        }
+        step.got = format!("saved client {id}: {}", step.got);
+        self.steps.push(step);
+        true
+    }
+
+    /// Dynamic registration (RFC 7591) as `profile` at `endpoint`: the step is recorded and
+    /// the client issued listed among the registered ones. `None` (with the authorization
+    /// step recorded as skipped) when registration failed.
+    async fn register(
+        &mut self,
+        profile: &'static clients::ClientProfile,
+        endpoint: &str,
+    ) -> Option<checks::Registration> {
+        let (step, reg) = checks::register(self.probe, endpoint, profile).await;
+        self.steps.push(step);
+        let Some(reg) = reg else {
+            self.steps
+                .push(Step::skip(profile.authorize_check, "registration failed"));
+            return None;
+        };
+        self.registered.push(RegisteredClient {
+            client: profile.name.to_string(),
+            client_id: reg.client_id.clone(),
+        });
+        Some(reg)
     }
 }
 

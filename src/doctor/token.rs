@@ -22,58 +22,17 @@ pub struct TokenOutcome {
 pub async fn with_token(probe: &Probe, url: &Url, token: &str) -> (Vec<Step>, TokenOutcome) {
     let mut steps = Vec::new();
     let mut outcome = TokenOutcome::default();
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": PROTOCOL_REVISION, "capabilities": {},
-        "clientInfo": {"name": "gatehouse-doctor", "version": env!("CARGO_PKG_VERSION")}}});
-    let request = format!("POST {url} initialize ({PROTOCOL_REVISION}) with the token");
-    let expected = "200 with a JSON-RPC result naming protocolVersion";
-    let answer = call(probe, url, token, &init, None, None).await;
-    let (result, session) = match answer {
-        Ok((fetched, Ok(result))) => (result, fetched.header("mcp-session-id").map(String::from)),
-        Ok((fetched, Err(why))) => {
-            steps.push(Step::fail(
-                "token-initialize",
-                request,
-                why,
-                expected,
-                token_fix(&fetched),
-            ));
-            steps.push(Step::skip("token-tools-list", "initialize failed"));
-            return (steps, outcome);
+    let (version, session) = match initialize(probe, url, token).await {
+        Ok((step, version, session)) => {
+            steps.push(step);
+            (version, session)
         }
-        Err(e) => {
-            steps.push(Step::fail(
-                "token-initialize",
-                request,
-                e,
-                expected,
-                "Make the MCP URL reachable from here.",
-            ));
+        Err(step) => {
+            steps.push(*step);
             steps.push(Step::skip("token-tools-list", "initialize failed"));
             return (steps, outcome);
         }
     };
-    let version = result
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .map(String::from);
-    let Some(version) = version else {
-        steps.push(Step::fail(
-            "token-initialize",
-            request,
-            format!("result without protocolVersion: {}", excerpt(&result)),
-            expected,
-            "Answer initialize with the protocol revision chosen (MCP lifecycle §Version Negotiation).",
-        ));
-        steps.push(Step::skip("token-tools-list", "initialize failed"));
-        return (steps, outcome);
-    };
-    steps.push(Step::pass(
-        "token-initialize",
-        request,
-        format!("protocol revision {version}"),
-        expected,
-    ));
     outcome.protocol_version = Some(version.clone());
     // The lifecycle's notification; its answer does not matter to the check.
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
@@ -86,48 +45,128 @@ pub async fn with_token(probe: &Probe, url: &Url, token: &str) -> (Vec<Step>, To
         session.as_deref(),
     )
     .await;
+    let (step, tools) = tools_list(probe, url, token, &version, session.as_deref()).await;
+    steps.push(step);
+    outcome.tools = tools;
+    (steps, outcome)
+}
+
+/// `initialize` at `url` with `token` (MCP lifecycle §Version Negotiation): the passing step,
+/// the protocol revision the server chose and its `Mcp-Session-Id`, if any; or the failing
+/// step.
+async fn initialize(
+    probe: &Probe,
+    url: &Url,
+    token: &str,
+) -> Result<(Step, String, Option<String>), Box<Step>> {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL_REVISION, "capabilities": {},
+        "clientInfo": {"name": "gatehouse-doctor", "version": env!("CARGO_PKG_VERSION")}}});
+    let request = format!("POST {url} initialize ({PROTOCOL_REVISION}) with the token");
+    let expected = "200 with a JSON-RPC result naming protocolVersion";
+    let answer = call(probe, url, token, &init, None, None).await;
+    let (result, session) = match answer {
+        Ok((fetched, Ok(result))) => (result, fetched.header("mcp-session-id").map(String::from)),
+        Ok((fetched, Err(why))) => {
+            return Err(Box::new(Step::fail(
+                "token-initialize",
+                request,
+                why,
+                expected,
+                token_fix(&fetched),
+            )));
+        }
+        Err(e) => {
+            return Err(Box::new(Step::fail(
+                "token-initialize",
+                request,
+                e,
+                expected,
+                "Make the MCP URL reachable from here.",
+            )));
+        }
+    };
+    let version = result
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .map(String::from);
+    let Some(version) = version else {
+        return Err(Box::new(Step::fail(
+            "token-initialize",
+            request,
+            format!("result without protocolVersion: {}", excerpt(&result)),
+            expected,
+            "Answer initialize with the protocol revision chosen (MCP lifecycle §Version Negotiation).",
+        )));
+    };
+    let step = Step::pass(
+        "token-initialize",
+        request,
+        format!("protocol revision {version}"),
+        expected,
+    );
+    Ok((step, version, session))
+}
+
+/// `tools/list` at `url` with `token`, the negotiated `version` and the `session` (MCP
+/// server/tools §Listing Tools): the step, and the tool names when it passed.
+async fn tools_list(
+    probe: &Probe,
+    url: &Url,
+    token: &str,
+    version: &str,
+    session: Option<&str>,
+) -> (Step, Option<Vec<String>>) {
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
     let request = format!("POST {url} tools/list (MCP-Protocol-Version {version})");
     let expected = "a JSON-RPC result with tools";
-    match call(probe, url, token, &list, Some(&version), session.as_deref()).await {
+    match call(probe, url, token, &list, Some(version), session).await {
         Ok((_, Ok(result))) => match result.get("tools").and_then(Value::as_array) {
             Some(tools) => {
                 let names: Vec<String> = tools
                     .iter()
                     .filter_map(|t| t.get("name").and_then(Value::as_str).map(String::from))
                     .collect();
-                steps.push(Step::pass(
+                let step = Step::pass(
                     "token-tools-list",
                     request,
                     format!("{} tools: {}", names.len(), names.join(", ")),
                     expected,
-                ));
-                outcome.tools = Some(names);
+                );
+                (step, Some(names))
             }
-            None => steps.push(Step::fail(
+            None => (
+                Step::fail(
+                    "token-tools-list",
+                    request,
+                    format!("result without tools: {}", excerpt(&result)),
+                    expected,
+                    "Answer tools/list with a tools array (MCP server/tools).",
+                ),
+                None,
+            ),
+        },
+        Ok((fetched, Err(why))) => (
+            Step::fail(
                 "token-tools-list",
                 request,
-                format!("result without tools: {}", excerpt(&result)),
+                why,
                 expected,
-                "Answer tools/list with a tools array (MCP server/tools).",
-            )),
-        },
-        Ok((fetched, Err(why))) => steps.push(Step::fail(
-            "token-tools-list",
-            request,
-            why,
-            expected,
-            token_fix(&fetched),
-        )),
-        Err(e) => steps.push(Step::fail(
-            "token-tools-list",
-            request,
-            e,
-            expected,
-            "Make the MCP URL reachable from here.",
-        )),
+                token_fix(&fetched),
+            ),
+            None,
+        ),
+        Err(e) => (
+            Step::fail(
+                "token-tools-list",
+                request,
+                e,
+                expected,
+                "Make the MCP URL reachable from here.",
+            ),
+            None,
+        ),
     }
-    (steps, outcome)
 }
 
 fn token_fix(fetched: &Fetched) -> &'static str {

@@ -9,7 +9,7 @@ use url::Url;
 use super::{INSPECTOR_ORIGIN, Registration, json_object};
 use crate::doctor::Step;
 use crate::doctor::clients::ClientProfile;
-use crate::doctor::http::Probe;
+use crate::doctor::http::{Fetched, Probe};
 
 /// A CORS preflight as a browser-based client (the MCP Inspector, origin
 /// [`INSPECTOR_ORIGIN`]) sends it before calling `url` (Fetch standard §CORS-preflight request;
@@ -109,52 +109,79 @@ pub async fn register(
             );
         }
     };
+    if let Some((got, fix)) = registration_refused(&fetched, profile) {
+        return fail(got, fix);
+    }
+    match read_registration(&fetched, profile) {
+        Ok((got, registration)) => (
+            Step::pass(check, request, got, expected),
+            Some(registration),
+        ),
+        Err((got, fix)) => fail(got, fix),
+    }
+}
+
+/// Why a registration answer is a refusal: `429` (with its `Retry-After`) or another status
+/// than `2xx` (with the error the server gave); what came back and the fix, or `None` for a
+/// `2xx`.
+fn registration_refused(fetched: &Fetched, profile: &ClientProfile) -> Option<(String, String)> {
     if fetched.status == 429 {
-        return fail(
+        return Some((
             format!(
                 "429 (Retry-After {})",
                 fetched.header("retry-after").unwrap_or("absent")
             ),
             "Registrations are limited per source address: wait for Retry-After, or raise the limit (Gatehouse: GATEHOUSE_REGISTRATIONS_PER_HOUR, default 20; the doctor registers 4 clients per run).".into(),
-        );
+        ));
     }
-    if !(200..300).contains(&fetched.status) {
-        let detail = json_object(&fetched)
-            .ok()
-            .map(|d| {
-                format!(
-                    "{} {}",
-                    d.get("error").and_then(Value::as_str).unwrap_or(""),
-                    d.get("error_description")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                )
-            })
-            .unwrap_or_else(|| fetched.excerpt());
-        return fail(
-            format!("{} {}", fetched.summary(), detail.trim()),
+    if (200..300).contains(&fetched.status) {
+        return None;
+    }
+    let detail = json_object(fetched)
+        .ok()
+        .map(|d| {
             format!(
-                "Accept the registration {} sends (redirect URIs {}, token_endpoint_auth_method {}): it cannot connect otherwise.",
-                profile.name,
-                profile.redirect_uris.join(" "),
-                profile.token_endpoint_auth_method
-            ),
-        );
-    }
-    let doc = match json_object(&fetched) {
+                "{} {}",
+                d.get("error").and_then(Value::as_str).unwrap_or(""),
+                d.get("error_description")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+            )
+        })
+        .unwrap_or_else(|| fetched.excerpt());
+    Some((
+        format!("{} {}", fetched.summary(), detail.trim()),
+        format!(
+            "Accept the registration {} sends (redirect URIs {}, token_endpoint_auth_method {}): it cannot connect otherwise.",
+            profile.name,
+            profile.redirect_uris.join(" "),
+            profile.token_endpoint_auth_method
+        ),
+    ))
+}
+
+/// The client information response of a `2xx` registration (RFC 7591 §3.2.1) as `profile`:
+/// what came back and the client registered, when it is JSON with a `client_id`, a
+/// `client_secret` for a secret-based method and every requested redirect URI kept;
+/// otherwise what came back and the fix.
+fn read_registration(
+    fetched: &Fetched,
+    profile: &'static ClientProfile,
+) -> Result<(String, Registration), (String, String)> {
+    let doc = match json_object(fetched) {
         Ok(d) => d,
         Err(got) => {
-            return fail(
+            return Err((
                 got,
                 "Answer a registration with its JSON (RFC 7591 §3.2.1).".into(),
-            );
+            ));
         }
     };
     let Some(client_id) = doc.get("client_id").and_then(Value::as_str) else {
-        return fail(
+        return Err((
             format!("{} without client_id", fetched.status),
             "Return client_id in the registration response (RFC 7591 §3.2.1).".into(),
-        );
+        ));
     };
     let method = doc
         .get("token_endpoint_auth_method")
@@ -174,18 +201,18 @@ pub async fn register(
         }
     );
     if method.starts_with("client_secret") && secret.is_none() {
-        return fail(
+        return Err((
             got,
             "A client registered with a secret-based method needs its client_secret in the response (RFC 7591 §3.2.1).".into(),
-        );
+        ));
     }
     if let Some(uris) = doc.get("redirect_uris").and_then(Value::as_array) {
         let kept: Vec<&str> = uris.iter().filter_map(Value::as_str).collect();
         if let Some(lost) = profile.redirect_uris.iter().find(|u| !kept.contains(u)) {
-            return fail(
+            return Err((
                 format!("{got}, redirect_uris {kept:?}"),
                 format!("Keep every requested redirect URI ({lost} was dropped)."),
-            );
+            ));
         }
     }
     let registration = Registration {
@@ -193,10 +220,7 @@ pub async fn register(
         client_id: client_id.to_string(),
         client_secret: secret,
     };
-    (
-        Step::pass(check, request, got, expected),
-        Some(registration),
-    )
+    Ok((got, registration))
 }
 
 /// Which client an authorization request is made for.

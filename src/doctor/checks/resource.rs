@@ -7,7 +7,7 @@ use url::Url;
 use super::{PROTOCOL_REVISION, PostForm, ResourceMetadata, STATELESS_REVISION, json_object};
 use crate::doctor::Step;
 use crate::doctor::challenge::{BearerChallenge, parse_bearer};
-use crate::doctor::http::Probe;
+use crate::doctor::http::{Fetched, Probe};
 
 /// Checks the given MCP URL itself: absolute `http`/`https`, a host, no fragment
 /// (MCP 2025-06-18 §Canonical Server URI).
@@ -44,6 +44,34 @@ pub async fn unauthenticated_post(
         PostForm::Initialize => "challenge",
         PostForm::Stateless => "challenge-2026",
     };
+    let (request, builder) = unauthenticated_request(probe, url, form);
+    let expected = "401 with WWW-Authenticate: Bearer resource_metadata=\"…\", scope=\"…\"";
+    let fetched = match probe.send(builder).await {
+        Ok(f) => f,
+        Err(e) => {
+            let fix = unreached_fix(probe, url, &e).await;
+            return (Step::fail(check, request, e, expected, fix), None);
+        }
+    };
+    let fail =
+        |got: String, fix: &str| (Step::fail(check, request.clone(), got, expected, fix), None);
+    if let Some((got, fix)) = not_a_challenge(url, &fetched) {
+        return fail(got, fix);
+    }
+    match read_challenge(&fetched) {
+        Ok((got, challenge)) => (Step::pass(check, request, got, expected), Some(challenge)),
+        Err((got, fix)) => fail(got, fix),
+    }
+}
+
+/// The `POST` of `form` to `url` without credentials, as a client sends it (`initialize`, or
+/// `server/discover` with the stateless revision's headers): its description for the report
+/// and the request.
+fn unauthenticated_request(
+    probe: &Probe,
+    url: &Url,
+    form: PostForm,
+) -> (String, reqwest::RequestBuilder) {
     let (body, what) = match form {
         PostForm::Initialize => (
             json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -71,16 +99,12 @@ pub async fn unauthenticated_post(
             .header("mcp-protocol-version", STATELESS_REVISION)
             .header("mcp-method", "server/discover");
     }
-    let expected = "401 with WWW-Authenticate: Bearer resource_metadata=\"…\", scope=\"…\"";
-    let fetched = match probe.send(builder).await {
-        Ok(f) => f,
-        Err(e) => {
-            let fix = unreached_fix(probe, url, &e).await;
-            return (Step::fail(check, request, e, expected, fix), None);
-        }
-    };
-    let fail =
-        |got: String, fix: &str| (Step::fail(check, request.clone(), got, expected, fix), None);
+    (request, builder)
+}
+
+/// What is wrong with an answer that is not a `401` (a redirect, an HTML page, a `2xx`,
+/// `404`, `405`, `403` or another status): what came back and the fix; `None` for a `401`.
+fn not_a_challenge(url: &Url, fetched: &Fetched) -> Option<(String, &'static str)> {
     if fetched.is_redirect() {
         let location = fetched.header("location").unwrap_or("");
         let fix = if url.scheme() == "https" && location.starts_with("http://") {
@@ -88,83 +112,79 @@ pub async fn unauthenticated_post(
         } else {
             "Clients do not follow redirects on the MCP URL: give them the final URL and set MCP_SERVER_URL to exactly it."
         };
-        return fail(fetched.summary(), fix);
+        return Some((fetched.summary(), fix));
     }
     // A 404 is "nothing here" whatever its body (servers answer it with an HTML page too).
     if fetched.media_type() == "text/html" && fetched.status != 404 {
-        return fail(
+        return Some((
             fetched.summary(),
             "The MCP URL must answer clients itself, not with an HTML (sign-in) page: do not put the MCP route behind a single-sign-on proxy.",
-        );
+        ));
     }
     match fetched.status {
-        401 => {}
-        200..=299 => {
-            return fail(
-                format!("{} without credentials", fetched.status),
-                "The endpoint answers without credentials, so no client starts OAuth: turn OAuth on (GATEHOUSE_OAUTH=on) or put the endpoint behind the bearer check.",
-            );
-        }
-        404 => {
-            return fail(
-                fetched.summary(),
-                "Nothing answers at this path: check the URL, and that a proxy forwards the path unchanged (MCP_SERVER_URL's path is where Gatehouse mounts its MCP route).",
-            );
-        }
-        405 => {
-            return fail(
-                fetched.summary(),
-                "This URL does not accept POST: it is not a Streamable HTTP MCP endpoint, or a proxy routes POST elsewhere.",
-            );
-        }
-        403 => {
-            return fail(
-                format!("403 {}", fetched.excerpt()),
-                "Refused before authentication (Origin or Host check): behind a proxy pass the original Host header, or set MCP_SERVER_URL to the public URL.",
-            );
-        }
-        _ => {
-            return fail(
-                format!("{} {}", fetched.status, fetched.excerpt()),
-                "The endpoint must answer an unauthenticated request with 401 and a Bearer challenge.",
-            );
-        }
+        401 => None,
+        200..=299 => Some((
+            format!("{} without credentials", fetched.status),
+            "The endpoint answers without credentials, so no client starts OAuth: turn OAuth on (GATEHOUSE_OAUTH=on) or put the endpoint behind the bearer check.",
+        )),
+        404 => Some((
+            fetched.summary(),
+            "Nothing answers at this path: check the URL, and that a proxy forwards the path unchanged (MCP_SERVER_URL's path is where Gatehouse mounts its MCP route).",
+        )),
+        405 => Some((
+            fetched.summary(),
+            "This URL does not accept POST: it is not a Streamable HTTP MCP endpoint, or a proxy routes POST elsewhere.",
+        )),
+        403 => Some((
+            format!("403 {}", fetched.excerpt()),
+            "Refused before authentication (Origin or Host check): behind a proxy pass the original Host header, or set MCP_SERVER_URL to the public URL.",
+        )),
+        _ => Some((
+            format!("{} {}", fetched.status, fetched.excerpt()),
+            "The endpoint must answer an unauthenticated request with 401 and a Bearer challenge.",
+        )),
     }
+}
+
+/// The `Bearer` challenge of a `401` answer: what came back and the challenge, when it is
+/// well formed and carries an absolute `resource_metadata` URL and a `scope`; otherwise what
+/// came back and the fix.
+fn read_challenge(fetched: &Fetched) -> Result<(String, BearerChallenge), (String, &'static str)> {
     let Some(value) = fetched.header("www-authenticate") else {
-        return fail(
+        return Err((
             "401 without WWW-Authenticate".into(),
             "Pass the WWW-Authenticate header through the proxy unchanged (and expose it to browsers via Access-Control-Expose-Headers): clients find the metadata from it.",
-        );
+        ));
     };
     let got = format!("401 WWW-Authenticate: {value}");
     let challenge = match parse_bearer(value) {
         Ok(c) => c,
         Err(e) => {
-            return fail(
+            return Err((
                 format!("{got} ({e})"),
                 "Send a well-formed challenge: Bearer resource_metadata=\"<metadata URL>\", scope=\"<scopes>\" (RFC 6750 §3).",
-            );
+            ));
         }
     };
     let Some(metadata) = challenge.resource_metadata.clone() else {
-        return fail(
+        return Err((
             got,
             "Add resource_metadata=\"<protected-resource metadata URL>\" to the challenge (RFC 9728 §5.1).",
-        );
+        ));
     };
     if Url::parse(&metadata).is_err() {
-        return fail(
+        return Err((
             format!("{got} (resource_metadata is not an absolute URL)"),
             "resource_metadata must be an absolute URL (RFC 9728 §5.1).",
-        );
+        ));
     }
     if challenge.scope.is_none() {
-        return fail(
+        return Err((
             got,
             "Add scope=\"…\" to the challenge: clients ask for exactly the scopes it names (RFC 6750 §3; MCP 2025-11-25 §Scope Selection Strategy).",
-        );
+        ));
     }
-    (Step::pass(check, request, got, expected), Some(challenge))
+    Ok((got, challenge))
 }
 
 /// The advice when the MCP URL gave no HTTP answer (`error` is [`Probe::send`]'s sentence):
