@@ -230,6 +230,71 @@ pub async fn attempt(
     device: Option<&str>,
     now: i64,
 ) -> Result<Attempt, StoreError> {
+    let mut admitted = match admit(state, source, email, device, now).await? {
+        Ok(admitted) => admitted,
+        Err(throttled) => return Ok(throttled),
+    };
+    let account = match admitted.known.take() {
+        Some(account) => Some(account),
+        None => match Email::parse(email) {
+            Ok(email) => state.store.account_by_email(&email).await?,
+            Err(_) => None,
+        },
+    };
+    let verified = match slot
+        .verify(password, account.as_ref().map(|a| a.password_hash.clone()))
+        .await
+    {
+        Ok(verified) => verified,
+        Err(e) => {
+            tracing::warn!(error = %e, "a sign-in's password was not checked");
+            count(Outcome::Busy);
+            return Ok(Attempt::Busy);
+        }
+    };
+    let reason = match (account, verified) {
+        (Some(account), true) if account.status == AccountStatus::Active => {
+            count(Outcome::Success);
+            return Ok(Attempt::Verified(Box::new(admitted.verified(account))));
+        }
+        (Some(a), true) => (Some(a), "account disabled"),
+        (a, _) => (a, "bad credentials"),
+    };
+    let (account, reason) = reason;
+    count(Outcome::Failure);
+    admitted
+        .record_failure(state, source, account.as_ref(), reason, now)
+        .await?;
+    Ok(Attempt::Failed)
+}
+
+/// An attempt the [`limits`] admitted, counted against them: what checking its password and
+/// recording its outcome need.
+struct Admitted {
+    /// The email as typed, trimmed and lowercased (at most 254 characters): the limits' key.
+    email_key: String,
+    limits: [Limit; 3],
+    /// The counters' states after the attempt was counted.
+    counted: Vec<CounterState>,
+    /// The device cookie the attempt came with, if plausible.
+    device: Option<TokenHash>,
+    /// The account the email names, when it was looked up to recognise the browser.
+    known: Option<Account>,
+    /// It came past the account's running delay on a recognised browser.
+    past_delay: bool,
+}
+
+/// Counts an attempt from `source` for `email` against the [`limits`] — less the account's
+/// while it would refuse, for a browser whose device cookie (`device`) is recognised for the
+/// account. Output: the attempt admitted, or [`Attempt::Throttled`] (nothing written, counted
+/// as `throttled`). Errors: the store's.
+async fn admit(
+    state: &AppState,
+    source: IpAddr,
+    email: &str,
+    device: Option<&str>,
+    now: i64,
+) -> Result<Result<Admitted, Attempt>, StoreError> {
     let email_key: String = email.trim().to_lowercase().chars().take(254).collect();
     let limits = limits(source, &email_key);
     let device = device.filter(|v| plausible_device(v)).map(TokenHash::of);
@@ -251,80 +316,85 @@ pub async fn attempt(
         Admission::Admitted(counted) => counted,
         Admission::Refused { retry_after, limit } => {
             count(Outcome::Throttled);
-            return Ok(Attempt::Throttled {
+            return Ok(Err(Attempt::Throttled {
                 retry_after,
                 account: limit == Some(ACCOUNT_LIMIT),
-            });
+            }));
         }
     };
-    let account = match known {
-        Some(account) => Some(account),
-        None => match Email::parse(email) {
-            Ok(email) => state.store.account_by_email(&email).await?,
-            Err(_) => None,
-        },
-    };
-    let verified = match slot
-        .verify(password, account.as_ref().map(|a| a.password_hash.clone()))
-        .await
-    {
-        Ok(verified) => verified,
-        Err(e) => {
-            tracing::warn!(error = %e, "a sign-in's password was not checked");
-            count(Outcome::Busy);
-            return Ok(Attempt::Busy);
-        }
-    };
-    let reason = match (account, verified) {
-        (Some(account), true) if account.status == AccountStatus::Active => {
-            count(Outcome::Success);
-            return Ok(Attempt::Verified(Box::new(Verified {
-                account,
-                limits,
-                counted,
-                email_key,
-                device,
-                past_delay,
-            })));
-        }
-        (Some(a), true) => (Some(a), "account disabled"),
-        (a, _) => (a, "bad credentials"),
-    };
-    let (account, reason) = reason;
-    count(Outcome::Failure);
-    let ip = source.to_string();
-    let account_id = account.as_ref().map(|a| a.id.as_str());
-    let row = audit_row(
-        Event::Signin,
-        Outcome::Failure,
-        account_id,
-        &email_key,
-        &ip,
-        Some(reason),
-    );
-    state.store.audit(row, now).await;
-    if past_delay && let Some(device) = &device {
-        // A recognised browser gets one guess past the delay, not more.
-        state.store.forget_device(device).await?;
-    }
-    // This failure made a limit refuse the next attempts: worth a record of its own.
-    for (limit, kind) in counted
-        .iter()
-        .zip(["per address", "per address and email", "per account"])
-    {
-        if Policy::blocks(limit) {
-            let row = audit_row(
-                Event::SigninThrottled,
-                Outcome::Denied,
-                account_id,
-                &email_key,
-                &ip,
-                Some(kind),
-            );
-            state.store.audit(row, now).await;
+    Ok(Ok(Admitted {
+        email_key,
+        limits,
+        counted,
+        device,
+        known,
+        past_delay,
+    }))
+}
+
+impl Admitted {
+    /// The verified sign-in to `account`, to be finished once the session is signed in.
+    fn verified(self, account: Account) -> Verified {
+        Verified {
+            account,
+            limits: self.limits,
+            counted: self.counted,
+            email_key: self.email_key,
+            device: self.device,
+            past_delay: self.past_delay,
         }
     }
-    Ok(Attempt::Failed)
+
+    /// Records a failed attempt from `source` (on `account`, when the email names one):
+    /// audited (`signin` / `failure` with `reason`); a browser that got past the account's
+    /// delay is forgotten (one guess, not more); each limit the failure made refuse the next
+    /// attempts is audited (`signin_throttled` / `denied`). Errors: the store's.
+    async fn record_failure(
+        &self,
+        state: &AppState,
+        source: IpAddr,
+        account: Option<&Account>,
+        reason: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let ip = source.to_string();
+        let account_id = account.map(|a| a.id.as_str());
+        let email_key = &self.email_key;
+        let row = audit_row(
+            Event::Signin,
+            Outcome::Failure,
+            account_id,
+            email_key,
+            &ip,
+            Some(reason),
+        );
+        state.store.audit(row, now).await;
+        if self.past_delay
+            && let Some(device) = &self.device
+        {
+            // A recognised browser gets one guess past the delay, not more.
+            state.store.forget_device(device).await?;
+        }
+        // This failure made a limit refuse the next attempts: worth a record of its own.
+        for (limit, kind) in
+            self.counted
+                .iter()
+                .zip(["per address", "per address and email", "per account"])
+        {
+            if Policy::blocks(limit) {
+                let row = audit_row(
+                    Event::SigninThrottled,
+                    Outcome::Denied,
+                    account_id,
+                    email_key,
+                    &ip,
+                    Some(kind),
+                );
+                state.store.audit(row, now).await;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Verified {

@@ -33,14 +33,15 @@ use crate::domain::audit::{Event, Outcome};
 use crate::domain::redirect_uri::host_for_display;
 use crate::error::AppError;
 use crate::state::AppState;
+use crate::store::accounts::Account;
 use crate::store::audit::AuditEvent;
 use crate::store::now;
-use crate::store::vault::{ConnectionState, Grant};
+use crate::store::vault::{ConnectionState, Grant, UpstreamOAuth};
 use crate::upstream_oauth::discovery::{CALLBACK_PATH, client_metadata_document, public_url};
 use crate::upstream_oauth::vault::seal;
 use crate::upstream_oauth::{
-    FlowError, STATE_TTL_SECS, authorization_request, exchange_code, grant_context, handle_hash,
-    new_handle,
+    FlowError, STATE_TTL_SECS, Tokens, authorization_request, exchange_code, grant_context,
+    handle_hash, new_handle,
 };
 
 /// The session key of the secret that binds authorization requests to this browser session.
@@ -338,7 +339,9 @@ fn refused(title: &str, message: &str) -> Response {
     error_page(StatusCode::BAD_REQUEST, title, message)
 }
 
-/// `GET /connections/callback`.
+/// `GET /connections/callback`: the state taken back (once) and checked ([`take_state`]), the
+/// answer checked ([`answer_code`], 400 when refused), the code redeemed ([`redeem`]), then the tokens sealed
+/// into the vault ([`keep_grant`]) and the success page.
 pub async fn callback(
     State(state): State<AppState>,
     client: ClientAddr,
@@ -352,11 +355,63 @@ pub async fn callback(
             "Sign in to Gatehouse first, then start the connection again from your Connections page. Nothing was stored.",
         ));
     };
-    let Some(state_value) = query.state.as_deref() else {
-        return Ok(refused(
+    let (pending, now) =
+        match take_state(&state, &session, &account, query.state.as_deref()).await? {
+            Ok(taken) => taken,
+            Err(refusal) => return Ok(refusal),
+        };
+    let Some(oauth) = state.store.upstream_oauth(&pending.upstream).await? else {
+        return Ok(unknown_upstream());
+    };
+    let code = match answer_code(&query, &oauth) {
+        Ok(code) => code,
+        Err((title, message)) => return Ok(refused(title, &message)),
+    };
+    let tokens = match redeem(&state, &account, &pending, &oauth, code, now).await {
+        Ok(tokens) => tokens,
+        Err(refusal) => return Ok(refusal),
+    };
+    keep_grant(&state, &account, &pending, &oauth, &tokens, now).await?;
+    state
+        .store
+        .audit(
+            AuditEvent {
+                event: Event::ConnectionConnected,
+                outcome: Outcome::Success,
+                account_id: Some(&account.id),
+                client_id: pending.client_id.as_deref(),
+                subject: Some(&pending.upstream),
+                source_ip: Some(&client.to_string()),
+                detail: None,
+            },
+            now,
+        )
+        .await;
+    render(
+        StatusCode::OK,
+        &DonePage {
+            host: host_for_display(&oauth.authorization_endpoint),
+            name: pending.upstream,
+        },
+    )
+}
+
+/// Takes back (once) the authorization request in flight that the callback's `state` names,
+/// and checks that `account` started it in this browser session (the session's binding
+/// secret). Output: the request and the time it was taken (Unix seconds); or the refusal
+/// page: no `state` (400), an unknown, used or expired one (400), someone else's or another
+/// browser's (403). Errors: the store's, the session's.
+async fn take_state(
+    state: &AppState,
+    session: &Session,
+    account: &Account,
+    state_value: Option<&str>,
+) -> Result<Result<(ConnectionState, i64), Response>, AppError> {
+    let Some(state_value) = state_value else {
+        return Ok(Err(refused(
             "Connection refused",
             "The answer carried no state. Nothing was stored.",
-        ));
+        )));
     };
     let now = now();
     let Some(pending) = state
@@ -364,10 +419,10 @@ pub async fn callback(
         .take_connection_state(&handle_hash(state_value), now)
         .await?
     else {
-        return Ok(refused(
+        return Ok(Err(refused(
             "Connection refused",
             "This answer is unknown, was already used, or came too late. Nothing was stored; start again from your Connections page.",
-        ));
+        )));
     };
     let session_hash = match session.get::<String>(BINDING_KEY).await? {
         Some(b) => handle_hash(&b),
@@ -376,40 +431,61 @@ pub async fn callback(
     let same_session =
         subtle::ConstantTimeEq::ct_eq(session_hash.as_bytes(), pending.session_hash.as_bytes());
     if pending.account_id != account.id || !bool::from(same_session) {
-        return Ok(error_page(
+        return Ok(Err(error_page(
             StatusCode::FORBIDDEN,
             "Connection refused",
             "This answer belongs to a connection started by someone else or in another browser. Nothing was stored.",
-        ));
+        )));
     }
-    let Some(oauth) = state.store.upstream_oauth(&pending.upstream).await? else {
-        return Ok(unknown_upstream());
-    };
+    Ok(Ok((pending, now)))
+}
+
+/// The authorization code of the upstream's answer (RFC 6749 §4.1.2), or why it is refused
+/// (the refusal page's title and words): an error answer (§4.1.2.1, its code shown), an `iss`
+/// other than the upstream's issuer (RFC 9207 §2.4), no code.
+fn answer_code<'q>(
+    query: &'q CallbackQuery,
+    oauth: &UpstreamOAuth,
+) -> Result<&'q str, (&'static str, String)> {
     if let Some(error) = &query.error {
         let shown: String = error
             .chars()
             .filter(char::is_ascii_graphic)
             .take(64)
             .collect();
-        return Ok(refused(
+        return Err((
             "Not connected",
-            &format!("The service did not grant access ({shown}). Nothing was stored."),
+            format!("The service did not grant access ({shown}). Nothing was stored."),
         ));
     }
     if query.iss.as_deref().is_some_and(|iss| iss != oauth.issuer) {
-        return Ok(refused(
+        return Err((
             "Connection refused",
-            "The answer came from another authorization server than this connection's (RFC 9207). Nothing was stored.",
+            "The answer came from another authorization server than this connection's (RFC 9207). Nothing was stored.".to_string(),
         ));
     }
     let Some(code) = query.code.as_deref() else {
-        return Ok(refused(
+        return Err((
             "Connection refused",
-            "The answer carried no code. Nothing was stored.",
+            "The answer carried no code. Nothing was stored.".to_string(),
         ));
     };
+    Ok(code)
+}
+
+/// Redeems `code` at the upstream's token endpoint with the request's PKCE verifier (opened
+/// with the server key). Output: the tokens; or the error page: no server key (503), the
+/// upstream did not redeem the code (502, why).
+async fn redeem(
+    state: &AppState,
+    account: &Account,
+    pending: &ConnectionState,
+    oauth: &UpstreamOAuth,
+    code: &str,
+    now: i64,
+) -> Result<Tokens, Response> {
     let Ok(keys) = state.keyring() else {
-        return Ok(error_page(
+        return Err(error_page(
             StatusCode::SERVICE_UNAVAILABLE,
             "Connections unavailable",
             "This Gatehouse has no server key. Tell its operator.",
@@ -423,27 +499,36 @@ pub async fn callback(
         .ok()
         .and_then(|v| String::from_utf8(v).ok())
         .unwrap_or_default();
-    let tokens = match exchange_code(&oauth, keys, &callback_url(&state), code, &verifier, now)
-        .await
-    {
-        Ok(t) => t,
+    match exchange_code(oauth, keys, &callback_url(state), code, &verifier, now).await {
+        Ok(t) => Ok(t),
         Err(e) => {
             tracing::warn!(upstream = %pending.upstream, error = %e, "a connection's code was not redeemed");
             let why = match e {
                 FlowError::InvalidGrant => "the service refused the code".to_string(),
                 other => other.to_string(),
             };
-            return Ok(error_page(
+            Err(error_page(
                 StatusCode::BAD_GATEWAY,
                 "Not connected",
                 &format!(
                     "The service did not complete the connection: {why}. Nothing was stored; try again from your Connections page."
                 ),
-            ));
+            ))
         }
-    };
-    let sealed =
-        |what: &str, value: &str| seal(&state, &pending.upstream, &account.id, what, value);
+    }
+}
+
+/// Seals `tokens` with the server key and stores them as the person's grant at the upstream
+/// (the scope granted, else the one asked for). Errors: no server key, the store's.
+async fn keep_grant(
+    state: &AppState,
+    account: &Account,
+    pending: &ConnectionState,
+    oauth: &UpstreamOAuth,
+    tokens: &Tokens,
+    now: i64,
+) -> Result<(), AppError> {
+    let sealed = |what: &str, value: &str| seal(state, &pending.upstream, &account.id, what, value);
     let (Ok(access_sealed), refresh_sealed) = (
         sealed("access", &tokens.access),
         tokens
@@ -470,28 +555,7 @@ pub async fn callback(
             refresh_lease_until: 0,
         })
         .await?;
-    state
-        .store
-        .audit(
-            AuditEvent {
-                event: Event::ConnectionConnected,
-                outcome: Outcome::Success,
-                account_id: Some(&account.id),
-                client_id: pending.client_id.as_deref(),
-                subject: Some(&pending.upstream),
-                source_ip: Some(&client.to_string()),
-                detail: None,
-            },
-            now,
-        )
-        .await;
-    render(
-        StatusCode::OK,
-        &DonePage {
-            host: host_for_display(&oauth.authorization_endpoint),
-            name: pending.upstream,
-        },
-    )
+    Ok(())
 }
 
 /// `POST /connections/{name}/disconnect`.

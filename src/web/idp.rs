@@ -221,142 +221,39 @@ pub async fn callback(
     PageQuery(q): PageQuery<CallbackQuery>,
 ) -> Result<Response, AppError> {
     let now = now();
-    let ip = client.0.to_string();
-    let refuse = |status: StatusCode, next: String, text: String| {
-        let state = state.clone();
-        let session = session.clone();
-        let csrf = csrf.clone();
-        async move {
-            let mut r = signin_page(&state, &session, csrf, status, &next, "", Some(&text)).await?;
-            // The sign-in under way is over either way.
-            set_state_cookie(&mut r, "", &state, 0);
-            Ok::<Response, AppError>(r)
-        }
+    let callback = Callback {
+        state: &state,
+        session: &session,
+        csrf: &csrf,
+        name: &name,
+        ip: client.0.to_string(),
+        now,
     };
-    // A refusal of this sign-in, in the audit log (`reason` never a secret).
-    let failed = |reason: &str| {
-        let reason = reason.to_string();
-        let (state, name, ip) = (state.clone(), name.clone(), ip.clone());
-        async move { audit(&state, Outcome::Failure, None, &name, &ip, &reason, now).await }
+    let underway = match callback.take_underway(q.state.as_deref(), &headers).await? {
+        Ok(underway) => underway,
+        Err(refusal) => return Ok(refusal),
     };
-    let expired = "This sign-in has expired, was already used, or was started in another browser. Start again.";
-    let Some(sent_state) = q
-        .state
-        .as_deref()
-        .filter(|s| !s.is_empty() && s.len() <= 512)
-    else {
-        return refuse(StatusCode::BAD_REQUEST, "/".into(), expired.into()).await;
+    let code = match callback.answer_code(&underway, &q).await? {
+        Ok(code) => code,
+        Err(refusal) => return Ok(refusal),
     };
-    // Only the browser that began the sign-in may finish it.
-    let same_browser = state_cookie(&headers)
-        .is_some_and(|c| constant_time_eq(c.as_bytes(), sent_state.as_bytes()));
-    if !same_browser {
-        failed("state from another browser").await;
-        return refuse(StatusCode::BAD_REQUEST, "/".into(), expired.into()).await;
-    }
-    let state_hash = TokenHash::of(sent_state);
-    let Some(pending) = state.store.take_idp_signin(&state_hash, now).await? else {
-        failed("state unknown, used or expired").await;
-        return refuse(StatusCode::BAD_REQUEST, "/".into(), expired.into()).await;
+    let (secrets, client_secret) = match callback.open_secrets(&underway).await? {
+        Ok(opened) => opened,
+        Err(refusal) => return Ok(refusal),
     };
-    let next = pending.next.clone();
-    let provider = match signin_provider(&state, &name).await? {
-        Some(p) if p.name == pending.provider => p,
-        _ => {
-            failed("state of another provider").await;
-            return refuse(StatusCode::BAD_REQUEST, next, expired.into()).await;
-        }
-    };
-    let label = provider.label().to_string();
-    if let Some(error) = &q.error {
-        let word: String = error
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .take(40)
-            .collect();
-        failed(&format!("provider error {word}")).await;
-        let text = if word == "access_denied" {
-            format!("{label} did not sign you in (the request was declined).")
-        } else {
-            format!("{label} did not sign you in ({word}).")
-        };
-        return refuse(StatusCode::FORBIDDEN, next, text).await;
-    }
-    let Some(code) = q
-        .code
-        .as_deref()
-        .filter(|c| !c.is_empty() && c.len() <= 4096)
-    else {
-        failed("no code").await;
-        return refuse(StatusCode::BAD_REQUEST, next, expired.into()).await;
-    };
-    let Ok(keys) = state.keyring() else {
-        return refuse(
-            StatusCode::SERVICE_UNAVAILABLE,
-            next,
-            format!("Sign-in with {label} is not available on this server right now."),
-        )
-        .await;
-    };
-    let secrets: Option<Secrets> = keys
-        .open(&signin_context(state_hash.as_str()), &pending.sealed)
-        .ok()
-        .and_then(|plain| serde_json::from_slice(&plain).ok());
-    let Some(secrets) = secrets else {
-        return refuse(StatusCode::BAD_REQUEST, next, expired.into()).await;
-    };
-    let client_secret = match &provider.client_secret_sealed {
-        Some(sealed) => match keys.open(&client_secret_context_of(&provider), sealed) {
-            Ok(plain) => Some(String::from_utf8_lossy(&plain).into_owned()),
-            Err(e) => {
-                tracing::error!(provider = %provider.name, error = %e, "the provider's client secret does not open");
-                return refuse(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    next,
-                    format!("Sign-in with {label} is not available on this server right now."),
-                )
-                .await;
-            }
-        },
-        None => None,
-    };
-    let redirect = callback_url(&state.config.issuer, &provider.name);
-    let identity = crate::idp::finish(
-        &provider.issuer,
-        provider.client_id.as_deref().unwrap_or_default(),
-        client_secret.as_deref(),
-        &redirect,
-        code,
-        &secrets.nonce,
-        &secrets.pkce_verifier,
-    )
-    .await;
-    let identity = match identity {
+    let identity = match callback
+        .redeem(&underway, code, &secrets, client_secret.as_deref())
+        .await?
+    {
         Ok(identity) => identity,
-        Err(IdpError::Unavailable(e)) => {
-            tracing::warn!(provider = %provider.name, error = %e, "provider sign-in could not finish");
-            failed("provider unavailable").await;
-            let mut r = unavailable(&state, &session, csrf.clone(), &provider, &next).await?;
-            set_state_cookie(&mut r, "", &state, 0);
-            return Ok(r);
-        }
-        Err(IdpError::Refused(e)) => {
-            tracing::warn!(provider = %provider.name, error = %e, "provider sign-in refused");
-            let detail = format!("refused: {}", e.chars().take(120).collect::<String>());
-            failed(&detail).await;
-            return refuse(
-                StatusCode::FORBIDDEN,
-                next,
-                format!("{label}'s answer could not be verified, so you were not signed in. Start again."),
-            )
-            .await;
-        }
+        Err(refusal) => return Ok(refusal),
     };
-    let account = match resolve_account(&state, &provider, &identity, now).await? {
+    let next = &underway.pending.next;
+    let account = match resolve_account(&state, &underway.provider, &identity, now).await? {
         Ok(account) => account,
         Err((reason, text)) => {
-            failed(reason).await;
-            return refuse(StatusCode::FORBIDDEN, next, text).await;
+            callback.failed(reason).await;
+            return callback.refuse(StatusCode::FORBIDDEN, next, &text).await;
         }
     };
     // A provider sign-in counts as strong: no second factor is asked here.
@@ -367,15 +264,256 @@ pub async fn callback(
         Outcome::Success,
         Some(&account.id),
         &name,
-        &ip,
+        &callback.ip,
         "",
         now,
     )
     .await;
     crate::signin::count(Outcome::Success);
-    let mut response = see_other(&next);
+    let mut response = see_other(next);
     set_state_cookie(&mut response, "", &state, 0);
     Ok(response)
+}
+
+/// The words of a refused callback whose sign-in cannot go on (400): start again.
+const EXPIRED: &str =
+    "This sign-in has expired, was already used, or was started in another browser. Start again.";
+
+/// What the steps of one callback share: the request's application state, session, page
+/// CSRF token, the provider named in the path, the browser's address and the time.
+struct Callback<'a> {
+    state: &'a AppState,
+    session: &'a Session,
+    csrf: &'a PageCsrf,
+    name: &'a str,
+    ip: String,
+    now: i64,
+}
+
+/// A sign-in under way, taken back (once) for this callback.
+struct Underway {
+    /// The SHA-256 of its `state`, in the context its secrets were sealed with.
+    state_hash: TokenHash,
+    /// Its record: the sealed secrets and where the browser goes next.
+    pending: PendingSignin,
+    /// The provider it was started at (the one named in the path).
+    provider: IdentityProvider,
+}
+
+impl Callback<'_> {
+    /// The sign-in page with `status`, `next` and `text`, clearing the state cookie (the
+    /// sign-in under way is over either way). Errors: the page's.
+    async fn refuse(
+        &self,
+        status: StatusCode,
+        next: &str,
+        text: &str,
+    ) -> Result<Response, AppError> {
+        let mut r = signin_page(
+            self.state,
+            self.session,
+            self.csrf.clone(),
+            status,
+            next,
+            "",
+            Some(text),
+        )
+        .await?;
+        set_state_cookie(&mut r, "", self.state, 0);
+        Ok(r)
+    }
+
+    /// A refusal of this sign-in, in the audit log (`reason` never a secret).
+    async fn failed(&self, reason: &str) {
+        audit(
+            self.state,
+            Outcome::Failure,
+            None,
+            self.name,
+            &self.ip,
+            reason,
+            self.now,
+        )
+        .await;
+    }
+
+    /// [`Callback::refuse`] as the outcome of a step that did not go through.
+    async fn refusal<T>(
+        &self,
+        status: StatusCode,
+        next: &str,
+        text: &str,
+    ) -> Result<Result<T, Response>, AppError> {
+        self.refuse(status, next, text).await.map(Err)
+    }
+
+    /// The sign-in page saying the provider's sign-in is not available on this server (503),
+    /// as the outcome of a step that did not go through.
+    async fn not_available<T>(&self, underway: &Underway) -> Result<Result<T, Response>, AppError> {
+        let label = underway.provider.label();
+        let text = format!("Sign-in with {label} is not available on this server right now.");
+        let next = &underway.pending.next;
+        self.refusal(StatusCode::SERVICE_UNAVAILABLE, next, &text)
+            .await
+    }
+
+    /// Takes back the sign-in under way that the answer's `state` names, when this browser
+    /// began it (its [`STATE_COOKIE`]) at the provider named in the path. Otherwise the
+    /// refusal (audited but for a missing `state`): the sign-in page saying it expired (400).
+    /// Errors: the store's.
+    async fn take_underway(
+        &self,
+        sent_state: Option<&str>,
+        headers: &http::HeaderMap,
+    ) -> Result<Result<Underway, Response>, AppError> {
+        let Some(sent_state) = sent_state.filter(|s| !s.is_empty() && s.len() <= 512) else {
+            return self.refusal(StatusCode::BAD_REQUEST, "/", EXPIRED).await;
+        };
+        // Only the browser that began the sign-in may finish it.
+        let same_browser = state_cookie(headers)
+            .is_some_and(|c| constant_time_eq(c.as_bytes(), sent_state.as_bytes()));
+        if !same_browser {
+            self.failed("state from another browser").await;
+            return self.refusal(StatusCode::BAD_REQUEST, "/", EXPIRED).await;
+        }
+        let state_hash = TokenHash::of(sent_state);
+        let Some(pending) = self
+            .state
+            .store
+            .take_idp_signin(&state_hash, self.now)
+            .await?
+        else {
+            self.failed("state unknown, used or expired").await;
+            return self.refusal(StatusCode::BAD_REQUEST, "/", EXPIRED).await;
+        };
+        let provider = match signin_provider(self.state, self.name).await? {
+            Some(p) if p.name == pending.provider => p,
+            _ => {
+                self.failed("state of another provider").await;
+                let next = &pending.next;
+                return self.refusal(StatusCode::BAD_REQUEST, next, EXPIRED).await;
+            }
+        };
+        Ok(Ok(Underway {
+            state_hash,
+            pending,
+            provider,
+        }))
+    }
+
+    /// The authorization code of the provider's answer (RFC 6749 §4.1.2), or the refusal
+    /// (audited): an error answer (§4.1.2.1: 403 naming its code, or saying the request was
+    /// declined), no code or an oversized one (400).
+    async fn answer_code<'q>(
+        &self,
+        underway: &Underway,
+        q: &'q CallbackQuery,
+    ) -> Result<Result<&'q str, Response>, AppError> {
+        let next = &underway.pending.next;
+        if let Some(error) = &q.error {
+            let label = underway.provider.label();
+            let word: String = error
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .take(40)
+                .collect();
+            self.failed(&format!("provider error {word}")).await;
+            let text = if word == "access_denied" {
+                format!("{label} did not sign you in (the request was declined).")
+            } else {
+                format!("{label} did not sign you in ({word}).")
+            };
+            return self.refusal(StatusCode::FORBIDDEN, next, &text).await;
+        }
+        let Some(code) = q
+            .code
+            .as_deref()
+            .filter(|c| !c.is_empty() && c.len() <= 4096)
+        else {
+            self.failed("no code").await;
+            return self.refusal(StatusCode::BAD_REQUEST, next, EXPIRED).await;
+        };
+        Ok(Ok(code))
+    }
+
+    /// Opens with the server key the sign-in's nonce and PKCE verifier and the provider's
+    /// client secret, if it has one. Or the refusal: no server key or a client secret that does
+    /// not open (503), secrets that do not open (400).
+    async fn open_secrets(
+        &self,
+        underway: &Underway,
+    ) -> Result<Result<(Secrets, Option<String>), Response>, AppError> {
+        let Ok(keys) = self.state.keyring() else {
+            return self.not_available(underway).await;
+        };
+        let context = signin_context(underway.state_hash.as_str());
+        let secrets: Option<Secrets> = keys
+            .open(&context, &underway.pending.sealed)
+            .ok()
+            .and_then(|plain| serde_json::from_slice(&plain).ok());
+        let Some(secrets) = secrets else {
+            let next = &underway.pending.next;
+            return self.refusal(StatusCode::BAD_REQUEST, next, EXPIRED).await;
+        };
+        let provider = &underway.provider;
+        let client_secret = match &provider.client_secret_sealed {
+            Some(sealed) => match keys.open(&client_secret_context_of(provider), sealed) {
+                Ok(plain) => Some(String::from_utf8_lossy(&plain).into_owned()),
+                Err(e) => {
+                    tracing::error!(provider = %provider.name, error = %e, "the provider's client secret does not open");
+                    return self.not_available(underway).await;
+                }
+            },
+            None => None,
+        };
+        Ok(Ok((secrets, client_secret)))
+    }
+
+    /// Redeems `code` at the provider and checks its ID token ([`crate::idp::finish`]): the
+    /// identity it vouches for. Or the refusal (audited): the provider cannot be reached
+    /// (502), its answer is refused (403).
+    async fn redeem(
+        &self,
+        underway: &Underway,
+        code: &str,
+        secrets: &Secrets,
+        client_secret: Option<&str>,
+    ) -> Result<Result<crate::idp::Identity, Response>, AppError> {
+        let provider = &underway.provider;
+        let next = &underway.pending.next;
+        let redirect = callback_url(&self.state.config.issuer, &provider.name);
+        let identity = crate::idp::finish(
+            &provider.issuer,
+            provider.client_id.as_deref().unwrap_or_default(),
+            client_secret,
+            &redirect,
+            code,
+            &secrets.nonce,
+            &secrets.pkce_verifier,
+        )
+        .await;
+        match identity {
+            Ok(identity) => Ok(Ok(identity)),
+            Err(IdpError::Unavailable(e)) => {
+                tracing::warn!(provider = %provider.name, error = %e, "provider sign-in could not finish");
+                self.failed("provider unavailable").await;
+                let csrf = self.csrf.clone();
+                let mut r = unavailable(self.state, self.session, csrf, provider, next).await?;
+                set_state_cookie(&mut r, "", self.state, 0);
+                Ok(Err(r))
+            }
+            Err(IdpError::Refused(e)) => {
+                tracing::warn!(provider = %provider.name, error = %e, "provider sign-in refused");
+                let detail = format!("refused: {}", e.chars().take(120).collect::<String>());
+                self.failed(&detail).await;
+                let label = provider.label();
+                let text = format!(
+                    "{label}'s answer could not be verified, so you were not signed in. Start again."
+                );
+                self.refusal(StatusCode::FORBIDDEN, next, &text).await
+            }
+        }
+    }
 }
 
 fn client_secret_context_of(provider: &IdentityProvider) -> Vec<u8> {
@@ -385,21 +523,26 @@ fn client_secret_context_of(provider: &IdentityProvider) -> Vec<u8> {
     }
 }
 
+/// Why no account is signed in to: (audit reason, the page's words).
+type Refusal = (&'static str, String);
+
+/// The refusal of a disabled account.
+fn disabled() -> Refusal {
+    (
+        "account disabled",
+        "This account is disabled. Ask an administrator to enable it.".to_string(),
+    )
+}
+
 /// The account `identity` signs in to at `provider` (module docs), or why none: (audit reason,
-/// the page's words).
+/// the page's words). Errors: the store's, the password hashing's.
 async fn resolve_account(
     state: &AppState,
     provider: &IdentityProvider,
     identity: &crate::idp::Identity,
     now: i64,
-) -> Result<Result<Account, (&'static str, String)>, AppError> {
+) -> Result<Result<Account, Refusal>, AppError> {
     let label = provider.label();
-    let disabled = || {
-        Err((
-            "account disabled",
-            "This account is disabled. Ask an administrator to enable it.".to_string(),
-        ))
-    };
     if let Some(id) = state
         .store
         .linked_account(&provider.name, &identity.subject, now)
@@ -407,34 +550,20 @@ async fn resolve_account(
     {
         return Ok(match state.store.account_by_id(&id).await? {
             Some(a) if a.status == AccountStatus::Active => Ok(a),
-            Some(_) => disabled(),
+            Some(_) => Err(disabled()),
             None => Err((
                 "linked account gone",
                 format!("No account is linked to your {label} sign-in."),
             )),
         });
     }
-    let email = identity.email.as_deref().and_then(|e| Email::parse(e).ok());
-    let Some(email) = email.filter(|_| identity.email_verified) else {
-        return Ok(Err((
-            "email not verified",
-            format!(
-                "{label} did not confirm a verified email address for you, so no account could be found."
-            ),
-        )));
+    let email = match verified_email(provider, identity) {
+        Ok(email) => email,
+        Err(refusal) => return Ok(Err(refusal)),
     };
-    if !domain_allowed(provider.domains.as_deref(), email.as_str()) {
-        return Ok(Err((
-            "email domain not allowed",
-            format!(
-                "Accounts for {} cannot sign in with {label}.",
-                email.as_str()
-            ),
-        )));
-    }
     if let Some(account) = state.store.account_by_email(&email).await? {
         if account.status != AccountStatus::Active {
-            return Ok(disabled());
+            return Ok(Err(disabled()));
         }
         match state
             .store
@@ -455,13 +584,54 @@ async fn resolve_account(
             ),
         )));
     }
+    create_account(state, provider, identity, &email, now).await
+}
+
+/// The email `identity` has at `provider`, when the provider says it is verified and its
+/// domain is allowed (`--domains`); otherwise why no account can be found by it.
+fn verified_email(
+    provider: &IdentityProvider,
+    identity: &crate::idp::Identity,
+) -> Result<Email, Refusal> {
+    let label = provider.label();
+    let email = identity.email.as_deref().and_then(|e| Email::parse(e).ok());
+    let Some(email) = email.filter(|_| identity.email_verified) else {
+        return Err((
+            "email not verified",
+            format!(
+                "{label} did not confirm a verified email address for you, so no account could be found."
+            ),
+        ));
+    };
+    if !domain_allowed(provider.domains.as_deref(), email.as_str()) {
+        return Err((
+            "email domain not allowed",
+            format!(
+                "Accounts for {} cannot sign in with {label}.",
+                email.as_str()
+            ),
+        ));
+    }
+    Ok(email)
+}
+
+/// A new account for `email`, linked to `identity` at `provider` (`--create-accounts`), its
+/// creation audited (`account_created`). Two first sign-ins at once: the account and link the
+/// other made (refused if not active). Errors: the store's, the password hashing's.
+async fn create_account(
+    state: &AppState,
+    provider: &IdentityProvider,
+    identity: &crate::idp::Identity,
+    email: &Email,
+    now: i64,
+) -> Result<Result<Account, Refusal>, AppError> {
     // An account that signs in through its provider: its password is random and never shown
     // (the person may set one later through the account page's reset, if the server offers it).
     let password = crate::domain::secret::random_urlsafe(32);
     let hash = crate::password::hash_password(password).await?;
     match state
         .store
-        .create_linked_account(&email, &hash, &provider.name, &identity.subject, now)
+        .create_linked_account(email, &hash, &provider.name, &identity.subject, now)
         .await
     {
         Ok(account) => {
@@ -480,9 +650,9 @@ async fn resolve_account(
             Ok(Ok(account))
         }
         // Two first sign-ins at once: the other made the account and link; use them.
-        Err(StoreError::Conflict(_)) => Ok(match state.store.account_by_email(&email).await? {
+        Err(StoreError::Conflict(_)) => Ok(match state.store.account_by_email(email).await? {
             Some(a) if a.status == AccountStatus::Active => Ok(a),
-            _ => disabled(),
+            _ => Err(disabled()),
         }),
         Err(e) => Err(e.into()),
     }

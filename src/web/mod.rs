@@ -42,9 +42,21 @@ pub mod upstreams;
 /// Name of the session cookie.
 pub const SESSION_COOKIE: &str = "gatehouse_session";
 
-/// The routes of the pages, with the session layer.
+/// The routes of the pages, with the session layer: the console's, the sign-in's and the
+/// connections' pages, and, when this server is an OAuth authorization server, its
+/// authorization and apps pages.
 pub fn router(state: AppState) -> Router {
-    let mut pages = Router::new()
+    let mut pages = connection_routes(signin_routes(console_routes(Router::new())));
+    if state.config.oauth_enabled {
+        pages = authorization_routes(pages);
+    }
+    pages.layer(session_layer(&state)).with_state(state)
+}
+
+/// `pages` with the console's pages: projects, their notes, activity, members and
+/// invitations; the account page; API keys and URLs; the operator's upstreams.
+fn console_routes(pages: Router<AppState>) -> Router<AppState> {
+    pages
         .route("/", get(projects::home))
         .route("/projects", post(projects::create))
         .route("/projects/{id}", get(projects::show))
@@ -90,6 +102,12 @@ pub fn router(state: AppState) -> Router {
             "/upstreams/enable",
             get(upstreams::confirm_enable).post(upstreams::enable),
         )
+}
+
+/// `pages` with the sign-in pages: password, second factor (and its enrolment on the
+/// account page), recovery, passkeys, identity providers, first-run setup, invitations.
+fn signin_routes(pages: Router<AppState>) -> Router<AppState> {
+    pages
         .route("/signin", get(signin::show).post(signin::submit))
         .route("/signout", post(signin::sign_out))
         .route(
@@ -129,6 +147,12 @@ pub fn router(state: AppState) -> Router {
         .route("/signin/idp/{name}/callback", get(idp::callback))
         .route("/setup", get(setup::show).post(setup::submit))
         .route("/invite", get(invitations::show).post(invitations::accept))
+}
+
+/// `pages` with the connections to per-person upstreams: the list, activity, the client
+/// metadata document, the callback, start and disconnect, and the person's own servers.
+fn connection_routes(pages: Router<AppState>) -> Router<AppState> {
+    pages
         .route("/connections", get(connections::list))
         .route("/connections/activity", get(activity::connections))
         .route(
@@ -160,27 +184,29 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/connections/servers/{name}/{action}",
             post(personal_upstreams::act),
-        );
-    if state.config.oauth_enabled {
-        pages = pages
-            .route(
-                "/oauth/authorize",
-                get(consent::authorize_get).post(consent::authorize_post),
-            )
-            .route("/oauth/authorize/decision", post(consent::decide))
-            .route("/device", get(device::show).post(device::submit))
-            .route("/oauth/authorize/resume", get(consent::resume))
-            .route("/apps", get(apps::list))
-            .route("/apps/revoke", get(apps::confirm_revoke).post(apps::revoke))
-            .route("/apps/tools", post(apps::set_tools))
-            .route("/apps/timeline", get(timeline::show))
-            .route("/apps/{consent_id}", get(apps::activity))
-            .route(
-                "/apps/{consent_id}/access",
-                get(apps::access).post(apps::change_access),
-            );
-    }
-    pages.layer(session_layer(&state)).with_state(state)
+        )
+}
+
+/// `pages` with the OAuth authorization server's pages: the authorization request's
+/// consent (and its resumption), the device flow's page, and the connected apps.
+fn authorization_routes(pages: Router<AppState>) -> Router<AppState> {
+    pages
+        .route(
+            "/oauth/authorize",
+            get(consent::authorize_get).post(consent::authorize_post),
+        )
+        .route("/oauth/authorize/decision", post(consent::decide))
+        .route("/device", get(device::show).post(device::submit))
+        .route("/oauth/authorize/resume", get(consent::resume))
+        .route("/apps", get(apps::list))
+        .route("/apps/revoke", get(apps::confirm_revoke).post(apps::revoke))
+        .route("/apps/tools", post(apps::set_tools))
+        .route("/apps/timeline", get(timeline::show))
+        .route("/apps/{consent_id}", get(apps::activity))
+        .route(
+            "/apps/{consent_id}/access",
+            get(apps::access).post(apps::change_access),
+        )
 }
 
 /// Session cookies: `HttpOnly`, `SameSite=Lax`, `Secure` when the issuer is https, expiring after

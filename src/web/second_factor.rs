@@ -28,6 +28,7 @@ use super::{CsrfForm, NoFields, error_page, render, retry_after, see_other};
 use crate::client_addr::ClientAddr;
 use crate::domain::account::AccountStatus;
 use crate::domain::audit::{Event, Outcome};
+use crate::domain::throttle::CounterState;
 use crate::error::AppError;
 use crate::second_factor::{
     PENDING_SECS, limits, looks_like_totp, matching_step, new_recovery_codes, new_totp_secret,
@@ -36,7 +37,7 @@ use crate::second_factor::{
 use crate::state::AppState;
 use crate::store::accounts::Account;
 use crate::store::audit::AuditEvent;
-use crate::store::limits::Admission;
+use crate::store::limits::{Admission, Limit};
 use crate::store::now;
 use crate::store::second_factor::totp_seal_context;
 
@@ -291,119 +292,143 @@ pub async fn submit(
         Admission::Admitted(counted) => counted,
         Admission::Refused {
             retry_after: wait, ..
-        } => {
-            crate::signin::count(Outcome::Throttled);
-            let message = format!(
-                "Too many wrong codes. Wait {} and try again.",
-                crate::signin::wait_in_words(wait)
-            );
-            let r = render(
-                StatusCode::TOO_MANY_REQUESTS,
-                &CodePage {
-                    csrf_token: &token,
-                    error: Some(&message),
-                },
-            )?;
-            return Ok(retry_after(r, wait));
-        }
+        } => return too_many_codes(&token, wait),
     };
-    let ip = client.to_string();
+    let submitted = Submitted {
+        state: &state,
+        session: &session,
+        pending: &p,
+        account: &account,
+        csrf_token: &token,
+        limits: &limits,
+        counted: &counted,
+        ip: client.to_string(),
+        now,
+    };
     if p.enrol {
-        match confirm(&state, &account, &form.code, now).await? {
-            Some(codes) => {
-                audit(
-                    &state,
-                    Event::SecondFactorEnrolled,
-                    Outcome::Success,
-                    &account,
-                    &ip,
-                    Some("totp"),
-                    now,
-                )
-                .await;
-                crate::signin::forget_failures(&state, &limits, &counted).await?;
-                sign_in_with(&session, &account, SignInMethod::PasswordAndTotp).await?;
-                session.remove::<Pending>(PENDING_KEY).await?;
-                audit(
-                    &state,
-                    Event::Signin,
-                    Outcome::Success,
-                    &account,
-                    &ip,
-                    Some("password+totp"),
-                    now,
-                )
-                .await;
-                return render(
-                    StatusCode::OK,
-                    &CodesPage {
-                        codes: &codes,
-                        next: &p.next,
-                    },
-                );
-            }
-            None => {
-                audit(
-                    &state,
-                    Event::SigninSecondFactor,
-                    Outcome::Failure,
-                    &account,
-                    &ip,
-                    Some("enrolment code"),
-                    now,
-                )
-                .await;
-                return enrol_page(
-                    &state,
-                    &account,
-                    &token,
-                    "/signin/second-factor",
-                    false,
-                    StatusCode::UNAUTHORIZED,
-                    Some(
-                        "That code is not right. Scan the new QR code and enter the code it shows.",
-                    ),
-                )
-                .await;
-            }
-        }
+        return submitted.confirm_enrolment(&form.code).await;
     }
-    match check_code(&state, &account, &form.code, now).await? {
-        Checked::Right(method) => {
-            crate::signin::forget_failures(&state, &limits, &counted).await?;
-            sign_in_with(&session, &account, method).await?;
-            session.remove::<Pending>(PENDING_KEY).await?;
-            audit(
-                &state,
-                Event::Signin,
-                Outcome::Success,
-                &account,
-                &ip,
-                Some(method.as_str()),
-                now,
-            )
+    submitted.check(&form.code).await
+}
+
+/// The code form refusing an attempt the [`limits`] turned away: 429 with `Retry-After`
+/// (`wait` seconds), counted as `throttled`. Errors: the page's rendering.
+fn too_many_codes(csrf_token: &str, wait: i64) -> Result<Response, AppError> {
+    crate::signin::count(Outcome::Throttled);
+    let message = format!(
+        "Too many wrong codes. Wait {} and try again.",
+        crate::signin::wait_in_words(wait)
+    );
+    let r = render(
+        StatusCode::TOO_MANY_REQUESTS,
+        &CodePage {
+            csrf_token,
+            error: Some(&message),
+        },
+    )?;
+    Ok(retry_after(r, wait))
+}
+
+/// A code submitted for a pending sign-in, admitted by the [`limits`]: what checking it and
+/// answering share.
+struct Submitted<'a> {
+    state: &'a AppState,
+    session: &'a Session,
+    pending: &'a Pending,
+    account: &'a Account,
+    csrf_token: &'a str,
+    limits: &'a [Limit; 3],
+    /// The counters' states after the attempt was counted.
+    counted: &'a [CounterState],
+    ip: String,
+    now: i64,
+}
+
+impl Submitted<'_> {
+    /// Signs the session in with `method`: the failures forgotten, the pending sign-in
+    /// removed, the success audited (`signin` / `success` with the method). Errors: the
+    /// store's, the session's.
+    async fn sign_in(&self, method: SignInMethod) -> Result<(), AppError> {
+        crate::signin::forget_failures(self.state, self.limits, self.counted).await?;
+        sign_in_with(self.session, self.account, method).await?;
+        self.session.remove::<Pending>(PENDING_KEY).await?;
+        self.audit(Event::Signin, Outcome::Success, Some(method.as_str()))
             .await;
-            Ok(see_other(&p.next))
-        }
-        Checked::Wrong => {
-            crate::signin::count(Outcome::Failure);
-            audit(
-                &state,
+        Ok(())
+    }
+
+    /// Audits `event` / `outcome` for the account, from the browser's address.
+    async fn audit(&self, event: Event, outcome: Outcome, detail: Option<&str>) {
+        audit(
+            self.state,
+            event,
+            outcome,
+            self.account,
+            &self.ip,
+            detail,
+            self.now,
+        )
+        .await;
+    }
+
+    /// An enrolling person's `code`, against the new authenticator ([`confirm`]). Right: the
+    /// enrolment audited (`second_factor_enrolled`), the session signed in
+    /// (`password+totp`) and the recovery codes shown once, with a link on to `next`. Wrong:
+    /// audited (`signin_second_factor` / `failure`), 401 and the enrolment page again.
+    /// Errors: the store's, the session's, the page's.
+    async fn confirm_enrolment(&self, code: &str) -> Result<Response, AppError> {
+        let Some(codes) = confirm(self.state, self.account, code, self.now).await? else {
+            self.audit(
                 Event::SigninSecondFactor,
                 Outcome::Failure,
-                &account,
-                &ip,
-                None,
-                now,
+                Some("enrolment code"),
             )
             .await;
-            render(
+            return enrol_page(
+                self.state,
+                self.account,
+                self.csrf_token,
+                "/signin/second-factor",
+                false,
                 StatusCode::UNAUTHORIZED,
-                &CodePage {
-                    csrf_token: &token,
-                    error: Some("That code is not right, or was already used."),
-                },
+                Some("That code is not right. Scan the new QR code and enter the code it shows."),
             )
+            .await;
+        };
+        self.audit(Event::SecondFactorEnrolled, Outcome::Success, Some("totp"))
+            .await;
+        self.sign_in(SignInMethod::PasswordAndTotp).await?;
+        render(
+            StatusCode::OK,
+            &CodesPage {
+                codes: &codes,
+                next: &self.pending.next,
+            },
+        )
+    }
+
+    /// `code`, a TOTP code or a recovery code ([`check_code`]). Right: the session signed in
+    /// with its method, on to `next`. Wrong: counted as a `failure`, audited
+    /// (`signin_second_factor` / `failure`), 401 and the form again. Errors: the store's, the
+    /// session's, the page's.
+    async fn check(&self, code: &str) -> Result<Response, AppError> {
+        match check_code(self.state, self.account, code, self.now).await? {
+            Checked::Right(method) => {
+                self.sign_in(method).await?;
+                Ok(see_other(&self.pending.next))
+            }
+            Checked::Wrong => {
+                crate::signin::count(Outcome::Failure);
+                self.audit(Event::SigninSecondFactor, Outcome::Failure, None)
+                    .await;
+                render(
+                    StatusCode::UNAUTHORIZED,
+                    &CodePage {
+                        csrf_token: self.csrf_token,
+                        error: Some("That code is not right, or was already used."),
+                    },
+                )
+            }
         }
     }
 }

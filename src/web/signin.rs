@@ -200,43 +200,20 @@ pub async fn submit(
         Err(refused) => return Ok(refused),
     };
     let next = safe_next(form.next.as_deref());
-    let (shown_next, email) = (next.as_str(), form.email.as_str());
-    let forgot = state.mailer.is_some();
-    let providers = provider_buttons(&state).await;
-    let providers = providers.as_slice();
-    let passkeys = super::passkeys::available(&state);
-    let page = |status: StatusCode, error: String| {
-        csrf.page(&session, move |csrf_token| {
-            render(
-                status,
-                &SigninPage {
-                    csrf_token,
-                    next: shown_next,
-                    email,
-                    error: Some(&error),
-                    invalid: status == StatusCode::UNAUTHORIZED,
-                    notice: None,
-                    forgot,
-                    providers,
-                    password_signin: true,
-                    passkeys,
-                },
-            )
-            .map(|r| {
-                if passkeys {
-                    super::passkeys::with_script(r)
-                } else {
-                    r
-                }
-            })
-        })
+    let page = FormPage {
+        csrf,
+        session: &session,
+        next: &next,
+        email: &form.email,
+        forgot: state.mailer.is_some(),
+        providers: provider_buttons(&state).await,
+        passkeys: super::passkeys::available(&state),
     };
     // A place for the password check first: when every worker is busy the attempt is turned
     // away before it touches the database.
     let Ok(slot) = state.passwords.try_reserve() else {
         signin::count(Outcome::Busy);
-        let r = page(StatusCode::SERVICE_UNAVAILABLE, BUSY.to_string()).await?;
-        return Ok(super::password_busy(r));
+        return page.busy().await;
     };
     let password = form.password.clone();
     let attempt = signin::attempt(
@@ -253,41 +230,108 @@ pub async fn submit(
         Attempt::Throttled {
             retry_after,
             account,
-        } => {
-            let wait = signin::wait_in_words(retry_after);
-            let message = if account {
-                format!(
-                    "Sign-in for this account is slowed down after many failed attempts. Try again in {wait}."
-                )
-            } else {
-                format!("Too many failed sign-ins. Wait {wait} and try again.")
-            };
-            let r = page(StatusCode::TOO_MANY_REQUESTS, message).await?;
-            return Ok(super::retry_after(r, retry_after));
-        }
-        Attempt::Failed => {
-            return page(StatusCode::UNAUTHORIZED, BAD_CREDENTIALS.to_string()).await;
-        }
-        Attempt::Busy => {
-            let r = page(StatusCode::SERVICE_UNAVAILABLE, BUSY.to_string()).await?;
-            return Ok(super::password_busy(r));
-        }
+        } => return page.throttled(retry_after, account).await,
+        Attempt::Failed => return page.show(StatusCode::UNAUTHORIZED, BAD_CREDENTIALS).await,
+        Attempt::Busy => return page.busy().await,
     };
+    finish_signin(&state, &session, client.0, *verified, &next, now).await
+}
+
+/// The sign-in form of a `POST /signin` that did not go through, shown again with the email
+/// typed and `next`.
+struct FormPage<'a> {
+    csrf: PageCsrf,
+    session: &'a Session,
+    next: &'a str,
+    email: &'a str,
+    /// Mail is set up: "Forgot your password?" is offered.
+    forgot: bool,
+    /// The identity providers' sign-in buttons ([`provider_buttons`]).
+    providers: Vec<(String, String)>,
+    /// "Sign in with a passkey" is offered (with its script).
+    passkeys: bool,
+}
+
+impl FormPage<'_> {
+    /// The form with `status` and the message `error` (about the email and password given,
+    /// marked so, when `status` is 401). Errors: the session's, the page's rendering.
+    async fn show(self, status: StatusCode, error: &str) -> Result<Response, AppError> {
+        let passkeys = self.passkeys;
+        self.csrf
+            .page(self.session, |csrf_token| {
+                render(
+                    status,
+                    &SigninPage {
+                        csrf_token,
+                        next: self.next,
+                        email: self.email,
+                        error: Some(error),
+                        invalid: status == StatusCode::UNAUTHORIZED,
+                        notice: None,
+                        forgot: self.forgot,
+                        providers: &self.providers,
+                        password_signin: true,
+                        passkeys,
+                    },
+                )
+                .map(|r| {
+                    if passkeys {
+                        super::passkeys::with_script(r)
+                    } else {
+                        r
+                    }
+                })
+            })
+            .await
+    }
+
+    /// The form saying every password worker is busy: 503 with `Retry-After`.
+    async fn busy(self) -> Result<Response, AppError> {
+        let r = self.show(StatusCode::SERVICE_UNAVAILABLE, BUSY).await?;
+        Ok(super::password_busy(r))
+    }
+
+    /// The form saying a limit refused the attempt (the per-account one: `account`): 429 with
+    /// `Retry-After` (`retry_after` seconds).
+    async fn throttled(self, retry_after: i64, account: bool) -> Result<Response, AppError> {
+        let wait = signin::wait_in_words(retry_after);
+        let message = if account {
+            format!(
+                "Sign-in for this account is slowed down after many failed attempts. Try again in {wait}."
+            )
+        } else {
+            format!("Too many failed sign-ins. Wait {wait} and try again.")
+        };
+        let r = self.show(StatusCode::TOO_MANY_REQUESTS, &message).await?;
+        Ok(super::retry_after(r, retry_after))
+    }
+}
+
+/// Finishes a verified password sign-in from `source`: the session signed in, or its second
+/// factor begun when the account has one or the server requires one (then it enrols); the
+/// sign-in finished ([`signin::Verified::finish`]). Output: `303` to `next` (or to the second
+/// factor's page) with the new device cookie. Errors: the store's, the session's.
+async fn finish_signin(
+    state: &AppState,
+    session: &Session,
+    source: std::net::IpAddr,
+    verified: signin::Verified,
+    next: &str,
+    now: i64,
+) -> Result<Response, AppError> {
     // A second factor next: the account has one, or the server requires one (then it enrols).
     let has_factor = state.store.has_second_factor(&verified.account.id).await?;
     let second_factor = has_factor || state.config.identity.require_2fa;
     if second_factor {
-        super::second_factor::begin(&session, &verified.account, &next, !has_factor, now).await?;
+        super::second_factor::begin(session, &verified.account, next, !has_factor, now).await?;
     } else {
-        super::session::sign_in(&session, &verified.account).await?;
+        super::session::sign_in(session, &verified.account).await?;
     }
-    let device = verified
-        .finish(&state, client.0, now, second_factor)
-        .await?;
+    let device = verified.finish(state, source, now, second_factor).await?;
     let mut response = see_other(if second_factor {
         "/signin/second-factor"
     } else {
-        &next
+        next
     });
     let cookie = Cookie::build((signin::DEVICE_COOKIE, device))
         .path("/signin")
