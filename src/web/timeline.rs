@@ -167,17 +167,10 @@ fn call_words(e: &AuditEntry) -> String {
     )
 }
 
-/// The steps of `client`'s timeline in time order: its registration, the stored steps, the
-/// person's `signins` that led to one of them (within [`SIGNIN_WINDOW_SECS`] before it), the
-/// first and latest MCP call, the refreshes, and a token issued for `mcp_url` after which no
-/// MCP call came.
-pub fn steps(
-    client: &ClientRecord,
-    timeline: &ClientTimeline,
-    signins: &[AuditEntry],
-    mcp_url: &str,
-) -> Vec<Step> {
-    let mut out = vec![Step {
+/// The first step of `client`'s timeline: its registration, or for a URL client ID the first
+/// read of its metadata document; ordered before every other step of that second.
+fn registration_step(client: &ClientRecord) -> Step {
+    Step {
         order: i64::MIN,
         ..Step::done(
             client.created_at,
@@ -190,35 +183,45 @@ pub fn steps(
                 "Registered with this server".to_string()
             },
         )
-    }];
-    out.extend(timeline.steps.iter().filter_map(step_of));
+    }
+}
+
+/// The steps of the person's `signins` that led to an authorization request or a consent of
+/// `timeline` (within [`SIGNIN_WINDOW_SECS`] before it), in the order of `signins`, each with
+/// its method (`password` when the row names none).
+fn signin_steps(timeline: &ClientTimeline, signins: &[AuditEntry]) -> Vec<Step> {
     let asked: Vec<i64> = timeline
         .steps
         .iter()
         .filter(|e| matches!(e.event.as_str(), "authorization_request" | "consent"))
         .map(|e| e.at)
         .collect();
-    out.extend(
-        signins
-            .iter()
-            .filter(|s| {
-                asked
-                    .iter()
-                    .any(|&t| s.at <= t && t - s.at <= SIGNIN_WINDOW_SECS)
-            })
-            .map(|s| {
-                let method = s
-                    .detail
-                    .as_deref()
-                    .and_then(|d| d.split(' ').find_map(|p| p.strip_prefix("method=")))
-                    .unwrap_or("password");
-                Step {
-                    order: s.id,
-                    who: s.email.clone(),
-                    ..Step::done(s.at, format!("Signed in ({method})"))
-                }
-            }),
-    );
+    signins
+        .iter()
+        .filter(|s| {
+            asked
+                .iter()
+                .any(|&t| s.at <= t && t - s.at <= SIGNIN_WINDOW_SECS)
+        })
+        .map(|s| {
+            let method = s
+                .detail
+                .as_deref()
+                .and_then(|d| d.split(' ').find_map(|p| p.strip_prefix("method=")))
+                .unwrap_or("password");
+            Step {
+                order: s.id,
+                who: s.email.clone(),
+                ..Step::done(s.at, format!("Signed in ({method})"))
+            }
+        })
+        .collect()
+}
+
+/// The steps of `timeline`'s use: its first MCP call, its latest (when there was more than
+/// one), then its refreshes (the last one, with their count), each only when there is one.
+fn use_steps(timeline: &ClientTimeline) -> Vec<Step> {
+    let mut out = Vec::new();
     if let Some(first) = &timeline.first_call {
         out.push(Step {
             order: first.id,
@@ -247,17 +250,24 @@ pub fn steps(
             )
         });
     }
-    let issued_here = timeline.steps.iter().rev().find(|e| {
+    out
+}
+
+/// The failed step "Token issued but not used yet": the last code redeemed with success for
+/// `mcp_url` when no MCP call came after it; `None` otherwise.
+fn unused_token_step(timeline: &ClientTimeline, mcp_url: &str) -> Option<Step> {
+    let issued = timeline.steps.iter().rev().find(|e| {
         e.event == "code_redeemed"
             && e.outcome == "success"
             && e.detail
                 .as_deref()
                 .is_some_and(|d| d.split(' ').any(|p| p == format!("resource={mcp_url}")))
-    });
-    if let Some(issued) = issued_here
-        && timeline.last_call.as_ref().is_none_or(|c| c.at < issued.at)
-    {
-        out.push(Step {
+    })?;
+    timeline
+        .last_call
+        .as_ref()
+        .is_none_or(|c| c.at < issued.at)
+        .then(|| Step {
             order: issued.id,
             ..Step::failed(
             issued.at,
@@ -266,8 +276,24 @@ pub fn steps(
                 "The app has not called this server's MCP endpoint since it got its token. If it says it is connected but nothing works, check that its MCP server URL is exactly {mcp_url}"
             ),
         )
-        });
-    }
+        })
+}
+
+/// The steps of `client`'s timeline in time order: its registration, the stored steps, the
+/// person's `signins` that led to one of them (within [`SIGNIN_WINDOW_SECS`] before it), the
+/// first and latest MCP call, the refreshes, and a token issued for `mcp_url` after which no
+/// MCP call came.
+pub fn steps(
+    client: &ClientRecord,
+    timeline: &ClientTimeline,
+    signins: &[AuditEntry],
+    mcp_url: &str,
+) -> Vec<Step> {
+    let mut out = vec![registration_step(client)];
+    out.extend(timeline.steps.iter().filter_map(step_of));
+    out.extend(signin_steps(timeline, signins));
+    out.extend(use_steps(timeline));
+    out.extend(unused_token_step(timeline, mcp_url));
     // Stable: a step made from a row (the token not used yet) stays after that row's step.
     out.sort_by_key(|s| (s.at, s.order));
     out
