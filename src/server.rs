@@ -44,17 +44,7 @@ pub async fn serve(
     store: &Store,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioIo, TokioTimer};
-    use hyper_util::service::TowerToHyperService;
-
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(std::time::Duration::from_secs(
-            config.header_read_timeout_secs as u64,
-        ))
-        .max_header_size(MAX_HEADER_BYTES)
-        .max_headers(MAX_HEADERS);
+    let builder = connection_builder(config);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let permits = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
     let per_address = crate::connections::PerAddress::new(
@@ -81,17 +71,7 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
-                    // Per-connection failures (reset before accept) are skipped; running out
-                    // of file descriptors gets a pause instead of a busy loop.
-                    if !matches!(
-                        e.kind(),
-                        std::io::ErrorKind::ConnectionAborted
-                            | std::io::ErrorKind::ConnectionReset
-                            | std::io::ErrorKind::ConnectionRefused
-                    ) {
-                        tracing::error!(error = %e, "accept failed");
-                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    }
+                    after_accept_failure(&e).await;
                     continue;
                 }
             },
@@ -111,37 +91,14 @@ pub async fn serve(
                 continue;
             }
         };
-        let builder = builder.clone();
-        let watcher = graceful.watcher();
-        let handed = lanes.run(Box::new(move |router: &Router| {
-            // What `into_make_service_with_connect_info` does: the peer address for extractors.
-            let service = TowerToHyperService::new(tower::ServiceExt::map_request(
-                router.clone(),
-                move |mut request: http::Request<hyper::body::Incoming>| {
-                    request
-                        .extensions_mut()
-                        .insert(axum::extract::ConnectInfo(remote));
-                    request
-                },
-            ));
-            let socket = match tokio::net::TcpStream::from_std(socket) {
-                Ok(socket) => socket,
-                Err(e) => {
-                    tracing::debug!(error = %e, "an accepted connection could not be served");
-                    return;
-                }
-            };
-            let connection = watcher.watch(builder.serve_connection(TokioIo::new(socket), service));
-            tokio::spawn(crate::lanes::watched(
-                async move {
-                    // A client that goes away mid-request is its own business, not an error
-                    // here.
-                    let _ = connection.await;
-                    drop((permit, place));
-                },
-                crate::lanes::BUSY_WARNING,
-            ));
-        }));
+        let job = connection_job(
+            socket,
+            remote,
+            builder.clone(),
+            graceful.watcher(),
+            (permit, place),
+        );
+        let handed = lanes.run(job);
         if !handed {
             tracing::error!("every serving lane has ended; no longer accepting connections");
             break;
@@ -155,6 +112,81 @@ pub async fn serve(
         tracing::warn!("in-flight requests did not finish in time; stopping anyway");
     }
     Ok(())
+}
+
+/// hyper's HTTP/1.1 connection settings: the `header_read_timeout` of `config`
+/// (`GATEHOUSE_HEADER_READ_TIMEOUT`), [`MAX_HEADER_BYTES`] and [`MAX_HEADERS`].
+fn connection_builder(config: &Config) -> hyper::server::conn::http1::Builder {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(std::time::Duration::from_secs(
+            config.header_read_timeout_secs as u64,
+        ))
+        .max_header_size(MAX_HEADER_BYTES)
+        .max_headers(MAX_HEADERS);
+    builder
+}
+
+/// What follows a failed `accept` of error `e`: a per-connection failure (reset before
+/// accept) is skipped at once; any other (running out of file descriptors…) is logged and
+/// gets a pause of 100 ms instead of a busy loop.
+async fn after_accept_failure(e: &std::io::Error) {
+    if !matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionRefused
+    ) {
+        tracing::error!(error = %e, "accept failed");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// The job that serves the accepted connection `socket` from `remote` on a lane, with the
+/// lane's router: the peer address put in each request (what
+/// `into_make_service_with_connect_info` does, for extractors), the connection served by
+/// `builder` and watched by `watcher` for a graceful shutdown, on a task of the lane's runtime.
+/// `held` (the connection's permit and its place of its address) is released when the
+/// connection ends; a socket the lane's runtime cannot take is dropped with it.
+fn connection_job(
+    socket: std::net::TcpStream,
+    remote: std::net::SocketAddr,
+    builder: hyper::server::conn::http1::Builder,
+    watcher: hyper_util::server::graceful::Watcher,
+    held: (tokio::sync::OwnedSemaphorePermit, crate::connections::Place),
+) -> crate::lanes::Job<Router> {
+    use hyper_util::rt::TokioIo;
+    use hyper_util::service::TowerToHyperService;
+
+    Box::new(move |router: &Router| {
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            router.clone(),
+            move |mut request: http::Request<hyper::body::Incoming>| {
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(remote));
+                request
+            },
+        ));
+        let socket = match tokio::net::TcpStream::from_std(socket) {
+            Ok(socket) => socket,
+            Err(e) => {
+                tracing::debug!(error = %e, "an accepted connection could not be served");
+                return;
+            }
+        };
+        let connection = watcher.watch(builder.serve_connection(TokioIo::new(socket), service));
+        tokio::spawn(crate::lanes::watched(
+            async move {
+                // A client that goes away mid-request is its own business, not an error
+                // here.
+                let _ = connection.await;
+                drop(held);
+            },
+            crate::lanes::BUSY_WARNING,
+        ));
+    })
 }
 
 /// How long in-flight requests may take to finish after a stop signal; past it they are

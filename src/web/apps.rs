@@ -24,9 +24,10 @@ use crate::domain::scope::{Scope, ScopeSet};
 use crate::domain::text::check_line;
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::store::audit::AuditEvent;
+use crate::store::audit::{AuditEvent, AuditRecord};
 use crate::store::now;
 use crate::store::oauth::{BUILT_IN, ConnectedApp, GrantChoice};
+use crate::store::resources::ResourceRecord;
 
 struct AppRow {
     consent_id: String,
@@ -95,6 +96,79 @@ fn display_name(app: &ConnectedApp) -> String {
         .unwrap_or_else(|| "An unnamed application".into())
 }
 
+/// The MCP server `app`'s grant is for and what it may do there, in words: this Gatehouse
+/// (`mcp_server_url`) with the scopes it may use now (reading only leaves writing out), a
+/// registered resource of `resources` (by host and name) with its scopes as the resource
+/// describes them, or the host of a resource no longer registered, with nothing.
+fn server_and_abilities(
+    mcp_server_url: &str,
+    app: &ConnectedApp,
+    resources: &[ResourceRecord],
+) -> (String, Vec<String>) {
+    let registered = resources.iter().find(|r| r.url == app.resource);
+    match registered {
+        None if app.resource == BUILT_IN => (
+            format!("{} (this Gatehouse)", host_for_display(mcp_server_url)),
+            // What it may do now: reading only leaves writing out.
+            ScopeSet::parse(&app.scope)
+                .map(|s| {
+                    s.iter()
+                        .filter(|s| !(app.read_only && *s == Scope::McpWrite))
+                        .map(|s| s.describe().to_string())
+                        .collect()
+                })
+                .unwrap_or_default(),
+        ),
+        None => (host_for_display(&app.resource), Vec::new()),
+        Some(r) => (
+            format!("{} ({})", host_for_display(&r.url), r.name),
+            app.scope
+                .split_ascii_whitespace()
+                .filter_map(|s| r.describe(s).map(ToString::to_string))
+                .collect(),
+        ),
+    }
+}
+
+/// The row of the granted app `a` on the apps page: its names and hosts, the server and what
+/// it may do there ([`server_and_abilities`]), when it was granted and last called a tool
+/// (`last_used`, by client), the projects it reaches (`names`: the account's projects by id),
+/// its access, until when (at `now`) and its tools.
+fn app_row(
+    mcp_server_url: &str,
+    a: ConnectedApp,
+    resources: &[ResourceRecord],
+    last_used: &HashMap<String, i64>,
+    names: &HashMap<String, String>,
+    now: i64,
+) -> AppRow {
+    let (server, abilities) = server_and_abilities(mcp_server_url, &a, resources);
+    AppRow {
+        name: display_name(&a),
+        publisher: is_url_client_id(&a.client_id).then(|| host_for_display(&a.client_id)),
+        host: if a.redirect_uri == DEVICE_CODE_GRANT {
+            "a device (signed in with a code)".to_string()
+        } else {
+            host_for_display(&a.redirect_uri)
+        },
+        server,
+        abilities,
+        granted: when(a.updated_at),
+        last_used: last_used.get(&a.client_id).copied().map(when),
+        reach: (a.resource == BUILT_IN).then(|| reach_words(&a, names)),
+        access: if a.read_only || !a.scope.contains("mcp:write") {
+            "Read only"
+        } else {
+            "Read and write"
+        },
+        until: until_words(a.expires_at, now),
+        tools: ToolFilter::from_stored(a.tool_filter.as_deref()).in_words(),
+        consent_id: a.consent_id,
+        timeline: timeline_query(&a.client_id),
+        client_id: a.client_id,
+    }
+}
+
 /// `GET /apps`: each granted client with its name (the host of its metadata document, or
 /// marked unverified), redirect host, what it may do in words, when it was granted and last
 /// called a tool.
@@ -123,56 +197,14 @@ pub async fn list(State(state): State<AppState>, session: Session) -> Result<Res
         .await?
         .into_iter()
         .map(|a| {
-            let registered = resources.iter().find(|r| r.url == a.resource);
-            let (server, abilities) = match registered {
-                None if a.resource == BUILT_IN => (
-                    format!(
-                        "{} (this Gatehouse)",
-                        host_for_display(&state.config.mcp_server_url)
-                    ),
-                    // What it may do now: reading only leaves writing out.
-                    ScopeSet::parse(&a.scope)
-                        .map(|s| {
-                            s.iter()
-                                .filter(|s| !(a.read_only && *s == Scope::McpWrite))
-                                .map(|s| s.describe().to_string())
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                ),
-                None => (host_for_display(&a.resource), Vec::new()),
-                Some(r) => (
-                    format!("{} ({})", host_for_display(&r.url), r.name),
-                    a.scope
-                        .split_ascii_whitespace()
-                        .filter_map(|s| r.describe(s).map(ToString::to_string))
-                        .collect(),
-                ),
-            };
-            AppRow {
-                name: display_name(&a),
-                publisher: is_url_client_id(&a.client_id).then(|| host_for_display(&a.client_id)),
-                host: if a.redirect_uri == DEVICE_CODE_GRANT {
-                    "a device (signed in with a code)".to_string()
-                } else {
-                    host_for_display(&a.redirect_uri)
-                },
-                server,
-                abilities,
-                granted: when(a.updated_at),
-                last_used: last_used.get(&a.client_id).copied().map(when),
-                reach: (a.resource == BUILT_IN).then(|| reach_words(&a, &names)),
-                access: if a.read_only || !a.scope.contains("mcp:write") {
-                    "Read only"
-                } else {
-                    "Read and write"
-                },
-                until: until_words(a.expires_at, now),
-                tools: ToolFilter::from_stored(a.tool_filter.as_deref()).in_words(),
-                consent_id: a.consent_id,
-                timeline: timeline_query(&a.client_id),
-                client_id: a.client_id,
-            }
+            app_row(
+                &state.config.mcp_server_url,
+                a,
+                &resources,
+                &last_used,
+                &names,
+                now,
+            )
         })
         .collect::<Vec<_>>();
     let tried = state
@@ -509,44 +541,16 @@ fn project_of(detail: Option<&str>) -> Option<&str> {
         .find_map(|part| part.strip_prefix("project="))
 }
 
-/// `GET /apps/{consent_id}`: what the app did with the account's access — the last
-/// [`ACTIVITY_SHOWN`] tool calls, resource reads and prompt gets with the note they touched
-/// (a link), their project and outcome in words, never their arguments or results, and the
-/// authorization events (approved, denied, revoked, with the address they came from), times to
-/// the second. Readable after the grant was revoked; another account's grant answers 404.
-pub async fn activity(
-    State(state): State<AppState>,
-    session: Session,
-    Path(consent_id): Path<String>,
-) -> Result<Response, AppError> {
-    let Some(account) = signed_in(&state, &session).await? else {
-        return Ok(see_other("/signin?next=%2Fapps"));
-    };
-    let Some(app) = state
-        .store
-        .consent_of_account(&account.id, &consent_id)
-        .await?
-    else {
-        return Ok(app_not_found());
-    };
-    let revoked = !state
-        .store
-        .connected_apps(&account.id)
-        .await?
-        .iter()
-        .any(|a| a.consent_id == consent_id);
-    // Project names only for projects the account is still a member of.
-    let projects: HashMap<String, String> = state
-        .store
-        .projects_of_account(&account.id)
-        .await?
-        .into_iter()
-        .map(|p| (p.project_id, p.name))
-        .collect();
-    let records = state
-        .store
-        .client_activity(&account.id, &app.client_id, ACTIVITY_SHOWN)
-        .await?;
+/// The activity page's rows of the audit `records`, in their order: the time, the project
+/// (named from `projects`, the account's projects by id, else said to be one the account left),
+/// the kind, what it was, the note a call touched (its console path and title, each note looked
+/// up once, only in a project of `projects`), the outcome in words, and the address of an
+/// authorization event. Errors: the store's.
+async fn event_rows(
+    state: &AppState,
+    records: Vec<AuditRecord>,
+    projects: &HashMap<String, String>,
+) -> Result<Vec<EventRow>, AppError> {
     let mut events = Vec::with_capacity(records.len());
     let mut titles: HashMap<String, Option<String>> = HashMap::new();
     for e in records {
@@ -596,6 +600,48 @@ pub async fn activity(
             },
         });
     }
+    Ok(events)
+}
+
+/// `GET /apps/{consent_id}`: what the app did with the account's access — the last
+/// [`ACTIVITY_SHOWN`] tool calls, resource reads and prompt gets with the note they touched
+/// (a link), their project and outcome in words, never their arguments or results, and the
+/// authorization events (approved, denied, revoked, with the address they came from), times to
+/// the second. Readable after the grant was revoked; another account's grant answers 404.
+pub async fn activity(
+    State(state): State<AppState>,
+    session: Session,
+    Path(consent_id): Path<String>,
+) -> Result<Response, AppError> {
+    let Some(account) = signed_in(&state, &session).await? else {
+        return Ok(see_other("/signin?next=%2Fapps"));
+    };
+    let Some(app) = state
+        .store
+        .consent_of_account(&account.id, &consent_id)
+        .await?
+    else {
+        return Ok(app_not_found());
+    };
+    let revoked = !state
+        .store
+        .connected_apps(&account.id)
+        .await?
+        .iter()
+        .any(|a| a.consent_id == consent_id);
+    // Project names only for projects the account is still a member of.
+    let projects: HashMap<String, String> = state
+        .store
+        .projects_of_account(&account.id)
+        .await?
+        .into_iter()
+        .map(|p| (p.project_id, p.name))
+        .collect();
+    let records = state
+        .store
+        .client_activity(&account.id, &app.client_id, ACTIVITY_SHOWN)
+        .await?;
+    let events = event_rows(&state, records, &projects).await?;
     let filter = ToolFilter::from_stored(app.tool_filter.as_deref());
     let (tools_mode, tool_names) = match &filter {
         ToolFilter::All => ("all", String::new()),

@@ -344,45 +344,96 @@ async fn note_request(
         .await;
 }
 
+/// Validates the authorization request of `pairs` ([`validate`]) and records it for the
+/// client's timeline ([`note_request`]: `success` with its resource and scope, or `refused`
+/// with the reason when the client is known), with the signed-in `account` if any. A metadata
+/// document not yet known, fetched for an anonymous visitor, spends the address's budget of
+/// new applications (a signed-in person has none). Refusal: the error page or the error
+/// redirect to the client ([`redirect_error`]).
+async fn validated(
+    state: &AppState,
+    client: &ClientAddr,
+    account: Option<&crate::store::accounts::Account>,
+    pairs: &[(String, String)],
+) -> Result<authorize::AuthorizationRequest, Response> {
+    let for_whom = match account {
+        Some(_) => FetchFor::SignedIn,
+        None => FetchFor::Budgeted(registration_budget(state, &client.to_string(), 0)),
+    };
+    let req = match validate(state, pairs, &for_whom).await {
+        Ok(r) => r,
+        Err(refusal) => {
+            if let (Some(client_id), Some(reason)) = (&refusal.client_id, refusal.error.reason()) {
+                note_request(state, client, account, client_id, Outcome::Refused, reason).await;
+            }
+            return Err(redirect_error(state, refusal.error));
+        }
+    };
+    note_request(
+        state,
+        client,
+        account,
+        &req.client_id,
+        Outcome::Success,
+        &format!("resource={} scope={}", req.resource, req.scope),
+    )
+    .await;
+    Ok(req)
+}
+
+/// What `account`'s remembered consent to `req`'s client, redirect URI and resource decides at
+/// `now`. A live consent that covers the request answers it at once (unless `forced`, i.e.
+/// `prompt=consent`): the code is issued ([`issue_code`]) and the redirect to the client is
+/// returned as `Err`. Otherwise `Ok((step_up, current))` for the consent page: `step_up` is
+/// what the account allowed this app before, when the request asks for more (the page then
+/// lists only what is new), `current` the live grant's choice. What the grant allows now is
+/// its effective scope (without `mcp:write` when the person chose reading only); a grant whose
+/// chosen duration has passed is not remembered (approving starts a new one). Errors: the
+/// store's.
+async fn remembered_consent(
+    state: &AppState,
+    req: &authorize::AuthorizationRequest,
+    account: &str,
+    forced: bool,
+    now: i64,
+) -> Result<Result<(Option<String>, Option<GrantChoice>), Response>, AppError> {
+    let remembered = state
+        .store
+        .consent_for(
+            account,
+            &req.client_id,
+            &req.registered_redirect_uri,
+            req.consent_resource(),
+        )
+        .await?;
+    let mut step_up = None;
+    let mut current = None;
+    if let Some(consent) = remembered.filter(|c| !c.ended(now)) {
+        let effective = consent.effective_scope();
+        if consent_covers(&effective, &req.scope) {
+            if !forced {
+                let location = issue_code(state, req, account, &consent.id, now).await?;
+                return Ok(Err(see_other(&location)));
+            }
+        } else {
+            step_up = Some(effective);
+        }
+        current = Some(consent.choice());
+    }
+    Ok(Ok((step_up, current)))
+}
+
 async fn authorize(
     state: AppState,
     client: ClientAddr,
     session: Session,
     pairs: Vec<(String, String)>,
 ) -> Result<Response, AppError> {
-    // A metadata document not yet known, fetched for an anonymous visitor, spends the
-    // address's budget of new applications (a signed-in person has none).
     let account = signed_in(&state, &session).await?;
-    let for_whom = match account {
-        Some(_) => FetchFor::SignedIn,
-        None => FetchFor::Budgeted(registration_budget(&state, &client.to_string(), 0)),
-    };
-    let req = match validate(&state, &pairs, &for_whom).await {
+    let req = match validated(&state, &client, account.as_ref(), &pairs).await {
         Ok(r) => r,
-        Err(refusal) => {
-            if let (Some(client_id), Some(reason)) = (&refusal.client_id, refusal.error.reason()) {
-                note_request(
-                    &state,
-                    &client,
-                    account.as_ref(),
-                    client_id,
-                    Outcome::Refused,
-                    reason,
-                )
-                .await;
-            }
-            return Ok(redirect_error(&state, refusal.error));
-        }
+        Err(refused) => return Ok(refused),
     };
-    note_request(
-        &state,
-        &client,
-        account.as_ref(),
-        &req.client_id,
-        Outcome::Success,
-        &format!("resource={} scope={}", req.resource, req.scope),
-    )
-    .await;
     let fail = |error: AuthorizationErrorCode, description: &str| {
         redirect_error(
             &state,
@@ -414,34 +465,11 @@ async fn authorize(
         }
     };
     let now = now();
-    let forced = wants("consent");
-    let remembered = state
-        .store
-        .consent_for(
-            &account.id,
-            &req.client_id,
-            &req.registered_redirect_uri,
-            req.consent_resource(),
-        )
-        .await?;
-    // What the account allowed this app before, when the request asks for more (a step-up):
-    // the page then lists only what is new. What the grant allows now is its effective scope
-    // (without `mcp:write` when the person chose reading only); a grant whose chosen duration
-    // has passed is not remembered (approving starts a new one).
-    let mut step_up = None;
-    let mut current = None;
-    if let Some(consent) = remembered.filter(|c| !c.ended(now)) {
-        let effective = consent.effective_scope();
-        if consent_covers(&effective, &req.scope) {
-            if !forced {
-                let location = issue_code(&state, &req, &account.id, &consent.id, now).await?;
-                return Ok(see_other(&location));
-            }
-        } else {
-            step_up = Some(effective);
-        }
-        current = Some(consent.choice());
-    }
+    let (step_up, current) =
+        match remembered_consent(&state, &req, &account.id, wants("consent"), now).await? {
+            Ok(remembered) => remembered,
+            Err(issued) => return Ok(issued),
+        };
     if prompt.split(' ').any(|p| p == "none") {
         return Ok(fail(
             AuthorizationErrorCode::ConsentRequired,

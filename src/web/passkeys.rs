@@ -26,8 +26,8 @@ use serde::Deserialize;
 use serde_json::json;
 use tower_sessions::Session;
 use webauthn_rs::prelude::{
-    DiscoverableAuthentication, DiscoverableKey, Passkey, PasskeyRegistration, PublicKeyCredential,
-    RegisterPublicKeyCredential,
+    AuthenticationResult, DiscoverableAuthentication, DiscoverableKey, Passkey,
+    PasskeyRegistration, PublicKeyCredential, RegisterPublicKeyCredential,
 };
 
 use super::session::{PageCsrf, SignInMethod, safe_next, set_notice, signed_in};
@@ -41,7 +41,7 @@ use crate::passkeys::{self, CEREMONY_LIFETIME_SECS};
 use crate::state::AppState;
 use crate::store::audit::AuditEvent;
 use crate::store::now;
-use crate::store::passkeys::CeremonyKind;
+use crate::store::passkeys::{CeremonyKind, StoredPasskey};
 
 /// Largest JSON body of a ceremony endpoint, in bytes (an attestation with a certificate
 /// chain fits well within).
@@ -366,6 +366,110 @@ pub async fn sign_in_options(
     ))
 }
 
+/// What a refused passkey sign-in is recorded with: where it came from and when.
+#[derive(Clone, Copy)]
+struct Failed<'a> {
+    state: &'a AppState,
+    ip: &'a str,
+    now: i64,
+}
+
+impl Failed<'_> {
+    /// Counts a failed sign-in, then audits it (`signin`, `failure`, with `reason` and the
+    /// `account` when known).
+    async fn signin(self, reason: &str, account: Option<&str>) {
+        crate::signin::count(Outcome::Failure);
+        audit(
+            self.state,
+            Event::Signin,
+            Outcome::Failure,
+            account,
+            self.ip,
+            reason,
+            self.now,
+        )
+        .await;
+    }
+}
+
+/// The stored passkey that `credential` names (by its credential id, for the account of its
+/// user handle) and the passkey it holds. Refusals, recorded with `failed`: 401 when the
+/// answer names no account, or a passkey not registered here (or of another account).
+/// Errors: the store's, or a stored passkey that cannot be read.
+async fn named_passkey(
+    state: &AppState,
+    rp: &webauthn_rs::Webauthn,
+    credential: &PublicKeyCredential,
+    failed: Failed<'_>,
+) -> Result<Result<(StoredPasskey, Passkey), Response>, AppError> {
+    let Ok((user, credential_id)) = rp.identify_discoverable_authentication(credential) else {
+        failed.signin("no user handle", None).await;
+        return Ok(Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            "The passkey did not say which account it is for. Try another passkey.",
+        )));
+    };
+    let credential_id = URL_SAFE_NO_PAD.encode(credential_id);
+    let stored = state.store.passkey_by_credential(&credential_id).await?;
+    let Some(stored) = stored.filter(|s| passkeys::user_handle(&s.account_id) == Some(user)) else {
+        failed.signin("unknown passkey", None).await;
+        return Ok(Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            "This passkey is not registered here (it may have been removed). Sign in another way.",
+        )));
+    };
+    let Ok(passkey) = serde_json::from_str::<Passkey>(&stored.passkey) else {
+        return Err(AppError::Other("a stored passkey could not be read".into()));
+    };
+    Ok(Ok((stored, passkey)))
+}
+
+/// Takes the sign-in ceremony `ceremony` (its id, as the browser sent it) at `now`, once: its
+/// state, or `None` when it is unknown, expired, already used or unreadable. Errors: the
+/// store's.
+async fn take_sign_in_ceremony(
+    state: &AppState,
+    ceremony: &str,
+    now: i64,
+) -> Result<Option<DiscoverableAuthentication>, AppError> {
+    let Some(taken) = state
+        .store
+        .take_ceremony(&TokenHash::of(ceremony), CeremonyKind::SignIn, None, now)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let Ok(ceremony_state) = serde_json::from_str::<DiscoverableAuthentication>(&taken.state)
+    else {
+        return Ok(None);
+    };
+    Ok(Some(ceremony_state))
+}
+
+/// Records the use of the `stored` passkey at `now`: `passkey` updated from the verified
+/// `result` (counter and backup state, as the crate updates them) is stored when it changed.
+/// `false` when the passkey was removed meanwhile. Errors: the store's, or a passkey that
+/// cannot be written.
+async fn record_use(
+    state: &AppState,
+    stored: &StoredPasskey,
+    passkey: &mut Passkey,
+    result: &AuthenticationResult,
+    now: i64,
+) -> Result<bool, AppError> {
+    let updated = match passkey.update_credential(result) {
+        Some(true) => Some(
+            serde_json::to_string(&*passkey)
+                .map_err(|e| AppError::Other(format!("passkey: {e}")))?,
+        ),
+        _ => None,
+    };
+    Ok(state
+        .store
+        .passkey_used(&stored.id, updated.as_deref(), now)
+        .await?)
+}
+
 /// `POST /signin/passkey` (`{"ceremony": ID, "credential": …, "next": PATH}`): finds the
 /// passkey the answer names, checks the answer ([`Webauthn::finish_discoverable_authentication`]:
 /// challenge, origin, user verification, signature, counter), records its use (counter and
@@ -387,60 +491,20 @@ pub async fn sign_in(
     let now = now();
     let ip = client.to_string();
     let next = safe_next(body.next.as_deref());
-    let Some(taken) = state
-        .store
-        .take_ceremony(
-            &TokenHash::of(&body.ceremony),
-            CeremonyKind::SignIn,
-            None,
-            now,
-        )
-        .await?
-    else {
-        return Ok(refuse(StatusCode::BAD_REQUEST, EXPIRED));
-    };
-    let Ok(ceremony_state) = serde_json::from_str::<DiscoverableAuthentication>(&taken.state)
-    else {
+    let Some(ceremony_state) = take_sign_in_ceremony(&state, &body.ceremony, now).await? else {
         return Ok(refuse(StatusCode::BAD_REQUEST, EXPIRED));
     };
     let Ok(rp) = passkeys::relying_party(&state.config) else {
         return Ok(refuse(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE));
     };
-    let failed = |reason: String, account: Option<String>| {
-        let (state, ip) = (&state, &ip);
-        async move {
-            crate::signin::count(Outcome::Failure);
-            audit(
-                state,
-                Event::Signin,
-                Outcome::Failure,
-                account.as_deref(),
-                ip,
-                &reason,
-                now,
-            )
-            .await;
-        }
+    let failed = Failed {
+        state: &state,
+        ip: &ip,
+        now,
     };
-    let Ok((user, credential_id)) = rp.identify_discoverable_authentication(&body.credential)
-    else {
-        failed("no user handle".to_string(), None).await;
-        return Ok(refuse(
-            StatusCode::UNAUTHORIZED,
-            "The passkey did not say which account it is for. Try another passkey.",
-        ));
-    };
-    let credential_id = URL_SAFE_NO_PAD.encode(credential_id);
-    let stored = state.store.passkey_by_credential(&credential_id).await?;
-    let Some(stored) = stored.filter(|s| passkeys::user_handle(&s.account_id) == Some(user)) else {
-        failed("unknown passkey".to_string(), None).await;
-        return Ok(refuse(
-            StatusCode::UNAUTHORIZED,
-            "This passkey is not registered here (it may have been removed). Sign in another way.",
-        ));
-    };
-    let Ok(mut passkey) = serde_json::from_str::<Passkey>(&stored.passkey) else {
-        return Err(AppError::Other("a stored passkey could not be read".into()));
+    let (stored, mut passkey) = match named_passkey(&state, &rp, &body.credential, failed).await? {
+        Ok(named) => named,
+        Err(refused) => return Ok(refused),
     };
     let result = match rp.finish_discoverable_authentication(
         &body.credential,
@@ -449,7 +513,9 @@ pub async fn sign_in(
     ) {
         Ok(r) => r,
         Err(e) => {
-            failed(format!("refused: {e}"), Some(stored.account_id.clone())).await;
+            failed
+                .signin(&format!("refused: {e}"), Some(&stored.account_id))
+                .await;
             return Ok(refuse(
                 StatusCode::UNAUTHORIZED,
                 "The passkey's answer could not be verified, so you were not signed in. Try again.",
@@ -458,29 +524,16 @@ pub async fn sign_in(
     };
     let account = state.store.account_by_id(&stored.account_id).await?;
     let Some(account) = account.filter(|a| a.status == AccountStatus::Active) else {
-        failed(
-            "account disabled".to_string(),
-            Some(stored.account_id.clone()),
-        )
-        .await;
+        failed
+            .signin("account disabled", Some(&stored.account_id))
+            .await;
         return Ok(refuse(
             StatusCode::FORBIDDEN,
             "This account is disabled. Ask an administrator.",
         ));
     };
-    let updated = match passkey.update_credential(&result) {
-        Some(true) => Some(
-            serde_json::to_string(&passkey)
-                .map_err(|e| AppError::Other(format!("passkey: {e}")))?,
-        ),
-        _ => None,
-    };
-    if !state
-        .store
-        .passkey_used(&stored.id, updated.as_deref(), now)
-        .await?
-    {
-        failed("passkey removed".to_string(), Some(account.id.clone())).await;
+    if !record_use(&state, &stored, &mut passkey, &result, now).await? {
+        failed.signin("passkey removed", Some(&account.id)).await;
         return Ok(refuse(
             StatusCode::UNAUTHORIZED,
             "This passkey is not registered here (it may have been removed). Sign in another way.",

@@ -26,6 +26,7 @@ use super::session::{set_notice, signed_in};
 use super::{Confirmation, CsrfForm, confirm_page, error_page, see_other};
 use crate::client_addr::ClientAddr;
 use crate::domain::audit::{Event, Outcome};
+use crate::domain::server_key::Keyring;
 use crate::domain::upstream::{
     MAX_PERSONAL_UPSTREAMS, PERSONAL_MAX_CONCURRENCY, PERSONAL_SUFFIX_LEN, PERSONAL_TIMEOUT,
     UpstreamName, parse_personal_label, seal_context,
@@ -231,6 +232,113 @@ pub struct AddForm {
     pub token: String,
 }
 
+/// The add form checked: the label ([`parse_personal_label`]), the URL ([`check_url`]: the
+/// operator's allowed hosts, no private address) and the bearer token, trimmed (visible text
+/// without spaces, at most [`MAX_TOKEN_BYTES`]; empty: none). Refusal: the 400 page saying
+/// what is wrong.
+async fn checked_input<'f>(
+    state: &AppState,
+    form: &'f AddForm,
+) -> Result<(String, url::Url, &'f str), Response> {
+    let label = match parse_personal_label(&form.label) {
+        Ok(label) => label,
+        Err(e) => return Err(bad_input(&e.0)),
+    };
+    let url = match check_url(&state.config.upstream_allow_hosts, &form.url).await {
+        Ok(url) => url,
+        Err(e) => return Err(bad_input(&e)),
+    };
+    let token = form.token.trim();
+    if token.len() > MAX_TOKEN_BYTES
+        || http::HeaderValue::from_str(&format!("Bearer {token}")).is_err()
+    {
+        return Err(bad_input(
+            "The token must be visible text without spaces, at most 4096 characters.",
+        ));
+    }
+    Ok((label, url, token))
+}
+
+/// The record of `account`'s new server `name` at `url`: HTTP, the personal timeout and
+/// concurrency, definitions not trusted, served to `account` only; a non-empty `token` is kept
+/// as its `authorization` header, sealed with `keys` for this server's headers.
+fn new_upstream(
+    name: &UpstreamName,
+    url: &url::Url,
+    token: &str,
+    keys: &Keyring,
+    account: &str,
+) -> NewUpstream {
+    let (header_names, headers_sealed) = if token.is_empty() {
+        (Vec::new(), None)
+    } else {
+        let pairs = vec![("authorization".to_string(), format!("Bearer {token}"))];
+        let plain = serde_json::to_vec(&pairs).unwrap_or_default();
+        (
+            vec!["authorization".to_string()],
+            Some(keys.seal(&seal_context(name, "headers"), &plain)),
+        )
+    };
+    NewUpstream {
+        name: name.as_str().to_string(),
+        transport: Transport::Http,
+        url: Some(url.to_string()),
+        header_names,
+        headers_sealed,
+        command: Vec::new(),
+        env_names: Vec::new(),
+        env_sealed: None,
+        timeout_ms: i64::try_from(PERSONAL_TIMEOUT.as_millis()).unwrap_or(30_000),
+        max_concurrency: i64::from(PERSONAL_MAX_CONCURRENCY),
+        trust_definitions: false,
+        accounts: Some(vec![account.to_string()]),
+        projects: None,
+    }
+}
+
+/// Stores `account`'s new server `label` ([`new_upstream`]) under a name of its label and a
+/// random suffix, drawing another suffix on a name conflict, three times at most. Returns the
+/// name, or the 400 page: the name is not usable, the account already has
+/// [`MAX_PERSONAL_UPSTREAMS`] servers or one of that label, or three names were taken. Errors:
+/// the store's.
+async fn create(
+    state: &AppState,
+    account: &str,
+    label: &str,
+    url: &url::Url,
+    token: &str,
+    keys: &Keyring,
+) -> Result<Result<UpstreamName, Response>, AppError> {
+    for _ in 0..3 {
+        let mut bytes = [0u8; PERSONAL_SUFFIX_LEN / 2];
+        rand::rngs::OsRng.fill_bytes(&mut bytes);
+        let Some(name) = UpstreamName::personal(label, &hex::encode(bytes)) else {
+            return Ok(Err(bad_input("The name is not usable.")));
+        };
+        let new = new_upstream(&name, url, token, keys, account);
+        match state
+            .store
+            .create_personal_upstream(&new, account, label, MAX_PERSONAL_UPSTREAMS, now())
+            .await
+        {
+            Ok(()) => return Ok(Ok(name)),
+            Err(StoreError::Conflict(what)) if what == "limit" => {
+                return Ok(Err(bad_input(&format!(
+                    "You already have {MAX_PERSONAL_UPSTREAMS} servers of your own; remove one first."
+                ))));
+            }
+            Err(StoreError::Conflict(what)) if what.starts_with("label ") => {
+                return Ok(Err(bad_input(&format!(
+                    "You already have a server named {label}."
+                ))));
+            }
+            Err(StoreError::Conflict(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Err(bad_input("The name is not usable; try again.")))
+}
+
 /// `POST /connections/servers`.
 pub async fn add(
     State(state): State<AppState>,
@@ -244,22 +352,10 @@ pub async fn add(
     let Some(account) = signed_in(&state, &session).await? else {
         return Ok(see_other("/signin?next=%2Fconnections"));
     };
-    let label = match parse_personal_label(&form.label) {
-        Ok(label) => label,
-        Err(e) => return Ok(bad_input(&e.0)),
+    let (label, url, token) = match checked_input(&state, &form).await {
+        Ok(input) => input,
+        Err(refused) => return Ok(refused),
     };
-    let url = match check_url(&state.config.upstream_allow_hosts, &form.url).await {
-        Ok(url) => url,
-        Err(e) => return Ok(bad_input(&e)),
-    };
-    let token = form.token.trim();
-    if token.len() > MAX_TOKEN_BYTES
-        || http::HeaderValue::from_str(&format!("Bearer {token}")).is_err()
-    {
-        return Ok(bad_input(
-            "The token must be visible text without spaces, at most 4096 characters.",
-        ));
-    }
     let keys = match state.keyring() {
         Ok(keys) => keys,
         Err(e) => {
@@ -270,63 +366,9 @@ pub async fn add(
             ));
         }
     };
-    let mut added = None;
-    for _ in 0..3 {
-        let mut bytes = [0u8; PERSONAL_SUFFIX_LEN / 2];
-        rand::rngs::OsRng.fill_bytes(&mut bytes);
-        let Some(name) = UpstreamName::personal(&label, &hex::encode(bytes)) else {
-            return Ok(bad_input("The name is not usable."));
-        };
-        let (header_names, headers_sealed) = if token.is_empty() {
-            (Vec::new(), None)
-        } else {
-            let pairs = vec![("authorization".to_string(), format!("Bearer {token}"))];
-            let plain = serde_json::to_vec(&pairs).unwrap_or_default();
-            (
-                vec!["authorization".to_string()],
-                Some(keys.seal(&seal_context(&name, "headers"), &plain)),
-            )
-        };
-        let new = NewUpstream {
-            name: name.as_str().to_string(),
-            transport: Transport::Http,
-            url: Some(url.to_string()),
-            header_names,
-            headers_sealed,
-            command: Vec::new(),
-            env_names: Vec::new(),
-            env_sealed: None,
-            timeout_ms: i64::try_from(PERSONAL_TIMEOUT.as_millis()).unwrap_or(30_000),
-            max_concurrency: i64::from(PERSONAL_MAX_CONCURRENCY),
-            trust_definitions: false,
-            accounts: Some(vec![account.id.clone()]),
-            projects: None,
-        };
-        match state
-            .store
-            .create_personal_upstream(&new, &account.id, &label, MAX_PERSONAL_UPSTREAMS, now())
-            .await
-        {
-            Ok(()) => {
-                added = Some(name);
-                break;
-            }
-            Err(StoreError::Conflict(what)) if what == "limit" => {
-                return Ok(bad_input(&format!(
-                    "You already have {MAX_PERSONAL_UPSTREAMS} servers of your own; remove one first."
-                )));
-            }
-            Err(StoreError::Conflict(what)) if what.starts_with("label ") => {
-                return Ok(bad_input(&format!(
-                    "You already have a server named {label}."
-                )));
-            }
-            Err(StoreError::Conflict(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let Some(name) = added else {
-        return Ok(bad_input("The name is not usable; try again."));
+    let name = match create(&state, &account.id, &label, &url, token, keys).await? {
+        Ok(name) => name,
+        Err(refused) => return Ok(refused),
     };
     audit(
         &state,

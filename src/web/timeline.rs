@@ -19,6 +19,7 @@ use tower_sessions::Session;
 use super::apps::outcome_words;
 use super::session::{csrf_token, signed_in};
 use super::{PageQuery, error_page, render, see_other};
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::cimd::is_url_client_id;
 use crate::domain::redirect_uri::host_for_display;
 use crate::error::AppError;
@@ -101,17 +102,23 @@ fn code_advice(detail: &str) -> &'static str {
 /// The step an audit row of the client stands for; `None` for rows that are no step.
 fn step_of(e: &AuditEntry) -> Option<Step> {
     let detail = e.detail.clone().unwrap_or_default();
-    let step = match (e.event.as_str(), e.outcome.as_str()) {
-        ("client_registered" | "client_created", _) => return None,
-        ("authorization_request", "success") => Step::done(e.at, "Asked for access"),
-        ("authorization_request", _) => {
+    let step = match (Event::parse(&e.event), Outcome::parse(&e.outcome)) {
+        (Some(Event::ClientRegistered | Event::ClientCreated), _) => return None,
+        (Some(Event::AuthorizationRequest), Some(Outcome::Success)) => {
+            Step::done(e.at, "Asked for access")
+        }
+        (Some(Event::AuthorizationRequest), _) => {
             Step::failed(e.at, "Its request for access was refused", detail)
         }
-        ("consent", "denied") => Step::done(e.at, "Denied on the consent page"),
-        ("consent", _) => Step::done(e.at, "Approved on the consent page"),
-        ("consent_changed", _) => Step::done(e.at, "What it reaches was changed on its page"),
-        ("consent_revoked", _) => Step::done(e.at, "Access revoked"),
-        ("code_redeemed", _) => Step::done(
+        (Some(Event::Consent), Some(Outcome::Denied)) => {
+            Step::done(e.at, "Denied on the consent page")
+        }
+        (Some(Event::Consent), _) => Step::done(e.at, "Approved on the consent page"),
+        (Some(Event::ConsentChanged), _) => {
+            Step::done(e.at, "What it reaches was changed on its page")
+        }
+        (Some(Event::ConsentRevoked), _) => Step::done(e.at, "Access revoked"),
+        (Some(Event::CodeRedeemed), _) => Step::done(
             e.at,
             if detail.contains("grant=device_code") {
                 "Device code redeemed: tokens issued"
@@ -119,33 +126,33 @@ fn step_of(e: &AuditEntry) -> Option<Step> {
                 "Authorization code redeemed: tokens issued"
             },
         ),
-        ("code_refused", _) => Step::failed(
+        (Some(Event::CodeRefused), _) => Step::failed(
             e.at,
             "Authorization code refused",
             format!("{} ({detail}).", code_advice(&detail)),
         ),
-        ("code_replay", _) => Step::failed(
+        (Some(Event::CodeReplay), _) => Step::failed(
             e.at,
             "An authorization code was used twice",
             "Every token its first use gave was revoked, in case it was stolen. Connect the app again.",
         ),
-        ("refresh_reuse", _) => Step::failed(
+        (Some(Event::RefreshReuse), _) => Step::failed(
             e.at,
             "An old refresh token was used again",
             "Its tokens were revoked, in case one was stolen. Connect the app again.",
         ),
-        ("family_revoked", _) if detail.is_empty() => Step::done(e.at, "Tokens revoked"),
-        ("family_revoked", _) => Step::done(e.at, format!("Tokens revoked: {detail}")),
-        ("token_issued", _) => Step::done(e.at, "Token issued"),
-        ("device_authorization", _) => Step::done(e.at, "Began signing in on a device"),
-        (event, outcome) => Step::done(e.at, format!("{event} ({})", outcome_words(outcome))),
+        (Some(Event::FamilyRevoked), _) if detail.is_empty() => Step::done(e.at, "Tokens revoked"),
+        (Some(Event::FamilyRevoked), _) => Step::done(e.at, format!("Tokens revoked: {detail}")),
+        (Some(Event::TokenIssued), _) => Step::done(e.at, "Token issued"),
+        (Some(Event::DeviceAuthorization), _) => Step::done(e.at, "Began signing in on a device"),
+        _ => Step::done(e.at, format!("{} ({})", e.event, outcome_words(&e.outcome))),
     };
     Some(Step {
         order: e.id,
         who: e.email.clone(),
         source: matches!(
-            e.event.as_str(),
-            "authorization_request" | "consent" | "consent_revoked"
+            Event::parse(&e.event),
+            Some(Event::AuthorizationRequest | Event::Consent | Event::ConsentRevoked)
         )
         .then(|| e.source_ip.clone())
         .flatten(),
@@ -155,9 +162,9 @@ fn step_of(e: &AuditEntry) -> Option<Step> {
 
 /// What an MCP call row was, in words: `tool list_projects`.
 fn call_words(e: &AuditEntry) -> String {
-    let kind = match e.event.as_str() {
-        "resource_read" => "resource",
-        "prompt_get" => "prompt",
+    let kind = match Event::parse(&e.event) {
+        Some(Event::ResourceRead) => "resource",
+        Some(Event::PromptGet) => "prompt",
         _ => "tool",
     };
     format!(
@@ -167,17 +174,10 @@ fn call_words(e: &AuditEntry) -> String {
     )
 }
 
-/// The steps of `client`'s timeline in time order: its registration, the stored steps, the
-/// person's `signins` that led to one of them (within [`SIGNIN_WINDOW_SECS`] before it), the
-/// first and latest MCP call, the refreshes, and a token issued for `mcp_url` after which no
-/// MCP call came.
-pub fn steps(
-    client: &ClientRecord,
-    timeline: &ClientTimeline,
-    signins: &[AuditEntry],
-    mcp_url: &str,
-) -> Vec<Step> {
-    let mut out = vec![Step {
+/// The first step of `client`'s timeline: its registration, or for a URL client ID the first
+/// read of its metadata document; ordered before every other step of that second.
+fn registration_step(client: &ClientRecord) -> Step {
+    Step {
         order: i64::MIN,
         ..Step::done(
             client.created_at,
@@ -190,35 +190,50 @@ pub fn steps(
                 "Registered with this server".to_string()
             },
         )
-    }];
-    out.extend(timeline.steps.iter().filter_map(step_of));
+    }
+}
+
+/// The steps of the person's `signins` that led to an authorization request or a consent of
+/// `timeline` (within [`SIGNIN_WINDOW_SECS`] before it), in the order of `signins`, each with
+/// its method (`password` when the row names none).
+fn signin_steps(timeline: &ClientTimeline, signins: &[AuditEntry]) -> Vec<Step> {
     let asked: Vec<i64> = timeline
         .steps
         .iter()
-        .filter(|e| matches!(e.event.as_str(), "authorization_request" | "consent"))
+        .filter(|e| {
+            matches!(
+                Event::parse(&e.event),
+                Some(Event::AuthorizationRequest | Event::Consent)
+            )
+        })
         .map(|e| e.at)
         .collect();
-    out.extend(
-        signins
-            .iter()
-            .filter(|s| {
-                asked
-                    .iter()
-                    .any(|&t| s.at <= t && t - s.at <= SIGNIN_WINDOW_SECS)
-            })
-            .map(|s| {
-                let method = s
-                    .detail
-                    .as_deref()
-                    .and_then(|d| d.split(' ').find_map(|p| p.strip_prefix("method=")))
-                    .unwrap_or("password");
-                Step {
-                    order: s.id,
-                    who: s.email.clone(),
-                    ..Step::done(s.at, format!("Signed in ({method})"))
-                }
-            }),
-    );
+    signins
+        .iter()
+        .filter(|s| {
+            asked
+                .iter()
+                .any(|&t| s.at <= t && t - s.at <= SIGNIN_WINDOW_SECS)
+        })
+        .map(|s| {
+            let method = s
+                .detail
+                .as_deref()
+                .and_then(|d| d.split(' ').find_map(|p| p.strip_prefix("method=")))
+                .unwrap_or("password");
+            Step {
+                order: s.id,
+                who: s.email.clone(),
+                ..Step::done(s.at, format!("Signed in ({method})"))
+            }
+        })
+        .collect()
+}
+
+/// The steps of `timeline`'s use: its first MCP call, its latest (when there was more than
+/// one), then its refreshes (the last one, with their count), each only when there is one.
+fn use_steps(timeline: &ClientTimeline) -> Vec<Step> {
+    let mut out = Vec::new();
     if let Some(first) = &timeline.first_call {
         out.push(Step {
             order: first.id,
@@ -247,17 +262,24 @@ pub fn steps(
             )
         });
     }
-    let issued_here = timeline.steps.iter().rev().find(|e| {
-        e.event == "code_redeemed"
-            && e.outcome == "success"
+    out
+}
+
+/// The failed step "Token issued but not used yet": the last code redeemed with success for
+/// `mcp_url` when no MCP call came after it; `None` otherwise.
+fn unused_token_step(timeline: &ClientTimeline, mcp_url: &str) -> Option<Step> {
+    let issued = timeline.steps.iter().rev().find(|e| {
+        Event::parse(&e.event) == Some(Event::CodeRedeemed)
+            && Outcome::parse(&e.outcome) == Some(Outcome::Success)
             && e.detail
                 .as_deref()
                 .is_some_and(|d| d.split(' ').any(|p| p == format!("resource={mcp_url}")))
-    });
-    if let Some(issued) = issued_here
-        && timeline.last_call.as_ref().is_none_or(|c| c.at < issued.at)
-    {
-        out.push(Step {
+    })?;
+    timeline
+        .last_call
+        .as_ref()
+        .is_none_or(|c| c.at < issued.at)
+        .then(|| Step {
             order: issued.id,
             ..Step::failed(
             issued.at,
@@ -266,8 +288,24 @@ pub fn steps(
                 "The app has not called this server's MCP endpoint since it got its token. If it says it is connected but nothing works, check that its MCP server URL is exactly {mcp_url}"
             ),
         )
-        });
-    }
+        })
+}
+
+/// The steps of `client`'s timeline in time order: its registration, the stored steps, the
+/// person's `signins` that led to one of them (within [`SIGNIN_WINDOW_SECS`] before it), the
+/// first and latest MCP call, the refreshes, and a token issued for `mcp_url` after which no
+/// MCP call came.
+pub fn steps(
+    client: &ClientRecord,
+    timeline: &ClientTimeline,
+    signins: &[AuditEntry],
+    mcp_url: &str,
+) -> Vec<Step> {
+    let mut out = vec![registration_step(client)];
+    out.extend(timeline.steps.iter().filter_map(step_of));
+    out.extend(signin_steps(timeline, signins));
+    out.extend(use_steps(timeline));
+    out.extend(unused_token_step(timeline, mcp_url));
     // Stable: a step made from a row (the token not used yet) stays after that row's step.
     out.sort_by_key(|s| (s.at, s.order));
     out
@@ -364,7 +402,7 @@ pub async fn show(
     };
     let signins: Vec<AuditEntry> = signins
         .into_iter()
-        .filter(|s| s.outcome == "success")
+        .filter(|s| Outcome::parse(&s.outcome) == Some(Outcome::Success))
         .collect();
     let rows = steps(&client, &timeline, &signins, &state.config.mcp_server_url)
         .into_iter()
@@ -417,12 +455,12 @@ mod tests {
         }
     }
 
-    fn row(id: i64, at: i64, event: &str, outcome: &str, detail: Option<&str>) -> AuditEntry {
+    fn row(id: i64, at: i64, event: Event, outcome: Outcome, detail: Option<&str>) -> AuditEntry {
         AuditEntry {
             id,
             at,
-            event: event.into(),
-            outcome: outcome.into(),
+            event: event.as_str().into(),
+            outcome: outcome.as_str().into(),
             account_id: Some("a1".into()),
             email: Some("alice@example.com".into()),
             client_id: Some("c1".into()),
@@ -440,20 +478,20 @@ mod tests {
     fn a_token_never_used_and_a_pkce_failure_say_what_to_do() {
         let timeline = ClientTimeline {
             steps: vec![
-                row(1, 200, "authorization_request", "success", None),
-                row(2, 230, "consent", "granted", None),
+                row(1, 200, Event::AuthorizationRequest, Outcome::Success, None),
+                row(2, 230, Event::Consent, Outcome::Granted, None),
                 row(
                     3,
                     240,
-                    "code_refused",
-                    "denied",
+                    Event::CodeRefused,
+                    Outcome::Denied,
                     Some("code_verifier does not match the code_challenge"),
                 ),
                 row(
                     4,
                     300,
-                    "code_redeemed",
-                    "success",
+                    Event::CodeRedeemed,
+                    Outcome::Success,
                     Some(&format!("resource={MCP}")),
                 ),
             ],
@@ -463,12 +501,12 @@ mod tests {
             row(
                 9,
                 220,
-                "signin",
-                "success",
+                Event::Signin,
+                Outcome::Success,
                 Some("method=provider idp=acme"),
             ),
             // After every request of this app: not a step of it.
-            row(10, 5000, "signin", "success", None),
+            row(10, 5000, Event::Signin, Outcome::Success, None),
         ];
         let steps = steps(&client(), &timeline, &signins, MCP);
         let what: Vec<&str> = steps.iter().map(|s| s.what.as_str()).collect();
@@ -496,16 +534,16 @@ mod tests {
 
     #[test]
     fn a_call_after_the_token_ends_the_warning_and_calls_are_summed_up() {
-        let mut first = row(5, 310, "tool_call", "success", None);
+        let mut first = row(5, 310, Event::ToolCall, Outcome::Success, None);
         first.subject = Some("list_projects".into());
-        let mut last = row(6, 400, "tool_call", "forbidden", None);
+        let mut last = row(6, 400, Event::ToolCall, Outcome::Forbidden, None);
         last.subject = Some("update_note".into());
         let timeline = ClientTimeline {
             steps: vec![row(
                 4,
                 300,
-                "code_redeemed",
-                "success",
+                Event::CodeRedeemed,
+                Outcome::Success,
                 Some(&format!("resource={MCP}")),
             )],
             first_call: Some(first),
@@ -535,8 +573,8 @@ mod tests {
             steps: vec![row(
                 4,
                 300,
-                "code_redeemed",
-                "success",
+                Event::CodeRedeemed,
+                Outcome::Success,
                 Some("resource=https://files.example.com/mcp"),
             )],
             ..ClientTimeline::default()
