@@ -116,14 +116,7 @@ pub async fn device_authorization(
         params.get("resource").map(String::as_str),
     )
     .await
-    .map_err(|e| match e {
-        TargetError::Refused(AuthorizationErrorCode::InvalidScope, d) => {
-            OAuthError::InvalidScope(d)
-        }
-        TargetError::Refused(_, d) => OAuthError::InvalidTarget(d),
-        TargetError::Storage { unavailable: true } => OAuthError::TemporarilyUnavailable,
-        TargetError::Storage { unavailable: false } => OAuthError::ServerError,
-    })?;
+    .map_err(target_refused)?;
     let device_code = Secret::generate(TokenKind::DeviceCode);
     let device_hash = device_code.hash();
     let request = AuthorizationRequest {
@@ -145,39 +138,8 @@ pub async fn device_authorization(
         tracing::error!(error = %e, "device authorization request not serializable");
         OAuthError::ServerError
     })?;
-    // A user code already taken (one chance in 2^34 per live code) is drawn again.
-    let mut user_code = None;
-    for _ in 0..3 {
-        let candidate = generate_user_code();
-        #[allow(
-            clippy::expect_used,
-            reason = "generate_user_code draws only from the alphabet normalize_user_code accepts"
-        )]
-        let normal = normalize_user_code(&candidate).expect("a generated code is valid");
-        let stored = state
-            .store
-            .insert_device_authorization(&NewDevice {
-                device_code_hash: &device_hash,
-                user_code_hash: &TokenHash::of(&normal),
-                client_id: &client.client_id,
-                request: &request_json,
-                poll_interval: POLL_INTERVAL_SECS,
-                created_at: now,
-                expires_at: now + DEVICE_CODE_TTL_SECS,
-            })
-            .await;
-        match stored {
-            Ok(()) => {
-                user_code = Some(candidate);
-                break;
-            }
-            Err(StoreError::Conflict(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let Some(user_code) = user_code else {
-        return Err(OAuthError::TemporarilyUnavailable);
-    };
+    let user_code =
+        store_user_code(&state, &device_hash, &client.client_id, &request_json, now).await?;
     state
         .store
         .audit(
@@ -191,6 +153,65 @@ pub async fn device_authorization(
             now,
         )
         .await;
+    Ok(codes_response(&state, &device_code, user_code))
+}
+
+/// The `invalid_scope` or `invalid_target` (RFC 8707) answer for a refused scope or resource,
+/// or the unavailable/server error of a failed read.
+fn target_refused(e: TargetError) -> OAuthError {
+    match e {
+        TargetError::Refused(AuthorizationErrorCode::InvalidScope, d) => {
+            OAuthError::InvalidScope(d)
+        }
+        TargetError::Refused(_, d) => OAuthError::InvalidTarget(d),
+        TargetError::Storage { unavailable: true } => OAuthError::TemporarilyUnavailable,
+        TargetError::Storage { unavailable: false } => OAuthError::ServerError,
+    }
+}
+
+/// Stores the device authorization of `client_id` (`request_json`, the device code's hash)
+/// under a new user code and returns that code as shown to the person (RFC 8628 §6.1).
+/// A user code already taken (one chance in 2^34 per live code) is drawn again, at most three
+/// times; then `temporarily_unavailable`. Errors: the store's.
+async fn store_user_code(
+    state: &AppState,
+    device_hash: &TokenHash,
+    client_id: &str,
+    request_json: &str,
+    now: i64,
+) -> Result<String, OAuthError> {
+    for _ in 0..3 {
+        let candidate = generate_user_code();
+        #[allow(
+            clippy::expect_used,
+            reason = "generate_user_code draws only from the alphabet normalize_user_code accepts"
+        )]
+        let normal = normalize_user_code(&candidate).expect("a generated code is valid");
+        let stored = state
+            .store
+            .insert_device_authorization(&NewDevice {
+                device_code_hash: device_hash,
+                user_code_hash: &TokenHash::of(&normal),
+                client_id,
+                request: request_json,
+                poll_interval: POLL_INTERVAL_SECS,
+                created_at: now,
+                expires_at: now + DEVICE_CODE_TTL_SECS,
+            })
+            .await;
+        match stored {
+            Ok(()) => return Ok(candidate),
+            Err(StoreError::Conflict(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(OAuthError::TemporarilyUnavailable)
+}
+
+/// The device authorization response (RFC 8628 §3.2), not cached: the device code, the user
+/// code, the verification URI with and without the code, its lifetime and the polling
+/// interval (seconds).
+fn codes_response(state: &AppState, device_code: &Secret, user_code: String) -> Response {
     let verification_uri = state.config.url("/device");
     let complete = format!(
         "{verification_uri}?{}",
@@ -198,7 +219,7 @@ pub async fn device_authorization(
             .append_pair("user_code", &user_code)
             .finish()
     );
-    Ok((
+    (
         [
             (header::CACHE_CONTROL, "no-store"),
             (header::PRAGMA, "no-cache"),
@@ -212,7 +233,7 @@ pub async fn device_authorization(
             interval: POLL_INTERVAL_SECS,
         }),
     )
-        .into_response())
+        .into_response()
 }
 
 /// The pending, unexpired device authorization of the user code `typed` (in any case, with or
