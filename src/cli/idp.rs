@@ -203,7 +203,7 @@ fn provider_from_args(
         .map_err(err)?;
     let client_secret_sealed = if args.client_secret_stdin {
         let secret = read_secret()?;
-        let keys = super::upstream::keyring(config)?;
+        let keys = super::secret_key::keyring(config)?;
         Some(keys.seal(&client_secret_context(&name), secret.as_bytes()))
     } else {
         None

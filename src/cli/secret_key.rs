@@ -9,7 +9,7 @@ use clap::Subcommand;
 use super::CliError;
 use crate::config::Config;
 use crate::config::server_key::{KeySource, key_file_text, new_private_file};
-use crate::domain::server_key::ServerKey;
+use crate::domain::server_key::{Keyring, ServerKey};
 
 /// `gatehouse secret-key …`
 #[derive(Debug, Clone, Copy, Subcommand)]
@@ -98,4 +98,15 @@ fn rotate(config: &Config) -> Result<String, CliError> {
             .collect::<Vec<_>>()
             .join(", ")
     ))
+}
+
+/// The server key's ring (current and previous keys) for commands that seal or open stored
+/// secrets (an upstream's `--header` and `--env` values). Errors: the key cannot be read, or
+/// none is configured.
+pub(super) fn keyring(config: &Config) -> Result<Keyring, CliError> {
+    config
+        .server_key
+        .load()
+        .map_err(|e| CliError(e.to_string()))?
+        .ok_or_else(|| CliError(crate::state::NO_SERVER_KEY.to_string()))
 }

@@ -6,6 +6,7 @@
 
 use clap::{Args, Subcommand};
 
+use super::secret_key::keyring;
 use super::{CliError, cli_audit};
 use crate::config::Config;
 use crate::domain::audit::Event;
@@ -240,15 +241,6 @@ async fn record_definitions(
         let _ = std::fs::remove_dir_all(crate::mcp::upstream::stdio::working_folder(name.as_str()));
     }
     Ok(listed?.len())
-}
-
-/// The server key, which `--header` and `--env` values need.
-pub(super) fn keyring(config: &Config) -> Result<Keyring, CliError> {
-    config
-        .server_key
-        .load()
-        .map_err(|e| CliError(e.to_string()))?
-        .ok_or_else(|| CliError(crate::state::NO_SERVER_KEY.to_string()))
 }
 
 /// Seals `pairs` (name, value) as a JSON array of pairs for `name`'s `what`.

@@ -82,7 +82,7 @@ pub(super) async fn add(
         .map_err(failed)?;
     let client_secret_sealed = match &registration.client_secret {
         Some(secret) => {
-            let keys = super::upstream::keyring(config)?;
+            let keys = super::secret_key::keyring(config)?;
             Some(keys.seal(&secret_context(name), secret.as_bytes()))
         }
         None => None,

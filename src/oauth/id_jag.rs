@@ -30,7 +30,7 @@ use serde::Deserialize;
 
 use super::OAuthError;
 use super::client_assertion::{KeySetError, algorithm_name, verify_with_trusted_key_set};
-use super::token::TokenResponse;
+use super::token_response::TokenResponse;
 use crate::domain::account::{AccountStatus, Email};
 use crate::domain::audit::{Event, Outcome};
 use crate::domain::client_assertion::SIGNING_ALGS;

@@ -24,6 +24,7 @@ pub mod metadata;
 pub mod register;
 pub mod revoke;
 pub mod token;
+pub mod token_response;
 pub mod workload;
 
 pub use error::OAuthError;

@@ -21,6 +21,7 @@ use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 
 use super::client_auth::ClientForm;
+pub use super::token_response::TokenResponse;
 use super::{OAuthError, jwt};
 use crate::client_addr::ClientAddr;
 use crate::domain::audit::{Event, Outcome};
@@ -41,23 +42,6 @@ use crate::store::now;
 use crate::store::oauth::{
     ClientRecord, CodeRecord, GrantRefusal, NewTokens, Redeemed, RefreshState, Rotation,
 };
-
-/// The successful token response (OAuth 2.1 §3.2.3).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct TokenResponse {
-    /// The access token.
-    pub access_token: String,
-    /// `Bearer`, or `DPoP` for a token bound to the key of the request's DPoP proof (RFC 9449
-    /// §5).
-    pub token_type: String,
-    /// Seconds until the access token expires.
-    pub expires_in: i64,
-    /// The refresh token (none for `client_credentials`, RFC 6749 §4.4.3).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refresh_token: Option<String>,
-    /// Granted scopes, space-delimited.
-    pub scope: String,
-}
 
 /// What a successor pair's sealed record holds.
 #[derive(Serialize, Deserialize)]

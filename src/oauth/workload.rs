@@ -37,7 +37,7 @@ use serde::Deserialize;
 use super::OAuthError;
 use super::client_assertion::{KeySetError, algorithm_name, verify_with_trusted_key_set};
 use super::id_jag::{ID_JAG_TYP, JWT_BEARER, MAX_ASSERTION_BYTES};
-use super::token::TokenResponse;
+use super::token_response::TokenResponse;
 use crate::domain::audit::{Event, Outcome};
 use crate::domain::client_assertion::SIGNING_ALGS;
 use crate::domain::scope::{Scope, ScopeSet};

@@ -19,7 +19,7 @@ use tower_sessions::Session;
 
 use super::session::{csrf_token, signed_in};
 use super::{error_page, render, see_other, when};
-use crate::domain::audit::Event;
+use crate::domain::audit::{Event, Outcome};
 use crate::domain::upstream::{PERSONAL_PREFIX, PERSONAL_SUFFIX_LEN};
 use crate::error::AppError;
 use crate::state::AppState;
@@ -230,7 +230,7 @@ pub async fn connections(
         .await?
         .into_iter()
         .map(|e| ConnectionRow {
-            at: super::apps::to_the_second(e.at),
+            at: to_the_second(e.at),
             what: connection_event(&e),
             through: if e.event == "tool_call" {
                 through(&e)
@@ -243,7 +243,7 @@ pub async fn connections(
             } else {
                 "this console".to_string()
             },
-            outcome: super::apps::outcome_words(&e.outcome),
+            outcome: outcome_words(&e.outcome),
         })
         .collect();
     render(
@@ -256,6 +256,57 @@ pub async fn connections(
             operator: account.admin,
         },
     )
+}
+
+/// An audit outcome (as the row holds it) in words a person can act on; `Other` for one this
+/// release does not know or that the activity pages do not show.
+pub fn outcome_words(outcome: &str) -> &'static str {
+    let Some(outcome) = Outcome::parse(outcome) else {
+        return "Other";
+    };
+    match outcome {
+        Outcome::Success | Outcome::Granted => "Done",
+        Outcome::Continued => "Done (the next part of an earlier answer)",
+        Outcome::Denied => "You denied it",
+        Outcome::NotFound => {
+            "Not found: the note, project or resource does not exist or is out of its reach"
+        }
+        Outcome::Forbidden => "Refused: your role in the project does not allow it",
+        Outcome::InsufficientScope => "Refused: it needs access you did not allow",
+        Outcome::InvalidArguments => "Refused: the app sent arguments the tool does not accept",
+        Outcome::OverQuota => "Refused: your hourly budget of calls was used up",
+        Outcome::Unavailable => "Failed: the database was busy; the app may try again",
+        Outcome::Error => "Failed: an error on this server",
+        Outcome::ToolError => "Done, but the tool reported an error in its answer",
+        Outcome::UpstreamError => {
+            "Failed: the upstream server could not be reached or answered with an error"
+        }
+        Outcome::Timeout => "Failed: the upstream server did not answer in time",
+        Outcome::Declined => "Not run: you did not confirm it",
+        Outcome::ConfirmationNeeded => {
+            "Not run: it needs your confirmation, which this app cannot ask for"
+        }
+        Outcome::ConnectionRequired => {
+            "Not run yet: you had to connect your account at the service first"
+        }
+        Outcome::Failure
+        | Outcome::Refused
+        | Outcome::InvalidGrant
+        | Outcome::Throttled
+        | Outcome::Busy
+        | Outcome::UnknownPrompt
+        | Outcome::ConfirmationInvalid => "Other",
+    }
+}
+
+/// A time for the activity page, to the second: `2026-01-02 03:04:05 UTC`.
+pub fn to_the_second(unix_seconds: i64) -> String {
+    let format =
+        time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
+    time::OffsetDateTime::from_unix_timestamp(unix_seconds)
+        .ok()
+        .and_then(|t| t.format(&format).ok())
+        .unwrap_or_else(|| "unknown time".to_string())
 }
 
 #[cfg(test)]
@@ -300,5 +351,36 @@ mod tests {
             connection_event(&entry("connection_connected", "calendar", None)),
             "Connected your account at calendar"
         );
+    }
+}
+
+#[cfg(test)]
+mod outcome_words_tests {
+    use super::outcome_words;
+
+    /// Every outcome the MCP paths audit (built-in tools, forwarded calls, a person's
+    /// connections, confirmations) reads as words on the activity pages, never "Other".
+    #[test]
+    fn every_audited_call_outcome_has_words() {
+        for outcome in [
+            "success",
+            "continued",
+            "not_found",
+            "forbidden",
+            "insufficient_scope",
+            "invalid_arguments",
+            "over_quota",
+            "unavailable",
+            "error",
+            "tool_error",
+            "upstream_error",
+            "timeout",
+            "declined",
+            "confirmation_needed",
+            "connection_required",
+        ] {
+            assert_ne!(outcome_words(outcome), "Other", "{outcome}");
+        }
+        assert_eq!(outcome_words("something new"), "Other");
     }
 }

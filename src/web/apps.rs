@@ -456,57 +456,6 @@ fn event_kind(event: &str, outcome: &str) -> &'static str {
     }
 }
 
-/// An audit outcome (as the row holds it) in words a person can act on; `Other` for one this
-/// release does not know or that the activity pages do not show.
-pub fn outcome_words(outcome: &str) -> &'static str {
-    let Some(outcome) = Outcome::parse(outcome) else {
-        return "Other";
-    };
-    match outcome {
-        Outcome::Success | Outcome::Granted => "Done",
-        Outcome::Continued => "Done (the next part of an earlier answer)",
-        Outcome::Denied => "You denied it",
-        Outcome::NotFound => {
-            "Not found: the note, project or resource does not exist or is out of its reach"
-        }
-        Outcome::Forbidden => "Refused: your role in the project does not allow it",
-        Outcome::InsufficientScope => "Refused: it needs access you did not allow",
-        Outcome::InvalidArguments => "Refused: the app sent arguments the tool does not accept",
-        Outcome::OverQuota => "Refused: your hourly budget of calls was used up",
-        Outcome::Unavailable => "Failed: the database was busy; the app may try again",
-        Outcome::Error => "Failed: an error on this server",
-        Outcome::ToolError => "Done, but the tool reported an error in its answer",
-        Outcome::UpstreamError => {
-            "Failed: the upstream server could not be reached or answered with an error"
-        }
-        Outcome::Timeout => "Failed: the upstream server did not answer in time",
-        Outcome::Declined => "Not run: you did not confirm it",
-        Outcome::ConfirmationNeeded => {
-            "Not run: it needs your confirmation, which this app cannot ask for"
-        }
-        Outcome::ConnectionRequired => {
-            "Not run yet: you had to connect your account at the service first"
-        }
-        Outcome::Failure
-        | Outcome::Refused
-        | Outcome::InvalidGrant
-        | Outcome::Throttled
-        | Outcome::Busy
-        | Outcome::UnknownPrompt
-        | Outcome::ConfirmationInvalid => "Other",
-    }
-}
-
-/// A time for the activity page, to the second: `2026-01-02 03:04:05 UTC`.
-pub fn to_the_second(unix_seconds: i64) -> String {
-    let format =
-        time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
-    time::OffsetDateTime::from_unix_timestamp(unix_seconds)
-        .ok()
-        .and_then(|t| t.format(&format).ok())
-        .unwrap_or_else(|| "unknown time".to_string())
-}
-
 #[derive(Template)]
 #[template(path = "app_activity.html")]
 struct ActivityPage {
@@ -576,7 +525,7 @@ async fn event_rows(
             "consent" | "consent_revoked" | "consent_changed" | "family_revoked"
         );
         events.push(EventRow {
-            at: to_the_second(e.at),
+            at: super::activity::to_the_second(e.at),
             project: match &project_id {
                 Some(id) => projects
                     .get(id)
@@ -592,7 +541,7 @@ async fn event_rows(
                 e.subject.clone().unwrap_or_default()
             },
             note,
-            outcome: outcome_words(&e.outcome),
+            outcome: super::activity::outcome_words(&e.outcome),
             source: if authorization {
                 e.source_ip.clone()
             } else {
@@ -846,35 +795,4 @@ pub async fn set_tools(
     )
     .await?;
     Ok(see_other(&back))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::outcome_words;
-
-    /// Every outcome the MCP paths audit (built-in tools, forwarded calls, a person's
-    /// connections, confirmations) reads as words on the activity pages, never "Other".
-    #[test]
-    fn every_audited_call_outcome_has_words() {
-        for outcome in [
-            "success",
-            "continued",
-            "not_found",
-            "forbidden",
-            "insufficient_scope",
-            "invalid_arguments",
-            "over_quota",
-            "unavailable",
-            "error",
-            "tool_error",
-            "upstream_error",
-            "timeout",
-            "declined",
-            "confirmation_needed",
-            "connection_required",
-        ] {
-            assert_ne!(outcome_words(outcome), "Other", "{outcome}");
-        }
-        assert_eq!(outcome_words("something new"), "Other");
-    }
 }

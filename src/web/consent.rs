@@ -14,7 +14,8 @@ use tower_sessions::Session;
 
 use super::session::{csrf_token, signed_in};
 use super::{
-    CsrfForm, PageForm, PageQuery, authorization_error_page, error_page_with, render, see_other,
+    CsrfForm, PageForm, PageQuery, authorization_error_page, error_page, error_page_with, render,
+    see_other,
 };
 use crate::domain::authorization::AuthorizationErrorCode;
 use crate::domain::cimd::is_url_client_id;
@@ -24,7 +25,8 @@ use crate::domain::scope::Scope;
 use crate::domain::secret::random_urlsafe;
 use crate::error::AppError;
 use crate::oauth::authorize::{
-    self, AuthorizeError, consent_covers, error_redirect, issue_code, validate,
+    self, AuthorizationRequest, AuthorizeError, consent_covers, error_redirect, issue_code,
+    validate,
 };
 use crate::oauth::clients::FetchFor;
 use crate::oauth::register::registration_budget;
@@ -355,7 +357,7 @@ async fn validated(
     client: &ClientAddr,
     account: Option<&crate::store::accounts::Account>,
     pairs: &[(String, String)],
-) -> Result<authorize::AuthorizationRequest, Response> {
+) -> Result<AuthorizationRequest, Response> {
     let for_whom = match account {
         Some(_) => FetchFor::SignedIn,
         None => FetchFor::Budgeted(registration_budget(state, &client.to_string(), 0)),
@@ -392,7 +394,7 @@ async fn validated(
 /// store's.
 async fn remembered_consent(
     state: &AppState,
-    req: &authorize::AuthorizationRequest,
+    req: &AuthorizationRequest,
     account: &str,
     forced: bool,
     now: i64,
@@ -501,7 +503,7 @@ pub(super) async fn consent_page(
     state: &AppState,
     session: &Session,
     account: &crate::store::accounts::Account,
-    req: &authorize::AuthorizationRequest,
+    req: &AuthorizationRequest,
     user_code: Option<&str>,
     step_up: Option<String>,
     current: Option<&GrantChoice>,
@@ -692,7 +694,7 @@ pub async fn decide(
     };
     let ip = client.to_string();
     if req.device.is_some() {
-        return super::device::answered(
+        return device_answered(
             &state,
             &req,
             &account.id,
@@ -766,6 +768,52 @@ pub async fn resume(
         .extend_pairs(pairs.iter())
         .finish();
     Ok(see_other(&format!("/oauth/authorize?{query}")))
+}
+
+#[derive(Template)]
+#[template(path = "device_done.html")]
+/// The page a device authorization's answer ends on.
+struct DonePage<'a> {
+    title: &'a str,
+    message: &'a str,
+}
+
+/// The person's answer on the consent page of a device authorization `req` (RFC 8628 §3.3): marks it approved
+/// (with the code its client's poll redeems) or denied, and says so; the "Request expired" page
+/// when it was answered meanwhile or has expired.
+async fn device_answered(
+    state: &AppState,
+    req: &AuthorizationRequest,
+    account_id: &str,
+    ip: &str,
+    approved: bool,
+    choice: Option<&GrantChoice>,
+    now: i64,
+) -> Result<Response, AppError> {
+    let done = if approved {
+        authorize::approve_device(state, req, account_id, ip, choice, now).await?
+    } else {
+        authorize::deny_device(state, req, account_id, ip, now).await?
+    };
+    if !done {
+        return Ok(error_page(
+            StatusCode::BAD_REQUEST,
+            "Request expired",
+            "This device sign-in was already answered or has expired. Start again on your device.",
+        ));
+    }
+    let (title, message) = if approved {
+        (
+            "Device connected",
+            "The application on your device now has the access you allowed. It may take a few seconds to notice.",
+        )
+    } else {
+        (
+            "Access denied",
+            "The application on your device was told that you denied access.",
+        )
+    };
+    render(StatusCode::OK, &DonePage { title, message })
 }
 
 #[cfg(test)]

@@ -18,12 +18,11 @@ use tower_sessions::Session;
 
 use super::consent::consent_page;
 use super::session::{csrf_token, signed_in};
-use super::{CsrfForm, PageQuery, error_page, render, retry_after, see_other};
+use super::{CsrfForm, PageQuery, render, retry_after, see_other};
 use crate::client_addr::ClientAddr;
 use crate::domain::device::{USER_CODE_ATTEMPTS, USER_CODE_WINDOW_SECS, normalize_user_code};
 use crate::domain::throttle::{Policy, source_key};
 use crate::error::AppError;
-use crate::oauth::authorize::{self, AuthorizationRequest};
 use crate::oauth::device::pending_by_user_code;
 use crate::state::AppState;
 use crate::store::limits::{Admission, Limit};
@@ -39,13 +38,6 @@ struct DevicePage<'a> {
     user_code: &'a str,
     email: &'a str,
     error: Option<&'a str>,
-}
-
-#[derive(Template)]
-#[template(path = "device_done.html")]
-struct DonePage<'a> {
-    title: &'a str,
-    message: &'a str,
 }
 
 /// Query of `GET /device`.
@@ -191,42 +183,4 @@ pub async fn submit(
         now,
     )
     .await
-}
-
-/// The person's answer on the consent page of a device authorization `req`: marks it approved
-/// (with the code its client's poll redeems) or denied, and says so; the "Request expired" page
-/// when it was answered meanwhile or has expired.
-pub(super) async fn answered(
-    state: &AppState,
-    req: &AuthorizationRequest,
-    account_id: &str,
-    ip: &str,
-    approved: bool,
-    choice: Option<&crate::store::oauth::GrantChoice>,
-    now: i64,
-) -> Result<Response, AppError> {
-    let done = if approved {
-        authorize::approve_device(state, req, account_id, ip, choice, now).await?
-    } else {
-        authorize::deny_device(state, req, account_id, ip, now).await?
-    };
-    if !done {
-        return Ok(error_page(
-            StatusCode::BAD_REQUEST,
-            "Request expired",
-            "This device sign-in was already answered or has expired. Start again on your device.",
-        ));
-    }
-    let (title, message) = if approved {
-        (
-            "Device connected",
-            "The application on your device now has the access you allowed. It may take a few seconds to notice.",
-        )
-    } else {
-        (
-            "Access denied",
-            "The application on your device was told that you denied access.",
-        )
-    };
-    render(StatusCode::OK, &DonePage { title, message })
 }

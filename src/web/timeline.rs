@@ -16,7 +16,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::apps::outcome_words;
+use super::activity::{outcome_words, to_the_second};
 use super::session::{csrf_token, signed_in};
 use super::{PageQuery, error_page, render, see_other};
 use crate::domain::audit::{Event, Outcome};
@@ -407,7 +407,7 @@ pub async fn show(
     let rows = steps(&client, &timeline, &signins, &state.config.mcp_server_url)
         .into_iter()
         .map(|s| Row {
-            at: super::apps::to_the_second(s.at),
+            at: to_the_second(s.at),
             what: s.what,
             reason: s.reason,
             failed: s.failed,

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use gatehouse::app::Application;
 use gatehouse::config::Config;
+use gatehouse::domain::audit::{Event, Outcome};
 use gatehouse::store::audit::{AUDIT_BATCH_MAX, AUDIT_QUEUE_CAPACITY, AuditEvent};
 use gatehouse::store::{Backend, Store};
 use reqwest::StatusCode;
@@ -18,7 +19,6 @@ use sqlx::Row;
 
 use crate::helpers::{ServerStop, TestApp, TestDb, new_client};
 use crate::oauth_helpers::{EMAIL, PASSWORD, full_grant};
-use gatehouse::domain::audit::{Event, Outcome};
 
 /// Holds the database's write lock on `audit_events` until the returned transaction ends:
 /// `SQLite`'s single writer lock (taken by a write), `PostgreSQL`'s table lock that excludes inserts.

@@ -16,11 +16,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::model::{
-    GetPromptRequestParams, GetPromptResult, JsonObject, Prompt, ReadResourceRequestParams,
-    ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    GetPromptRequestParams, GetPromptResult, JsonObject, ReadResourceRequestParams,
+    ReadResourceResult, ResourceContents,
 };
 
-use super::server::{FAILURE_MEMORY, LIST_TIMEOUT, LISTING_TTL, UpstreamError, UpstreamServer};
+pub use super::server::Extras;
+use super::server::{
+    ExtrasListing, FAILURE_MEMORY, LIST_TIMEOUT, LISTING_TTL, UpstreamError, UpstreamServer,
+};
 use crate::domain::upstream::{
     MAX_DESCRIPTION_BYTES, UpstreamName, namespaced_tool, namespaced_uri,
 };
@@ -29,23 +32,6 @@ use crate::domain::upstream::{
 pub const MAX_PROMPTS: usize = 200;
 /// The most resources (and, separately, resource templates) one upstream may list.
 pub const MAX_RESOURCES: usize = 1000;
-
-/// An upstream's prompts, resources and resource templates as Gatehouse publishes them.
-#[derive(Debug, Default)]
-pub struct Extras {
-    /// Prompts named `NAME__PROMPT`, by name.
-    pub prompts: Vec<Prompt>,
-    /// Resources under `gatehouse://upstreams/NAME/`, by URI.
-    pub resources: Vec<Resource>,
-    /// Resource templates under the same prefix, by template.
-    pub templates: Vec<ResourceTemplate>,
-}
-
-/// The cached [`Extras`] of one upstream.
-pub(super) struct ExtrasListing {
-    at: Instant,
-    result: Result<Arc<Extras>, UpstreamError>,
-}
 
 fn description_ok(text: Option<&str>) -> bool {
     text.is_none_or(|d| d.len() <= MAX_DESCRIPTION_BYTES)

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rmcp::ServiceExt as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ContentBlock,
-    Implementation, JsonObject, Tool,
+    Implementation, JsonObject, Prompt, Resource, ResourceTemplate, Tool,
 };
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -72,6 +72,25 @@ pub struct UpstreamError(pub String);
 /// The rmcp client of one upstream.
 pub(super) type Client = RunningService<RoleClient, ClientConfig>;
 
+/// An upstream's prompts, resources and resource templates as Gatehouse publishes them.
+#[derive(Debug, Default)]
+pub struct Extras {
+    /// Prompts named `NAME__PROMPT`, by name.
+    pub prompts: Vec<Prompt>,
+    /// Resources under `gatehouse://upstreams/NAME/`, by URI.
+    pub resources: Vec<Resource>,
+    /// Resource templates under the same prefix, by template.
+    pub templates: Vec<ResourceTemplate>,
+}
+
+/// The cached [`Extras`] of one upstream ([`super::extras`] lists and reads them).
+pub(super) struct ExtrasListing {
+    /// When it was listed.
+    pub(super) at: Instant,
+    /// What the listing gave.
+    pub(super) result: Result<Arc<Extras>, UpstreamError>,
+}
+
 struct Listing {
     at: Instant,
     result: Result<Arc<Vec<UpstreamTool>>, UpstreamError>,
@@ -91,7 +110,7 @@ pub struct UpstreamServer {
     client: tokio::sync::Mutex<Option<Arc<Client>>>,
     listing: tokio::sync::Mutex<Option<Listing>>,
     /// Its prompts and resources ([`super::extras`]).
-    pub(super) extras_listing: tokio::sync::Mutex<Option<super::extras::ExtrasListing>>,
+    pub(super) extras_listing: tokio::sync::Mutex<Option<ExtrasListing>>,
     /// The last error this instance recorded (`None`: none, or cleared).
     noted_error: tokio::sync::Mutex<Option<String>>,
 }
