@@ -66,11 +66,15 @@ pub const MAX_WAIT: Duration = Duration::from_secs(20);
 pub const WORKER_NICE: i32 = 19;
 
 /// Blocks (1 KiB each) of address space reserved for a worker's memory: 33 MiB, more than the
-/// 19 MiB our parameters use. An allocation this large is always a mapping of its own with the
-/// system allocators we run on (glibc never serves more than 32 MiB from its heaps), so freeing
-/// it hands every page back at once and, unlike a 19 MiB mapping, does not make glibc serve
-/// later allocations up to that size from heaps it rarely shrinks. Only the blocks a hash uses
-/// are ever written, so only they are resident.
+/// 19 MiB our parameters use, so that the worker's memory is one allocation of its own whatever
+/// the allocator. The `gatehouse` binary allocates with jemalloc (`src/main.rs`), where it is an
+/// extent of its own whose pages, once freed, go back to the system as jemalloc's dirty-page
+/// decay purges them (seconds), not kept for other sizes. Where the library runs on glibc's
+/// allocator (its tests, another program embedding it), anything over 32 MiB is a mapping of its
+/// own, unmapped at once when freed, and it does not raise glibc's mapping threshold as freeing a
+/// 19 MiB mapping would (which would make glibc serve later allocations up to that size from
+/// heaps it rarely shrinks). Only the blocks a hash uses are ever written, so only they are
+/// resident.
 const RESERVED_BLOCKS: usize = 33 * 1024;
 
 /// A PHC string of our parameters for a password nobody knows: unknown emails are verified
