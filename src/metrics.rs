@@ -251,9 +251,13 @@ fn describe_store_and_events() {
 }
 
 /// Makes the counter `name` present at zero for each of `values` of its `label`.
-fn zero_counters(name: &'static str, label: &'static str, values: &[&'static str]) {
+fn zero_counters(
+    name: &'static str,
+    label: &'static str,
+    values: impl IntoIterator<Item = &'static str>,
+) {
     for value in values {
-        metrics::counter!(name, label => *value).increment(0);
+        metrics::counter!(name, label => value).increment(0);
     }
 }
 
@@ -266,34 +270,27 @@ fn zero_counters(name: &'static str, label: &'static str, values: &[&'static str
 /// them, from [`describe`] to the [`BUILD_INFO`] gauge below.
 fn present_from_start() {
     metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
-    zero_counters(
-        TOKENS,
-        "event",
-        &TokenEvent::ALL
-            .iter()
-            .map(|e| e.as_str())
-            .collect::<Vec<_>>(),
-    );
+    zero_counters(TOKENS, "event", TokenEvent::ALL.iter().map(|e| e.as_str()));
     zero_counters(
         REGISTRATIONS,
         "outcome",
-        &Outcome::REGISTRATION.map(Outcome::as_str),
+        Outcome::REGISTRATION.map(Outcome::as_str),
     );
-    zero_counters(SIGNINS, "outcome", &Outcome::SIGNIN.map(Outcome::as_str));
+    zero_counters(SIGNINS, "outcome", Outcome::SIGNIN.map(Outcome::as_str));
     zero_counters(
         UNAVAILABLE,
         "cause",
-        &["database", "password_workers", "other"],
+        ["database", "password_workers", "other"],
     );
     zero_counters(
         crate::events::EVENTS_DROPPED,
         "reason",
-        &["queue_full", "undeliverable", "refused"],
+        ["queue_full", "undeliverable", "refused"],
     );
     zero_counters(
         PRUNED_ROWS,
         "what",
-        &[
+        [
             crate::store::audit_query::AUDIT_RETENTION.name,
             "access_tokens",
             "refresh_tokens",

@@ -264,21 +264,7 @@ impl GatehouseMcp {
             "{} upstream={upstream} duration_ms={elapsed_ms}",
             principal.audit_credential(),
         );
-        self.mcp
-            .app
-            .store
-            .audit_batched(
-                AuditEvent {
-                    event: Event::ToolCall,
-                    outcome,
-                    account_id: Some(&principal.account_id),
-                    client_id: principal.client_id.as_deref(),
-                    subject: Some(name),
-                    source_ip: ip.as_deref(),
-                    detail: Some(&detail),
-                },
-                now,
-            )
+        self.audit_tool_call(principal, name, ip.as_deref(), outcome, &detail, now)
             .await;
     }
 }
@@ -349,8 +335,9 @@ impl GatehouseMcp {
         audit_outcome
     }
 
-    /// Records a built-in `tools/call` of `tool` by `principal` from `ip` (event `tool_call`,
-    /// with `outcome` and `detail`) through the batched audit queue.
+    /// Records a `tools/call` of `tool` by `principal` from `ip` (event `tool_call`, with
+    /// `outcome` and `detail`) through the batched audit queue: built-in, forwarded and a
+    /// person's own upstream's calls alike.
     async fn audit_tool_call(
         &self,
         principal: &Principal,

@@ -30,7 +30,7 @@ use serde::Deserialize;
 
 use super::OAuthError;
 use super::client_assertion::{KeySetError, algorithm_name, verify_with_trusted_key_set};
-use super::token_response::TokenResponse;
+use super::token_response::{TokenResponse, served_resource_only};
 use crate::domain::account::{AccountStatus, Email};
 use crate::domain::audit::{Event, Outcome};
 use crate::domain::client_assertion::SIGNING_ALGS;
@@ -287,16 +287,7 @@ fn check_audience_client_resource(
             config.mcp_server_url
         )));
     }
-    if params
-        .get("resource")
-        .is_some_and(|r| !config.resource.matches(r))
-    {
-        return Err(OAuthError::InvalidTarget(format!(
-            "resource must be {}, the resource served here",
-            config.mcp_server_url
-        )));
-    }
-    Ok(())
+    served_resource_only(config, params)
 }
 
 /// The verified `claims`' times at `now`: `exp` present, not past and at most

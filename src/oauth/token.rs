@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::client_auth::ClientForm;
 pub use super::token_response::TokenResponse;
+use super::token_response::served_resource_only;
 use super::{OAuthError, jwt};
 use crate::client_addr::ClientAddr;
 use crate::domain::audit::{Event, Outcome};
@@ -410,16 +411,7 @@ async fn client_credentials(ctx: &Ctx<'_>) -> Result<TokenResponse, OAuthError> 
         ));
     }
     let config = &ctx.state.config;
-    if ctx
-        .params
-        .get("resource")
-        .is_some_and(|r| !config.resource.matches(r))
-    {
-        return Err(OAuthError::InvalidTarget(format!(
-            "resource must be {}, the resource served here",
-            config.mcp_server_url
-        )));
-    }
+    served_resource_only(config, ctx.params)?;
     let Some(service) = store.service_client(client_id).await? else {
         audit(
             ctx,

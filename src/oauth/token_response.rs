@@ -1,8 +1,33 @@
-//! The token endpoint's successful answer, shared by every grant it serves: the
-//! authorization code and refresh grants (`token`), identity assertions (`id_jag`) and workload
-//! identities (`workload`).
+//! What the token endpoint's grants share: the successful answer of every grant it serves (the
+//! authorization code and refresh grants in `token`, identity assertions in `id_jag`, workload
+//! identities in `workload`), and the one-resource rule of the grants without a consent
+//! (`client_credentials`, identity assertions, workloads).
+
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
+
+use super::OAuthError;
+use crate::config::Config;
+
+/// Refuses a `resource` parameter (RFC 8707 §2) naming anything but the MCP resource served
+/// here, for grants that only ever issue tokens for it. No parameter is fine. Errors:
+/// `invalid_target` naming the resource served here.
+pub fn served_resource_only(
+    config: &Config,
+    params: &HashMap<String, String>,
+) -> Result<(), OAuthError> {
+    if params
+        .get("resource")
+        .is_some_and(|r| !config.resource.matches(r))
+    {
+        return Err(OAuthError::InvalidTarget(format!(
+            "resource must be {}, the resource served here",
+            config.mcp_server_url
+        )));
+    }
+    Ok(())
+}
 
 /// The successful token response (OAuth 2.1 §3.2.3).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

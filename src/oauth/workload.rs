@@ -37,7 +37,7 @@ use serde::Deserialize;
 use super::OAuthError;
 use super::client_assertion::{KeySetError, algorithm_name, verify_with_trusted_key_set};
 use super::id_jag::{ID_JAG_TYP, JWT_BEARER, MAX_ASSERTION_BYTES};
-use super::token_response::TokenResponse;
+use super::token_response::{TokenResponse, served_resource_only};
 use crate::domain::audit::{Event, Outcome};
 use crate::domain::client_assertion::SIGNING_ALGS;
 use crate::domain::scope::{Scope, ScopeSet};
@@ -247,15 +247,7 @@ async fn check(
     let claims = verified_claims(state, &workload, assertion, &header).await?;
     let config = &state.config;
     let exp = check_audience_and_times(config, &claims, now)?;
-    if params
-        .get("resource")
-        .is_some_and(|r| !config.resource.matches(r))
-    {
-        return Err(OAuthError::InvalidTarget(format!(
-            "resource must be {}, the resource served here",
-            config.mcp_server_url
-        )));
-    }
+    served_resource_only(config, params)?;
     let Some(service) = state.store.service_client(&workload.client_id).await? else {
         return Err(refused(
             "this workload client's owner is disabled or its access was revoked",

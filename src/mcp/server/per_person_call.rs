@@ -31,10 +31,9 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 
 use super::{GatehouseMcp, source_ip};
-use crate::domain::audit::{Event, Outcome};
+use crate::domain::audit::Outcome;
 use crate::domain::principal::Principal;
 use crate::mcp::upstream::server::UpstreamServer;
-use crate::store::audit::AuditEvent;
 use crate::store::vault::ConnectionRequest;
 use crate::upstream_oauth::discovery::public_url;
 use crate::upstream_oauth::vault::{self, Access};
@@ -128,22 +127,15 @@ impl GatehouseMcp {
     ) {
         let ip = source_ip(ctx);
         let detail = format!("{} upstream={upstream}", principal.audit_credential());
-        self.mcp
-            .app
-            .store
-            .audit_batched(
-                AuditEvent {
-                    event: Event::ToolCall,
-                    outcome,
-                    account_id: Some(&principal.account_id),
-                    client_id: principal.client_id.as_deref(),
-                    subject: Some(name),
-                    source_ip: ip.as_deref(),
-                    detail: Some(&detail),
-                },
-                crate::store::now(),
-            )
-            .await;
+        self.audit_tool_call(
+            principal,
+            name,
+            ip.as_deref(),
+            outcome,
+            &detail,
+            crate::store::now(),
+        )
+        .await;
     }
 
     /// See the module documentation.
