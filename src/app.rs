@@ -9,7 +9,6 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use tokio::net::TcpListener;
-use tower_http::trace::TraceLayer;
 
 use crate::clients::{ClientResolver, HttpsFetcher, MetadataFetcher};
 use crate::config::Config;
@@ -75,24 +74,6 @@ fn surface(state: &AppState, mcp: &crate::mcp::McpState) -> Router {
     ))
     // A panicking handler answers 500 (and is logged) instead of leaving the request hanging.
     .layer(tower_http::catch_panic::CatchPanicLayer::new())
-    .layer(
-        // The span gives every line logged while serving a request its method, path (never
-        // a secret: [`span_path`]) and request id; the one line per request is
-        // [`crate::metrics::RequestMetrics::finish`]'s, so the layer itself logs nothing
-        // (by default it logged every 5xx, deliberate 503s included, at ERROR).
-        TraceLayer::new_for_http()
-            .make_span_with(|req: &http::Request<_>| {
-                tracing::info_span!(
-                    "http",
-                    method = %req.method(),
-                    path = %span_path(req),
-                    request_id = tracing::field::Empty
-                )
-            })
-            .on_request(())
-            .on_response(())
-            .on_failure(()),
-    )
 }
 
 /// `X-Request-Id`: the id of the request's log line, sent back so an operator can find the line
@@ -123,8 +104,10 @@ async fn every_route(
     crate::client_addr::attach(&state.config.trusted_proxies, &mut request);
     let metrics = crate::metrics::RequestMetrics::start(&request);
     let request_id = metrics.request_id().to_string();
-    tracing::Span::current().record("request_id", request_id.as_str());
-    let mut response = next.run(request).await;
+    // Every line logged while serving the request names it; the request's own line
+    // ([`crate::metrics::RequestMetrics::finish`]) gives its method, route and status.
+    let span = tracing::info_span!("http", request_id = request_id.as_str());
+    let mut response = tracing::Instrument::instrument(next.run(request), span).await;
     metrics.finish(&response);
     let headers = response.headers_mut();
     if let Ok(id) = HeaderValue::from_str(&request_id) {
@@ -136,44 +119,6 @@ async fn every_route(
         }
     }
     response
-}
-
-/// The path a request span records: the matched route's template with its parameters shown
-/// as `…` (`/mcp/{secret}` becomes `/mcp/…`), or for a request no route matched, its path with
-/// every segment that looks like a secret (`gate_…`) shown as `…`. A personal MCP URL's
-/// secret never reaches a span or a log line.
-pub fn span_path<B>(req: &http::Request<B>) -> std::borrow::Cow<'_, str> {
-    match req.extensions().get::<axum::extract::MatchedPath>() {
-        // A template without parameters is shown as it is.
-        Some(matched) if !matched.as_str().contains('{') => matched.as_str().into(),
-        Some(matched) => matched
-            .as_str()
-            .split('/')
-            .map(|segment| {
-                if segment.starts_with('{') {
-                    "…"
-                } else {
-                    segment
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("/")
-            .into(),
-        None => req
-            .uri()
-            .path()
-            .split('/')
-            .map(|segment| {
-                if segment.to_ascii_lowercase().contains("gate_") {
-                    "…"
-                } else {
-                    segment
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("/")
-            .into(),
-    }
 }
 
 /// `GET /healthz`: the process is up.

@@ -35,6 +35,7 @@ fn main() {
     // Dropping a runtime waits for every task to yield and every blocking job to end; a stop
     // must not wait for those.
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
+    gatehouse::telemetry::flush();
 }
 
 /// Ends the process once `bound` has passed (started when a stop signal arrives), should the
@@ -43,6 +44,7 @@ fn start_watchdog(bound: std::time::Duration) {
     std::thread::spawn(move || {
         std::thread::sleep(bound);
         eprintln!("gatehouse: the stop took longer than {bound:?}; exiting now");
+        gatehouse::telemetry::flush();
         std::process::exit(1);
     });
 }
@@ -74,6 +76,7 @@ async fn run() {
             print(gatehouse::doctor::render_footer(&report));
             report
         };
+        gatehouse::telemetry::flush();
         std::process::exit(if report.passed { 0 } else { 1 });
     }
     // The client side of a remote deployment: no configuration or database of its own.
@@ -182,6 +185,8 @@ async fn remote_stdio(url: &str, credentials: Option<std::path::PathBuf>) {
 }
 
 fn fail(message: &str) -> ! {
+    // The lines logged before this one come first.
+    gatehouse::telemetry::flush();
     eprintln!("gatehouse: {message}");
     std::process::exit(1);
 }

@@ -29,12 +29,11 @@ use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolRequest, ClientJsonRpcMessage, ClientRequest, CompleteRequest, DiscoverRequest,
-    GetPromptRequest, ListPromptsRequest, ListResourceTemplatesRequest, ListResourcesRequest,
-    ListToolsRequest, ReadResourceRequest,
+    CallToolRequest, ClientJsonRpcMessage, CompleteRequest, DiscoverRequest, GetPromptRequest,
+    ListPromptsRequest, ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest,
+    ReadResourceRequest,
 };
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 pub use super::auth::MAX_BODY_BYTES;
@@ -206,35 +205,32 @@ pub fn is_json(headers: &HeaderMap) -> bool {
         })
 }
 
-/// The error of deserializing `message` as `T`, if it does not fit.
-fn misfit<T: DeserializeOwned>(message: &Value) -> Option<String> {
-    serde_json::from_value::<T>(message.clone())
-        .err()
-        .map(|e| e.to_string())
+/// Whether `message` reads as `T`: `Err` with the reason when it does not. Read from the parsed
+/// value in place (nothing is copied).
+fn fits<'a, T: Deserialize<'a>>(message: &'a Value) -> Result<(), String> {
+    T::deserialize(message).map(drop).map_err(|e| e.to_string())
 }
 
-/// Why `params` do not fit `method`, for the methods rmcp reads into typed requests; `None`
-/// for other methods (and for params that fit). The lifecycle methods `initialize` and `ping`
-/// are left to rmcp: in 2026-07-28 they are removed and must answer 404 with -32601 whatever
-/// their params (SEP-2575).
-fn params_misfit(method: &str, params: Option<&Value>) -> Option<String> {
-    let mut message = json!({ "method": method });
-    if let Some(params) = params {
-        message["params"] = params.clone();
-    }
-    let m = &message;
-    match method {
-        "server/discover" => misfit::<DiscoverRequest>(m),
-        "completion/complete" => misfit::<CompleteRequest>(m),
-        "prompts/get" => misfit::<GetPromptRequest>(m),
-        "prompts/list" => misfit::<ListPromptsRequest>(m),
-        "resources/list" => misfit::<ListResourcesRequest>(m),
-        "resources/templates/list" => misfit::<ListResourceTemplatesRequest>(m),
-        "resources/read" => misfit::<ReadResourceRequest>(m),
-        "tools/call" => misfit::<CallToolRequest>(m),
-        "tools/list" => misfit::<ListToolsRequest>(m),
-        _ => None,
-    }
+/// Whether the message `message` of method `method` fits the typed request rmcp reads that
+/// method into (`Err` with the reason when it does not); `None` for the methods rmcp reads no
+/// typed request for. A message that fits is read by rmcp as that request; one that does not
+/// would be read as a custom request, answered `-32601 Method not found`. The lifecycle
+/// methods `initialize` and `ping` are left to rmcp: in 2026-07-28 they are removed and must
+/// answer 404 with -32601 whatever their params (SEP-2575).
+fn typed_fit(method: &str, message: &Value) -> Option<Result<(), String>> {
+    let m = message;
+    Some(match method {
+        "server/discover" => fits::<DiscoverRequest>(m),
+        "completion/complete" => fits::<CompleteRequest>(m),
+        "prompts/get" => fits::<GetPromptRequest>(m),
+        "prompts/list" => fits::<ListPromptsRequest>(m),
+        "resources/list" => fits::<ListResourcesRequest>(m),
+        "resources/templates/list" => fits::<ListResourceTemplatesRequest>(m),
+        "resources/read" => fits::<ReadResourceRequest>(m),
+        "tools/call" => fits::<CallToolRequest>(m),
+        "tools/list" => fits::<ListToolsRequest>(m),
+        _ => return None,
+    })
 }
 
 /// Checks one body (see the module documentation). `Ok` with the parsed JSON when rmcp should
@@ -307,22 +303,23 @@ pub fn check_value(value: &Value) -> Result<(), Refusal> {
             data: Some(json!({ "method": method, "reason": "params must be an object" })),
         });
     }
-    let message = match ClientJsonRpcMessage::deserialize(value) {
-        Ok(message) => message,
-        Err(e) => {
-            return Err(Refusal::invalid_request(id, &e.to_string()));
-        }
-    };
-    if let ClientJsonRpcMessage::Request(request) = &message
-        && let ClientRequest::CustomRequest(custom) = &request.request
-        && let Some(reason) = params_misfit(&custom.method, object.get("params"))
+    // A request of a method rmcp reads into a typed request is checked against that request
+    // alone: one that fits is what rmcp reads (the whole message need not be read again as a
+    // JSON-RPC message, the costliest step of this check on every tool call); one that does
+    // not is refused here with the reason, rather than answered "method not found".
+    if let Some(Value::String(method)) = object.get("method")
+        && object.contains_key("id")
+        && let Some(fit) = typed_fit(method, value)
     {
-        return Err(Refusal {
+        return fit.map_err(|reason| Refusal {
             status: StatusCode::OK,
             id,
             code: INVALID_PARAMS,
-            data: Some(json!({ "method": custom.method, "reason": reason })),
+            data: Some(json!({ "method": method, "reason": reason })),
         });
+    }
+    if let Err(e) = ClientJsonRpcMessage::deserialize(value) {
+        return Err(Refusal::invalid_request(id, &e.to_string()));
     }
     Ok(())
 }
@@ -403,6 +400,41 @@ mod tests {
         ] {
             assert!(check(body.as_bytes()).is_ok(), "{body}");
         }
+    }
+
+    /// A request that passes the check by its typed request alone is what rmcp reads it as:
+    /// that typed request, never a custom one (which rmcp would answer "method not found").
+    #[test]
+    fn a_typed_request_that_passes_is_read_by_rmcp_as_that_request() {
+        use rmcp::model::ClientRequest;
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"c"}}"#,
+            r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","arguments":{"a":[1,{"b":null}]},"_meta":{"progressToken":3}}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"gatehouse://x"}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"p","arguments":{"k":"v"}}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"resources/templates/list","params":{}}"#,
+        ] {
+            let value: Value = serde_json::from_str(body).unwrap();
+            let method = value["method"].as_str().unwrap();
+            assert_eq!(typed_fit(method, &value), Some(Ok(())), "{body}");
+            assert!(check(body.as_bytes()).is_ok(), "{body}");
+            match ClientJsonRpcMessage::deserialize(&value).unwrap() {
+                ClientJsonRpcMessage::Request(r) => assert!(
+                    !matches!(r.request, ClientRequest::CustomRequest(_)),
+                    "{body}"
+                ),
+                other => panic!("{body}: read as {other:?}"),
+            }
+        }
+        // And one that does not fit is refused with the reason, naming the method.
+        let r =
+            check(br#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"arguments":{}}}"#)
+                .unwrap_err();
+        assert_eq!((r.code, r.id.clone()), (INVALID_PARAMS, json!(9)));
+        let data = r.data.unwrap();
+        assert_eq!(data["method"], "tools/call");
+        assert!(data["reason"].as_str().unwrap().contains("name"), "{data}");
     }
 
     #[test]
