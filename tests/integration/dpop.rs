@@ -682,10 +682,7 @@ async fn a_dpop_request_reads_the_database_as_often_as_a_bearer_one() {
             let (status, _, list) = tools_list(app, scheme, &token, p.as_deref()).await;
             let after = app.store.in_place_stats().unwrap();
             assert_eq!(status, StatusCode::OK, "{list}");
-            (
-                after.reads - before.reads,
-                after.fallbacks - before.fallbacks,
-            )
+            crate::cache::reads_between(before, after)
         }
     };
     let key: &'static TestKey = Box::leak(Box::new(key));
