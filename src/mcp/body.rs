@@ -206,19 +206,18 @@ pub fn is_json(headers: &HeaderMap) -> bool {
 }
 
 /// Whether `message` reads as `T`: `Err` with the reason when it does not. Read from the parsed
-/// value in place (nothing is copied).
+/// value as it is (no copy of the whole value is made first).
 fn fits<'a, T: Deserialize<'a>>(message: &'a Value) -> Result<(), String> {
     T::deserialize(message).map(drop).map_err(|e| e.to_string())
 }
 
-/// Whether the message `message` of method `method` fits the typed request rmcp reads that
+/// Whether the message `m` of method `method` fits the typed request rmcp reads that
 /// method into (`Err` with the reason when it does not); `None` for the methods rmcp reads no
 /// typed request for. A message that fits is read by rmcp as that request; one that does not
 /// would be read as a custom request, answered `-32601 Method not found`. The lifecycle
 /// methods `initialize` and `ping` are left to rmcp: in 2026-07-28 they are removed and must
 /// answer 404 with -32601 whatever their params (SEP-2575).
-fn typed_fit(method: &str, message: &Value) -> Option<Result<(), String>> {
-    let m = message;
+fn typed_fit(method: &str, m: &Value) -> Option<Result<(), String>> {
     Some(match method {
         "server/discover" => fits::<DiscoverRequest>(m),
         "completion/complete" => fits::<CompleteRequest>(m),

@@ -459,7 +459,8 @@ async fn a_client_deleted_by_another_process_is_forgotten_within_a_second() {
 /// The reads between two samples of the server's in-place statistics: (answered in place,
 /// asked of the pool after failing there). A read sent to the pool untried because another
 /// test of this process had just found its file unwritable (in-place reads pause
-/// process-wide, `UNWRITABLE_PAUSE`) counts as one answered in place: it was one.
+/// process-wide, `UNWRITABLE_PAUSE`) counts as one answered in place: it was one this
+/// request made, and would have run there.
 pub(crate) fn reads_between(
     before: gatehouse::store::in_place::InPlaceStats,
     after: gatehouse::store::in_place::InPlaceStats,
