@@ -4,26 +4,25 @@
 //! gives its method, route, status, latency and client) — never a path, query string, header,
 //! cookie, body, token or password.
 //!
-//! Lines are written to standard error by a writer thread of their own
-//! ([`tracing_appender::non_blocking`]), not by the thread that logs them: a serving thread
-//! formats its line and hands it over; the writer thread takes every line waiting, writes them
-//! in one buffered write and flushes, so under load many request lines cost one system call,
-//! and a slow reader of standard error never stalls a request before the queue
-//! ([`LINE_QUEUE`] lines) is full. Nothing is dropped: past that queue a logging thread waits.
-//! [`flush`] writes out what is queued; the process calls it before it exits.
+//! Lines are written to standard error by a writer thread of their own ([`line_writer`]), not
+//! by the thread that logs them: a serving thread formats its line and appends it to a batch;
+//! the writer thread, woken by a batch's first line, lingers a few milliseconds and writes the
+//! whole batch at once, so under load tens of request lines cost one wake and one system call,
+//! and a slow reader of standard error never stalls a request before
+//! [`line_writer::LIMIT`] bytes wait. Nothing is dropped: past that a logging thread waits.
+//! [`flush`] writes out what waits; the process calls it before it exits.
+
+mod line_writer;
 
 use std::sync::Mutex;
 
-use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
+use line_writer::WriterGuard;
 
-/// How many formatted lines may wait for the writer thread before a logging thread waits.
-pub const LINE_QUEUE: usize = 128 * 1024;
-
-/// The writer thread's guard: dropping it writes out the queued lines and ends the thread.
-static WRITER: Mutex<Option<WorkerGuard>> = Mutex::new(None);
+/// The writer thread's guard: finishing it writes out the waiting lines and ends the thread.
+static WRITER: Mutex<Option<WriterGuard>> = Mutex::new(None);
 
 /// Installs the global subscriber (once; later calls are ignored).
 pub fn init(format: LogFormat) {
@@ -38,11 +37,12 @@ pub fn init(format: LogFormat) {
         .add_directive("rmcp=warn".parse().expect("valid directive"));
     // Colour codes only for a person at a terminal, never into a file or a log collector.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let (writer, guard) = NonBlockingBuilder::default()
-        .buffered_lines_limit(LINE_QUEUE)
-        .lossy(false)
-        .thread_name("gatehouse-log")
-        .finish(std::io::BufWriter::new(std::io::stderr()));
+    let (writer, guard) = line_writer::spawn(
+        std::io::stderr(),
+        "gatehouse-log",
+        line_writer::LINGER,
+        line_writer::LIMIT,
+    );
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
@@ -59,11 +59,14 @@ pub fn init(format: LogFormat) {
 }
 
 /// Writes out every line logged so far and stops the writer thread; lines logged afterwards
-/// are not written. Called before the process exits (a line still queued would be lost).
+/// are written by the threads that log them. Called before the process exits (a line still
+/// waiting would be lost).
 pub fn flush() {
     let guard = WRITER
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .take();
-    drop(guard);
+    if let Some(mut guard) = guard {
+        guard.finish();
+    }
 }
