@@ -58,15 +58,16 @@ pub fn init(format: LogFormat) {
     }
 }
 
-/// Writes out every line logged so far and stops the writer thread; lines logged afterwards
-/// are written by the threads that log them. Called before the process exits (a line still
-/// waiting would be lost).
+/// Writes out every line logged so far and stops the writer thread (waiting at most
+/// [`line_writer::FINISH_WAIT`]); lines logged afterwards are written by the threads that log
+/// them. Called before the process exits (a line still waiting would be lost).
 pub fn flush() {
-    let guard = WRITER
+    // Finished under the lock: a second caller (the stop watchdog while `main` flushes)
+    // returns only once the first has written everything out, or given up.
+    let mut writer = WRITER
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .take();
-    if let Some(mut guard) = guard {
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(guard) = writer.as_mut() {
         guard.finish();
     }
 }

@@ -6,12 +6,15 @@
 //! `write_all` and one flush. Under load one wake and one system call serve tens of lines,
 //! where a queue of lines wakes its writer once per line.
 //!
-//! Nothing is dropped and nothing is reordered: lines leave in the order their writers took
-//! the lock, each whole (a line is appended under the lock). When [`LIMIT`] bytes are waiting a
+//! Nothing is dropped and nothing is reordered: lines leave in the order they were appended,
+//! each whole (a line is appended under the lock). While [`LIMIT`] bytes or more wait, a
 //! logging thread waits for the writer to take them, so memory stays bounded however slow the
-//! output's reader is. After [`WriterGuard::finish`] (or the guard's drop) the writer thread
-//! has written everything and ended, and a line logged later is written straight through to
-//! the output by the thread that logs it, as every line is when the thread cannot be started.
+//! output's reader is: the batch and the buffer being written hold at most [`LIMIT`] and one
+//! line each (their capacity twice that), and a buffer grown past [`KEEP`] is freed once
+//! written. [`WriterGuard::finish`] (or the guard's drop) waits up to [`FINISH_WAIT`] for the
+//! writer to write everything and hand the output back; a line logged later is written straight
+//! through to the output by the thread that logs it, as every line is when the thread cannot
+//! be started. An output that panics loses the batch it was writing, not the writer.
 
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -19,13 +22,22 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// How long the writer thread waits after a batch's first line before it writes the batch.
-/// A line reaches the output at most this late (plus the write itself).
+/// A line reaches the output this much later than it would be written at once, plus the time
+/// the output takes for the batch before it.
 pub(crate) const LINGER: Duration = Duration::from_millis(5);
 
 /// Bytes that may wait for the writer thread before a logging thread waits for room (8 MiB,
-/// some 20,000 request lines). The batch's memory grows to this only when lines come faster
-/// than the output takes them.
+/// some 20,000 request lines). The batch grows to this only when lines come faster than the
+/// output takes them.
 pub(crate) const LIMIT: usize = 8 << 20;
+
+/// Capacity the writer keeps in its buffer between batches (256 KiB); one grown larger by a
+/// burst is freed once written.
+const KEEP: usize = 256 << 10;
+
+/// Longest [`WriterGuard::finish`] waits for the writer thread (an output that takes nothing,
+/// or loggers that keep logging, must not keep a stopping process alive).
+pub(crate) const FINISH_WAIT: Duration = Duration::from_secs(2);
 
 /// What the output is: anything written from the writer thread, and then from logging threads.
 type Output = Box<dyn Write + Send>;
@@ -46,7 +58,8 @@ struct Shared {
     batch: Mutex<Batch>,
     /// Signalled when a line lands in an empty batch, and on closing.
     filled: Condvar,
-    /// Signalled when the writer thread has taken a batch (room for waiting loggers).
+    /// Signalled when the writer thread has taken a batch (room for waiting loggers), and
+    /// when it has handed the output back (for [`WriterGuard::finish`]).
     taken: Condvar,
     /// [`LIMIT`], or a smaller bound in tests.
     limit: usize,
@@ -127,8 +140,9 @@ pub(crate) fn spawn(
 }
 
 /// The writer thread: waits for a first line, lingers, writes the whole batch; on closing,
-/// writes what is left and hands the output back. Ends only on closing, after the batch it
-/// took last is empty.
+/// writes what is left and hands the output back. Ends only on closing, once it finds the
+/// batch empty (loggers that never stop logging keep it writing; [`WriterGuard::finish`] does
+/// not wait for that longer than [`FINISH_WAIT`]).
 fn write_batches(shared: &Shared, mut output: Output, linger: Duration) {
     let mut taken = Vec::new();
     loop {
@@ -142,6 +156,8 @@ fn write_batches(shared: &Shared, mut output: Output, linger: Duration) {
         if batch.bytes.is_empty() {
             // Closing, and every line is out: later lines go straight to the output.
             batch.direct = Some(output);
+            drop(batch);
+            shared.taken.notify_all();
             return;
         }
         if !batch.closing && batch.bytes.len() < shared.limit / 2 {
@@ -153,8 +169,14 @@ fn write_batches(shared: &Shared, mut output: Output, linger: Duration) {
         drop(batch);
         shared.taken.notify_all();
         // A log line that cannot be written has nowhere else to go; the next batch tries again.
-        let _ = output.write_all(&taken).and_then(|()| output.flush());
+        // An output that panics loses this batch, and the writer goes on with the next.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            output.write_all(&taken).and_then(|()| output.flush())
+        }));
         taken.clear();
+        if taken.capacity() > KEEP {
+            taken = Vec::new();
+        }
     }
 }
 
@@ -162,10 +184,9 @@ impl Write for &LineWriter {
     fn write(&mut self, line: &[u8]) -> std::io::Result<usize> {
         let shared = &self.shared;
         let mut batch = shared.lock();
-        while !batch.bytes.is_empty()
-            && batch.bytes.len() + line.len() > shared.limit
-            && !batch.closing
-        {
+        // Waits while the batch is full and a writer thread is there to take it (a line
+        // longer than the limit goes in as soon as the batch has room at all).
+        while batch.bytes.len() >= shared.limit && batch.direct.is_none() {
             batch = shared
                 .taken
                 .wait(batch)
@@ -200,16 +221,32 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LineWriter {
 }
 
 impl WriterGuard {
-    /// Writes out every waiting line and ends the writer thread (waiting at most one linger
-    /// and one write). Later lines are written by their logging threads directly.
+    /// Writes out every waiting line and ends the writer thread: returns once the thread has
+    /// handed the output back, or after [`FINISH_WAIT`] (the thread then goes on alone, and
+    /// lines still waiting may be lost when the process exits). Later lines are written by
+    /// their logging threads directly. A second call returns at once.
     pub(crate) fn finish(&mut self) {
-        if let Some(thread) = self.thread.take() {
-            self.shared.lock().closing = true;
-            self.shared.filled.notify_one();
-            // A writer thread that panicked has lost at most its own batch.
-            let _ = thread.join();
-            self.shared.taken.notify_all();
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        let deadline = std::time::Instant::now() + FINISH_WAIT;
+        let mut batch = self.shared.lock();
+        batch.closing = true;
+        self.shared.filled.notify_one();
+        while batch.direct.is_none() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            batch = self
+                .shared
+                .taken
+                .wait_timeout(batch, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
+        drop(batch);
+        let _ = thread.join();
     }
 }
 
@@ -222,8 +259,9 @@ impl Drop for WriterGuard {
 #[cfg(test)]
 mod tests {
     use std::io::Write as _;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc;
+    use std::time::Instant;
 
     use super::*;
 
@@ -289,20 +327,22 @@ mod tests {
     }
 
     #[test]
-    fn lines_logged_close_together_leave_in_few_writes() {
+    fn lines_logged_a_little_apart_share_a_write() {
         let kept = Kept::default();
         let (writer, mut guard) = spawn(kept.clone(), "test-log", LINGER, LIMIT);
-        for i in 0..1_000 {
+        // 100 lines at least 200 µs apart, some 20 ms or more in all: a writer woken per line
+        // would write each on its own (writing one takes far less than the gap); lingering
+        // 5 ms, lines close in time leave together, some 25 at a time.
+        for i in 0..100 {
             (&writer)
                 .write_all(format!("line {i}\n").as_bytes())
                 .unwrap();
+            std::thread::sleep(Duration::from_micros(200));
         }
         guard.finish();
-        assert_eq!(lines_of(&kept).len(), 1_000);
-        // A writer woken per line would make 1,000 writes; a thousand appends take far less
-        // than the linger, so they leave in a handful of batches.
+        assert_eq!(lines_of(&kept).len(), 100);
         let writes = kept.writes.load(Ordering::SeqCst);
-        assert!(writes <= 100, "{writes} writes for 1,000 lines");
+        assert!(writes <= 34, "{writes} writes for 100 lines");
     }
 
     #[test]
@@ -310,15 +350,15 @@ mod tests {
         let kept = Kept::default();
         let (writer, _guard) = spawn(kept.clone(), "test-log", LINGER, LIMIT);
         (&writer).write_all(b"one line\n").unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(5);
         while lines_of(&kept).is_empty() {
-            assert!(std::time::Instant::now() < deadline, "the line never left");
+            assert!(Instant::now() < deadline, "the line never left");
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(lines_of(&kept), ["one line"]);
     }
 
-    /// An output that takes nothing until it is released.
+    /// An output that takes nothing until it is released, a write at a time.
     struct Held {
         release: mpsc::Receiver<()>,
         kept: Kept,
@@ -337,29 +377,31 @@ mod tests {
     #[test]
     fn a_stuck_output_makes_loggers_wait_at_the_limit_and_loses_nothing() {
         let kept = Kept::default();
-        let (release, held) = mpsc::channel();
+        // A rendezvous: each release hands over one write, and the releaser waits for it.
+        let (release, held) = mpsc::sync_channel(0);
         let output = Held {
             release: held,
             kept: kept.clone(),
         };
-        let (writer, mut guard) = spawn(output, "test-log", LINGER, 1_024);
-        let done = Arc::new(AtomicBool::new(false));
+        let (writer, mut guard) = spawn(output, "test-log", LINGER, 1_000);
+        let logged = Arc::new(AtomicUsize::new(0));
         let logger = {
-            let (writer, done) = (writer.clone(), done.clone());
+            let (writer, logged) = (writer.clone(), logged.clone());
             std::thread::spawn(move || {
                 for i in 0..100 {
                     (&writer)
                         .write_all(format!("{i:099}\n").as_bytes())
                         .unwrap();
+                    logged.fetch_add(1, Ordering::SeqCst);
                 }
-                done.store(true, Ordering::SeqCst);
             })
         };
-        // The output takes nothing: after the first batch is stuck in the output, the next
-        // 1,024 bytes fill the batch and the logger waits, with 10,000 bytes to log.
-        std::thread::sleep(Duration::from_millis(200));
-        assert!(!done.load(Ordering::SeqCst), "the logger never waited");
-        assert!(writer.shared.lock().bytes.len() <= 1_024);
+        // The output takes nothing: the first batch is stuck in it, the next 1,000 bytes (ten
+        // lines) fill the batch, and the logger waits with most of its 100 lines unlogged.
+        std::thread::sleep(Duration::from_millis(300));
+        let so_far = logged.load(Ordering::SeqCst);
+        assert!(so_far <= 30, "{so_far} of 100 lines went in past the limit");
+        assert!(writer.shared.lock().bytes.len() <= 1_000);
         // Released, the output takes every batch and the logger finishes.
         let releaser = std::thread::spawn(move || while release.send(()).is_ok() {});
         logger.join().unwrap();
@@ -375,6 +417,21 @@ mod tests {
     }
 
     #[test]
+    fn a_line_longer_than_the_limit_goes_through_whole() {
+        let kept = Kept::default();
+        let (writer, mut guard) = spawn(kept.clone(), "test-log", LINGER, 64);
+        let long = format!("{}\n", "y".repeat(1_000));
+        for _ in 0..3 {
+            (&writer).write_all(b"short\n").unwrap();
+            (&writer).write_all(long.as_bytes()).unwrap();
+        }
+        guard.finish();
+        let lines = lines_of(&kept);
+        assert_eq!(lines.len(), 6);
+        assert!(lines.iter().skip(1).step_by(2).all(|l| l.len() == 1_000));
+    }
+
+    #[test]
     fn after_finish_a_line_is_written_straight_through() {
         let kept = Kept::default();
         let (writer, mut guard) = spawn(kept.clone(), "test-log", LINGER, LIMIT);
@@ -382,5 +439,84 @@ mod tests {
         guard.finish();
         (&writer).write_all(b"after\n").unwrap();
         assert_eq!(lines_of(&kept), ["before", "after"]);
+    }
+
+    #[test]
+    fn lines_logged_while_finishing_are_all_written() {
+        let kept = Kept::default();
+        let (writer, mut guard) = spawn(kept.clone(), "test-log", LINGER, LIMIT);
+        let logger = {
+            let writer = writer.clone();
+            std::thread::spawn(move || {
+                for n in 0..20_000 {
+                    (&writer).write_all(format!("{n}\n").as_bytes()).unwrap();
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(2));
+        guard.finish();
+        logger.join().unwrap();
+        // Lines logged before the writer handed the output back went through it, the rest
+        // straight to the output: all of them arrive, in order.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while lines_of(&kept).len() < 20_000 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let lines = lines_of(&kept);
+        assert_eq!(lines.len(), 20_000, "lines lost across the finish");
+        assert!(lines.iter().enumerate().all(|(i, l)| l == &i.to_string()));
+    }
+
+    /// An output whose first write panics; it keeps what it is given afterwards.
+    struct PanicsOnce {
+        panicked: bool,
+        kept: Kept,
+    }
+
+    impl Write for PanicsOnce {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if !self.panicked {
+                self.panicked = true;
+                panic!("the output broke");
+            }
+            self.kept.write(buf)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_output_that_panics_loses_its_batch_and_not_the_writer() {
+        let kept = Kept::default();
+        let output = PanicsOnce {
+            panicked: false,
+            kept: kept.clone(),
+        };
+        let (writer, mut guard) = spawn(output, "test-log", LINGER, LIMIT);
+        (&writer).write_all(b"lost\n").unwrap();
+        std::thread::sleep(LINGER * 10);
+        (&writer).write_all(b"kept\n").unwrap();
+        guard.finish();
+        (&writer).write_all(b"after\n").unwrap();
+        assert_eq!(lines_of(&kept), ["kept", "after"]);
+    }
+
+    #[test]
+    fn finish_gives_up_on_an_output_that_takes_nothing() {
+        let kept = Kept::default();
+        let (_release, held) = mpsc::sync_channel::<()>(0);
+        let output = Held {
+            release: held,
+            kept: kept.clone(),
+        };
+        let (writer, mut guard) = spawn(output, "test-log", LINGER, LIMIT);
+        (&writer).write_all(b"stuck\n").unwrap();
+        std::thread::sleep(LINGER * 4);
+        let started = Instant::now();
+        guard.finish();
+        let took = started.elapsed();
+        assert!(took >= FINISH_WAIT, "finish returned after {took:?}");
+        assert!(took < FINISH_WAIT * 3, "finish took {took:?}");
     }
 }
