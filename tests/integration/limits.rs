@@ -459,6 +459,11 @@ async fn a_sign_in_flood_leaves_resident_memory_bounded() {
     );
     let argon2_block = 19 * 1024;
     let growth = m.peak_anon.saturating_sub(m.idle_anon);
+    // The sampling saw the flood: a password worker's block was resident at some point.
+    assert!(
+        growth >= argon2_block,
+        "the flood added only {growth} KiB: the sampling missed the hashing"
+    );
     assert!(
         growth <= 2 * argon2_block + 16 * 1024,
         "the flood added {growth} KiB: more than two argon2 blocks and 16 MiB"
