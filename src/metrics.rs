@@ -470,7 +470,12 @@ impl RequestMetrics {
                 .extensions()
                 .get::<crate::client_addr::ClientAddr>()
                 .map(|c| c.0),
-            request_id: uuid::Uuid::new_v4().simple().to_string(),
+            // A v4 UUID from the thread's generator (ChaCha, seeded from the system once per
+            // thread) rather than `Uuid::new_v4`, which asks the kernel for every id.
+            request_id: uuid::Builder::from_random_bytes(rand::random())
+                .into_uuid()
+                .simple()
+                .to_string(),
         }
     }
 
@@ -611,6 +616,30 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Request ids are RFC 9562 version-4 UUIDs as 32 lowercase hex digits (version nibble 4,
+    /// variant bits 10), and do not repeat.
+    #[test]
+    fn request_ids_are_random_v4_uuids() {
+        let request = Request::new(axum::body::Body::empty());
+        let ids: std::collections::HashSet<String> = (0..10_000)
+            .map(|_| RequestMetrics::start(&request).request_id().to_string())
+            .collect();
+        assert_eq!(ids.len(), 10_000, "a request id repeated");
+        for id in ids.iter().take(100) {
+            assert_eq!(id.len(), 32, "{id}");
+            assert!(
+                id.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+                "{id}"
+            );
+            assert_eq!(&id[12..13], "4", "version nibble of {id}");
+            assert!(
+                matches!(&id[16..17], "8" | "9" | "a" | "b"),
+                "variant of {id}"
+            );
+        }
+    }
 
     /// Every series name declared in this file (`pub const NAME: &str = "gatehouse_…"`) gets
     /// its `# HELP` text in [`describe`]: a series added without one fails here, whichever

@@ -285,6 +285,22 @@ impl Upstreams {
     /// The upstream and listed tool a catalog name `NAME__TOOL` stands for, if any (listing
     /// the upstream first when this instance has not yet).
     pub async fn find(&self, name: &str) -> Option<(Arc<UpstreamServer>, UpstreamTool)> {
+        let (server, tools, at) = self.listed_tool(name).await?;
+        Some((server, tools[at].clone()))
+    }
+
+    /// The scope a listed upstream tool needs ([`crate::mcp::tool_meta::ToolMeta::for_upstream`]).
+    pub async fn scope_of(&self, name: &str) -> Option<Scope> {
+        let (_, tools, at) = self.listed_tool(name).await?;
+        Some(tools[at].scope)
+    }
+
+    /// [`Upstreams::find`] without copying the tool: the upstream, its listing and the index
+    /// of the tool in it.
+    async fn listed_tool(
+        &self,
+        name: &str,
+    ) -> Option<(Arc<UpstreamServer>, Arc<Vec<UpstreamTool>>, usize)> {
         let (upstream, _) = split_namespaced(name)?;
         let snapshot = self.loaded().await;
         let server = snapshot
@@ -292,16 +308,10 @@ impl Upstreams {
             .iter()
             .find(|s| s.name() == upstream.as_str() && !s.is_per_person())?;
         let tools = server.tools().await.ok()?;
-        let tool = tools
+        let at = tools
             .iter()
-            .find(|t| t.tool.name == name && server.is_listed(t, &snapshot.approved))?
-            .clone();
-        Some((Arc::clone(server), tool))
-    }
-
-    /// The scope a listed upstream tool needs ([`crate::mcp::tool_meta::ToolMeta::for_upstream`]).
-    pub async fn scope_of(&self, name: &str) -> Option<Scope> {
-        self.find(name).await.map(|(_, tool)| tool.scope)
+            .position(|t| t.tool.name == name && server.is_listed(t, &snapshot.approved))?;
+        Some((Arc::clone(server), tools, at))
     }
 
     /// The published definition of a listed upstream tool from this instance's cache,

@@ -242,6 +242,9 @@ impl UpstreamServer {
     /// (`upstream allow-destructive`), and its definition is the approved one or the
     /// upstream's definitions are trusted.
     pub fn is_listed(&self, tool: &UpstreamTool, approved: &Approvals) -> bool {
+        if !tool.destructive && self.record.trust_definitions {
+            return true;
+        }
         let key = (self.record.name.clone(), tool.upstream_name.clone());
         if tool.destructive && !approved.destructive.contains(&key) {
             return false;
