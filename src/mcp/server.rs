@@ -214,8 +214,16 @@ impl GatehouseMcp {
                 Confirmation::Confirmed => {}
                 Confirmation::Ask(question) => return (*question).into(),
                 Confirmation::Refused(result, outcome) => {
-                    self.audit_upstream_call(ctx, principal, name, server.name(), outcome, 0, now)
-                        .await;
+                    self.audit_upstream_call(
+                        principal,
+                        name,
+                        server.name(),
+                        ip.as_deref(),
+                        outcome,
+                        0,
+                        now,
+                    )
+                    .await;
                     return result.into();
                 }
             }
@@ -235,10 +243,10 @@ impl GatehouseMcp {
             .record(elapsed.as_secs_f64());
         self.mcp.quotas.refund(&principal.account_id, outcome, now);
         self.audit_upstream_call(
-            ctx,
             principal,
             name,
             server.name(),
+            ip.as_deref(),
             outcome,
             elapsed.as_millis(),
             now,
@@ -247,24 +255,24 @@ impl GatehouseMcp {
         result.into()
     }
 
-    /// Audits one upstream `tools/call` (never its arguments or result).
+    /// Audits one upstream `tools/call` (never its arguments or result) from the caller's
+    /// address `ip`.
     #[allow(clippy::too_many_arguments)]
     async fn audit_upstream_call(
         &self,
-        ctx: &RequestContext<RoleServer>,
         principal: &Principal,
         name: &str,
         upstream: &str,
+        ip: Option<&str>,
         outcome: Outcome,
         elapsed_ms: u128,
         now: i64,
     ) {
-        let ip = source_ip(ctx);
         let detail = format!(
             "{} upstream={upstream} duration_ms={elapsed_ms}",
             principal.audit_credential(),
         );
-        self.audit_tool_call(principal, name, ip.as_deref(), outcome, &detail, now)
+        self.audit_tool_call(principal, name, ip, outcome, &detail, now)
             .await;
     }
 }

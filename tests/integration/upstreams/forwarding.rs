@@ -278,24 +278,27 @@ async fn approved_upstream_tools_are_listed_namespaced_and_called_with_the_upstr
     // Audited like a built-in call, naming the upstream, without arguments or results.
     app.store.flush_audit().await;
     let rows = sqlx::query(
-        "SELECT subject, outcome, detail FROM audit_events WHERE event = 'tool_call' ORDER BY id",
+        "SELECT subject, outcome, detail, source_ip FROM audit_events WHERE event = 'tool_call' ORDER BY id",
     )
     .fetch_all(app.db.pool().await)
     .await
     .unwrap();
-    let rows: Vec<(String, String, String)> = rows
+    let rows: Vec<(String, String, String, Option<String>)> = rows
         .iter()
         .map(|r| {
             (
                 r.try_get("subject").unwrap(),
                 r.try_get("outcome").unwrap(),
                 r.try_get("detail").unwrap(),
+                r.try_get("source_ip").unwrap(),
             )
         })
         .collect();
     assert_eq!(rows[0].0, "demo__echo");
     assert_eq!(rows[0].1, "success");
     assert!(rows[0].2.contains("upstream=demo"), "{}", rows[0].2);
+    // The caller's address, as for a built-in call (the test client connects from loopback).
+    assert_eq!(rows[0].3.as_deref(), Some("127.0.0.1"));
     assert!(rows.iter().all(|r| !r.2.contains("hello")));
     assert_eq!(rows[1].0, "demo__note");
     assert_eq!(rows[1].1, "insufficient_scope");
