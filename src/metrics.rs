@@ -302,6 +302,7 @@ fn present_from_start() {
             "project_invitations",
             "signin_devices",
             "client_assertion_jtis",
+            "spent_confirmations",
             "dpop_proofs",
             "device_authorizations",
             "idp_signins",

@@ -209,7 +209,8 @@ impl GatehouseMcp {
                     can_ask,
                 },
                 now,
-            );
+            )
+            .await;
             match decision {
                 Confirmation::Confirmed => {}
                 Confirmation::Ask(question) => return (*question).into(),

@@ -164,10 +164,10 @@ pub const REFRESH_REPLAY_WINDOW_SECS: i64 = 30 * 24 * 3600;
 ///   `device_authorizations` (RFC 8628) a day after they expired, `idp_signins` (sign-ins waiting on an identity
 ///   provider) once expired;
 /// - `client_assertion_jtis` once the assertion expired (RFC 7523 §3: a `jti` need only be
-///   remembered until `exp`), and `dpop_proofs` once the proof's `iat` window passed (RFC
-///   9449 §11.1);
+///   remembered until `exp`), `spent_confirmations` once the confirmation expired, and
+///   `dpop_proofs` once the proof's `iat` window passed (RFC 9449 §11.1);
 /// - `rate_limits` counters once they no longer count.
-pub const CREDENTIAL_RETENTIONS: [(Retention, i64); 16] = [
+pub const CREDENTIAL_RETENTIONS: [(Retention, i64); 17] = [
     (
         Retention {
             name: "access_tokens",
@@ -286,6 +286,14 @@ pub const CREDENTIAL_RETENTIONS: [(Retention, i64); 16] = [
             delete_batch: "DELETE FROM client_assertion_jtis WHERE (client_id, jti_hash) IN \
                            (SELECT client_id, jti_hash FROM client_assertion_jtis \
                             WHERE expires_at < $1 LIMIT $2)",
+        },
+        0,
+    ),
+    (
+        Retention {
+            name: "spent_confirmations",
+            delete_batch: "DELETE FROM spent_confirmations WHERE state_hash IN \
+                           (SELECT state_hash FROM spent_confirmations WHERE expires_at < $1 LIMIT $2)",
         },
         0,
     ),

@@ -261,6 +261,7 @@ async fn every_series_has_help_and_type_and_counters_start_at_zero() {
         "gatehouse_pruned_rows_total{what=\"project_invitations\"}",
         "gatehouse_pruned_rows_total{what=\"signin_devices\"}",
         "gatehouse_pruned_rows_total{what=\"client_assertion_jtis\"}",
+        "gatehouse_pruned_rows_total{what=\"spent_confirmations\"}",
         "gatehouse_pruned_rows_total{what=\"device_authorizations\"}",
         "gatehouse_pruned_rows_total{what=\"idp_signins\"}",
         "gatehouse_pruned_rows_total{what=\"rate_limits\"}",

@@ -123,6 +123,45 @@ async fn credentials_past_their_time_are_pruned_and_live_ones_stay() {
     assert!(rows(&app, "access_tokens").await < before);
 }
 
+/// A spent confirmation of a destructive upstream call is answered once, and is kept until
+/// its state expires: pruning then removes it, while a live one stays spent.
+#[tokio::test]
+async fn spent_confirmations_stay_spent_until_they_expire() {
+    use gatehouse::domain::secret::TokenHash;
+    let app = spawn_app().await;
+    let now = gatehouse::store::now();
+    let (soon, later) = (TokenHash::of("state-soon"), TokenHash::of("state-later"));
+    assert!(app.store.spend_confirmation(&soon, now + 10).await.unwrap());
+    assert!(
+        app.store
+            .spend_confirmation(&later, now + 1000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !app.store
+            .spend_confirmation(&later, now + 1000)
+            .await
+            .unwrap(),
+        "a state is spent once"
+    );
+    let round = prune_round(&app.store, &prunings(&app.config), now + 100, 1000, 100).await;
+    let deleted: u64 = round
+        .iter()
+        .filter(|p| p.name == "spent_confirmations")
+        .map(|p| p.deleted)
+        .sum();
+    assert_eq!(deleted, 1, "{round:?}");
+    assert_eq!(rows(&app, "spent_confirmations").await, 1);
+    assert!(
+        !app.store
+            .spend_confirmation(&later, now + 1000)
+            .await
+            .unwrap(),
+        "the live one is still spent after pruning"
+    );
+}
+
 /// Ended browser sessions go in bounded batches, live ones stay signed in. Sessions end after
 /// seven days without use, so a round "at" eight days later finds every session of this test
 /// ended; a round now finds none.

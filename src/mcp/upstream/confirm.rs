@@ -14,7 +14,10 @@
 //! the account, the tool, the SHA-256 of the arguments and an expiry ([`CONFIRMATION_SECS`]):
 //! it cannot be forged, replayed for other arguments or another account, or used late (MCP
 //! 2026-07-28 §Multi round-trip: `requestState` is integrity-protected and bound to the
-//! principal).
+//! principal). It is answered once: the first answer sent back with it, accepted or declined,
+//! spends it on every instance ([`crate::store::Store::spend_confirmation`]), so one
+//! confirmation runs one call; the same request sent again is refused and asks for a new
+//! confirmation.
 //!
 //! Any other client gets an `isError` result saying the call needs a confirmation its client
 //! cannot ask for; nothing is forwarded.
@@ -85,8 +88,9 @@ fn refused(text: String, outcome: Outcome) -> Confirmation {
 }
 
 /// Decides a call of an allowed destructive tool (module documentation); `now` in Unix
-/// seconds.
-pub fn check(app: &AppState, call: Call<'_>, round: Round<'_>, now: i64) -> Confirmation {
+/// seconds. Spending an answered state is one database write; when it fails the call is
+/// refused (nothing is forwarded on a confirmation that could not be spent).
+pub async fn check(app: &AppState, call: Call<'_>, round: Round<'_>, now: i64) -> Confirmation {
     let question = format!("Run {} on {}?", call.tool, call.upstream);
     let Ok(keys) = app.keyring() else {
         return refused(
@@ -98,54 +102,25 @@ pub fn check(app: &AppState, call: Call<'_>, round: Round<'_>, now: i64) -> Conf
     };
     let args = arguments_hash(call.arguments);
     if let Some(state) = round.request_state {
-        let bound = keys
-            .open(SEAL_CONTEXT, state)
-            .ok()
-            .and_then(|plain| serde_json::from_slice::<serde_json::Value>(&plain).ok())
-            .is_some_and(|v| {
-                v["account"] == call.account_id
-                    && v["tool"] == call.public_name
-                    && v["arguments"] == args.as_str()
-                    && v["expires"].as_i64().is_some_and(|e| e >= now)
-            });
-        if !bound {
-            return refused(
-                format!(
-                    "The confirmation of {} is invalid or expired; call the tool again to be asked again.",
-                    call.public_name
-                ),
-                Outcome::ConfirmationInvalid,
-            );
-        }
-        let answer = round.input_responses.and_then(|r| r.get(INPUT_KEY));
-        let accepted = answer.is_some_and(|a| {
-            a["action"] == "accept" && a["content"][INPUT_KEY] == serde_json::Value::Bool(true)
-        });
-        if accepted {
-            return Confirmation::Confirmed;
-        }
-        return refused(
-            format!(
-                "The person did not confirm: {} was not run on {}.",
-                call.tool, call.upstream
-            ),
-            Outcome::Declined,
-        );
+        return answered(app, keys, call, round, state, &args, now).await;
     }
     if !round.can_ask {
         return refused(
             format!(
-                "{question} This tool can destroy data: each call needs the person's confirmation, which Gatehouse asks through MCP elicitation, and this client does not declare it. Use a client that supports elicitation (MCP 2026-07-28) to run {}.",
+                "{question} This tool can destroy data: each call needs the person's confirmation, which Gatehouse asks through MCP elicitation in a multi round-trip request (MCP 2026-07-28), and this request does not offer it: it must speak 2026-07-28 and declare elicitation in its own `_meta` (`io.modelcontextprotocol/clientCapabilities`); a capability declared at `initialize` by an earlier revision is not remembered, as this server keeps no sessions. Use a client that does to run {}.",
                 call.public_name
             ),
             Outcome::ConfirmationNeeded,
         );
     }
+    // A random nonce makes every state distinct, so that two confirmations of the same call
+    // in the same second are spent apart.
     let state = json!({
         "account": call.account_id,
         "tool": call.public_name,
         "arguments": args,
         "expires": now + CONFIRMATION_SECS,
+        "nonce": hex::encode(rand::random::<[u8; 16]>()),
     });
     let sealed = keys.seal(SEAL_CONTEXT, state.to_string().as_bytes());
     let result = json!({
@@ -185,4 +160,73 @@ pub fn check(app: &AppState, call: Call<'_>, round: Round<'_>, now: i64) -> Conf
             )
         }
     }
+}
+
+/// The call sent back with `state`: refused unless the state opens, is bound to this very
+/// call, has not expired and was not answered before (it is spent now, accepted or not);
+/// then confirmed only when the person accepted with `confirm: true`.
+async fn answered(
+    app: &AppState,
+    keys: &crate::domain::server_key::Keyring,
+    call: Call<'_>,
+    round: Round<'_>,
+    state: &str,
+    args: &str,
+    now: i64,
+) -> Confirmation {
+    let expires = keys
+        .open(SEAL_CONTEXT, state)
+        .ok()
+        .and_then(|plain| serde_json::from_slice::<serde_json::Value>(&plain).ok())
+        .filter(|v| {
+            v["account"] == call.account_id
+                && v["tool"] == call.public_name
+                && v["arguments"] == args
+        })
+        .and_then(|v| v["expires"].as_i64())
+        .filter(|e| *e >= now);
+    let invalid = || {
+        refused(
+            format!(
+                "The confirmation of {} is invalid, expired or already used; call the tool again to be asked again.",
+                call.public_name
+            ),
+            Outcome::ConfirmationInvalid,
+        )
+    };
+    let Some(expires) = expires else {
+        return invalid();
+    };
+    match app
+        .store
+        .spend_confirmation(&crate::domain::secret::TokenHash::of(state), expires)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => return invalid(),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not record a confirmation as used");
+            return refused(
+                format!(
+                    "The confirmation of {} could not be checked; try again shortly.",
+                    call.public_name
+                ),
+                Outcome::ConfirmationInvalid,
+            );
+        }
+    }
+    let answer = round.input_responses.and_then(|r| r.get(INPUT_KEY));
+    let accepted = answer.is_some_and(|a| {
+        a["action"] == "accept" && a["content"][INPUT_KEY] == serde_json::Value::Bool(true)
+    });
+    if accepted {
+        return Confirmation::Confirmed;
+    }
+    refused(
+        format!(
+            "The person did not confirm: {} was not run on {}.",
+            call.tool, call.upstream
+        ),
+        Outcome::Declined,
+    )
 }

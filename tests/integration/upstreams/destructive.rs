@@ -147,7 +147,7 @@ async fn a_destructive_upstream_tool_is_hidden_until_allowed_then_each_call_is_c
         other["result"]["content"][0]["text"]
             .as_str()
             .unwrap()
-            .contains("invalid or expired")
+            .contains("invalid, expired or already used")
     );
     let forged = call_eliciting(
         &app,
@@ -172,16 +172,61 @@ async fn a_destructive_upstream_tool_is_hidden_until_allowed_then_each_call_is_c
         "{declined}"
     );
 
-    // Confirmed: forwarded once; the upstream's first wipe.
-    let done = call_eliciting(
+    // A state is answered once: accepting after the person declined is refused.
+    let after_decline = call_eliciting(
         &app,
         &a.token,
         json!({"message": "all"}),
         json!({"inputResponses": accept(true), "requestState": state}),
     )
     .await;
+    assert_eq!(after_decline["result"]["isError"], true, "{after_decline}");
+    assert!(
+        after_decline["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("already used"),
+        "{after_decline}"
+    );
+
+    // Asked again and confirmed: forwarded once; the upstream's first wipe.
+    let asked = call_eliciting(&app, &a.token, json!({"message": "all"}), json!({})).await;
+    let state = asked["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let confirmed = json!({"inputResponses": accept(true), "requestState": state});
+    let done = call_eliciting(&app, &a.token, json!({"message": "all"}), confirmed.clone()).await;
     assert_eq!(done["result"]["isError"], false, "{done}");
     assert_eq!(done["result"]["content"][0]["text"], "wiped all (1)");
+
+    // The same confirmed request sent again does not run the tool again.
+    let replayed = call_eliciting(&app, &a.token, json!({"message": "all"}), confirmed).await;
+    assert_eq!(replayed["result"]["isError"], true, "{replayed}");
+    assert!(
+        replayed["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("already used"),
+        "{replayed}"
+    );
+    // The replay never reached the upstream: a new confirmation runs its second wipe.
+    let asked = call_eliciting(&app, &a.token, json!({"message": "all"}), json!({})).await;
+    let state = asked["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let again = call_eliciting(
+        &app,
+        &a.token,
+        json!({"message": "all"}),
+        json!({"inputResponses": accept(true), "requestState": state}),
+    )
+    .await;
+    assert_eq!(
+        again["result"]["content"][0]["text"], "wiped all (2)",
+        "{again}"
+    );
 
     // Audited: refusals and the confirmed call.
     app.store.flush_audit().await;
@@ -201,6 +246,9 @@ async fn a_destructive_upstream_tool_is_hidden_until_allowed_then_each_call_is_c
             "confirmation_invalid",
             "confirmation_invalid",
             "declined",
+            "confirmation_invalid",
+            "success",
+            "confirmation_invalid",
             "success"
         ]
     );
