@@ -111,7 +111,19 @@ pub fn check_request(request: Request) -> Result<Request, Response> {
             return Err(refusal.into_response());
         }
     };
-    let Ok(bytes) = serde_json::to_vec(message) else {
+    // A method name longer than any MCP method is unknown whatever it says; rmcp is handed
+    // its first characters, so that its "method not found" answer repeats a bounded name.
+    let cut = message
+        .get("method")
+        .and_then(Value::as_str)
+        .map(|m| super::errors::echoed(m, super::errors::ECHOED_NAME_MAX))
+        .filter(|m| matches!(m, std::borrow::Cow::Owned(_)))
+        .map(|m| {
+            let mut message = message.clone();
+            message["method"] = Value::String(m.into_owned());
+            message
+        });
+    let Ok(bytes) = serde_json::to_vec(cut.as_ref().unwrap_or(message)) else {
         return Err(Refusal::parse_error().into_response());
     };
     let (parts, _) = request.into_parts();
@@ -299,7 +311,10 @@ pub fn check_value(value: &Value) -> Result<(), Refusal> {
             status: StatusCode::OK,
             id,
             code: INVALID_PARAMS,
-            data: Some(json!({ "method": method, "reason": "params must be an object" })),
+            data: Some(json!({
+                "method": super::errors::echoed(method, super::errors::ECHOED_NAME_MAX),
+                "reason": "params must be an object",
+            })),
         });
     }
     // A request of a method rmcp reads into a typed request is checked against that request

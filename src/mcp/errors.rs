@@ -35,6 +35,22 @@ const INTERNAL_ERROR: i64 = -32603;
 /// used right now; its value is the `Retry-After` in seconds.
 const RETRY_AFTER_DATA: &str = "retryAfter";
 
+/// The most characters of a name the client sent (a tool, prompt or method name) that an error
+/// repeats back; MCP tool names are at most 128 characters (SEP-986).
+pub const ECHOED_NAME_MAX: usize = 128;
+/// The most characters of a URI the client sent that an error repeats back.
+pub const ECHOED_URI_MAX: usize = 1024;
+
+/// `text` as an error repeats it to the client: whole when it has at most `max` characters,
+/// else its first `max` characters followed by `…`, so that an error answer stays small
+/// whatever was sent.
+pub fn echoed(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((cut, _)) => std::borrow::Cow::Owned(format!("{}…", &text[..cut])),
+    }
+}
+
 /// A JSON-RPC internal error for a database that is busy, out of reach, full or read-only; this
 /// layer answers it with HTTP `503` and `Retry-After` (RFC 9110 §15.6.4, §10.2.3).
 pub fn unavailable() -> rmcp::ErrorData {
@@ -127,7 +143,7 @@ pub async fn json_rpc_errors(request: Request, next: Next) -> Response {
                 let named = message["error"]["message"]
                     .as_str()
                     .filter(|m| !m.starts_with("Method not found"))
-                    .map(|m| format!("Method not found: {m}"));
+                    .map(|m| format!("Method not found: {}", echoed(m, ECHOED_NAME_MAX)));
                 match named {
                     Some(named) => {
                         message["error"]["message"] = Value::String(named);
@@ -161,6 +177,16 @@ pub async fn json_rpc_errors(request: Request, next: Next) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn echoed_text_is_cut_at_a_character_count() {
+        assert_eq!(echoed("abc", 3), "abc");
+        assert!(matches!(echoed("abc", 3), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(echoed("abcd", 3), "abc…");
+        // Counted in characters, cut on a character boundary.
+        assert_eq!(echoed("ééééé", 2), "éé…");
+        assert_eq!(echoed("", 0), "");
+    }
 
     /// The answer of the error layer to a handler that answers `body` with 200.
     async fn through_layer(body: Value) -> Response {

@@ -214,6 +214,7 @@ fn internal(e: StoreError) -> ErrorData {
 }
 
 fn unknown_prompt(name: &str) -> ErrorData {
+    let name = super::errors::echoed(name, super::errors::ECHOED_NAME_MAX);
     ErrorData::invalid_params(
         format!("Unknown prompt: {name}. prompts/list shows the prompts you can use."),
         Some(serde_json::json!({ "name": name })),
@@ -446,7 +447,8 @@ pub async fn get(
                         Outcome::NotFound,
                         ErrorData::invalid_params(
                             format!(
-                                "No project with id \"{id}\" is available to you. Call list_projects (or complete the project_id argument) to see the projects you can use."
+                                "No project with id \"{}\" is available to you. Call list_projects (or complete the project_id argument) to see the projects you can use.",
+                                super::errors::echoed(id, super::errors::ECHOED_NAME_MAX)
                             ),
                             Some(serde_json::json!({ "name": spec.name })),
                         ),

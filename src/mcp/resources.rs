@@ -31,7 +31,9 @@ fn internal(e: StoreError) -> ErrorData {
 fn not_found(uri: &str) -> ErrorData {
     ErrorData::resource_not_found(
         "Resource not found",
-        Some(serde_json::json!({ "uri": uri })),
+        Some(
+            serde_json::json!({ "uri": super::errors::echoed(uri, super::errors::ECHOED_URI_MAX) }),
+        ),
     )
 }
 

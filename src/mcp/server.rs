@@ -408,7 +408,8 @@ impl GatehouseMcp {
 
 /// The `invalid_params` error of a `tools/call` naming a tool that does not exist, or one the
 /// caller may not see: `Unknown tool: NAME`, with the name in `data`.
-fn unknown_tool(name: &str) -> ErrorData {
+pub(super) fn unknown_tool(name: &str) -> ErrorData {
+    let name = super::errors::echoed(name, super::errors::ECHOED_NAME_MAX);
     ErrorData::invalid_params(
         format!("Unknown tool: {name}"),
         Some(serde_json::json!({ "name": name })),

@@ -187,10 +187,7 @@ impl GatehouseMcp {
         {
             Ok(Some(tool)) => tool,
             Ok(None) => {
-                return Err(ErrorData::invalid_params(
-                    format!("Unknown tool: {}", request.name),
-                    Some(serde_json::json!({ "name": request.name })),
-                ));
+                return Err(super::unknown_tool(&request.name));
             }
             Err(e) => {
                 tracing::warn!(upstream = server.name(), error = %e, "per-person upstream could not be listed");

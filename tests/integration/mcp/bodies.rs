@@ -299,3 +299,62 @@ async fn control_and_bidi_characters_are_refused_in_notes() {
     .await);
     assert_eq!(sc["title"], "Café: שלום عربي 😀");
 }
+
+/// An error that names what the client sent (a tool, prompt or method name, a resource URI)
+/// repeats at most its first 128 characters (MCP tool names are at most 128, SEP-986; a URI at
+/// most 1,024), so that a 100,000-character name gets a small answer.
+#[tokio::test]
+async fn errors_repeat_a_bounded_part_of_what_was_sent() {
+    let app = spawn_app().await;
+    let a = alice(&app).await;
+    let long = "a".repeat(100_000);
+    let cut = format!("{}…", "a".repeat(128));
+    let ask = |method: &str, params: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        send(raw(
+            &app,
+            Some(&a.token),
+            "2025-06-18",
+            Some("application/json"),
+            &body.to_string(),
+        ))
+    };
+
+    let (_, _, got) = ask("tools/call", json!({"name": long, "arguments": {}})).await;
+    assert_eq!(got["error"]["code"], -32602);
+    assert!(got.to_string().len() < 2_000, "the answer stays small");
+    assert_eq!(got["error"]["message"], format!("Unknown tool: {cut}"));
+    assert_eq!(got["error"]["data"]["name"], cut);
+
+    let (_, _, got) = ask("prompts/get", json!({"name": long})).await;
+    assert_eq!(got["error"]["code"], -32602);
+    assert!(got.to_string().len() < 2_000, "the answer stays small");
+    assert_eq!(
+        got["error"]["message"],
+        format!("Unknown prompt: {cut}. prompts/list shows the prompts you can use.")
+    );
+
+    let (_, _, got) = ask(&long, json!({})).await;
+    assert_eq!(got["error"]["code"], -32601);
+    let message = got["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.len() < 1_000, "{}", &message[..64]);
+    assert_eq!(message, format!("Method not found: {cut}"));
+    // The same for params that are not an object.
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": long, "params": []});
+    let (_, _, got) = send(raw(
+        &app,
+        Some(&a.token),
+        "2025-06-18",
+        Some("application/json"),
+        &body.to_string(),
+    ))
+    .await;
+    assert_eq!(got["error"]["data"]["method"], cut);
+
+    let uri = format!("gatehouse://projects/{}", "b".repeat(100_000));
+    let (_, _, got) = ask("resources/read", json!({"uri": uri})).await;
+    let echoed = got["error"]["data"]["uri"].as_str().unwrap();
+    assert_eq!(echoed.chars().count(), 1025, "{}", &echoed[..64]);
+    assert!(uri.starts_with(echoed.trim_end_matches('…')));
+    assert!(got.to_string().len() < 2_000, "the answer stays small");
+}
