@@ -175,9 +175,17 @@ pub fn parse_url(text: &str) -> Result<url::Url, UpstreamInputError> {
             text.escape_debug()
         ));
     }
-    if url.host_str().is_none_or(str::is_empty) {
+    // The URL parser is lenient with http(s) (WHATWG URL): `http:///mcp`, `http:mcp` and
+    // `http:\\mcp` all read as the host `mcp`. Only a URL written `SCHEME://HOST…` is taken,
+    // so that a missing host is refused rather than taken from the path.
+    let written_host = text.trim().split_once("://").is_some_and(|(scheme, rest)| {
+        scheme.eq_ignore_ascii_case(url.scheme())
+            && !rest.is_empty()
+            && !rest.starts_with(['/', '\\'])
+    });
+    if !written_host || url.host_str().is_none_or(str::is_empty) {
         return refuse(format!(
-            "invalid upstream URL \"{}\": it has no host",
+            "invalid upstream URL \"{}\": it has no host (write http://HOST/… or https://HOST/…)",
             text.escape_debug()
         ));
     }
@@ -512,10 +520,16 @@ mod tests {
             "https://user:pw@x/mcp",
             "https://x/mcp#frag",
             "file:///etc/passwd",
+            "http:///mcp",
+            "http:mcp/x",
+            "http:\\\\mcp\\x",
+            "https:////mcp",
         ] {
             let e = parse_url(bad).unwrap_err();
             assert!(!e.0.contains('\n'), "{e}");
         }
+        assert!(parse_url("http:///mcp").unwrap_err().0.contains("no host"));
+        assert!(parse_url("HTTP://Example.com/mcp").is_ok());
         assert!(
             !parse_url("https://user:pw@x/mcp")
                 .unwrap_err()
