@@ -225,7 +225,9 @@ async fn record_definitions(
         .map(std::sync::Arc::new);
     let app = crate::app::command_state(config.clone(), store.clone(), server_keys);
     let record_is_stdio = record.transport == Transport::Stdio;
-    let server = crate::mcp::upstream::server::UpstreamServer::new(app, record).map_err(|e| e.0)?;
+    let server = std::sync::Arc::new(
+        crate::mcp::upstream::server::UpstreamServer::new(app, record).map_err(|e| e.0)?,
+    );
     let listed = match tokio::time::timeout(ADD_LISTING_TIMEOUT, server.tools()).await {
         Ok(listed) => listed.map_err(|e| e.0),
         Err(_) => Err(format!(

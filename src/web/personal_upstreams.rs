@@ -192,6 +192,7 @@ async fn audit(state: &AppState, client: &ClientAddr, account: &str, event: Even
 async fn list_now(state: &AppState, record: UpstreamRecord) -> Option<String> {
     match UpstreamServer::new(state.clone(), record) {
         Ok(server) => {
+            let server = std::sync::Arc::new(server);
             let result = server.tools().await;
             server.stop().await;
             result.err().map(|e| e.0)

@@ -143,7 +143,7 @@ impl GatehouseMcp {
         &self,
         ctx: &RequestContext<RoleServer>,
         principal: &Principal,
-        server: &UpstreamServer,
+        server: &std::sync::Arc<UpstreamServer>,
         request: CallToolRequestParams,
     ) -> Result<CallToolResponse, ErrorData> {
         let app = &self.mcp.app;

@@ -53,30 +53,46 @@ impl UpstreamServer {
     ///
     /// Errors: the upstream could not be reached or listed (remembered for
     /// [`FAILURE_MEMORY`]).
-    pub async fn extras(&self) -> Result<Arc<Extras>, UpstreamError> {
+    ///
+    /// Only the first listing is waited for; one past its time is answered at once while one
+    /// task lists again in the background, as for tools ([`UpstreamServer::tools_as`]).
+    pub async fn extras(self: &Arc<Self>) -> Result<Arc<Extras>, UpstreamError> {
         let mut listing = self.extras_listing.lock().await;
         if let Some(l) = listing.as_ref() {
             let fresh = match &l.result {
                 Ok(_) => l.at.elapsed() < LISTING_TTL,
                 Err(_) => l.at.elapsed() < FAILURE_MEMORY,
             };
-            if fresh {
-                return l.result.clone();
+            if !fresh && self.start_extras_refresh() {
+                let server = Arc::clone(self);
+                tokio::spawn(async move {
+                    let result = server.list_extras_bounded().await;
+                    *server.extras_listing.lock().await = Some(ExtrasListing {
+                        at: Instant::now(),
+                        result,
+                    });
+                    server.end_extras_refresh();
+                });
             }
+            return l.result.clone();
         }
-        let result = tokio::time::timeout(LIST_TIMEOUT, self.list_extras())
+        let result = self.list_extras_bounded().await;
+        *listing = Some(ExtrasListing {
+            at: Instant::now(),
+            result: result.clone(),
+        });
+        result
+    }
+
+    async fn list_extras_bounded(&self) -> Result<Arc<Extras>, UpstreamError> {
+        tokio::time::timeout(LIST_TIMEOUT, self.list_extras())
             .await
             .unwrap_or_else(|_| {
                 Err(UpstreamError(format!(
                     "upstream {} did not list its prompts and resources in time",
                     self.name()
                 )))
-            });
-        *listing = Some(ExtrasListing {
-            at: Instant::now(),
-            result: result.clone(),
-        });
-        result
+            })
     }
 
     async fn list_extras(&self) -> Result<Arc<Extras>, UpstreamError> {

@@ -28,7 +28,7 @@ impl Upstreams {
     /// caller's own) when this instance's listing is not fresh.
     pub async fn per_person_tool(
         &self,
-        server: &UpstreamServer,
+        server: &Arc<UpstreamServer>,
         name: &str,
         token: &str,
     ) -> Result<Option<UpstreamTool>, UpstreamError> {
@@ -46,7 +46,7 @@ impl Upstreams {
     /// before anyone's listing reached this instance).
     pub(super) async fn tools_for(
         &self,
-        server: &UpstreamServer,
+        server: &Arc<UpstreamServer>,
         account_id: &str,
     ) -> Option<Result<Arc<Vec<UpstreamTool>>, UpstreamError>> {
         if !server.is_per_person() {

@@ -1,7 +1,8 @@
 //! One upstream MCP server as this instance speaks to it: an rmcp client over Streamable HTTP
 //! ([`super::http`]), connected on first use and again after a failure, its tool listing
 //! cached for [`LISTING_TTL`] (a failed listing is remembered for [`FAILURE_MEMORY`], so an
-//! unreachable upstream costs one bounded attempt per that time, not one per request), and
+//! unreachable upstream costs one bounded attempt per that time, not one per request; after
+//! the first listing those attempts run in the background while the cache answers), and
 //! its calls bounded in number (`--max-concurrency`; beyond it "busy, retry") and in time
 //! (`--timeout`).
 
@@ -109,6 +110,10 @@ pub struct UpstreamServer {
     calls: Arc<tokio::sync::Semaphore>,
     client: tokio::sync::Mutex<Option<Arc<Client>>>,
     listing: tokio::sync::Mutex<Option<Listing>>,
+    /// A listing past its time is being refreshed in the background ([`UpstreamServer::tools_as`]).
+    refreshing: std::sync::atomic::AtomicBool,
+    /// The same for the prompts and resources ([`super::extras`]).
+    refreshing_extras: std::sync::atomic::AtomicBool,
     /// Its prompts and resources ([`super::extras`]).
     pub(super) extras_listing: tokio::sync::Mutex<Option<ExtrasListing>>,
     /// The last error this instance recorded (`None`: none, or cleared).
@@ -181,6 +186,8 @@ impl UpstreamServer {
             calls: Arc::new(tokio::sync::Semaphore::new(permits)),
             client: tokio::sync::Mutex::new(None),
             listing: tokio::sync::Mutex::new(None),
+            refreshing: std::sync::atomic::AtomicBool::new(false),
+            refreshing_extras: std::sync::atomic::AtomicBool::new(false),
             extras_listing: tokio::sync::Mutex::new(None),
             noted_error: tokio::sync::Mutex::new(
                 record.last_error.as_ref().map(|(e, _)| e.clone()),
@@ -434,7 +441,7 @@ impl UpstreamServer {
     ///
     /// Errors: the upstream could not be reached or listed (remembered for
     /// [`FAILURE_MEMORY`]).
-    pub async fn tools(&self) -> Result<Arc<Vec<UpstreamTool>>, UpstreamError> {
+    pub async fn tools(self: &Arc<Self>) -> Result<Arc<Vec<UpstreamTool>>, UpstreamError> {
         self.tools_as(None).await
     }
 
@@ -442,8 +449,14 @@ impl UpstreamServer {
     /// not fresh. A per-person upstream without a token serves the last listing seen, however
     /// old (definitions are the upstream's, the same for everyone, and pinned), else fails
     /// without trying.
+    ///
+    /// Only the first listing is waited for. Once one is cached, a listing past its time
+    /// ([`LISTING_TTL`], or [`FAILURE_MEMORY`] for a failure) is still answered at once while
+    /// one task lists again in the background, so an upstream that hangs costs the callers
+    /// of `tools/list` nothing beyond its first listing; its next result replaces the cached
+    /// one.
     pub async fn tools_as(
-        &self,
+        self: &Arc<Self>,
         bearer: Option<&str>,
     ) -> Result<Arc<Vec<UpstreamTool>>, UpstreamError> {
         let mut listing = self.listing.lock().await;
@@ -453,6 +466,17 @@ impl UpstreamServer {
                 Err(_) => l.at.elapsed() < FAILURE_MEMORY,
             };
             if fresh {
+                return l.result.clone();
+            }
+            if bearer.is_none() && !self.record.per_person {
+                use std::sync::atomic::Ordering;
+                if !self.refreshing.swap(true, Ordering::AcqRel) {
+                    let server = Arc::clone(self);
+                    tokio::spawn(async move {
+                        server.refresh().await;
+                        server.refreshing.store(false, Ordering::Release);
+                    });
+                }
                 return l.result.clone();
             }
         }
@@ -487,6 +511,35 @@ impl UpstreamServer {
             result: result.clone(),
         });
         result
+    }
+
+    /// Whether this caller starts the background refresh of the prompts and resources (none
+    /// runs yet); [`UpstreamServer::end_extras_refresh`] when it is done.
+    pub(super) fn start_extras_refresh(&self) -> bool {
+        !self
+            .refreshing_extras
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+    }
+
+    /// The background refresh of the prompts and resources is done.
+    pub(super) fn end_extras_refresh(&self) {
+        self.refreshing_extras
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Lists again in the background ([`UpstreamServer::tools_as`]): the cache is locked only
+    /// to store the result, never while the upstream is asked.
+    async fn refresh(&self) {
+        let result = Box::pin(self.list_now(None)).await;
+        if result.is_err() {
+            self.disconnect().await;
+        }
+        self.note_error(result.as_ref().err().map(|e| e.0.as_str()))
+            .await;
+        *self.listing.lock().await = Some(Listing {
+            at: Instant::now(),
+            result,
+        });
     }
 
     async fn list_now(

@@ -596,3 +596,59 @@ async fn an_upstream_restricted_to_accounts_or_projects_is_seen_and_called_by_th
     let result = call(&app, &a.token, "research__echo", json!({"message": "ours"})).await;
     assert_eq!(result["content"][0]["text"], "Echo: ours");
 }
+
+/// An upstream that accepts connections and never answers costs `tools/list` only its first
+/// listing: once its failure is cached, a listing past its time is answered at once from the
+/// cache while the upstream is listed again in the background (where it hangs again).
+#[tokio::test]
+async fn a_hanging_upstream_delays_only_the_first_listing() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let app = spawn_with_key().await;
+    let a = alice(&app).await;
+    cli_ok(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "hang",
+            "--url",
+            &url,
+            "--timeout",
+            "2s",
+            "--trust-definitions",
+        ],
+    )
+    .await;
+    // The registry reaches the server within a second; the first listing waits for the
+    // handshake's timeout.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let started = std::time::Instant::now();
+    let first = list(&app, &a.token).await;
+    assert!(first["result"]["tools"].is_array(), "{first}");
+    assert!(upstream_names(&first).is_empty());
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "the first listing waited"
+    );
+    // Past the failure's memory (5 s), listings are answered from the cache at once, again
+    // and again, while the upstream is asked in the background.
+    tokio::time::sleep(Duration::from_millis(5500)).await;
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        let listing = list(&app, &a.token).await;
+        assert!(upstream_names(&listing).is_empty());
+        assert!(
+            started.elapsed() < Duration::from_millis(800),
+            "a listing waited {:?} for a hanging upstream",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
