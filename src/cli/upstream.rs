@@ -445,6 +445,24 @@ async fn allow_destructive(
     if store.upstream(name.as_str()).await?.is_none() {
         return Err(CliError(format!("no upstream named {name}")));
     }
+    // Only a destructive tool needs (and takes) the allowance: one annotated read-only or not
+    // destructive is listed once approved, and no call of it is confirmed.
+    if allowed && let Some(definition) = store.upstream_tool_definition(name.as_str(), tool).await?
+    {
+        let annotations = serde_json::from_str::<serde_json::Value>(&definition)
+            .map(|v| v["annotations"].clone())
+            .unwrap_or_default();
+        let destructive = crate::domain::upstream::is_destructive(
+            annotations["readOnlyHint"].as_bool(),
+            annotations["destructiveHint"].as_bool(),
+        );
+        if !destructive {
+            return Err(CliError(format!(
+                "upstream {name}: tool {} is not destructive (annotated readOnlyHint: true or destructiveHint: false); it is listed once approved and its calls are not confirmed, so there is nothing to allow",
+                tool.escape_debug()
+            )));
+        }
+    }
     let changed = store
         .set_upstream_tool_destructive(name.as_str(), tool, allowed, now)
         .await

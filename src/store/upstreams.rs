@@ -403,6 +403,23 @@ impl Store {
         Ok(true)
     }
 
+    /// The definition of upstream `name`'s tool `tool` last seen (JSON), if it was seen.
+    ///
+    /// Errors: [`StoreError::Database`].
+    pub async fn upstream_tool_definition(
+        &self,
+        name: &str,
+        tool: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT definition FROM upstream_tools WHERE upstream = $1 AND tool = $2",
+        )
+        .bind(name)
+        .bind(tool)
+        .fetch_optional(&self.pool())
+        .await?)
+    }
+
     /// Every (upstream, tool) whose destructive calls the operator allowed.
     pub async fn destructive_allowed_upstream_tools(
         &self,

@@ -103,6 +103,13 @@ async fn a_destructive_upstream_tool_is_hidden_until_allowed_then_each_call_is_c
         run.stderr.trim(),
         "gatehouse: upstream local has no tool named nope seen yet (its tools are recorded the first time Gatehouse lists them)"
     );
+    // A tool that is not destructive needs no allowance, and is refused one.
+    let run = cli(&app, &["upstream", "allow-destructive", "local", "echo"]).await;
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.stderr.trim(),
+        "gatehouse: upstream local: tool echo is not destructive (annotated readOnlyHint: true or destructiveHint: false); it is listed once approved and its calls are not confirmed, so there is nothing to allow"
+    );
     let out = cli_ok(&app, &["upstream", "allow-destructive", "local", "wipe"]).await;
     assert!(
         out.starts_with("upstream local: destructive tool wipe allowed"),
