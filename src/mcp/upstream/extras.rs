@@ -63,16 +63,17 @@ impl UpstreamServer {
                 Ok(_) => l.at.elapsed() < LISTING_TTL,
                 Err(_) => l.at.elapsed() < FAILURE_MEMORY,
             };
-            if !fresh && self.start_extras_refresh() {
-                let server = Arc::clone(self);
-                tokio::spawn(async move {
-                    let result = server.list_extras_bounded().await;
-                    *server.extras_listing.lock().await = Some(ExtrasListing {
-                        at: Instant::now(),
-                        result,
-                    });
-                    server.end_extras_refresh();
-                });
+            if !fresh {
+                self.refresh_in_background(
+                    |s| &s.refreshing_extras,
+                    |s| async move {
+                        let result = s.list_extras_bounded().await;
+                        *s.extras_listing.lock().await = Some(ExtrasListing {
+                            at: Instant::now(),
+                            result,
+                        });
+                    },
+                );
             }
             return l.result.clone();
         }

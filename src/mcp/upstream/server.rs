@@ -113,7 +113,7 @@ pub struct UpstreamServer {
     /// A listing past its time is being refreshed in the background ([`UpstreamServer::tools_as`]).
     refreshing: std::sync::atomic::AtomicBool,
     /// The same for the prompts and resources ([`super::extras`]).
-    refreshing_extras: std::sync::atomic::AtomicBool,
+    pub(super) refreshing_extras: std::sync::atomic::AtomicBool,
     /// Its prompts and resources ([`super::extras`]).
     pub(super) extras_listing: tokio::sync::Mutex<Option<ExtrasListing>>,
     /// The last error this instance recorded (`None`: none, or cleared).
@@ -469,14 +469,7 @@ impl UpstreamServer {
                 return l.result.clone();
             }
             if bearer.is_none() && !self.record.per_person {
-                use std::sync::atomic::Ordering;
-                if !self.refreshing.swap(true, Ordering::AcqRel) {
-                    let server = Arc::clone(self);
-                    tokio::spawn(async move {
-                        server.refresh().await;
-                        server.refreshing.store(false, Ordering::Release);
-                    });
-                }
+                self.refresh_in_background(|s| &s.refreshing, |s| async move { s.refresh().await });
                 return l.result.clone();
             }
         }
@@ -501,11 +494,7 @@ impl UpstreamServer {
             // One person's token failing says nothing of the listing for everyone else.
             return result;
         }
-        if result.is_err() {
-            self.disconnect().await;
-        }
-        self.note_error(result.as_ref().err().map(|e| e.0.as_str()))
-            .await;
+        self.after_listing(result.as_ref().err()).await;
         *listing = Some(Listing {
             at: Instant::now(),
             result: result.clone(),
@@ -513,29 +502,53 @@ impl UpstreamServer {
         result
     }
 
-    /// Whether this caller starts the background refresh of the prompts and resources (none
-    /// runs yet); [`UpstreamServer::end_extras_refresh`] when it is done.
-    pub(super) fn start_extras_refresh(&self) -> bool {
-        !self
-            .refreshing_extras
-            .swap(true, std::sync::atomic::Ordering::AcqRel)
+    /// Runs `refresh` on a task of its own unless the refresh whose flag `slot` gives is
+    /// already running: one background listing per kind at a time. The flag is cleared when the
+    /// task ends, also when it panics, so a refresh that failed never stops the next.
+    pub(super) fn refresh_in_background<F, Fut>(
+        self: &Arc<Self>,
+        slot: fn(&UpstreamServer) -> &std::sync::atomic::AtomicBool,
+        refresh: F,
+    ) where
+        F: FnOnce(Arc<UpstreamServer>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        use std::sync::atomic::Ordering;
+        /// Clears the flag when dropped.
+        struct Free(
+            Arc<UpstreamServer>,
+            fn(&UpstreamServer) -> &std::sync::atomic::AtomicBool,
+        );
+        impl Drop for Free {
+            fn drop(&mut self) {
+                (self.1)(&self.0).store(false, Ordering::Release);
+            }
+        }
+        if slot(self).swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let free = Free(Arc::clone(self), slot);
+        let server = Arc::clone(self);
+        tokio::spawn(async move {
+            let _free = free;
+            refresh(server).await;
+        });
     }
 
-    /// The background refresh of the prompts and resources is done.
-    pub(super) fn end_extras_refresh(&self) {
-        self.refreshing_extras
-            .store(false, std::sync::atomic::Ordering::Release);
+    /// What follows a listing that is kept: a failure drops the connection (the next use
+    /// connects again), and the outcome is recorded for `upstream list`.
+    async fn after_listing(&self, error: Option<&UpstreamError>) {
+        if error.is_some() {
+            self.disconnect().await;
+        }
+        self.note_error(error.map(|e| e.0.as_str())).await;
     }
 
     /// Lists again in the background ([`UpstreamServer::tools_as`]): the cache is locked only
     /// to store the result, never while the upstream is asked.
     async fn refresh(&self) {
         let result = Box::pin(self.list_now(None)).await;
-        if result.is_err() {
-            self.disconnect().await;
-        }
-        self.note_error(result.as_ref().err().map(|e| e.0.as_str()))
-            .await;
+        self.after_listing(result.as_ref().err()).await;
         *self.listing.lock().await = Some(Listing {
             at: Instant::now(),
             result,
