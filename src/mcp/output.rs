@@ -224,6 +224,20 @@ fn cut_to_fit<T: serde::Serialize>(
     }
 }
 
+/// `value` cut, as a built-in result's JSON is cut (its largest lists lose their last items,
+/// its longest texts are cut and end with an ellipsis; ids and URIs stay whole), until
+/// `build(&value)` serializes to at most `max_bytes`, starting from a budget of `budget` bytes
+/// for `value` itself. `None` when nothing left to cut makes it fit. Used for upstream
+/// results' `structuredContent` ([`super::upstream::result`]).
+pub(crate) fn cut_json_to_fit<T: serde::Serialize>(
+    value: Value,
+    max_bytes: usize,
+    budget: usize,
+    build: impl Fn(&Value) -> T,
+) -> Option<T> {
+    cut_to_fit(value, max_bytes, budget, build)
+}
+
 /// `v` with every string longer than `chars` characters cut to its first `chars` characters
 /// and the ellipsis, except the ids and links ([`KEEP_WHOLE`]).
 fn cap_texts(v: &Value, chars: usize) -> Value {

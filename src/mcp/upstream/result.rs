@@ -1,15 +1,75 @@
 //! An upstream's `tools/call` result, bounded by `GATEHOUSE_MAX_RESULT_BYTES` like the
 //! built-in tools' results ([`crate::mcp::output`]): a result whose JSON fits is passed on as
-//! it came; a larger one keeps its text blocks, cut to fit, drops `structuredContent` and the
-//! blocks that do not fit, and ends with a text block saying it was cut. It is never sent whole.
+//! it came; a larger one is cut to fit and ends with a text block saying it was cut. It is
+//! never sent whole.
+//!
+//! How a result is cut:
+//! - Its text blocks are kept in order, each whole while it fits; the first that does not is
+//!   cut at the last character that fits (measured as JSON, escapes included), and the blocks
+//!   after it are dropped, as are blocks of other kinds that do not fit.
+//! - Its `structuredContent` (MCP `server/tools` §Structured Content) is kept and cut as a
+//!   built-in result's JSON is cut: lists lose their last items, long texts are cut and end
+//!   with an ellipsis, members stay. A text block that carried the same JSON (as the SDKs'
+//!   servers send it, for clients that read text only) carries the cut JSON. Only when nothing
+//!   left to cut makes it fit is `structuredContent` dropped.
+//! - `_meta` is dropped; `isError` is kept.
 
 use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::Value;
 
 /// Room kept for the envelope and the closing note.
 const RESERVE: usize = 512;
 
 fn size<T: serde::Serialize>(value: &T) -> usize {
     serde_json::to_vec(value).map_or(usize::MAX, |v| v.len())
+}
+
+/// The bytes `c` takes inside a JSON string (RFC 8259 §7, as `serde_json` writes it): two for
+/// `"`, `\\` and the control characters with a short escape, six for the other control
+/// characters, its UTF-8 length otherwise.
+fn json_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        c if c < ' ' => 6,
+        c => c.len_utf8(),
+    }
+}
+
+/// The longest prefix of `text` whose JSON string body is at most `budget` bytes.
+fn prefix_within(text: &str, budget: usize) -> &str {
+    let mut used = 0;
+    for (at, c) in text.char_indices() {
+        used += json_len(c);
+        if used > budget {
+            return &text[..at];
+        }
+    }
+    text
+}
+
+/// The blocks of `content` that fit `budget` bytes of JSON (see the module documentation),
+/// and the bytes left.
+fn keep_blocks(content: Vec<ContentBlock>, mut budget: usize) -> (Vec<ContentBlock>, usize) {
+    let mut kept = Vec::new();
+    for block in content {
+        let block_size = size(&block);
+        if block_size <= budget {
+            budget -= block_size;
+            kept.push(block);
+            continue;
+        }
+        if let Some(text) = block.as_text() {
+            let shell = size(&ContentBlock::text(String::new()));
+            let part = prefix_within(&text.text, budget.saturating_sub(shell));
+            if !part.is_empty() {
+                let part = ContentBlock::text(part.to_string());
+                budget = budget.saturating_sub(size(&part));
+                kept.push(part);
+            }
+            break;
+        }
+    }
+    (kept, budget)
 }
 
 /// `result` within `max_bytes` of JSON (see the module documentation); `upstream` is named
@@ -19,42 +79,65 @@ pub fn bound(result: CallToolResult, max_bytes: usize, upstream: &str) -> CallTo
     if whole <= max_bytes {
         return result;
     }
-    let mut budget = max_bytes.saturating_sub(RESERVE);
-    let mut kept = Vec::new();
-    for block in result.content {
-        let block_size = size(&block);
-        if block_size <= budget {
-            budget -= block_size;
-            kept.push(block);
-            continue;
-        }
-        if let Some(text) = block.as_text() {
-            // JSON escaping may grow a text: keep a share of the budget, on a char boundary.
-            let mut end = (budget / 2).min(text.text.len());
-            while end > 0 && !text.text.is_char_boundary(end) {
-                end -= 1;
-            }
-            if end > 0 {
-                kept.push(ContentBlock::text(text.text[..end].to_string()));
-            }
-        }
-        break;
-    }
-    kept.push(ContentBlock::text(format!(
+    let is_error = result.is_error == Some(true);
+    let note = ContentBlock::text(format!(
         "[Gatehouse: the result of the upstream server {upstream} was {whole} bytes and was cut to fit {max_bytes}; ask for less.]"
-    )));
-    let mut out = if result.is_error == Some(true) {
-        CallToolResult::error(kept)
-    } else {
-        CallToolResult::success(kept)
+    ));
+    let assemble = |content: Vec<ContentBlock>, structured: Option<Value>| {
+        let mut out = if is_error {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        };
+        out.structured_content = structured;
+        out
     };
-    out.meta = None;
-    out
+    let budget = max_bytes.saturating_sub(RESERVE);
+    let content = result.content;
+    if let Some(structured) = result.structured_content {
+        // The text block that repeats the structured JSON, if any, follows its cut.
+        let mirror = content.iter().position(|block| {
+            block.as_text().is_some_and(|t| {
+                t.text.starts_with(['{', '['])
+                    && serde_json::from_str::<Value>(&t.text).is_ok_and(|v| v == structured)
+            })
+        });
+        let mut rest = content.clone();
+        if let Some(at) = mirror {
+            rest.remove(at);
+        }
+        // Other blocks take at most half the room; the structured JSON (and its copy) the rest.
+        let (others, _) = keep_blocks(rest, budget / 2);
+        let others_size: usize = others.iter().map(size).sum();
+        let build = |value: &Value| {
+            let mut blocks = others.clone();
+            if let Some(at) = mirror {
+                blocks.insert(at.min(blocks.len()), ContentBlock::text(value.to_string()));
+            }
+            blocks.push(note.clone());
+            assemble(blocks, Some(value.clone()))
+        };
+        let room = budget.saturating_sub(others_size);
+        let structured_room = if mirror.is_some() { room / 2 } else { room };
+        if let Some(cut) =
+            crate::mcp::output::cut_json_to_fit(structured, max_bytes, structured_room, build)
+        {
+            return cut;
+        }
+    }
+    let (mut kept, _) = keep_blocks(content, budget);
+    kept.push(note);
+    assemble(kept, None)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn text_of(block: &ContentBlock) -> &str {
+        &block.as_text().unwrap().text
+    }
 
     #[test]
     fn a_small_result_passes_and_a_large_one_is_cut_within_the_bound() {
@@ -67,15 +150,90 @@ mod tests {
         let cut = bound(big, 2048, "up");
         assert!(size(&cut) <= 2048, "{}", size(&cut));
         assert_eq!(cut.is_error, Some(false));
-        let last = cut.content.last().unwrap().as_text().unwrap().text.clone();
+        let last = text_of(cut.content.last().unwrap());
         assert!(
             last.contains("upstream server up") && last.contains("cut"),
             "{last}"
         );
-        assert!(cut.content[0].as_text().unwrap().text.starts_with("aaa"));
-        let structured = CallToolResult::structured(serde_json::json!({"x": "y".repeat(5000)}));
-        let cut = bound(structured, 2048, "up");
+        // The first text keeps all that fits: the bound less the room kept for the note and
+        // the envelope, and its block's own JSON.
+        let first = text_of(&cut.content[0]);
+        assert!(first.chars().all(|c| c == 'a'));
+        assert!(first.len() > 2048 - RESERVE - 40, "{}", first.len());
+        assert_eq!(cut.content.len(), 2, "the second text did not fit at all");
+    }
+
+    #[test]
+    fn a_text_is_cut_where_its_json_fills_the_room_escapes_included() {
+        // Quotes take two bytes each in JSON: half as many fit.
+        let quoted = CallToolResult::error(vec![ContentBlock::text("\"".repeat(4000))]);
+        let cut = bound(quoted, 2048, "up");
+        assert!(size(&cut) <= 2048);
+        assert_eq!(cut.is_error, Some(true), "an error stays an error");
+        let kept = text_of(&cut.content[0]).len();
+        assert!(kept > (2048 - RESERVE - 40) / 2, "{kept}");
+        // Multi-byte characters are never split.
+        let wide = CallToolResult::success(vec![ContentBlock::text("é😀".repeat(2000))]);
+        let cut = bound(wide, 2048, "up");
+        assert!(size(&cut) <= 2048);
+        assert!(text_of(&cut.content[0]).len() > 1000);
+    }
+
+    #[test]
+    fn json_lengths_are_those_serde_json_writes() {
+        for c in (0u32..0x200)
+            .chain([0x2028, 0xfeff, 0x1f600])
+            .filter_map(char::from_u32)
+        {
+            let written = serde_json::to_string(&c.to_string()).unwrap().len() - 2;
+            assert_eq!(json_len(c), written, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn structured_content_is_cut_not_dropped_and_its_text_copy_follows() {
+        let items: Vec<Value> = (0..200)
+            .map(|i| json!({"id": format!("item-{i}"), "body": "x".repeat(100)}))
+            .collect();
+        let value = json!({"items": items, "total": 200});
+        let result = CallToolResult::structured(value.clone());
+        assert_eq!(
+            text_of(&result.content[0]),
+            value.to_string(),
+            "the SDKs' shape"
+        );
+        let cut = bound(result, 8192, "up");
+        assert!(size(&cut) <= 8192, "{}", size(&cut));
+        let structured = cut.structured_content.clone().expect("kept");
+        assert_eq!(structured["total"], 200, "members stay");
+        let kept = structured["items"].as_array().unwrap();
+        assert!(!kept.is_empty() && kept.len() < 200, "{}", kept.len());
+        assert_eq!(kept[0]["id"], "item-0");
+        let copy: Value = serde_json::from_str(text_of(&cut.content[0])).unwrap();
+        assert_eq!(copy, structured, "the text copy is the cut JSON");
+        assert!(text_of(cut.content.last().unwrap()).contains("was cut"));
+
+        // Without a text copy the structured JSON has the room to itself.
+        let mut alone = CallToolResult::structured(value);
+        alone.content.clear();
+        let cut_alone = bound(alone, 8192, "up");
+        let more = cut_alone.structured_content.unwrap()["items"]
+            .as_array()
+            .unwrap()
+            .len();
+        assert!(more > kept.len(), "{more} vs {}", kept.len());
+    }
+
+    #[test]
+    fn structured_content_that_cannot_be_cut_is_dropped() {
+        // An id is never cut: when it alone is too long, only the text remains.
+        let result = CallToolResult::structured(json!({"id": "y".repeat(5000)}));
+        let cut = bound(result, 2048, "up");
         assert!(cut.structured_content.is_none());
         assert!(size(&cut) <= 2048);
+        assert!(
+            text_of(&cut.content[0]).starts_with("{\"id\":\"yyy"),
+            "its text copy, cut"
+        );
     }
 }
