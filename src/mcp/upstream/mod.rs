@@ -152,15 +152,16 @@ impl Upstreams {
                 Err(e) => tracing::warn!(error = %e, "upstream not served"),
             }
         }
-        // Upstreams disabled, removed or changed: their connection ends now (a stdio child
-        // is stopped), not when the last call still holding them finishes.
+        // Upstreams disabled, removed or changed: their connection ends (a stdio child is
+        // stopped) once the calls in flight are answered, each within its timeout, rather
+        // than when the last call still holding them goes.
         for gone in old
             .servers
             .iter()
             .filter(|o| !servers.iter().any(|s| Arc::ptr_eq(o, s)))
         {
             let gone = Arc::clone(gone);
-            tokio::spawn(async move { gone.stop().await });
+            tokio::spawn(async move { gone.retire().await });
         }
         let next = Arc::new(Snapshot {
             version: Some(version),

@@ -396,8 +396,25 @@ impl UpstreamServer {
         Ok(client)
     }
 
-    /// Ends the connection: a stdio upstream's child gets its stdin closed, then SIGTERM and
-    /// SIGKILL ([`super::stdio`]). Called when the upstream is disabled, removed or changed.
+    /// Ends the connection once the calls in flight have been answered, each within its
+    /// `--timeout` (waiting at most that long, and a second more): called when the upstream is
+    /// disabled, removed or changed, after it left the served set, so that a call it was
+    /// answering is not cut off. Meanwhile a call that still reaches it is answered "busy,
+    /// retry" (retried, it finds the served set as it is now).
+    pub async fn retire(&self) {
+        let all = u32::try_from(self.record.max_concurrency.max(1)).unwrap_or(u32::MAX);
+        let calls = Arc::clone(&self.calls);
+        let _ = tokio::time::timeout(
+            self.timeout() + Duration::from_secs(1),
+            calls.acquire_many(all),
+        )
+        .await;
+        self.calls.close();
+        self.stop().await;
+    }
+
+    /// Ends the connection now: a stdio upstream's child gets its stdin closed, then SIGTERM
+    /// and SIGKILL ([`super::stdio`]).
     pub async fn stop(&self) {
         if let Some(client) = self.client.lock().await.take() {
             client.cancellation_token().cancel();

@@ -652,3 +652,42 @@ async fn a_hanging_upstream_delays_only_the_first_listing() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
+
+#[tokio::test]
+async fn a_call_in_flight_is_answered_when_its_upstream_is_removed() {
+    let seen = Arc::new(Seen::default());
+    *seen.tools.lock().unwrap() = vec![tool("slow", "Takes its time.", false)];
+    let url = start_upstream(Arc::clone(&seen)).await;
+    let app = spawn_with_key().await;
+    let a = alice(&app).await;
+    cli_ok(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "patient",
+            "--url",
+            &url,
+            "--timeout",
+            "20s",
+            "--trust-definitions",
+        ],
+    )
+    .await;
+    list_until(&app, &a.token, |n| n.contains(&"patient__slow".to_string())).await;
+    // The slow tool answers after 4 s; the upstream is removed 1 s into the call.
+    let (result, ()) = tokio::join!(call(&app, &a.token, "patient__slow", json!({})), async {
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        cli_ok(&app, &["upstream", "remove", "patient"]).await;
+        // The removal reaches the server (its tools leave the listing) while the call runs.
+        list_until(&app, &a.token, |n| {
+            !n.iter().any(|t| t.starts_with("patient__"))
+        })
+        .await;
+    });
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["content"][0]["text"], "late");
+    // Calls after it find no such tool.
+    let after = call(&app, &a.token, "patient__slow", json!({})).await;
+    assert!(after.is_null(), "{after}");
+}
