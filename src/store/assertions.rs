@@ -36,9 +36,7 @@ impl Store {
         .await?;
         Ok(done.rows_affected() == 1)
     }
-}
 
-impl Store {
     /// Spends the confirmation state `state_hash` (the SHA-256 of a sealed `requestState` of
     /// [`crate::mcp::upstream::confirm`]), valid until `expires_at` (Unix seconds): `true`
     /// the first time, `false` once it was spent (a replay). One conditional statement, so
