@@ -9,6 +9,7 @@
 use gatehouse::app::Application;
 use gatehouse::cli::{Command, run_admin};
 use gatehouse::config::Config;
+use gatehouse::mcp::upstream::stdio as working_folders;
 
 /// How long the runtime waits, once serving has stopped, for leftover tasks (a request past
 /// its grace, blocking work) before abandoning them.
@@ -96,7 +97,14 @@ async fn run() {
         Ok(c) => c,
         Err(e) => fail(&e.to_string()),
     };
-    gatehouse::telemetry::init(config.log_format);
+    if matches!(
+        cli.command,
+        None | Some(Command::Serve(_) | Command::Stdio(_))
+    ) {
+        gatehouse::telemetry::init(config.log_format);
+    } else {
+        gatehouse::telemetry::init_for_command(config.log_format);
+    }
     if config.mcp_server_url.starts_with("http://")
         && !config
             .resource
@@ -109,30 +117,13 @@ async fn run() {
         );
     }
     match cli.command.unwrap_or(Command::Serve(Default::default())) {
-        Command::Serve(_) => {
-            let signal = gatehouse::app::shutdown_signal();
-            let stop = async move {
-                signal.await;
-                start_watchdog(gatehouse::app::SHUTDOWN_BOUND);
-            };
-            let app = match Application::build(config.clone()).await {
-                Ok(app) => app,
-                Err(e) => fail(&e.to_string()),
-            };
-            tracing::info!(
-                port = app.port(),
-                issuer = %config.issuer,
-                mcp = %config.mcp_server_url,
-                "gatehouse listening"
-            );
-            if let Err(e) = app.run_until(stop).await {
-                fail(&format!("server error: {e}"));
-            }
-        }
+        Command::Serve(_) => serve(config).await,
         Command::Stdio(_) => {
             // Only protocol messages go to stdout; logs go to stderr (telemetry).
             let key = std::env::var("GATEHOUSE_API_KEY").ok();
-            if let Err(e) = Application::run_stdio(config, key).await {
+            let served = Application::run_stdio(config, key).await;
+            working_folders::remove_working_folders();
+            if let Err(e) = served {
                 fail(&e.to_string());
             }
         }
@@ -140,6 +131,40 @@ async fn run() {
             Ok(out) => println!("{out}"),
             Err(e) => fail(&e.to_string()),
         },
+    }
+}
+
+/// `gatehouse serve` (also with no command): serves until SIGTERM or SIGINT.
+async fn serve(config: Config) {
+    let signal = gatehouse::app::shutdown_signal();
+    let stop = async move {
+        signal.await;
+        start_watchdog(gatehouse::app::SHUTDOWN_BOUND);
+    };
+    let app = match Application::build(config.clone()).await {
+        Ok(app) => app,
+        Err(e) => fail(&e.to_string()),
+    };
+    // Empty working folders of stdio upstreams left by a server that was killed.
+    tokio::task::spawn_blocking(|| {
+        let removed = working_folders::sweep_working_folders(&std::env::temp_dir());
+        if removed > 0 {
+            tracing::info!(
+                removed,
+                "removed empty upstream working folders of servers no longer running"
+            );
+        }
+    });
+    tracing::info!(
+        port = app.port(),
+        issuer = %config.issuer,
+        mcp = %config.mcp_server_url,
+        "gatehouse listening"
+    );
+    let served = app.run_until(stop).await;
+    working_folders::remove_working_folders();
+    if let Err(e) = served {
+        fail(&format!("server error: {e}"));
     }
 }
 

@@ -26,6 +26,19 @@ static WRITER: Mutex<Option<WriterGuard>> = Mutex::new(None);
 
 /// Installs the global subscriber (once; later calls are ignored).
 pub fn init(format: LogFormat) {
+    init_at(format, "info,sqlx=warn,tower_sessions=warn");
+}
+
+/// As [`init`], for a one-off command (`gatehouse account …`, `upstream …`, `key …`): without
+/// `RUST_LOG` only warnings and errors are logged, so what the command prints is all a person
+/// sees; the audit lines an administrative change also writes at `info` (target
+/// `gatehouse::audit`) show with `RUST_LOG=info`.
+pub fn init_for_command(format: LogFormat) {
+    init_at(format, "warn");
+}
+
+/// Installs the subscriber with `default` as the filter when `RUST_LOG` is not set.
+fn init_at(format: LogFormat, default: &str) {
     // rmcp logs request and result payloads at debug level: it stays at warn whatever RUST_LOG
     // says, so tool arguments and results never reach a log.
     #[allow(
@@ -33,7 +46,7 @@ pub fn init(format: LogFormat) {
         reason = "a constant directive, parsed in the tests"
     )]
     let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_sessions=warn"))
+        .unwrap_or_else(|_| EnvFilter::new(default))
         .add_directive("rmcp=warn".parse().expect("valid directive"));
     // Colour codes only for a person at a terminal, never into a file or a log collector.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());

@@ -296,6 +296,7 @@ async fn add(config: &Config, store: &Store, args: AddArgs, now: i64) -> Result<
         }
         (None, Some(command)) => {
             let words = parse_command(command).map_err(err)?;
+            find_program(&words[0], std::env::var_os("PATH").as_deref()).map_err(CliError)?;
             let env = parse_env(&args.env).map_err(err)?;
             if !env.is_empty() {
                 let keys = keyring(config)?;
@@ -347,6 +348,51 @@ async fn add(config: &Config, store: &Store, args: AddArgs, now: i64) -> Result<
         "added upstream {name} ({} {target}); {approval}",
         new.transport.as_str()
     ))
+}
+
+/// Where `program` (the first word of `--command`) would be run from: an absolute path to an
+/// executable file, or a name found as one in `path` (`PATH`'s folders, in order), as the
+/// child is started ([`crate::mcp::upstream::stdio`]: it gets the same `PATH`).
+///
+/// Errors, one line each: a relative path (the child runs in a working folder of its own,
+/// so `./server` would not be found there), a path that is not an executable file, a name
+/// found in no folder of `PATH`.
+fn find_program(
+    program: &str,
+    path: Option<&std::ffi::OsStr>,
+) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let executable = |candidate: &std::path::Path| {
+        std::fs::metadata(candidate)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let candidate = std::path::Path::new(program);
+        if !candidate.is_absolute() {
+            return Err(format!(
+                "invalid --command: the program {program} is a relative path, but the server runs it in a working folder of its own; give its absolute path or a name found in PATH"
+            ));
+        }
+        return if executable(candidate) {
+            Ok(candidate.to_path_buf())
+        } else if candidate.exists() {
+            Err(format!(
+                "invalid --command: {program} is not an executable file"
+            ))
+        } else {
+            Err(format!("invalid --command: {program} does not exist"))
+        };
+    }
+    path.into_iter()
+        .flat_map(std::env::split_paths)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(program))
+        .find(|candidate| executable(candidate))
+        .ok_or_else(|| {
+            format!(
+                "invalid --command: no program named {program} in PATH; install it, or give its absolute path"
+            )
+        })
 }
 
 /// The flags of `upstream add` that go together, checked here rather than by the argument
@@ -608,4 +654,49 @@ fn list(all: &[UpstreamRecord], oauths: &[crate::store::vault::UpstreamOAuth]) -
     }
     out.truncate(out.trim_end().len());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_program;
+
+    #[test]
+    fn a_stdio_program_must_be_found_as_the_server_would_run_it() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let bin = tempfile::tempdir().unwrap();
+        let server = bin.path().join("mcp-server");
+        std::fs::write(&server, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let plain = bin.path().join("notes.txt");
+        std::fs::write(&plain, "").unwrap();
+        let path = std::env::join_paths(["/nonexistent", bin.path().to_str().unwrap()]).unwrap();
+
+        assert_eq!(find_program("mcp-server", Some(&path)).unwrap(), server);
+        assert_eq!(
+            find_program(server.to_str().unwrap(), None).unwrap(),
+            server
+        );
+        let missing = find_program("mcp-missing", Some(&path)).unwrap_err();
+        assert!(
+            missing.contains("no program named mcp-missing in PATH"),
+            "{missing}"
+        );
+        assert!(find_program("mcp-server", None).is_err(), "no PATH at all");
+        assert!(
+            find_program("notes.txt", Some(&path)).is_err(),
+            "not executable"
+        );
+        let plain = find_program(plain.to_str().unwrap(), None).unwrap_err();
+        assert!(plain.ends_with("is not an executable file"), "{plain}");
+        let gone = find_program("/nonexistent/mcp-server", None).unwrap_err();
+        assert!(
+            gone.ends_with("/nonexistent/mcp-server does not exist"),
+            "{gone}"
+        );
+        let relative = find_program("./mcp-server", Some(&path)).unwrap_err();
+        assert!(relative.contains("relative path"), "{relative}");
+        // A folder of PATH given relatively is not searched: the child's folder differs.
+        let relative_path = std::env::join_paths(["bin"]).unwrap();
+        assert!(find_program("mcp-server", Some(&relative_path)).is_err());
+    }
 }

@@ -9,7 +9,11 @@
 //!   it (`DATABASE_URL`, `GATEHOUSE_SECRET_KEY`, …): a tool that prints its environment shows
 //!   only what the operator gave it.
 //! - **Working folder**: its own, `gatehouse-upstream-NAME-PID` in the system's temporary
-//!   folder, created with mode 0700.
+//!   folder, created with mode 0700 when a child starts and removed, if the child left it
+//!   empty, once no child of this process runs in it ([`FolderLease`]); the folders still held
+//!   when Gatehouse stops are removed likewise ([`remove_working_folders`]), and empty ones
+//!   left by a process that no longer runs (one that was killed) when a server starts
+//!   ([`sweep_working_folders`]). A folder the child wrote files into is kept.
 //! - **Process group**: the child leads a new process group, so a terminal's Ctrl-C reaches
 //!   Gatehouse only, and it is killed when its handle is dropped.
 //! - **Pool**: one child per upstream per instance; calls share it, each a JSON-RPC request
@@ -27,8 +31,10 @@
 //!   Gatehouse stops, its stdin is closed, then it gets SIGTERM after 3 s and SIGKILL after 3 s
 //!   more (rmcp's graceful shutdown, the MCP stdio shutdown sequence).
 
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
@@ -99,11 +105,7 @@ impl StdioCommand {
     /// Errors: the working folder could not be made, or the program could not be started
     /// (not found, not executable).
     pub fn spawn(&self, upstream: &str) -> std::io::Result<TokioChildProcess> {
-        std::fs::create_dir_all(&self.dir)?;
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))?;
-        }
+        let lease = FolderLease::take(&self.dir)?;
         let mut command = tokio::process::Command::new(&self.program);
         command.args(&self.args).env_clear().current_dir(&self.dir);
         if let Some(path) = std::env::var_os("PATH") {
@@ -116,15 +118,127 @@ impl StdioCommand {
             .stderr(Stdio::piped())
             .spawn()?;
         if let Some(stderr) = stderr {
-            tokio::spawn(drain_stderr(upstream.to_string(), stderr));
+            // The child's stderr closes when it (and whatever it started that kept stderr)
+            // has exited: the lease ends with the drain.
+            tokio::spawn(drain_stderr(upstream.to_string(), stderr, lease));
+        } else {
+            // Not reached (stderr is piped above); the folder then stays until
+            // [`remove_working_folders`].
+            std::mem::forget(lease);
         }
         Ok(child)
     }
 }
 
+/// The working folders children of this process run in, with how many run in each.
+static LIVE_FOLDERS: Mutex<Option<HashMap<PathBuf, usize>>> = Mutex::new(None);
+
+/// One child's hold on its working folder: taking it creates the folder (mode 0700); when the
+/// last hold on a folder ends, the folder is removed if it is empty (a folder the child wrote
+/// into is kept). Holds are counted because a changed upstream's new child starts in the same
+/// folder while the old one is still stopping.
+#[derive(Debug)]
+pub struct FolderLease {
+    dir: PathBuf,
+}
+
+impl FolderLease {
+    /// Creates `dir` (and its parents) if needed, with mode 0700, and counts one more child in
+    /// it. Errors: the folder could not be made or its mode set.
+    pub fn take(dir: &Path) -> std::io::Result<FolderLease> {
+        let mut live = LIVE_FOLDERS.lock().unwrap_or_else(PoisonError::into_inner);
+        std::fs::create_dir_all(dir)?;
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+        *live
+            .get_or_insert_with(HashMap::new)
+            .entry(dir.to_path_buf())
+            .or_default() += 1;
+        Ok(FolderLease {
+            dir: dir.to_path_buf(),
+        })
+    }
+}
+
+impl Drop for FolderLease {
+    fn drop(&mut self) {
+        let mut live = LIVE_FOLDERS.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(folders) = live.as_mut() else {
+            return;
+        };
+        let last = match folders.get_mut(&self.dir) {
+            Some(count) if *count > 1 => {
+                *count -= 1;
+                false
+            }
+            Some(_) => true,
+            // Already removed by [`remove_working_folders`].
+            None => false,
+        };
+        if last {
+            folders.remove(&self.dir);
+            // Only an empty folder goes (`remove_dir` refuses any other).
+            let _ = std::fs::remove_dir(&self.dir);
+        }
+    }
+}
+
+/// Removes, when empty, every working folder a child of this process still holds; called
+/// once serving (or `gatehouse stdio`) has stopped, when the children are being killed.
+pub fn remove_working_folders() {
+    let mut live = LIVE_FOLDERS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(folders) = live.take() {
+        for dir in folders.into_keys() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// Removes the empty `gatehouse-upstream-NAME-PID` folders in `temp` whose process no longer
+/// runs (no `/proc/PID`): left by a Gatehouse that was killed. Folders with files in them,
+/// those of running processes, and anything else are left alone; nothing is done where
+/// `/proc` is not mounted. Returns how many were removed. Reads `temp` once (blocking: run it
+/// off the async runtime).
+pub fn sweep_working_folders(temp: &Path) -> usize {
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return 0;
+    }
+    let Ok(entries) = std::fs::read_dir(temp) else {
+        return 0;
+    };
+    let mine = std::process::id();
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("gatehouse-upstream-"))
+            .and_then(|rest| rest.rsplit_once('-'))
+            .and_then(|(_, pid)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == mine || proc.join(pid.to_string()).exists() {
+            continue;
+        }
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && std::fs::remove_dir(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// Reads the child's stderr until it closes, logging each line (cut to [`STDERR_LINE_MAX`]
-/// bytes) at `debug` level; holds at most one line.
-async fn drain_stderr(upstream: String, mut stderr: tokio::process::ChildStderr) {
+/// bytes) at `debug` level; holds at most one line. `lease` ends with it.
+async fn drain_stderr(
+    upstream: String,
+    mut stderr: tokio::process::ChildStderr,
+    lease: FolderLease,
+) {
     let mut chunk = [0u8; 4096];
     let mut line: Vec<u8> = Vec::with_capacity(STDERR_LINE_MAX);
     let mut cut = false;
@@ -148,6 +262,7 @@ async fn drain_stderr(upstream: String, mut stderr: tokio::process::ChildStderr)
     if !line.is_empty() {
         log_line(&upstream, &line, cut);
     }
+    drop(lease);
 }
 
 fn log_line(upstream: &str, line: &[u8], cut: bool) {
@@ -257,5 +372,73 @@ mod tests {
             "{debug}"
         );
         assert!(StdioCommand::new("x", &[], Vec::new()).is_none());
+    }
+
+    /// A process id above Linux's highest (`pid_max` is at most 2^22): never running.
+    const NEVER_RUNNING: u32 = 4_194_400;
+
+    #[test]
+    fn the_sweep_removes_only_empty_folders_of_processes_that_no_longer_run() {
+        let temp = tempfile::tempdir().unwrap();
+        let at = |name: String| temp.path().join(name);
+        let gone = at(format!("gatehouse-upstream-memory-{NEVER_RUNNING}"));
+        let dashed = at(format!("gatehouse-upstream-my-tools-{}", NEVER_RUNNING + 1));
+        let written = at(format!("gatehouse-upstream-notes-{}", NEVER_RUNNING + 2));
+        let running = at("gatehouse-upstream-memory-1".into());
+        let mine = at(format!("gatehouse-upstream-memory-{}", std::process::id()));
+        let other = at(format!("something-else-{NEVER_RUNNING}"));
+        for dir in [&gone, &dashed, &written, &running, &mine, &other] {
+            std::fs::create_dir(dir).unwrap();
+        }
+        std::fs::write(written.join("memory.json"), "{}").unwrap();
+        let file = at(format!("gatehouse-upstream-file-{}", NEVER_RUNNING + 3));
+        std::fs::write(&file, "").unwrap();
+
+        assert_eq!(sweep_working_folders(temp.path()), 2);
+        assert!(!gone.exists() && !dashed.exists());
+        assert!(
+            written.join("memory.json").exists(),
+            "a folder with files stays"
+        );
+        assert!(running.exists(), "process 1 runs");
+        assert!(mine.exists(), "this process's own folder is in use");
+        assert!(
+            other.exists() && file.exists(),
+            "other names are left alone"
+        );
+        assert_eq!(sweep_working_folders(temp.path()), 0);
+    }
+
+    #[test]
+    fn a_working_folder_goes_with_its_last_child_if_left_empty() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("gatehouse-upstream-lease-1");
+        let first = FolderLease::take(&dir).unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700);
+        }
+        // A changed upstream's new child starts while the old one is stopping.
+        let second = FolderLease::take(&dir).unwrap();
+        drop(first);
+        assert!(dir.exists(), "the second child still runs in it");
+        drop(second);
+        assert!(!dir.exists(), "the last child left it empty");
+
+        let kept = temp.path().join("gatehouse-upstream-lease-2");
+        let lease = FolderLease::take(&kept).unwrap();
+        std::fs::write(kept.join("notes.txt"), "x").unwrap();
+        drop(lease);
+        assert!(
+            kept.join("notes.txt").exists(),
+            "what the child wrote is kept"
+        );
+
+        let held = temp.path().join("gatehouse-upstream-lease-3");
+        let lease = FolderLease::take(&held).unwrap();
+        remove_working_folders();
+        assert!(!held.exists(), "removed when the process stops");
+        drop(lease);
     }
 }

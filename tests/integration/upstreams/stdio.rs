@@ -136,11 +136,13 @@ async fn a_stdio_upstream_runs_as_a_child_with_only_its_own_environment_and_is_r
 
 #[tokio::test]
 async fn a_stdio_upstream_that_cannot_start_is_shown_unreachable_and_never_fails_the_list() {
+    use std::os::unix::fs::PermissionsExt as _;
     let app = spawn_with_key().await;
     let a = alice(&app).await;
     let before = rpc(&app, &a.token, "tools/list", json!({})).await;
     let builtin = before["result"]["tools"].as_array().unwrap().len();
-    cli_ok(
+    // A program that does not exist is refused at add time, in one line.
+    let run = cli(
         &app,
         &[
             "upstream",
@@ -148,10 +150,57 @@ async fn a_stdio_upstream_that_cannot_start_is_shown_unreachable_and_never_fails
             "broken",
             "--command",
             "/nonexistent/mcp-server --stdio",
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.stderr.trim(),
+        "gatehouse: invalid --command: /nonexistent/mcp-server does not exist"
+    );
+    let run = cli(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "broken",
+            "--command",
+            "mcp-nowhere-to-be-found",
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr
+            .contains("no program named mcp-nowhere-to-be-found in PATH"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        cli_ok(&app, &["upstream", "list"])
+            .await
+            .starts_with("no upstreams")
+    );
+
+    // One that existed when it was added but is gone when the server starts it.
+    let bin = tempfile::tempdir().unwrap();
+    let program = bin.path().join("mcp-server");
+    std::fs::write(&program, "#!/bin/sh\nexit 3\n").unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let program = program.to_str().unwrap().to_string();
+    cli_ok(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "broken",
+            "--command",
+            &format!("{program} --stdio"),
             "--trust-definitions",
         ],
     )
     .await;
+    std::fs::remove_file(&program).unwrap();
     let mut shown = String::new();
     for _ in 0..100 {
         let listing = rpc(&app, &a.token, "tools/list", json!({})).await;
@@ -167,11 +216,11 @@ async fn a_stdio_upstream_that_cannot_start_is_shown_unreachable_and_never_fails
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(
-        shown.starts_with("broken  stdio  /nonexistent/mcp-server --stdio  unreachable"),
+        shown.starts_with(&format!("broken  stdio  {program} --stdio  unreachable")),
         "{shown}"
     );
     assert!(
-        shown.contains("upstream broken: could not start /nonexistent/mcp-server"),
+        shown.contains(&format!("upstream broken: could not start {program}")),
         "{shown}"
     );
     let result = call(&app, &a.token, "broken__anything", json!({})).await;
@@ -187,4 +236,180 @@ async fn a_stdio_upstream_that_cannot_start_is_shown_unreachable_and_never_fails
     .await;
     assert_eq!(run.code, 1);
     assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
+}
+
+/// Waits up to 10 s for `done`.
+async fn eventually(done: impl Fn() -> bool) -> bool {
+    for _ in 0..100 {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn a_removed_stdio_upstreams_empty_working_folder_goes_with_its_child() {
+    let app = spawn_with_key().await;
+    let a = alice(&app).await;
+    let command = node_upstream_command();
+    cli_ok(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "tidy",
+            "--command",
+            &command,
+            "--trust-definitions",
+        ],
+    )
+    .await;
+    list_until(&app, &a.token, |n| n.contains(&"tidy__whoami".to_string())).await;
+    let result = call(&app, &a.token, "tidy__whoami", json!({})).await;
+    let me: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    let cwd = std::path::PathBuf::from(me["cwd"].as_str().unwrap());
+    let pid = me["pid"].as_u64().unwrap();
+    assert!(cwd.is_dir(), "{}", cwd.display());
+
+    cli_ok(&app, &["upstream", "remove", "tidy"]).await;
+    assert!(
+        eventually(|| !alive(pid)).await,
+        "the child of a removed upstream is stopped"
+    );
+    assert!(
+        eventually(|| !cwd.exists()).await,
+        "its empty working folder is removed: {}",
+        cwd.display()
+    );
+}
+
+#[tokio::test]
+async fn gatehouse_stdio_leaves_no_working_folder_behind_when_it_exits() {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let app = spawn_with_key().await;
+    alice(&app).await;
+    let command = node_upstream_command();
+    cli_ok(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "local",
+            "--command",
+            &command,
+            "--trust-definitions",
+        ],
+    )
+    .await;
+    let (_, key) = crate::keys::create_key(
+        &app,
+        &["--account", crate::keys::ALICE, "--name", "Desktop"],
+    );
+    let temp = tempfile::tempdir().unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .arg("stdio")
+        .env("DATABASE_URL", &app.db.url)
+        .env("MCP_SERVER_URL", &app.config.mcp_server_url)
+        .env("GATEHOUSE_SECRET_KEY", super::TEST_KEY)
+        .env("GATEHOUSE_API_KEY", &key)
+        .env("TMPDIR", temp.path())
+        .env("RUST_LOG", "error")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "folder-test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "local__whoami", "arguments": {}}}),
+    ];
+    let mut cwd = None;
+    for message in messages {
+        let mut line = message.to_string();
+        line.push('\n');
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        if message.get("id").is_none() {
+            continue;
+        }
+        let answer = tokio::time::timeout(Duration::from_secs(30), stdout.next_line())
+            .await
+            .expect("an answer within 30 s")
+            .unwrap()
+            .expect("stdout open");
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        if message["id"] == 2 {
+            assert_eq!(answer["result"]["isError"], false, "{answer}");
+            let me: Value =
+                serde_json::from_str(answer["result"]["content"][0]["text"].as_str().unwrap())
+                    .unwrap();
+            cwd = Some(std::path::PathBuf::from(me["cwd"].as_str().unwrap()));
+        }
+    }
+    let cwd = cwd.unwrap();
+    assert_eq!(cwd.parent(), Some(temp.path()), "{}", cwd.display());
+    assert!(cwd.is_dir());
+
+    // The client goes away: gatehouse stdio stops, and its child's folder goes with it.
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("gatehouse stdio exits when its stdin closes")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let left: Vec<_> = std::fs::read_dir(temp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[tokio::test]
+async fn a_command_prints_its_answer_and_nothing_else_unless_asked_to_log() {
+    let app = spawn_with_key().await;
+    let command = node_upstream_command();
+    let run = |args: Vec<String>, log: Option<&'static str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+        cmd.args(&args)
+            .env("DATABASE_URL", &app.db.url)
+            .env("MCP_SERVER_URL", &app.config.mcp_server_url)
+            .env("GATEHOUSE_SECRET_KEY", super::TEST_KEY)
+            .env_remove("RUST_LOG");
+        if let Some(level) = log {
+            cmd.env("RUST_LOG", level);
+        }
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+    };
+    let add: Vec<String> = ["upstream", "add", "quiet", "--command", &command]
+        .iter()
+        .map(|s| (*s).to_string())
+        .collect();
+    // Adding a stdio upstream starts its child for the listing and stops it: nothing of that,
+    // nor the audit line, reaches standard error by default.
+    let out = run(add, None).await.unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "",
+        "stderr stays empty"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("added upstream quiet"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Asked for, the audit line is there.
+    let disable = vec!["upstream".into(), "disable".into(), "quiet".into()];
+    let out = run(disable, Some("info")).await.unwrap();
+    assert!(out.status.success());
+    let logged = String::from_utf8_lossy(&out.stderr);
+    assert!(logged.contains("upstream_disabled"), "{logged}");
 }
