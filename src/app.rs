@@ -240,19 +240,21 @@ impl Application {
     }
 
     /// `gatehouse stdio`: serves MCP on stdin/stdout as the holder of the API key `key` (the
-    /// value of `GATEHOUSE_API_KEY`) until the client closes stdin, with the same handler,
+    /// value of `GATEHOUSE_API_KEY`) until the client closes stdin or the process gets SIGTERM
+    /// or SIGINT, with the same handler,
     /// catalog, quotas and audit as the HTTP route ([`crate::mcp::stdio`]). No port is opened;
     /// tool-call audit rows still queued are committed before it returns.
     ///
     /// Errors: a missing or refused key, a database that cannot be opened, a transport
     /// failure — each as one line for stderr.
     pub async fn run_stdio(config: Config, key: Option<String>) -> Result<(), StartupError> {
+        let stop = shutdown_signal();
         let key = crate::mcp::stdio::parse_key(key).map_err(|e| StartupError(e.to_string()))?;
         let store = open_store(&config.database_url).await?;
         let server_keys = load_server_keys(&config).await?;
         let state = command_state(config, store, server_keys);
         let audit_writer = state.store.start_audit_writer();
-        let served = crate::mcp::stdio::serve(crate::mcp::mcp_state(state), key).await;
+        let served = crate::mcp::stdio::serve(crate::mcp::mcp_state(state), key, stop).await;
         if let Some(writer) = audit_writer {
             writer.drain().await;
         }

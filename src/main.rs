@@ -121,6 +121,7 @@ async fn run() {
         Command::Stdio(_) => {
             // Only protocol messages go to stdout; logs go to stderr (telemetry).
             let key = std::env::var("GATEHOUSE_API_KEY").ok();
+            sweep_working_folders();
             let served = Application::run_stdio(config, key).await;
             working_folders::remove_working_folders();
             if let Err(e) = served {
@@ -134,6 +135,20 @@ async fn run() {
     }
 }
 
+/// Removes, off the runtime, the empty working folders of stdio upstreams left by a Gatehouse
+/// that was killed ([`working_folders::sweep_working_folders`]).
+fn sweep_working_folders() {
+    tokio::task::spawn_blocking(|| {
+        let removed = working_folders::sweep_working_folders(&std::env::temp_dir());
+        if removed > 0 {
+            tracing::info!(
+                removed,
+                "removed empty upstream working folders of servers no longer running"
+            );
+        }
+    });
+}
+
 /// `gatehouse serve` (also with no command): serves until SIGTERM or SIGINT.
 async fn serve(config: Config) {
     let signal = gatehouse::app::shutdown_signal();
@@ -145,16 +160,7 @@ async fn serve(config: Config) {
         Ok(app) => app,
         Err(e) => fail(&e.to_string()),
     };
-    // Empty working folders of stdio upstreams left by a server that was killed.
-    tokio::task::spawn_blocking(|| {
-        let removed = working_folders::sweep_working_folders(&std::env::temp_dir());
-        if removed > 0 {
-            tracing::info!(
-                removed,
-                "removed empty upstream working folders of servers no longer running"
-            );
-        }
-    });
+    sweep_working_folders();
     tracing::info!(
         port = app.port(),
         issuer = %config.issuer,

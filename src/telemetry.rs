@@ -26,28 +26,35 @@ static WRITER: Mutex<Option<WriterGuard>> = Mutex::new(None);
 
 /// Installs the global subscriber (once; later calls are ignored).
 pub fn init(format: LogFormat) {
-    init_at(format, "info,sqlx=warn,tower_sessions=warn");
+    init_at(format, "info,sqlx=warn,tower_sessions=warn", "rmcp=warn");
 }
 
 /// As [`init`], for a one-off command (`gatehouse account …`, `upstream …`, `key …`): without
 /// `RUST_LOG` only warnings and errors are logged, so what the command prints is all a person
 /// sees; the audit lines an administrative change also writes at `info` (target
-/// `gatehouse::audit`) show with `RUST_LOG=info`.
+/// `gatehouse::audit`) show with `RUST_LOG=info`. rmcp's own lines (an upstream that
+/// `upstream add` could not reach: the command says why in its answer) only with `RUST_LOG`.
 pub fn init_for_command(format: LogFormat) {
-    init_at(format, "warn");
+    let rmcp = if std::env::var_os("RUST_LOG").is_some() {
+        "rmcp=warn"
+    } else {
+        "rmcp=off"
+    };
+    init_at(format, "warn", rmcp);
 }
 
-/// Installs the subscriber with `default` as the filter when `RUST_LOG` is not set.
-fn init_at(format: LogFormat, default: &str) {
-    // rmcp logs request and result payloads at debug level: it stays at warn whatever RUST_LOG
-    // says, so tool arguments and results never reach a log.
+/// Installs the subscriber with `default` as the filter when `RUST_LOG` is not set, and
+/// `rmcp` (a directive for rmcp's target) whatever it says.
+fn init_at(format: LogFormat, default: &str, rmcp: &'static str) {
+    // rmcp logs request and result payloads at debug level: it stays at warn (or below)
+    // whatever RUST_LOG says, so tool arguments and results never reach a log.
     #[allow(
         clippy::expect_used,
         reason = "a constant directive, parsed in the tests"
     )]
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(default))
-        .add_directive("rmcp=warn".parse().expect("valid directive"));
+        .add_directive(rmcp.parse().expect("valid directive"));
     // Colour codes only for a person at a terminal, never into a file or a log collector.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let (writer, guard) = line_writer::spawn(
@@ -82,5 +89,26 @@ pub fn flush() {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(guard) = writer.as_mut() {
         guard.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_constant_filters_parse() {
+        for directive in ["rmcp=warn", "rmcp=off"] {
+            assert!(
+                directive
+                    .parse::<tracing_subscriber::filter::Directive>()
+                    .is_ok(),
+                "{directive}"
+            );
+        }
+        for default in ["info,sqlx=warn,tower_sessions=warn", "warn"] {
+            assert!(
+                tracing_subscriber::EnvFilter::try_new(default).is_ok(),
+                "{default}"
+            );
+        }
     }
 }

@@ -37,16 +37,19 @@ pub(super) async fn run_signing_key(
             let retired = store
                 .retire_signing_key(now, now - crate::domain::registry::MAX_TOKEN_TTL_SECS)
                 .await?;
-            store
-                .audit(
-                    AuditEvent {
-                        subject: retired.as_deref(),
-                        detail: Some("actor=cli"),
-                        ..AuditEvent::new(Event::SigningKeyRotated, Outcome::Success)
-                    },
-                    now,
-                )
-                .await;
+            // Nothing was rotated when there was no key yet: nothing to audit.
+            if retired.is_some() {
+                store
+                    .audit(
+                        AuditEvent {
+                            subject: retired.as_deref(),
+                            detail: Some("actor=cli"),
+                            ..AuditEvent::new(Event::SigningKeyRotated, Outcome::Success)
+                        },
+                        now,
+                    )
+                    .await;
+            }
             Ok(match retired {
                 Some(kid) => format!(
                     "retired signing key {kid}: the next JWT access token is signed with a new key; {kid} stays published until {} (its tokens have expired by then)",

@@ -110,11 +110,16 @@ fn shrink(v: &mut Value, excess: usize, floor: usize) -> bool {
     match v {
         Value::String(s) => {
             let mark = ELLIPSIS.len_utf8();
-            // Cut to `keep` bytes plus the ellipsis, only when that is shorter than now.
+            // Cut to `keep` bytes plus the ellipsis, only when that is shorter than now. The
+            // cut is measured in JSON (a quote or a line break takes two bytes there), so a
+            // text full of escapes keeps as much as the room allows, not the floor.
             if s.len() <= floor + mark {
                 return false;
             }
-            let mut keep = s.len().saturating_sub(excess.max(1) + mark).max(floor);
+            let written: usize = s.chars().map(json_len).sum();
+            let mut keep = prefix_within(s, written.saturating_sub(excess.max(1) + mark))
+                .len()
+                .max(floor);
             while !s.is_char_boundary(keep) {
                 keep -= 1;
             }
@@ -168,6 +173,30 @@ fn shrink(v: &mut Value, excess: usize, floor: usize) -> bool {
         }
         _ => false,
     }
+}
+
+/// The bytes `c` takes inside a JSON string (RFC 8259 §7, as `serde_json` writes it): two for
+/// `"`, `\\` and the control characters with a short escape, six for the other control
+/// characters, its UTF-8 length otherwise.
+pub(crate) fn json_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        c if c < ' ' => 6,
+        c => c.len_utf8(),
+    }
+}
+
+/// The longest prefix of `text` whose JSON string body ([`json_len`]) is at most `budget`
+/// bytes.
+pub(crate) fn prefix_within(text: &str, budget: usize) -> &str {
+    let mut used = 0;
+    for (at, c) in text.char_indices() {
+        used += json_len(c);
+        if used > budget {
+            return &text[..at];
+        }
+    }
+    text
 }
 
 /// Cuts `value` until its JSON is at most `budget` bytes or nothing more can be cut at

@@ -69,18 +69,23 @@ pub fn parse_key(raw: Option<String>) -> Result<Secret, StdioError> {
     Ok(secret)
 }
 
-/// Serves MCP on stdin/stdout as the holder of `key` until the client closes stdin.
+/// Serves MCP on stdin/stdout as the holder of `key` until the client closes stdin or `stop`
+/// completes (SIGTERM or SIGINT: a desktop client ends its servers so), whichever comes first.
 ///
 /// Errors: [`StdioError::Key`] when the key is refused at start (nothing is written to
 /// stdout then); [`StdioError::Session`] when the transport fails.
-pub async fn serve(mcp: McpState, key: Secret) -> Result<(), StdioError> {
+pub async fn serve(
+    mcp: McpState,
+    key: Secret,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), StdioError> {
     let now = crate::store::now();
     let principal = local_key_principal(&mcp, &key, now)
         .await
         .map_err(|why| StdioError::Key(refusal_text(&why)))?;
     tracing::info!(
         account = %principal.account_id,
-        credential = %principal.audit_credential(),
+        credential = %format_args!("{}:{}", principal.credential, principal.credential_id),
         "serving MCP over stdio"
     );
     let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
@@ -95,10 +100,14 @@ pub async fn serve(mcp: McpState, key: Secret) -> Result<(), StdioError> {
         .serve(transport)
         .await
         .map_err(|e| StdioError::Session(e.to_string()))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| StdioError::Session(e.to_string()))?;
+    let cancel = running.cancellation_token();
+    let stopping = tokio::spawn(async move {
+        stop.await;
+        cancel.cancel();
+    });
+    let waited = running.waiting().await;
+    stopping.abort();
+    waited.map_err(|e| StdioError::Session(e.to_string()))?;
     Ok(())
 }
 

@@ -666,6 +666,20 @@ async fn jwt_access_tokens_verify_against_the_published_keys_across_a_rotation()
 }
 
 #[tokio::test]
+async fn rotating_before_any_signing_key_exists_changes_nothing_and_audits_nothing() {
+    let app = spawn_app().await;
+    let (success, out, err) = gatehouse(&app, &["signing-key", "rotate"]);
+    assert!(success, "{err}");
+    assert!(out.starts_with("no signing key yet"), "{out}");
+    let rows = app.store.recent_audit(50).await.unwrap();
+    assert!(
+        !rows.iter().any(|r| r.event == "signing_key_rotated"),
+        "{:?}",
+        rows.iter().map(|r| r.event.as_str()).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
 async fn every_running_instance_takes_a_registration_and_a_removal_up_at_once() {
     let one = spawn_app().await;
     let two = crate::helpers::spawn_instance(&one, |_| {}).await;

@@ -17,34 +17,13 @@
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
 
+use crate::mcp::output::prefix_within;
+
 /// Room kept for the envelope and the closing note.
 const RESERVE: usize = 512;
 
 fn size<T: serde::Serialize>(value: &T) -> usize {
     serde_json::to_vec(value).map_or(usize::MAX, |v| v.len())
-}
-
-/// The bytes `c` takes inside a JSON string (RFC 8259 §7, as `serde_json` writes it): two for
-/// `"`, `\\` and the control characters with a short escape, six for the other control
-/// characters, its UTF-8 length otherwise.
-fn json_len(c: char) -> usize {
-    match c {
-        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
-        c if c < ' ' => 6,
-        c => c.len_utf8(),
-    }
-}
-
-/// The longest prefix of `text` whose JSON string body is at most `budget` bytes.
-fn prefix_within(text: &str, budget: usize) -> &str {
-    let mut used = 0;
-    for (at, c) in text.char_indices() {
-        used += json_len(c);
-        if used > budget {
-            return &text[..at];
-        }
-    }
-    text
 }
 
 /// The blocks of `content` that fit `budget` bytes of JSON (see the module documentation),
@@ -93,7 +72,7 @@ pub fn bound(result: CallToolResult, max_bytes: usize, upstream: &str) -> CallTo
         out
     };
     let budget = max_bytes.saturating_sub(RESERVE);
-    let content = result.content;
+    let mut content = result.content;
     if let Some(structured) = result.structured_content {
         // The text block that repeats the structured JSON, if any, follows its cut.
         let mirror = content.iter().position(|block| {
@@ -124,6 +103,16 @@ pub fn bound(result: CallToolResult, max_bytes: usize, upstream: &str) -> CallTo
         {
             return cut;
         }
+        // Nothing left to cut makes it fit (members too many, ids too long): an error result,
+        // which a client does not hold to the tool's output schema, without the broken copy.
+        if let Some(at) = mirror {
+            content.remove(at);
+        }
+        let (mut kept, _) = keep_blocks(content, budget);
+        kept.push(ContentBlock::text(format!(
+            "[Gatehouse: the structured result of the upstream server {upstream} was {whole} bytes and cannot be cut to fit {max_bytes}; ask for less.]"
+        )));
+        return CallToolResult::error(kept);
     }
     let (mut kept, _) = keep_blocks(content, budget);
     kept.push(note);
@@ -133,6 +122,7 @@ pub fn bound(result: CallToolResult, max_bytes: usize, upstream: &str) -> CallTo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mcp::output::json_len;
     use serde_json::json;
 
     fn text_of(block: &ContentBlock) -> &str {
@@ -225,15 +215,46 @@ mod tests {
     }
 
     #[test]
-    fn structured_content_that_cannot_be_cut_is_dropped() {
-        // An id is never cut: when it alone is too long, only the text remains.
-        let result = CallToolResult::structured(json!({"id": "y".repeat(5000)}));
-        let cut = bound(result, 2048, "up");
-        assert!(cut.structured_content.is_none());
-        assert!(size(&cut) <= 2048);
-        assert!(
-            text_of(&cut.content[0]).starts_with("{\"id\":\"yyy"),
-            "its text copy, cut"
-        );
+    fn structured_content_that_cannot_be_cut_is_an_error_result() {
+        // An id is never cut, nor is a member dropped: when these alone are too long, the
+        // answer is an error saying so, without a broken copy of the JSON.
+        let many: serde_json::Map<String, Value> =
+            (0..2000).map(|i| (format!("k{i}"), json!(i))).collect();
+        for value in [json!({"id": "y".repeat(5000)}), Value::Object(many)] {
+            let result = CallToolResult::structured(value);
+            let cut = bound(result, 2048, "up");
+            assert!(cut.structured_content.is_none());
+            assert!(size(&cut) <= 2048);
+            assert_eq!(cut.is_error, Some(true));
+            assert_eq!(cut.content.len(), 1, "{:?}", cut.content);
+            let note = text_of(&cut.content[0]);
+            assert!(note.contains("cannot be cut to fit 2048"), "{note}");
+        }
+    }
+
+    #[test]
+    fn structured_texts_full_of_escapes_keep_what_the_room_allows() {
+        // A quote or a line break takes two bytes of JSON: about half the room's characters
+        // are kept, not a floor of 64.
+        for text in [
+            "\"".repeat(8000),
+            "aaaaaaa\n".repeat(4000),
+            "\u{1}".repeat(8000),
+        ] {
+            let result = CallToolResult::structured(json!({"text": text}));
+            let cut = bound(result, 4096, "up");
+            assert!(size(&cut) <= 4096, "{}", size(&cut));
+            let kept = cut.structured_content.unwrap()["text"]
+                .as_str()
+                .unwrap()
+                .chars()
+                .count();
+            let each = json_len(text.chars().next().unwrap()).max(2);
+            assert!(
+                kept * each > 800,
+                "kept {kept} characters of {:?}",
+                &text[..2]
+            );
+        }
     }
 }

@@ -10,7 +10,8 @@
 //!   only what the operator gave it.
 //! - **Working folder**: its own, `gatehouse-upstream-NAME-PID` in the system's temporary
 //!   folder, created with mode 0700 when a child starts and removed, if the child left it
-//!   empty, once no child of this process runs in it ([`FolderLease`]); the folders still held
+//!   empty, once no child of this process runs in it ([`FolderLease`], held by the child's
+//!   transport, [`ChildTransport`], until the child has exited); the folders still held
 //!   when Gatehouse stops are removed likewise ([`remove_working_folders`]), and empty ones
 //!   left by a process that no longer runs (one that was killed) when a server starts
 //!   ([`sweep_working_folders`]). A folder the child wrote files into is kept.
@@ -38,7 +39,9 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
-use rmcp::transport::TokioChildProcess;
+use rmcp::RoleClient;
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::{TokioChildProcess, Transport};
 use tokio::io::AsyncReadExt as _;
 
 /// The longest wait before a child that keeps exiting is started again.
@@ -104,7 +107,7 @@ impl StdioCommand {
     ///
     /// Errors: the working folder could not be made, or the program could not be started
     /// (not found, not executable).
-    pub fn spawn(&self, upstream: &str) -> std::io::Result<TokioChildProcess> {
+    pub fn spawn(&self, upstream: &str) -> std::io::Result<ChildTransport> {
         let lease = FolderLease::take(&self.dir)?;
         let mut command = tokio::process::Command::new(&self.program);
         command.args(&self.args).env_clear().current_dir(&self.dir);
@@ -118,15 +121,41 @@ impl StdioCommand {
             .stderr(Stdio::piped())
             .spawn()?;
         if let Some(stderr) = stderr {
-            // The child's stderr closes when it (and whatever it started that kept stderr)
-            // has exited: the lease ends with the drain.
-            tokio::spawn(drain_stderr(upstream.to_string(), stderr, lease));
-        } else {
-            // Not reached (stderr is piped above); the folder then stays until
-            // [`remove_working_folders`].
-            std::mem::forget(lease);
+            tokio::spawn(drain_stderr(upstream.to_string(), stderr));
         }
-        Ok(child)
+        Ok(ChildTransport {
+            child,
+            _folder: lease,
+        })
+    }
+}
+
+/// A stdio upstream's transport: rmcp's child-process transport, holding the child's working
+/// folder ([`FolderLease`]) for as long as it lives, that is until rmcp's client has closed
+/// it (the child exited, or was stopped: stdin closed, SIGTERM, SIGKILL) or dropped it (the
+/// child is killed). Sending and receiving are rmcp's own.
+pub struct ChildTransport {
+    child: TokioChildProcess,
+    // Dropped after `child`.
+    _folder: FolderLease,
+}
+
+impl Transport<RoleClient> for ChildTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.child.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        self.child.receive()
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.child.close()
     }
 }
 
@@ -143,14 +172,35 @@ pub struct FolderLease {
 }
 
 impl FolderLease {
-    /// Creates `dir` (and its parents) if needed, with mode 0700, and counts one more child in
-    /// it. Errors: the folder could not be made or its mode set.
+    /// Creates `dir` with mode 0700 (its parent must exist), or takes it as it is if it is
+    /// already a folder (not a link) of this process's user, setting its mode to 0700; counts
+    /// one more child in it.
+    ///
+    /// Errors: the folder could not be made or its mode set; or something else has its name,
+    /// such as a link or another user's folder made beforehand in the shared temporary folder
+    /// (a child started there would run with files someone else chose: `npx` looks for
+    /// programs in its working folder first).
     pub fn take(dir: &Path) -> std::io::Result<FolderLease> {
+        use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
         let mut live = LIVE_FOLDERS.lock().unwrap_or_else(PoisonError::into_inner);
-        std::fs::create_dir_all(dir)?;
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // Not followed if a link: the sticky temporary folder keeps others from
+                // replacing a folder of ours once it is checked.
+                let found = std::fs::symlink_metadata(dir)?;
+                if !found.is_dir() || found.uid() != rustix::process::geteuid().as_raw() {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::PermissionDenied,
+                        format!(
+                            "its working folder {} already exists and is not a folder of this user",
+                            dir.display()
+                        ),
+                    ));
+                }
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+            }
+            Err(e) => return Err(e),
         }
         *live
             .get_or_insert_with(HashMap::new)
@@ -198,9 +248,10 @@ pub fn remove_working_folders() {
 
 /// Removes the empty `gatehouse-upstream-NAME-PID` folders in `temp` whose process no longer
 /// runs (no `/proc/PID`): left by a Gatehouse that was killed. Folders with files in them,
-/// those of running processes, and anything else are left alone; nothing is done where
-/// `/proc` is not mounted. Returns how many were removed. Reads `temp` once (blocking: run it
-/// off the async runtime).
+/// those of running processes, those some process still works in (a child that outlived a
+/// killed Gatehouse), and anything else are left alone; nothing is done where `/proc` is not
+/// mounted. Returns how many were removed. Reads `temp` once, and each process's working
+/// folder once if there is a folder to remove (blocking: run it off the async runtime).
 pub fn sweep_working_folders(temp: &Path) -> usize {
     let proc = Path::new("/proc");
     if !proc.join("self").exists() {
@@ -210,35 +261,53 @@ pub fn sweep_working_folders(temp: &Path) -> usize {
         return 0;
     };
     let mine = std::process::id();
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("gatehouse-upstream-"))
-            .and_then(|rest| rest.rsplit_once('-'))
-            .and_then(|(_, pid)| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == mine || proc.join(pid.to_string()).exists() {
-            continue;
-        }
-        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        if is_dir && std::fs::remove_dir(entry.path()).is_ok() {
-            removed += 1;
-        }
+    let left: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|entry| {
+            let name = entry.file_name();
+            let pid = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("gatehouse-upstream-"))
+                .and_then(|rest| rest.rsplit_once('-'))
+                .and_then(|(_, pid)| pid.parse::<u32>().ok());
+            pid.is_some_and(|pid| pid != mine && !proc.join(pid.to_string()).exists())
+                && entry.file_type().is_ok_and(|t| t.is_dir())
+        })
+        .map(|entry| entry.path())
+        .collect();
+    if left.is_empty() {
+        return 0;
     }
-    removed
+    let in_use = working_folders_of_processes(proc);
+    left.into_iter()
+        .filter(|dir| {
+            // `/proc/PID/cwd` names the folder without links.
+            let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+            !in_use.contains(&real)
+        })
+        .filter(|dir| std::fs::remove_dir(dir).is_ok())
+        .count()
+}
+
+/// The working folders of the processes this user may see (`/proc/PID/cwd`).
+fn working_folders_of_processes(proc: &Path) -> std::collections::HashSet<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(proc) else {
+        return std::collections::HashSet::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|e| std::fs::read_link(e.path().join("cwd")).ok())
+        .collect()
 }
 
 /// Reads the child's stderr until it closes, logging each line (cut to [`STDERR_LINE_MAX`]
-/// bytes) at `debug` level; holds at most one line. `lease` ends with it.
-async fn drain_stderr(
-    upstream: String,
-    mut stderr: tokio::process::ChildStderr,
-    lease: FolderLease,
-) {
+/// bytes) at `debug` level; holds at most one line.
+async fn drain_stderr(upstream: String, mut stderr: tokio::process::ChildStderr) {
     let mut chunk = [0u8; 4096];
     let mut line: Vec<u8> = Vec::with_capacity(STDERR_LINE_MAX);
     let mut cut = false;
@@ -262,7 +331,6 @@ async fn drain_stderr(
     if !line.is_empty() {
         log_line(&upstream, &line, cut);
     }
-    drop(lease);
 }
 
 fn log_line(upstream: &str, line: &[u8], cut: bool) {
@@ -394,7 +462,19 @@ mod tests {
         let file = at(format!("gatehouse-upstream-file-{}", NEVER_RUNNING + 3));
         std::fs::write(&file, "").unwrap();
 
+        // A child that outlived its Gatehouse still works in this one.
+        let used = at(format!("gatehouse-upstream-orphan-{}", NEVER_RUNNING + 4));
+        std::fs::create_dir(&used).unwrap();
+        let mut orphan = std::process::Command::new("sleep")
+            .arg("30")
+            .current_dir(&used)
+            .spawn()
+            .unwrap();
+
         assert_eq!(sweep_working_folders(temp.path()), 2);
+        assert!(used.exists(), "a folder a process works in stays");
+        orphan.kill().unwrap();
+        orphan.wait().unwrap();
         assert!(!gone.exists() && !dashed.exists());
         assert!(
             written.join("memory.json").exists(),
@@ -406,6 +486,9 @@ mod tests {
             other.exists() && file.exists(),
             "other names are left alone"
         );
+        // Once nothing works in it any more, it goes too.
+        assert_eq!(sweep_working_folders(temp.path()), 1);
+        assert!(!used.exists());
         assert_eq!(sweep_working_folders(temp.path()), 0);
     }
 
@@ -434,6 +517,26 @@ mod tests {
             kept.join("notes.txt").exists(),
             "what the child wrote is kept"
         );
+
+        // A link (or anything but a folder of this user) in its place is refused.
+        let linked = temp.path().join("gatehouse-upstream-lease-4");
+        std::os::unix::fs::symlink(temp.path(), &linked).unwrap();
+        let refused = FolderLease::take(&linked).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::PermissionDenied);
+        let file = temp.path().join("gatehouse-upstream-lease-5");
+        std::fs::write(&file, "").unwrap();
+        assert!(FolderLease::take(&file).is_err());
+        // A folder of this user made before is taken, its mode set to 0700.
+        let made = temp.path().join("gatehouse-upstream-lease-6");
+        std::fs::create_dir(&made).unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&made, std::fs::Permissions::from_mode(0o777)).unwrap();
+            let lease = FolderLease::take(&made).unwrap();
+            let mode = std::fs::metadata(&made).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700);
+            drop(lease);
+        }
 
         let held = temp.path().join("gatehouse-upstream-lease-3");
         let lease = FolderLease::take(&held).unwrap();

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sqlx::Row;
 
-use super::stdio::node_upstream_command;
+use super::stdio::add_local_upstream;
 use super::{cli, cli_ok, spawn_with_key};
 use crate::helpers::TestApp;
 use crate::mcp::{alice, call, rpc};
@@ -75,19 +75,7 @@ fn accept(confirm: bool) -> Value {
 async fn a_destructive_upstream_tool_is_hidden_until_allowed_then_each_call_is_confirmed() {
     let app = spawn_with_key().await;
     let a = alice(&app).await;
-    let command = node_upstream_command();
-    cli_ok(
-        &app,
-        &[
-            "upstream",
-            "add",
-            "local",
-            "--command",
-            &command,
-            "--trust-definitions",
-        ],
-    )
-    .await;
+    add_local_upstream(&app).await;
     let listed = list_until(&app, &a.token, |n| n.contains(&"local__echo".to_string())).await;
     assert!(!listed.contains(&"local__wipe".to_string()), "{listed:?}");
     assert!(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sqlx::Row;
 
-use super::stdio::node_upstream_command;
+use super::stdio::add_local_upstream;
 use super::{cli_ok, spawn_with_key};
 use crate::helpers::TestApp;
 use crate::mcp::{alice, bob, modern, rpc, send};
@@ -41,19 +41,7 @@ async fn upstream_prompts_and_resources_are_listed_namespaced_and_forwarded_with
     let app = spawn_with_key().await;
     let a = alice(&app).await;
     let builtin = prompt_names(&rpc(&app, &a.token, "prompts/list", json!({})).await);
-    let command = node_upstream_command();
-    cli_ok(
-        &app,
-        &[
-            "upstream",
-            "add",
-            "local",
-            "--command",
-            &command,
-            "--trust-definitions",
-        ],
-    )
-    .await;
+    add_local_upstream(&app).await;
 
     let listing = prompts_until(&app, &a.token, true).await;
     let names = prompt_names(&listing);
@@ -163,6 +151,7 @@ async fn upstream_prompts_and_resources_are_listed_namespaced_and_forwarded_with
 
     // Restricted to another account (Bob): gone for Alice, unknown when she asks for it.
     cli_ok(&app, &["upstream", "remove", "local"]).await;
+    let command = super::stdio::node_upstream_command();
     cli_ok(
         &app,
         &[

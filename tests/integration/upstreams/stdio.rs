@@ -18,6 +18,23 @@ pub(crate) fn node_upstream_command() -> String {
     )
 }
 
+/// Adds `stdio_upstream.mjs` as the stdio upstream `local`, its definitions trusted.
+pub(crate) async fn add_local_upstream(app: &TestApp) {
+    let command = node_upstream_command();
+    cli_ok(
+        app,
+        &[
+            "upstream",
+            "add",
+            "local",
+            "--command",
+            &command,
+            "--trust-definitions",
+        ],
+    )
+    .await;
+}
+
 fn upstream_names(list: &Value) -> Vec<String> {
     list["result"]["tools"]
         .as_array()
@@ -253,7 +270,8 @@ async fn eventually(done: impl Fn() -> bool) -> bool {
 async fn a_removed_stdio_upstreams_empty_working_folder_goes_with_its_child() {
     let app = spawn_with_key().await;
     let a = alice(&app).await;
-    let command = node_upstream_command();
+    // A child that closes its standard error at once: its folder stays while it runs.
+    let command = format!("sh -c \"exec {} 2>/dev/null\"", node_upstream_command());
     cli_ok(
         &app,
         &[
@@ -262,6 +280,10 @@ async fn a_removed_stdio_upstreams_empty_working_folder_goes_with_its_child() {
             "tidy",
             "--command",
             &command,
+            "--env",
+            "WITH_SLOW=1",
+            "--timeout",
+            "20s",
             "--trust-definitions",
         ],
     )
@@ -272,8 +294,18 @@ async fn a_removed_stdio_upstreams_empty_working_folder_goes_with_its_child() {
     let cwd = std::path::PathBuf::from(me["cwd"].as_str().unwrap());
     let pid = me["pid"].as_u64().unwrap();
     assert!(cwd.is_dir(), "{}", cwd.display());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(cwd.is_dir(), "kept while its child runs: {}", cwd.display());
+    let again = call(&app, &a.token, "tidy__whoami", json!({})).await;
+    assert_eq!(again["isError"], false, "{again}");
 
-    cli_ok(&app, &["upstream", "remove", "tidy"]).await;
+    // Removed while a call runs: the call is answered first, then the child stops.
+    let (slow, ()) = tokio::join!(call(&app, &a.token, "tidy__slow", json!({})), async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        cli_ok(&app, &["upstream", "remove", "tidy"]).await;
+    });
+    assert_eq!(slow["isError"], false, "{slow}");
+    assert_eq!(slow["content"][0]["text"], "late");
     assert!(
         eventually(|| !alive(pid)).await,
         "the child of a removed upstream is stopped"
@@ -287,33 +319,33 @@ async fn a_removed_stdio_upstreams_empty_working_folder_goes_with_its_child() {
 
 #[tokio::test]
 async fn gatehouse_stdio_leaves_no_working_folder_behind_when_it_exits() {
-    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
     let app = spawn_with_key().await;
     alice(&app).await;
-    let command = node_upstream_command();
-    cli_ok(
-        &app,
-        &[
-            "upstream",
-            "add",
-            "local",
-            "--command",
-            &command,
-            "--trust-definitions",
-        ],
-    )
-    .await;
+    add_local_upstream(&app).await;
     let (_, key) = crate::keys::create_key(
         &app,
         &["--account", crate::keys::ALICE, "--name", "Desktop"],
     );
+    // The client goes away (stdin closes), or the process is told to stop (SIGTERM, as a
+    // desktop client ends its servers): either way it exits cleanly, taking its child's
+    // folder along.
+    for by_signal in [false, true] {
+        stdio_session_leaves_no_folder(&app, &key, by_signal).await;
+    }
+}
+
+/// Runs `gatehouse stdio` with `key` and a temporary folder of its own, calls
+/// `local__whoami`, ends it (SIGTERM when `by_signal`, else by closing its stdin) and checks
+/// that it exited with status 0 and left nothing in its temporary folder.
+async fn stdio_session_leaves_no_folder(app: &TestApp, key: &str, by_signal: bool) {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
     let temp = tempfile::tempdir().unwrap();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         .arg("stdio")
         .env("DATABASE_URL", &app.db.url)
         .env("MCP_SERVER_URL", &app.config.mcp_server_url)
         .env("GATEHOUSE_SECRET_KEY", super::TEST_KEY)
-        .env("GATEHOUSE_API_KEY", &key)
+        .env("GATEHOUSE_API_KEY", key)
         .env("TMPDIR", temp.path())
         .env("RUST_LOG", "error")
         .stdin(std::process::Stdio::piped())
@@ -358,18 +390,29 @@ async fn gatehouse_stdio_leaves_no_working_folder_behind_when_it_exits() {
     assert_eq!(cwd.parent(), Some(temp.path()), "{}", cwd.display());
     assert!(cwd.is_dir());
 
-    // The client goes away: gatehouse stdio stops, and its child's folder goes with it.
-    drop(stdin);
+    if by_signal {
+        let pid = child.id().unwrap().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    } else {
+        drop(stdin);
+    }
     let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
         .await
-        .expect("gatehouse stdio exits when its stdin closes")
+        .expect("gatehouse stdio exits")
         .unwrap();
-    assert!(status.success(), "{status}");
+    assert!(status.success(), "by_signal={by_signal}: {status}");
     let left: Vec<_> = std::fs::read_dir(temp.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(
+        left.is_empty(),
+        "by_signal={by_signal}: left behind: {left:?}"
+    );
 }
 
 #[tokio::test]
@@ -406,6 +449,20 @@ async fn a_command_prints_its_answer_and_nothing_else_unless_asked_to_log() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+    // An upstream that cannot be reached: the answer says so, rmcp's own error lines stay out.
+    let dead: Vec<String> = ["upstream", "add", "dead", "--url", "http://127.0.0.1:9/mcp"]
+        .iter()
+        .map(|s| (*s).to_string())
+        .collect();
+    let out = run(dead, None).await.unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "",
+        "stderr stays empty"
+    );
+    let answer = String::from_utf8_lossy(&out.stdout);
+    assert!(answer.starts_with("added upstream dead"), "{answer}");
     // Asked for, the audit line is there.
     let disable = vec!["upstream".into(), "disable".into(), "quiet".into()];
     let out = run(disable, Some("info")).await.unwrap();

@@ -3,7 +3,9 @@
 // show what the child process sees: its environment's names, its working folder, its pid.
 //
 // Tools: echo (read-only), whoami (read-only: env names, cwd, pid), exit (read-only: answers,
-// then the process exits with status 3), wipe (destructive: counts its calls). Prompts: greet. Resources: memo://notes/first.
+// then the process exits with status 3), wipe (destructive: counts its calls); with WITH_SLOW=1
+// in its environment also slow (read-only: answers "late" after 3 s). Prompts: greet.
+// Resources: memo://notes/first.
 import { createInterface } from "node:readline";
 
 const send = (message) => process.stdout.write(JSON.stringify(message) + "\n");
@@ -15,6 +17,9 @@ const tools = [
   { name: "exit", description: "Answers, then ends the process.", inputSchema: { type: "object" }, annotations: readOnly },
   { name: "wipe", description: "Wipes the memos.", inputSchema: schema, annotations: { readOnlyHint: false, destructiveHint: true } },
 ];
+if (process.env.WITH_SLOW === "1") {
+  tools.push({ name: "slow", description: "Answers after 3 s.", inputSchema: { type: "object" }, annotations: readOnly });
+}
 let wipes = 0;
 const prompts = [
   { name: "greet", description: "Greets someone.", arguments: [{ name: "who", required: true }] },
@@ -79,6 +84,10 @@ createInterface({ input: process.stdin }).on("line", (line) => {
     return;
   }
   if (request.id === undefined) return; // a notification
+  if (request.method === "tools/call" && request.params?.name === "slow") {
+    setTimeout(() => send({ jsonrpc: "2.0", id: request.id, result: text("late") }), 3000);
+    return;
+  }
   try {
     send({ jsonrpc: "2.0", id: request.id, result: answer(request) });
   } catch (e) {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sqlx::Row;
 
-use super::stdio::node_upstream_command;
+use super::stdio::add_local_upstream;
 use super::{cli, cli_ok, spawn_with_key};
 use crate::helpers::TestApp;
 use crate::mcp::{alice, call, rpc, send};
@@ -50,19 +50,7 @@ async fn list_until_upstream(app: &TestApp, credential: &str) -> Vec<String> {
 async fn keys_and_personal_urls_list_and_call_only_the_tools_they_were_given() {
     let app = spawn_with_key().await;
     let a = alice(&app).await;
-    let command = node_upstream_command();
-    cli_ok(
-        &app,
-        &[
-            "upstream",
-            "add",
-            "local",
-            "--command",
-            &command,
-            "--trust-definitions",
-        ],
-    )
-    .await;
+    add_local_upstream(&app).await;
     let everything = list_until_upstream(&app, &a.token).await;
     assert!(everything.contains(&"create_note".to_string()));
 
