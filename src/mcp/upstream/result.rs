@@ -75,16 +75,20 @@ pub fn bound(result: CallToolResult, max_bytes: usize, upstream: &str) -> CallTo
     let mut content = result.content;
     if let Some(structured) = result.structured_content {
         // The text block that repeats the structured JSON, if any, follows its cut.
-        let mirror = content.iter().position(|block| {
+        let found = content.iter().position(|block| {
             block.as_text().is_some_and(|t| {
                 t.text.starts_with(['{', '['])
                     && serde_json::from_str::<Value>(&t.text).is_ok_and(|v| v == structured)
             })
         });
         let mut rest = content.clone();
-        if let Some(at) = mirror {
+        if let Some(at) = found {
             rest.remove(at);
         }
+        // A structured result that is not an object reaches a client older than 2026-07-28 as a
+        // text block (rmcp's `strip_non_object_output_for_legacy_peer`) unless one repeats it:
+        // that block is made here, first, so that it is measured and cut with the rest.
+        let mirror = found.or((!structured.is_object()).then_some(0));
         // Other blocks take at most half the room; the structured JSON (and its copy) the rest.
         let (others, _) = keep_blocks(rest, budget / 2);
         let others_size: usize = others.iter().map(size).sum();
@@ -105,7 +109,7 @@ pub fn bound(result: CallToolResult, max_bytes: usize, upstream: &str) -> CallTo
         }
         // Nothing left to cut makes it fit (members too many, ids too long): an error result,
         // which a client does not hold to the tool's output schema, without the broken copy.
-        if let Some(at) = mirror {
+        if let Some(at) = found {
             content.remove(at);
         }
         let (mut kept, _) = keep_blocks(content, budget);
@@ -229,6 +233,32 @@ mod tests {
             assert_eq!(cut.content.len(), 1, "{:?}", cut.content);
             let note = text_of(&cut.content[0]);
             assert!(note.contains("cannot be cut to fit 2048"), "{note}");
+        }
+    }
+
+    #[test]
+    fn structured_content_that_is_not_an_object_is_measured_with_its_text_copy() {
+        // Sent to an older client, rmcp turns it into a text block: that block is counted.
+        for value in [
+            json!("\\".repeat(6000)),
+            json!(vec!["\"\\"; 3000]),
+            json!("\u{1}".repeat(6000)),
+        ] {
+            let mut result = CallToolResult::success(vec![ContentBlock::text("x")]);
+            result.structured_content = Some(value);
+            let mut cut = bound(result, 4096, "up");
+            let mut sent = rmcp::model::ServerResult::CallToolResult(cut.clone());
+            sent.strip_non_object_output_for_legacy_peer();
+            assert!(
+                size(&sent) <= 4096,
+                "{} bytes for a legacy client",
+                size(&sent)
+            );
+            assert!(size(&cut) <= 4096, "{} bytes", size(&cut));
+            let structured = cut.structured_content.take().expect("kept, cut");
+            let copy: Value = serde_json::from_str(text_of(&cut.content[0])).unwrap();
+            assert_eq!(copy, structured, "the first block is its text copy");
+            assert_eq!(text_of(&cut.content[1]), "x");
         }
     }
 

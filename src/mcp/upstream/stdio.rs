@@ -123,8 +123,13 @@ impl StdioCommand {
         if let Some(stderr) = stderr {
             tokio::spawn(drain_stderr(upstream.to_string(), stderr));
         }
+        let group = child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .and_then(rustix::process::Pid::from_raw);
         Ok(ChildTransport {
             child,
+            group,
             _folder: lease,
         })
     }
@@ -136,8 +141,21 @@ impl StdioCommand {
 /// child is killed). Sending and receiving are rmcp's own.
 pub struct ChildTransport {
     child: TokioChildProcess,
+    /// The process group the child leads: what is left of it (processes the child started in
+    /// the background) is killed when the transport goes.
+    group: Option<rustix::process::Pid>,
     // Dropped after `child`.
     _folder: FolderLease,
+}
+
+impl Drop for ChildTransport {
+    fn drop(&mut self) {
+        // The child itself has exited (rmcp's close waited for it) or is killed here with its
+        // group; a group with no process left answers ESRCH.
+        if let Some(group) = self.group {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+    }
 }
 
 impl Transport<RoleClient> for ChildTransport {
@@ -247,12 +265,14 @@ pub fn remove_working_folders() {
 }
 
 /// Removes the empty `gatehouse-upstream-NAME-PID` folders in `temp` whose process no longer
-/// runs (no `/proc/PID`): left by a Gatehouse that was killed. Folders with files in them,
+/// runs (no `/proc/PID`): left by a Gatehouse of this user that was killed. Folders with files
+/// in them, other users' folders,
 /// those of running processes, those some process still works in (a child that outlived a
 /// killed Gatehouse), and anything else are left alone; nothing is done where `/proc` is not
 /// mounted. Returns how many were removed. Reads `temp` once, and each process's working
 /// folder once if there is a folder to remove (blocking: run it off the async runtime).
 pub fn sweep_working_folders(temp: &Path) -> usize {
+    use std::os::unix::fs::MetadataExt as _;
     let proc = Path::new("/proc");
     if !proc.join("self").exists() {
         return 0;
@@ -261,6 +281,7 @@ pub fn sweep_working_folders(temp: &Path) -> usize {
         return 0;
     };
     let mine = std::process::id();
+    let user = rustix::process::geteuid().as_raw();
     let left: Vec<PathBuf> = entries
         .flatten()
         .filter(|entry| {
@@ -272,6 +293,7 @@ pub fn sweep_working_folders(temp: &Path) -> usize {
                 .and_then(|(_, pid)| pid.parse::<u32>().ok());
             pid.is_some_and(|pid| pid != mine && !proc.join(pid.to_string()).exists())
                 && entry.file_type().is_ok_and(|t| t.is_dir())
+                && entry.metadata().is_ok_and(|m| m.uid() == user)
         })
         .map(|entry| entry.path())
         .collect();

@@ -470,3 +470,47 @@ async fn a_command_prints_its_answer_and_nothing_else_unless_asked_to_log() {
     let logged = String::from_utf8_lossy(&out.stderr);
     assert!(logged.contains("upstream_disabled"), "{logged}");
 }
+
+#[tokio::test]
+async fn what_a_stdio_child_started_in_the_background_is_stopped_with_it() {
+    let app = spawn_with_key().await;
+    let a = alice(&app).await;
+    let marks = tempfile::tempdir().unwrap();
+    let pid_file = marks.path().join("background.pid");
+    // The child starts a process of its own in the background, then becomes the MCP server.
+    let command = format!(
+        "sh -c \"sleep 300 </dev/null >/dev/null 2>&1 & echo \\$! > '{}'; exec {}\"",
+        pid_file.display(),
+        node_upstream_command()
+    );
+    cli_ok(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "busy",
+            "--command",
+            &command,
+            "--trust-definitions",
+        ],
+    )
+    .await;
+    list_until(&app, &a.token, |n| n.contains(&"busy__whoami".to_string())).await;
+    let result = call(&app, &a.token, "busy__whoami", json!({})).await;
+    assert_eq!(result["isError"], false, "{result}");
+    let me: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    let child = me["pid"].as_u64().unwrap();
+    let background: u64 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(background), "the background process runs");
+
+    cli_ok(&app, &["upstream", "disable", "busy"]).await;
+    assert!(eventually(|| !alive(child)).await, "the child is stopped");
+    assert!(
+        eventually(|| !alive(background)).await,
+        "what it left running in its process group is stopped too"
+    );
+}
