@@ -10,8 +10,10 @@
 //! - Its `structuredContent` (MCP `server/tools` §Structured Content) is kept and cut as a
 //!   built-in result's JSON is cut: lists lose their last items, long texts are cut and end
 //!   with an ellipsis, members stay. A text block that carried the same JSON (as the SDKs'
-//!   servers send it, for clients that read text only) carries the cut JSON. Only when nothing
-//!   left to cut makes it fit is `structuredContent` dropped.
+//!   servers send it, for clients that read text only) carries the cut JSON; one that is not an
+//!   object gets such a block first (rmcp makes one for clients older than 2026-07-28), so
+//!   that it is measured. Only when nothing left to cut makes it fit is the answer an
+//!   `isError` result saying so, with the other blocks that fit and no broken copy.
 //! - `_meta` is dropped; `isError` is kept.
 
 use rmcp::model::{CallToolResult, ContentBlock};
