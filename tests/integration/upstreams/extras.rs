@@ -151,21 +151,7 @@ async fn upstream_prompts_and_resources_are_listed_namespaced_and_forwarded_with
 
     // Restricted to another account (Bob): gone for Alice, unknown when she asks for it.
     cli_ok(&app, &["upstream", "remove", "local"]).await;
-    let command = super::stdio::node_upstream_command();
-    cli_ok(
-        &app,
-        &[
-            "upstream",
-            "add",
-            "local",
-            "--command",
-            &command,
-            "--trust-definitions",
-            "--accounts",
-            "bob@example.com",
-        ],
-    )
-    .await;
+    super::stdio::add_local_upstream_with(&app, &["--accounts", "bob@example.com"]).await;
     prompts_until(&app, &a.token, false).await;
     let read = rpc(&app, &a.token, "resources/read", json!({"uri": MEMO})).await;
     assert!(read["error"].is_object(), "{read}");

@@ -20,19 +20,22 @@ pub(crate) fn node_upstream_command() -> String {
 
 /// Adds `stdio_upstream.mjs` as the stdio upstream `local`, its definitions trusted.
 pub(crate) async fn add_local_upstream(app: &TestApp) {
+    add_local_upstream_with(app, &[]).await;
+}
+
+/// As [`add_local_upstream`], with `more` options of `upstream add`.
+pub(crate) async fn add_local_upstream_with(app: &TestApp, more: &[&str]) {
     let command = node_upstream_command();
-    cli_ok(
-        app,
-        &[
-            "upstream",
-            "add",
-            "local",
-            "--command",
-            &command,
-            "--trust-definitions",
-        ],
-    )
-    .await;
+    let mut args = vec![
+        "upstream",
+        "add",
+        "local",
+        "--command",
+        &command,
+        "--trust-definitions",
+    ];
+    args.extend_from_slice(more);
+    cli_ok(app, &args).await;
 }
 
 fn upstream_names(list: &Value) -> Vec<String> {
@@ -431,10 +434,8 @@ async fn a_command_prints_its_answer_and_nothing_else_unless_asked_to_log() {
         }
         tokio::task::spawn_blocking(move || cmd.output().unwrap())
     };
-    let add: Vec<String> = ["upstream", "add", "quiet", "--command", &command]
-        .iter()
-        .map(|s| (*s).to_string())
-        .collect();
+    let words = |args: &[&str]| -> Vec<String> { args.iter().map(|s| (*s).to_string()).collect() };
+    let add = words(&["upstream", "add", "quiet", "--command", &command]);
     // Adding a stdio upstream starts its child for the listing and stops it: nothing of that,
     // nor the audit line, reaches standard error by default.
     let out = run(add, None).await.unwrap();
@@ -450,10 +451,7 @@ async fn a_command_prints_its_answer_and_nothing_else_unless_asked_to_log() {
         String::from_utf8_lossy(&out.stdout)
     );
     // An upstream that cannot be reached: the answer says so, rmcp's own error lines stay out.
-    let dead: Vec<String> = ["upstream", "add", "dead", "--url", "http://127.0.0.1:9/mcp"]
-        .iter()
-        .map(|s| (*s).to_string())
-        .collect();
+    let dead = words(&["upstream", "add", "dead", "--url", "http://127.0.0.1:9/mcp"]);
     let out = run(dead, None).await.unwrap();
     assert!(out.status.success());
     assert_eq!(
@@ -464,7 +462,7 @@ async fn a_command_prints_its_answer_and_nothing_else_unless_asked_to_log() {
     let answer = String::from_utf8_lossy(&out.stdout);
     assert!(answer.starts_with("added upstream dead"), "{answer}");
     // Asked for, the audit line is there.
-    let disable = vec!["upstream".into(), "disable".into(), "quiet".into()];
+    let disable = words(&["upstream", "disable", "quiet"]);
     let out = run(disable, Some("info")).await.unwrap();
     assert!(out.status.success());
     let logged = String::from_utf8_lossy(&out.stderr);
