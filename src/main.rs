@@ -32,10 +32,14 @@ fn main() {
         Ok(runtime) => runtime,
         Err(e) => fail(&format!("cannot start the async runtime: {e}")),
     };
-    runtime.block_on(run());
-    // Dropping a runtime waits for every task to yield and every blocking job to end; a stop
-    // must not wait for those.
-    runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
+    match runtime.block_on(run()) {
+        // Dropping a runtime waits for every task to yield and every blocking job to end; a
+        // stop must not wait for those.
+        Leftovers::Bounded => runtime.shutdown_timeout(RUNTIME_SHUTDOWN),
+        // What is left is the reader of standard input, blocked in a read that only more input
+        // or its end would finish: nothing to wait for.
+        Leftovers::None => runtime.shutdown_background(),
+    }
     gatehouse::telemetry::flush();
 }
 
@@ -50,7 +54,17 @@ fn start_watchdog(bound: std::time::Duration) {
     });
 }
 
-async fn run() {
+/// What may still run on the runtime once [`run`] has returned.
+enum Leftovers {
+    /// Work that ends on its own (a request past its grace, blocking jobs): waited for up to
+    /// [`RUNTIME_SHUTDOWN`].
+    Bounded,
+    /// Nothing that needs to end: `gatehouse stdio` has answered, audited and cleaned up, and
+    /// only its blocked reader of standard input remains.
+    None,
+}
+
+async fn run() -> Leftovers {
     let (cli, given) = gatehouse::cli::serve::parse();
     let given = given.unwrap_or_else(|e| fail(&e));
     if let Some(Command::Doctor(args)) = &cli.command {
@@ -83,7 +97,7 @@ async fn run() {
     // The client side of a remote deployment: no configuration or database of its own.
     if let Some(Command::Login(args)) = &cli.command {
         remote_login(args).await;
-        return;
+        return Leftovers::Bounded;
     }
     if let Some(Command::Stdio(gatehouse::remote::StdioArgs {
         url: Some(url),
@@ -91,7 +105,7 @@ async fn run() {
     })) = &cli.command
     {
         remote_stdio(url, credentials.clone()).await;
-        return;
+        return Leftovers::None;
     }
     let config = match Config::load_with(cli.config.as_deref(), &given) {
         Ok(c) => c,
@@ -127,12 +141,14 @@ async fn run() {
             if let Err(e) = served {
                 fail(&e.to_string());
             }
+            return Leftovers::None;
         }
         other => match run_admin(&config, other).await {
             Ok(out) => println!("{out}"),
             Err(e) => fail(&e.to_string()),
         },
     }
+    Leftovers::Bounded
 }
 
 /// Removes, off the runtime, the empty working folders of stdio upstreams left by a Gatehouse

@@ -25,9 +25,21 @@ use line_writer::WriterGuard;
 static WRITER: Mutex<Option<WriterGuard>> = Mutex::new(None);
 
 /// Installs the global subscriber (once; later calls are ignored).
+///
+/// rmcp's client transports log their end as an error (`worker quit with fatal: …`) without
+/// naming the upstream, when an upstream cannot be reached or goes away; Gatehouse logs that
+/// itself with the upstream's name (`upstream left out of tools/list`, `upstream call failed`),
+/// so those lines are off.
 pub fn init(format: LogFormat) {
-    init_at(format, "info,sqlx=warn,tower_sessions=warn", "rmcp=warn");
+    init_at(
+        format,
+        "info,sqlx=warn,tower_sessions=warn",
+        &["rmcp=warn", QUIET_TRANSPORT_WORKERS],
+    );
 }
+
+/// The directive that silences rmcp's transport workers ([`init`]).
+const QUIET_TRANSPORT_WORKERS: &str = "rmcp::transport::worker=off";
 
 /// As [`init`], for a one-off command (`gatehouse account …`, `upstream …`, `key …`): without
 /// `RUST_LOG` only warnings and errors are logged, so what the command prints is all a person
@@ -40,21 +52,22 @@ pub fn init_for_command(format: LogFormat) {
     } else {
         "rmcp=off"
     };
-    init_at(format, "warn", rmcp);
+    init_at(format, "warn", &[rmcp]);
 }
 
 /// Installs the subscriber with `default` as the filter when `RUST_LOG` is not set, and
-/// `rmcp` (a directive for rmcp's target) whatever it says.
-fn init_at(format: LogFormat, default: &str, rmcp: &'static str) {
+/// the directives of `rmcp` (for rmcp's targets) whatever it says.
+fn init_at(format: LogFormat, default: &str, rmcp: &[&'static str]) {
     // rmcp logs request and result payloads at debug level: it stays at warn (or below)
     // whatever RUST_LOG says, so tool arguments and results never reach a log.
     #[allow(
         clippy::expect_used,
         reason = "a constant directive, parsed in the tests"
     )]
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(default))
-        .add_directive(rmcp.parse().expect("valid directive"));
+    let filter = rmcp.iter().fold(
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
+        |filter, directive| filter.add_directive(directive.parse().expect("valid directive")),
+    );
     // Colour codes only for a person at a terminal, never into a file or a log collector.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let (writer, guard) = line_writer::spawn(
@@ -96,7 +109,7 @@ pub fn flush() {
 mod tests {
     #[test]
     fn the_constant_filters_parse() {
-        for directive in ["rmcp=warn", "rmcp=off"] {
+        for directive in ["rmcp=warn", "rmcp=off", super::QUIET_TRANSPORT_WORKERS] {
             assert!(
                 directive
                     .parse::<tracing_subscriber::filter::Directive>()

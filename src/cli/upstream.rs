@@ -309,7 +309,7 @@ async fn add(config: &Config, store: &Store, args: AddArgs, now: i64) -> Result<
             }
             new.transport = Transport::Stdio;
             new.command = words;
-            new.command.join(" ")
+            crate::domain::upstream::command_line(&new.command)
         }
         _ => {
             return Err(CliError(
@@ -594,7 +594,7 @@ fn list(all: &[UpstreamRecord], oauths: &[crate::store::vault::UpstreamOAuth]) -
     for u in upstreams {
         let target = match u.transport {
             Transport::Http => u.url.clone().unwrap_or_default(),
-            Transport::Stdio => u.command.join(" "),
+            Transport::Stdio => crate::domain::upstream::command_line(&u.command),
         };
         let status = if !u.enabled {
             "disabled"

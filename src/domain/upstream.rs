@@ -359,6 +359,14 @@ pub fn parse_command(text: &str) -> Result<Vec<String>, UpstreamInputError> {
     }
 }
 
+/// The words of a stdio upstream's command as one line that [`parse_command`] reads back to
+/// the same words: each word quoted the way a POSIX shell needs (`'my server.js'`), so that what
+/// `upstream list` and the console show can be pasted into `--command` again.
+pub fn command_line(words: &[String]) -> String {
+    // Quoting fails only for a NUL byte, which `parse_command` never lets in.
+    shlex::try_join(words.iter().map(String::as_str)).unwrap_or_else(|_| words.join(" "))
+}
+
 /// Parses `--timeout`: a whole number with the unit `ms`, `s` or `m` (e.g. `30s`, `1500ms`,
 /// `2m`), from 1 s to [`MAX_TIMEOUT`].
 ///
@@ -553,6 +561,26 @@ mod tests {
         assert!(e.0.contains("twice"), "{e}");
         let e = HeaderPair::parse("X-Key: s3cret\u{7f}").unwrap_err();
         assert!(!e.0.contains("s3cret"), "{e}");
+    }
+
+    #[test]
+    fn a_command_is_shown_as_a_line_that_reads_back_to_the_same_words() {
+        let words = parse_command(r#"node '/srv/my server.js' --name "it's" "" plain"#).unwrap();
+        assert_eq!(
+            words,
+            ["node", "/srv/my server.js", "--name", "it's", "", "plain"]
+        );
+        let line = command_line(&words);
+        assert_eq!(
+            line, r#"node '/srv/my server.js' --name "it's" '' plain"#,
+            "quoted as a POSIX shell needs"
+        );
+        assert_eq!(parse_command(&line).unwrap(), words);
+        let plain = parse_command("npx -y @modelcontextprotocol/server-memory").unwrap();
+        assert_eq!(
+            command_line(&plain),
+            "npx -y @modelcontextprotocol/server-memory"
+        );
     }
 
     #[test]

@@ -96,18 +96,23 @@ pub async fn serve(
         key,
         pending: None,
     };
-    let running = GatehouseMcp::new(mcp)
-        .serve(transport)
-        .await
-        .map_err(|e| StdioError::Session(e.to_string()))?;
+    let session = |e: &dyn std::fmt::Display| StdioError::Session(e.to_string());
+    let mut stop = std::pin::pin!(stop);
+    // A stop before the client's `initialize` ends the session as cleanly as one after it.
+    let running = tokio::select! {
+        served = GatehouseMcp::new(mcp).serve(transport) => served.map_err(|e| session(&e))?,
+        () = &mut stop => return Ok(()),
+    };
     let cancel = running.cancellation_token();
-    let stopping = tokio::spawn(async move {
-        stop.await;
-        cancel.cancel();
-    });
-    let waited = running.waiting().await;
-    stopping.abort();
-    waited.map_err(|e| StdioError::Session(e.to_string()))?;
+    let mut waiting = std::pin::pin!(running.waiting());
+    let waited = tokio::select! {
+        waited = &mut waiting => waited,
+        () = &mut stop => {
+            cancel.cancel();
+            waiting.await
+        }
+    };
+    waited.map_err(|e| session(&e))?;
     Ok(())
 }
 

@@ -223,7 +223,7 @@ pub async fn show(State(state): State<AppState>, session: Session) -> Result<Res
             },
             target: match u.transport {
                 Transport::Http => u.url.clone().unwrap_or_default(),
-                Transport::Stdio => u.command.join(" "),
+                Transport::Stdio => crate::domain::upstream::command_line(&u.command),
             },
             status: status(&u),
             enabled: u.enabled,

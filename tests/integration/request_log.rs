@@ -382,3 +382,93 @@ async fn console_actions_log_their_events_as_structured_lines_without_secrets() 
         assert_eq!(line["fields"]["source_ip"], "127.0.0.1", "{line}");
     }
 }
+
+/// An upstream that cannot be reached is logged by Gatehouse with its name, once per listing,
+/// at the default level; rmcp's own end-of-transport error (`worker quit with fatal`, which
+/// names no upstream) is not logged beside it.
+#[tokio::test]
+async fn an_unreachable_upstream_is_logged_with_its_name_and_nothing_of_rmcps_own() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}?mode=rwc", dir.path().join("g.db").display());
+    let key_file = dir.path().join("server.key");
+    let key_file = key_file.to_str().unwrap();
+    let run = |args: &[&str], stdin: Option<&str>| -> String {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+            .args(args)
+            .env("DATABASE_URL", &db)
+            .env("MCP_SERVER_URL", "http://127.0.0.1:9/mcp")
+            .env("GATEHOUSE_SECRET_KEY_FILE", key_file)
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        if let Some(text) = stdin {
+            input.write_all(text.as_bytes()).unwrap();
+        }
+        drop(input);
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    run(
+        &["account", "add", "dana@example.com", "--password-stdin"],
+        Some("a-long-password-for-dana\n"),
+    );
+    let key = run(&["key", "create", "--account", "dana@example.com"], None);
+    let key = key
+        .lines()
+        .find_map(|l| l.strip_prefix("key: "))
+        .unwrap()
+        .to_string();
+    // Nothing listens on port 9 (discard) here: every connection is refused.
+    run(
+        &["upstream", "add", "gone", "--url", "http://127.0.0.1:9/mcp"],
+        None,
+    );
+    let (child, port) = start_server(&[
+        ("DATABASE_URL", &db),
+        ("GATEHOUSE_SECRET_KEY_FILE", key_file),
+    ]);
+    wait_ready(port);
+    let r = new_client()
+        .post(format!("http://127.0.0.1:{port}/mcp"))
+        .bearer_auth(&key)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/list")
+        .json(&serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/list",
+            "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }}
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let listed: Value = r.json().await.unwrap();
+    assert!(
+        listed["result"]["tools"].as_array().is_some(),
+        "the list is answered without the upstream: {listed}"
+    );
+    let stderr = stop(child);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("upstream left out of tools/list") && l.contains("gone")),
+        "Gatehouse's own line, with the upstream's name: {stderr}"
+    );
+    assert!(
+        !stderr.contains("worker quit"),
+        "rmcp's line without the upstream's name: {stderr}"
+    );
+}

@@ -248,3 +248,49 @@ async fn a_missing_or_refused_key_stops_the_process_at_start() {
         assert!(stderr.contains(expected), "{stderr}");
     }
 }
+
+/// A desktop client may end its server before it has said anything: SIGTERM (or SIGINT) while
+/// `gatehouse stdio` waits for `initialize`, with its standard input still open, ends it at
+/// once with status 0, as it does later in a session.
+#[tokio::test]
+async fn a_signal_before_the_client_initializes_stops_the_process_at_once() {
+    let app = spawn_app().await;
+    app.create_account(ALICE, "a-long-password").await;
+    let (_, key) = create_key(&app, &["--account", ALICE]);
+    for signal in ["-TERM", "-INT"] {
+        let mut child = launch(&app, Some(&key));
+        let stdin = child.stdin.take().unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+        // Serving starts once the key is accepted; wait for its line.
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(20), stderr.next_line())
+                .await
+                .expect("a log line within 20 s")
+                .unwrap()
+                .expect("stderr open while it serves");
+            if line.contains("serving MCP over stdio") {
+                break;
+            }
+        }
+        let told = std::time::Instant::now();
+        let pid = child.id().unwrap().to_string();
+        assert!(
+            std::process::Command::new("kill")
+                .args([signal, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{signal}: still running 20 s after the signal"))
+            .unwrap();
+        let took = told.elapsed();
+        assert!(status.success(), "{signal}: {status}");
+        assert!(
+            took < Duration::from_millis(1900),
+            "{signal}: exiting took {took:?}"
+        );
+        drop(stdin);
+    }
+}

@@ -393,6 +393,7 @@ async fn stdio_session_leaves_no_folder(app: &TestApp, key: &str, by_signal: boo
     assert_eq!(cwd.parent(), Some(temp.path()), "{}", cwd.display());
     assert!(cwd.is_dir());
 
+    let told = std::time::Instant::now();
     if by_signal {
         let pid = child.id().unwrap().to_string();
         let sent = std::process::Command::new("kill")
@@ -408,6 +409,13 @@ async fn stdio_session_leaves_no_folder(app: &TestApp, key: &str, by_signal: boo
         .expect("gatehouse stdio exits")
         .unwrap();
     assert!(status.success(), "by_signal={by_signal}: {status}");
+    // Its standard input is still open after a signal: the stop must not wait for the reader
+    // blocked on it (the runtime's bound for leftover work is 2 s).
+    let took = told.elapsed();
+    assert!(
+        took < Duration::from_millis(1900),
+        "by_signal={by_signal}: exiting took {took:?}"
+    );
     let left: Vec<_> = std::fs::read_dir(temp.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
