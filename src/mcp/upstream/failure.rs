@@ -5,7 +5,8 @@
 //! initialize request`). Those reached the console's notices and the `isError` results of
 //! upstream tools. What counts there is the innermost cause: the upstream could not be
 //! reached (with the system's reason), did not answer in time, answered an HTTP error status,
-//! or answered with a JSON-RPC error of its own.
+//! answered something else than a JSON-RPC message (not JSON, JSON of another shape, another
+//! content type), or answered with a JSON-RPC error of its own.
 
 use rmcp::service::{ClientInitializeError, ServiceError};
 use rmcp::transport::streamable_http_client::{HttpStatusError, StreamableHttpError};
@@ -68,6 +69,28 @@ fn cause(error: &(dyn std::error::Error + 'static)) -> String {
     for e in &chain {
         if let Some(StreamableHttpError::<HttpError>::HttpStatus(status)) = e.downcast_ref() {
             return format!("it answered HTTP {}", status.status);
+        }
+        if let Some(StreamableHttpError::<HttpError>::UnexpectedContentType(media)) =
+            e.downcast_ref()
+        {
+            return match media {
+                Some(media) => format!(
+                    "it answered {}, not JSON or an event stream",
+                    media.escape_debug()
+                ),
+                None => {
+                    "it answered without a content type, not JSON or an event stream".to_string()
+                }
+            };
+        }
+        if let Some(json) = e.downcast_ref::<serde_json::Error>() {
+            return match json.classify() {
+                // Valid JSON of another shape.
+                serde_json::error::Category::Data => {
+                    "its answer was not a JSON-RPC message".to_string()
+                }
+                _ => format!("its answer was not JSON ({json})"),
+            };
         }
         if let Some(status) = e.downcast_ref::<HttpStatusError>() {
             return format!("it answered HTTP {}", status.status);

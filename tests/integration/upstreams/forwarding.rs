@@ -691,3 +691,98 @@ async fn a_call_in_flight_is_answered_when_its_upstream_is_removed() {
     let after = call(&app, &a.token, "patient__slow", json!({})).await;
     assert!(after.is_null(), "{after}");
 }
+
+/// An MCP server over plain JSON answers that is sound until a tool is called: `broken`
+/// answers a body that is not JSON under `application/json`, `html` an HTML page, `alien` JSON
+/// that is no JSON-RPC message. Its MCP URL.
+async fn start_garbage_upstream() -> String {
+    async fn answer(body: axum::body::Bytes) -> axum::response::Response {
+        use axum::response::IntoResponse as _;
+        let message: Value = serde_json::from_slice(&body).unwrap();
+        let Some(id) = message.get("id").cloned() else {
+            return StatusCode::ACCEPTED.into_response();
+        };
+        let json = |value: Value| {
+            (
+                [(http::header::CONTENT_TYPE, "application/json")],
+                value.to_string(),
+            )
+                .into_response()
+        };
+        let read_only = json!({"readOnlyHint": true, "destructiveHint": false});
+        let schema = json!({"type": "object"});
+        match message["method"].as_str().unwrap() {
+            "initialize" => json(json!({"jsonrpc": "2.0", "id": id, "result": {
+                "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                "serverInfo": {"name": "garbage", "version": "1"}}})),
+            "tools/list" => json(json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [
+                {"name": "broken", "inputSchema": schema, "annotations": read_only},
+                {"name": "html", "inputSchema": schema, "annotations": read_only},
+                {"name": "alien", "inputSchema": schema, "annotations": read_only}]}})),
+            _ => match message["params"]["name"].as_str().unwrap_or_default() {
+                "broken" => (
+                    [(http::header::CONTENT_TYPE, "application/json")],
+                    "<html>oops</html>",
+                )
+                    .into_response(),
+                "html" => (
+                    [(http::header::CONTENT_TYPE, "text/html")],
+                    "<html>a login page</html>",
+                )
+                    .into_response(),
+                _ => json(json!({"hello": "world"})),
+            },
+        }
+    }
+    let router = axum::Router::new().route("/mcp", axum::routing::post(answer));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        axum::serve(listener, router).await.unwrap();
+    });
+    format!("http://127.0.0.1:{port}/mcp")
+}
+
+#[tokio::test]
+async fn an_answer_that_is_no_json_rpc_message_is_an_error_result_saying_so() {
+    let url = start_garbage_upstream().await;
+    let app = spawn_with_key().await;
+    let a = alice(&app).await;
+    cli_ok(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "junk",
+            "--url",
+            &url,
+            "--timeout",
+            "2s",
+            "--trust-definitions",
+        ],
+    )
+    .await;
+    list_until(&app, &a.token, |n| n.len() == 3).await;
+    for (tool, why) in [
+        (
+            "junk__broken",
+            "its answer was not JSON (expected value at line 1 column 1)",
+        ),
+        (
+            "junk__html",
+            "it answered text/html, not JSON or an event stream",
+        ),
+        ("junk__alien", "its answer was not a JSON-RPC message"),
+    ] {
+        // Answered at once (not after the 2 s timeout), naming the upstream and the fault.
+        let started = std::time::Instant::now();
+        let result = call(&app, &a.token, tool, json!({})).await;
+        let text = error_text(&result);
+        assert_eq!(
+            text,
+            format!("The upstream server junk failed this call: {why}"),
+            "{tool}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(2), "{tool}");
+    }
+}
