@@ -6,7 +6,7 @@
 //! upstream tools. What counts there is the innermost cause: the upstream could not be
 //! reached (with the system's reason), did not answer in time, answered an HTTP error status,
 //! answered something else than a JSON-RPC message (not JSON, JSON of another shape, another
-//! content type), or answered with a JSON-RPC error of its own.
+//! content type, the answer to another request), or answered with a JSON-RPC error of its own.
 
 use rmcp::service::{ClientInitializeError, ServiceError};
 use rmcp::transport::streamable_http_client::{HttpStatusError, StreamableHttpError};
@@ -82,6 +82,9 @@ fn cause(error: &(dyn std::error::Error + 'static)) -> String {
                     "it answered without a content type, not JSON or an event stream".to_string()
                 }
             };
+        }
+        if let Some(HttpError::Unmatched(why)) = e.downcast_ref::<HttpError>() {
+            return why.clone();
         }
         if let Some(json) = e.downcast_ref::<serde_json::Error>() {
             return match json.classify() {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_client::{
     HttpStatusError, SseError, StreamableHttpClient, StreamableHttpError,
     StreamableHttpPostResponse,
@@ -45,6 +45,10 @@ pub enum HttpError {
     /// The answer was larger than the bound.
     #[error("the answer exceeded {0} bytes")]
     TooLarge(usize),
+    /// The answer to a request was not the answer to it: another request's id, or an error
+    /// without an id. rmcp would leave it unmatched and wait for the call's timeout.
+    #[error("{0}")]
+    Unmatched(String),
 }
 
 type Failure = StreamableHttpError<HttpError>;
@@ -97,6 +101,33 @@ impl UpstreamHttp {
             request = request.header(SESSION_ID, session);
         }
         request
+    }
+}
+
+/// Whether `answer`, a JSON body answering the POST of request `sent` (none for a
+/// notification or a response), is that request's answer as far as its id tells: a response
+/// or error carrying another id, or an error carrying none, is refused at once.
+fn answers(sent: Option<&RequestId>, answer: &ServerJsonRpcMessage) -> Result<(), Failure> {
+    let Some(sent) = sent else {
+        return Ok(());
+    };
+    let unmatched = |why: String| Err(StreamableHttpError::Client(HttpError::Unmatched(why)));
+    match answer {
+        ServerJsonRpcMessage::Response(response) if response.id != *sent => {
+            unmatched("its answer carried another request's id".to_string())
+        }
+        ServerJsonRpcMessage::Error(error) => match &error.id {
+            Some(id) if id != sent => {
+                unmatched("its answer carried another request's id".to_string())
+            }
+            Some(_) => Ok(()),
+            // An upstream's own text, kept short.
+            None => unmatched(format!(
+                "it answered an error without the request's id: {}",
+                error.error.message.chars().take(200).collect::<String>()
+            )),
+        },
+        _ => Ok(()),
     }
 }
 
@@ -169,6 +200,10 @@ impl StreamableHttpClient for UpstreamHttp {
         if let Some(token) = auth_header {
             request = request.bearer_auth(token);
         }
+        let sent = match &message {
+            ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
+            _ => None,
+        };
         let response = request
             .header(http::header::ACCEPT, "application/json, text/event-stream")
             .json(&message)
@@ -210,6 +245,7 @@ impl StreamableHttpClient for UpstreamHttp {
             "application/json" => {
                 let body = bounded_body(response, self.max_body).await?;
                 let message = serde_json::from_slice(&body)?;
+                answers(sent.as_ref(), &message)?;
                 Ok(StreamableHttpPostResponse::Json(message, session))
             }
             _ if response.content_length() == Some(0) => Ok(StreamableHttpPostResponse::Accepted),

@@ -388,7 +388,7 @@ impl UpstreamServer {
             })?
             .map_err(|e| {
                 UpstreamError(format!(
-                    "upstream {} refused the handshake: {}",
+                    "upstream {} failed the handshake: {}",
                     self.name,
                     super::failure::handshake(&e)
                 ))
@@ -708,14 +708,21 @@ impl UpstreamServer {
                     Outcome::UpstreamError,
                 )
             }
-            Err(_) => (
-                failure(format!(
-                    "The upstream server {} did not answer within {} ms; try again later.",
-                    self.name,
-                    timeout.as_millis()
-                )),
-                Outcome::Timeout,
-            ),
+            Err(_) => {
+                tracing::warn!(
+                    upstream = self.name(),
+                    timeout_ms = timeout.as_millis(),
+                    "upstream call timed out"
+                );
+                (
+                    failure(format!(
+                        "The upstream server {} did not answer within {} ms; try again later.",
+                        self.name,
+                        timeout.as_millis()
+                    )),
+                    Outcome::Timeout,
+                )
+            }
         }
     }
 }

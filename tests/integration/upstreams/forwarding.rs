@@ -694,7 +694,8 @@ async fn a_call_in_flight_is_answered_when_its_upstream_is_removed() {
 
 /// An MCP server over plain JSON answers that is sound until a tool is called: `broken`
 /// answers a body that is not JSON under `application/json`, `html` an HTML page, `alien` JSON
-/// that is no JSON-RPC message. Its MCP URL.
+/// that is no JSON-RPC message, `stray` the answer to another request, `idless` an error
+/// without the request's id. Its MCP URL.
 async fn start_garbage_upstream() -> String {
     async fn answer(body: axum::body::Bytes) -> axum::response::Response {
         use axum::response::IntoResponse as _;
@@ -718,7 +719,9 @@ async fn start_garbage_upstream() -> String {
             "tools/list" => json(json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [
                 {"name": "broken", "inputSchema": schema, "annotations": read_only},
                 {"name": "html", "inputSchema": schema, "annotations": read_only},
-                {"name": "alien", "inputSchema": schema, "annotations": read_only}]}})),
+                {"name": "alien", "inputSchema": schema, "annotations": read_only},
+                {"name": "stray", "inputSchema": schema, "annotations": read_only},
+                {"name": "idless", "inputSchema": schema, "annotations": read_only}]}})),
             _ => match message["params"]["name"].as_str().unwrap_or_default() {
                 "broken" => (
                     [(http::header::CONTENT_TYPE, "application/json")],
@@ -730,6 +733,11 @@ async fn start_garbage_upstream() -> String {
                     "<html>a login page</html>",
                 )
                     .into_response(),
+                // A well-formed answer, to another request.
+                "stray" => json(json!({"jsonrpc": "2.0", "id": 9999, "result": {
+                    "content": [{"type": "text", "text": "not yours"}]}})),
+                "idless" => json(json!({"jsonrpc": "2.0", "error": {
+                    "code": -32603, "message": "boom"}})),
                 _ => json(json!({"hello": "world"})),
             },
         }
@@ -762,7 +770,7 @@ async fn an_answer_that_is_no_json_rpc_message_is_an_error_result_saying_so() {
         ],
     )
     .await;
-    list_until(&app, &a.token, |n| n.len() == 3).await;
+    list_until(&app, &a.token, |n| n.len() == 5).await;
     for (tool, why) in [
         (
             "junk__broken",
@@ -773,6 +781,12 @@ async fn an_answer_that_is_no_json_rpc_message_is_an_error_result_saying_so() {
             "it answered text/html, not JSON or an event stream",
         ),
         ("junk__alien", "its answer was not a JSON-RPC message"),
+        // rmcp would leave these unmatched and wait out the timeout.
+        ("junk__stray", "its answer carried another request's id"),
+        (
+            "junk__idless",
+            "it answered an error without the request's id: boom",
+        ),
     ] {
         // Answered at once (not after the 2 s timeout), naming the upstream and the fault.
         let started = std::time::Instant::now();

@@ -68,7 +68,7 @@ async fn the_registry_is_administered_from_the_command_line_without_showing_secr
     .await;
     assert_eq!(
         out.trim(),
-        "added upstream everything (http http://127.0.0.1:9/mcp); it could not be listed now (upstream everything refused the handshake: could not connect to it: Connection refused); its definitions are recorded when a running server first lists it, and approved then with gatehouse upstream approve everything"
+        "added upstream everything (http http://127.0.0.1:9/mcp); it could not be listed now (upstream everything failed the handshake: could not connect to it: Connection refused); its definitions are recorded when a running server first lists it, and approved then with gatehouse upstream approve everything"
     );
     assert!(
         raised_above(&app, v0).await,
@@ -125,7 +125,7 @@ async fn the_registry_is_administered_from_the_command_line_without_showing_secr
     let lines: Vec<&str> = list.lines().collect();
     assert!(
         lines[1].starts_with("    last error at ")
-            && lines[1].ends_with(": upstream everything refused the handshake: could not connect to it: Connection refused"),
+            && lines[1].ends_with(": upstream everything failed the handshake: could not connect to it: Connection refused"),
         "{list}"
     );
     assert_eq!(
