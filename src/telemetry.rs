@@ -26,20 +26,26 @@ static WRITER: Mutex<Option<WriterGuard>> = Mutex::new(None);
 
 /// Installs the global subscriber (once; later calls are ignored).
 ///
-/// rmcp's client transports log their end as an error (`worker quit with fatal: …`) without
-/// naming the upstream, when an upstream cannot be reached or goes away; Gatehouse logs that
-/// itself with the upstream's name (`upstream left out of tools/list`, `upstream call failed`),
-/// so those lines are off.
+/// Two kinds of rmcp's lines are left out, because Gatehouse logs the same event itself:
+/// - its client transports log their end as an error (`worker quit with fatal: …`) without
+///   naming the upstream, when an upstream cannot be reached or goes away; Gatehouse logs
+///   `upstream left out of tools/list` or `upstream call failed` with the upstream's name;
+/// - its service logs every JSON-RPC error answered to a client (an unknown tool, invalid
+///   params) as a warning with the error's Rust debug form, `data` included, which may echo
+///   what the client sent; Gatehouse logs each request with its status, never its content.
 pub fn init(format: LogFormat) {
     init_at(
         format,
         "info,sqlx=warn,tower_sessions=warn",
-        &["rmcp=warn", QUIET_TRANSPORT_WORKERS],
+        &["rmcp=warn", QUIET_TRANSPORT_WORKERS, QUIET_SERVICE],
     );
 }
 
 /// The directive that silences rmcp's transport workers ([`init`]).
 const QUIET_TRANSPORT_WORKERS: &str = "rmcp::transport::worker=off";
+
+/// The directive that keeps only the errors of rmcp's service loop ([`init`]).
+const QUIET_SERVICE: &str = "rmcp::service=error";
 
 /// As [`init`], for a one-off command (`gatehouse account …`, `upstream …`, `key …`): without
 /// `RUST_LOG` only warnings and errors are logged, so what the command prints is all a person
@@ -109,7 +115,12 @@ pub fn flush() {
 mod tests {
     #[test]
     fn the_constant_filters_parse() {
-        for directive in ["rmcp=warn", "rmcp=off", super::QUIET_TRANSPORT_WORKERS] {
+        for directive in [
+            "rmcp=warn",
+            "rmcp=off",
+            super::QUIET_TRANSPORT_WORKERS,
+            super::QUIET_SERVICE,
+        ] {
             assert!(
                 directive
                     .parse::<tracing_subscriber::filter::Directive>()

@@ -387,7 +387,7 @@ async fn console_actions_log_their_events_as_structured_lines_without_secrets() 
 /// at the default level; rmcp's own end-of-transport error (`worker quit with fatal`, which
 /// names no upstream) is not logged beside it.
 #[tokio::test]
-async fn an_unreachable_upstream_is_logged_with_its_name_and_nothing_of_rmcps_own() {
+async fn upstream_failures_and_client_mistakes_are_logged_by_gatehouse_alone() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}?mode=rwc", dir.path().join("g.db").display());
@@ -460,7 +460,34 @@ async fn an_unreachable_upstream_is_logged_with_its_name_and_nothing_of_rmcps_ow
         listed["result"]["tools"].as_array().is_some(),
         "the list is answered without the upstream: {listed}"
     );
+    // A client's mistake (an unknown tool, with an argument): answered with its JSON-RPC
+    // error, logged as one request line, and nothing of what it sent reaches the log.
+    let r = new_client()
+        .post(format!("http://127.0.0.1:{port}/mcp"))
+        .bearer_auth(&key)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "no_such_tool")
+        .json(&serde_json::json!({
+            "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "no_such_tool", "arguments": {"note": "private-words-of-dana"},
+                "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }}
+        }))
+        .send()
+        .await
+        .unwrap();
+    let refused: Value = r.json().await.unwrap();
+    assert!(refused["error"]["code"].is_i64(), "{refused}");
     let stderr = stop(child);
+    assert!(
+        !stderr.contains("response error") && !stderr.contains("ErrorData"),
+        "rmcp's line for the client's mistake: {stderr}"
+    );
+    assert!(!stderr.contains("private-words-of-dana"), "{stderr}");
     assert!(
         stderr
             .lines()
