@@ -592,10 +592,7 @@ fn list(all: &[UpstreamRecord], oauths: &[crate::store::vault::UpstreamOAuth]) -
         return out;
     }
     for u in upstreams {
-        let target = match u.transport {
-            Transport::Http => u.url.clone().unwrap_or_default(),
-            Transport::Stdio => crate::domain::upstream::command_line(&u.command),
-        };
+        let target = u.target();
         let status = if !u.enabled {
             "disabled"
         } else if u.last_error.is_some() {

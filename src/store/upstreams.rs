@@ -93,6 +93,16 @@ impl UpstreamRecord {
     pub fn tools_pending(&self) -> i64 {
         self.tools_seen - self.tools_approved
     }
+
+    /// Where it is reached, as `upstream list` and the console show it: its URL, or its
+    /// command quoted so that it reads back to the same words
+    /// ([`crate::domain::upstream::command_line`]).
+    pub fn target(&self) -> String {
+        match self.transport {
+            Transport::Http => self.url.clone().unwrap_or_default(),
+            Transport::Stdio => crate::domain::upstream::command_line(&self.command),
+        }
+    }
 }
 
 /// A tool definition waiting for the operator's approval: new, or changed since approved.

@@ -221,10 +221,7 @@ pub async fn show(State(state): State<AppState>, session: Session) -> Result<Res
                 Transport::Http => "Streamable HTTP",
                 Transport::Stdio => "stdio",
             },
-            target: match u.transport {
-                Transport::Http => u.url.clone().unwrap_or_default(),
-                Transport::Stdio => crate::domain::upstream::command_line(&u.command),
-            },
+            target: u.target(),
             status: status(&u),
             enabled: u.enabled,
             approved: if u.trust_definitions {

@@ -23,6 +23,60 @@ fn stop(child: std::process::Child) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Runs `gatehouse ARGS` on the database `db` with `env` (and no `RUST_LOG` unless `env` sets
+/// it), writing `stdin` to it; its standard output and error. The command must succeed.
+fn command(db: &str, env: &[(&str, &str)], args: &[&str], stdin: Option<&str>) -> (String, String) {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(args)
+        .env("DATABASE_URL", db)
+        .env_remove("RUST_LOG")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).unwrap();
+    }
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// One MCP request `method` with `params` to the server on `port`, as a 2026-07-28 client
+/// holding `key` sends it (the standard headers, the per-request `_meta`).
+async fn mcp_request(port: u16, key: &str, method: &str, mut params: Value) -> reqwest::Response {
+    params["_meta"] = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let mut request = new_client()
+        .post(format!("http://127.0.0.1:{port}/mcp"))
+        .bearer_auth(key)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method);
+    if let Some(name) = params["name"].as_str() {
+        request = request.header("mcp-name", name);
+    }
+    request
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap()
+}
+
 const PERSONAL_SECRET: &str = "gate_url_ThisIsTheSecretPartOfThePath0123";
 const CODE_SECRET: &str = "a-code-value-that-must-not-be-logged";
 
@@ -176,43 +230,15 @@ async fn text_lines_carry_no_colour_codes_when_not_written_to_a_terminal() {
 /// secret or the API key the commands handled.
 #[tokio::test]
 async fn admin_commands_log_their_events_as_structured_lines_without_secrets() {
-    use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}?mode=rwc", dir.path().join("g.db").display());
     let password = "a-long-password-never-logged";
-    let run = |args: &[&str], stdin: Option<&str>| -> (String, String) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-            .args(args)
-            .env("DATABASE_URL", &db)
-            .env("MCP_SERVER_URL", "http://127.0.0.1:9/mcp")
-            .env("GATEHOUSE_LOG_FORMAT", "json")
-            .env("RUST_LOG", "info")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        if let Some(text) = stdin {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(text.as_bytes())
-                .unwrap();
-        } else {
-            drop(child.stdin.take());
-        }
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (
-            String::from_utf8(out.stdout).unwrap(),
-            String::from_utf8(out.stderr).unwrap(),
-        )
-    };
+    let env = [
+        ("MCP_SERVER_URL", "http://127.0.0.1:9/mcp"),
+        ("GATEHOUSE_LOG_FORMAT", "json"),
+        ("RUST_LOG", "info"),
+    ];
+    let run = |args: &[&str], stdin: Option<&str>| command(&db, &env, args, stdin);
     let (_, added) = run(
         &["account", "add", "carol@example.com", "--password-stdin"],
         Some(&format!("{password}\n")),
@@ -385,39 +411,19 @@ async fn console_actions_log_their_events_as_structured_lines_without_secrets() 
 
 /// An upstream that cannot be reached is logged by Gatehouse with its name, once per listing,
 /// at the default level; rmcp's own end-of-transport error (`worker quit with fatal`, which
-/// names no upstream) is not logged beside it.
+/// names no upstream) is not logged beside it, nor rmcp's warning for a JSON-RPC error
+/// answered to a client, which carries what the client sent.
 #[tokio::test]
 async fn upstream_failures_and_client_mistakes_are_logged_by_gatehouse_alone() {
-    use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}?mode=rwc", dir.path().join("g.db").display());
     let key_file = dir.path().join("server.key");
     let key_file = key_file.to_str().unwrap();
-    let run = |args: &[&str], stdin: Option<&str>| -> String {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-            .args(args)
-            .env("DATABASE_URL", &db)
-            .env("MCP_SERVER_URL", "http://127.0.0.1:9/mcp")
-            .env("GATEHOUSE_SECRET_KEY_FILE", key_file)
-            .env_remove("RUST_LOG")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut input = child.stdin.take().unwrap();
-        if let Some(text) = stdin {
-            input.write_all(text.as_bytes()).unwrap();
-        }
-        drop(input);
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let env = [
+        ("MCP_SERVER_URL", "http://127.0.0.1:9/mcp"),
+        ("GATEHOUSE_SECRET_KEY_FILE", key_file),
+    ];
+    let run = |args: &[&str], stdin: Option<&str>| command(&db, &env, args, stdin).0;
     run(
         &["account", "add", "dana@example.com", "--password-stdin"],
         Some("a-long-password-for-dana\n"),
@@ -438,22 +444,7 @@ async fn upstream_failures_and_client_mistakes_are_logged_by_gatehouse_alone() {
         ("GATEHOUSE_SECRET_KEY_FILE", key_file),
     ]);
     wait_ready(port);
-    let r = new_client()
-        .post(format!("http://127.0.0.1:{port}/mcp"))
-        .bearer_auth(&key)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/list")
-        .json(&serde_json::json!({
-            "jsonrpc": "2.0", "id": 1, "method": "tools/list",
-            "params": {"_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {}
-            }}
-        }))
-        .send()
-        .await
-        .unwrap();
+    let r = mcp_request(port, &key, "tools/list", serde_json::json!({})).await;
     assert_eq!(r.status(), StatusCode::OK);
     let listed: Value = r.json().await.unwrap();
     assert!(
@@ -462,24 +453,13 @@ async fn upstream_failures_and_client_mistakes_are_logged_by_gatehouse_alone() {
     );
     // A client's mistake (an unknown tool, with an argument): answered with its JSON-RPC
     // error, logged as one request line, and nothing of what it sent reaches the log.
-    let r = new_client()
-        .post(format!("http://127.0.0.1:{port}/mcp"))
-        .bearer_auth(&key)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "no_such_tool")
-        .json(&serde_json::json!({
-            "jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "no_such_tool", "arguments": {"note": "private-words-of-dana"},
-                "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {}
-            }}
-        }))
-        .send()
-        .await
-        .unwrap();
+    let r = mcp_request(
+        port,
+        &key,
+        "tools/call",
+        serde_json::json!({"name": "no_such_tool", "arguments": {"note": "private-words-of-dana"}}),
+    )
+    .await;
     let refused: Value = r.json().await.unwrap();
     assert!(refused["error"]["code"].is_i64(), "{refused}");
     let stderr = stop(child);

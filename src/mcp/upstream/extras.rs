@@ -252,21 +252,10 @@ impl UpstreamServer {
         };
         match tokio::time::timeout(timeout, attempt).await {
             Ok(result) => result,
-            Err(_) => {
-                tracing::warn!(
-                    upstream = self.name(),
-                    timeout_ms = timeout.as_millis(),
-                    "upstream request timed out"
-                );
-                Err(rmcp::ErrorData::internal_error(
-                    format!(
-                        "The upstream server {} did not answer within {} ms; try again later.",
-                        self.name(),
-                        timeout.as_millis()
-                    ),
-                    None,
-                ))
-            }
+            Err(_) => Err(rmcp::ErrorData::internal_error(
+                self.timed_out("request", timeout),
+                None,
+            )),
         }
     }
 }

@@ -112,14 +112,11 @@ fn answers(sent: Option<&RequestId>, answer: &ServerJsonRpcMessage) -> Result<()
         return Ok(());
     };
     let unmatched = |why: String| Err(StreamableHttpError::Client(HttpError::Unmatched(why)));
+    let stray = || unmatched("its answer carried another request's id".to_string());
     match answer {
-        ServerJsonRpcMessage::Response(response) if response.id != *sent => {
-            unmatched("its answer carried another request's id".to_string())
-        }
+        ServerJsonRpcMessage::Response(response) if response.id != *sent => stray(),
         ServerJsonRpcMessage::Error(error) => match &error.id {
-            Some(id) if id != sent => {
-                unmatched("its answer carried another request's id".to_string())
-            }
+            Some(id) if id != sent => stray(),
             Some(_) => Ok(()),
             // An upstream's own text, kept short.
             None => unmatched(format!(

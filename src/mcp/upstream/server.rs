@@ -221,6 +221,21 @@ impl UpstreamServer {
         self.timeout()
     }
 
+    /// A request to it that found no answer within `timeout`: logged (`what` names the kind
+    /// of request), and the text the caller is answered with.
+    pub(super) fn timed_out(&self, what: &str, timeout: Duration) -> String {
+        tracing::warn!(
+            upstream = self.name(),
+            timeout_ms = timeout.as_millis(),
+            "upstream {what} timed out"
+        );
+        format!(
+            "The upstream server {} did not answer within {} ms; try again later.",
+            self.name(),
+            timeout.as_millis()
+        )
+    }
+
     /// Whether `record` has the settings this server was made with (then it is kept, with its
     /// connection and listing, across a reload).
     pub fn same_settings(&self, record: &UpstreamRecord) -> bool {
@@ -708,21 +723,7 @@ impl UpstreamServer {
                     Outcome::UpstreamError,
                 )
             }
-            Err(_) => {
-                tracing::warn!(
-                    upstream = self.name(),
-                    timeout_ms = timeout.as_millis(),
-                    "upstream call timed out"
-                );
-                (
-                    failure(format!(
-                        "The upstream server {} did not answer within {} ms; try again later.",
-                        self.name,
-                        timeout.as_millis()
-                    )),
-                    Outcome::Timeout,
-                )
-            }
+            Err(_) => (failure(self.timed_out("call", timeout)), Outcome::Timeout),
         }
     }
 }
