@@ -4,6 +4,13 @@
 //! rmcp keeps the protocol (handshake, sessions, request ids, SSE events); this file sends the
 //! POSTs and DELETEs and hands back what came (MCP `basic/transports` §Streamable HTTP).
 //!
+//! The event stream that answers a request is read here up to its first JSON-RPC message:
+//! when that is the request's answer (the common case: an SDK server sends an empty priming
+//! event, the answer, and closes the stream), it is handed to rmcp as a JSON answer, which
+//! spares rmcp a task, a channel and a reconnecting stream per call; when it is a request or
+//! a notification of the upstream's (progress, logging), the whole stream goes to rmcp, the
+//! events already read first.
+//!
 //! What it adds for an upstream that is not trusted:
 //! - redirects are not followed (a configured header never reaches another host);
 //! - a JSON body is read up to [`UpstreamHttp::max_body`] bytes, and an SSE response stops
@@ -128,6 +135,85 @@ fn answers(sent: Option<&RequestId>, answer: &ServerJsonRpcMessage) -> Result<()
     }
 }
 
+/// Whether an SSE event carries a JSON-RPC message, as rmcp reads a stream: events without
+/// a type or of type `message` do; others are control frames.
+fn is_message_event(event: &Sse) -> bool {
+    matches!(event.event.as_deref(), None | Some("" | "message"))
+}
+
+/// The answer to request `sent` from the event stream `events` that answered its POST (MCP
+/// `basic/transports` §Sending Messages to the Server: the stream may carry the upstream's
+/// requests and notifications before the response).
+///
+/// - Its first JSON-RPC message is the answer ([`answers`]): given as a JSON answer. The
+///   stream is then dropped, as rmcp drops a response stream once it has its answer (the
+///   server closes it after the answer; its end, when already there, is read so that the
+///   connection is kept for the next call).
+/// - Its first message is a request or a notification of the upstream's, or a control event
+///   comes first: the stream goes to rmcp, the events read so far first.
+/// - Events without data (an SDK server's priming event) are passed over, and so are events
+///   whose data is no JSON-RPC message, as rmcp passes them over; if the stream then ends
+///   without a message, the answer is the failure to read the last of those ("its answer was
+///   not JSON (…)") rather than a closed connection.
+/// - A stream that fails or ends before any message goes to rmcp as it is (rmcp's own
+///   handling: a reconnection with `Last-Event-ID`, or the end of the request).
+///
+/// Errors: another request's answer, or an error without an id ([`answers`]); nothing but
+/// unreadable data before the end.
+async fn first_answer(
+    mut events: BoxStream<'static, Result<Sse, SseError>>,
+    sent: &RequestId,
+    session: Option<String>,
+) -> Result<StreamableHttpPostResponse, Failure> {
+    let mut read = Vec::new();
+    let mut unreadable = None;
+    let to_rmcp = |read: Vec<Sse>, rest: BoxStream<'static, Result<Sse, SseError>>| {
+        let stream = futures::stream::iter(read.into_iter().map(Ok)).chain(rest);
+        StreamableHttpPostResponse::Sse(stream.boxed(), session.clone())
+    };
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(e) => {
+                let failed = futures::stream::once(async move { Err(e) }).boxed();
+                return Ok(to_rmcp(read, failed));
+            }
+        };
+        if !is_message_event(&event) {
+            read.push(event);
+            return Ok(to_rmcp(read, events));
+        }
+        let message = match event.data.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(data) => match serde_json::from_str::<ServerJsonRpcMessage>(data) {
+                Ok(message) => Some(message),
+                Err(e) => {
+                    unreadable = Some(e);
+                    None
+                }
+            },
+        };
+        match message {
+            None => read.push(event),
+            Some(answer @ (ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_))) => {
+                answers(Some(sent), &answer)?;
+                // The end of the stream, if it came with the answer: the connection is then
+                // free for the next request. Never waited for.
+                let _ = futures::FutureExt::now_or_never(events.next());
+                return Ok(StreamableHttpPostResponse::Json(answer, session));
+            }
+            Some(_) => {
+                read.push(event);
+                return Ok(to_rmcp(read, events));
+            }
+        }
+    }
+    match unreadable {
+        Some(e) => Err(StreamableHttpError::Deserialize(e)),
+        None => Ok(to_rmcp(read, futures::stream::empty().boxed())),
+    }
+}
+
 /// Reads `response`'s body, failing beyond `max` bytes.
 async fn bounded_body(response: reqwest::Response, max: usize) -> Result<Vec<u8>, Failure> {
     if response.content_length().is_some_and(|n| n > max as u64) {
@@ -235,10 +321,13 @@ impl StreamableHttpClient for UpstreamHttp {
             return Err(HttpStatusError::new(status.as_u16(), retry_after).into());
         }
         match media.as_str() {
-            "text/event-stream" => Ok(StreamableHttpPostResponse::Sse(
-                bounded_events(response, self.max_body),
-                session,
-            )),
+            "text/event-stream" => {
+                let events = bounded_events(response, self.max_body);
+                match sent {
+                    Some(sent) => first_answer(events, &sent, session).await,
+                    None => Ok(StreamableHttpPostResponse::Sse(events, session)),
+                }
+            }
             "application/json" => {
                 let body = bounded_body(response, self.max_body).await?;
                 let message = serde_json::from_slice(&body)?;

@@ -695,7 +695,11 @@ async fn a_call_in_flight_is_answered_when_its_upstream_is_removed() {
 /// An MCP server over plain JSON answers that is sound until a tool is called: `broken`
 /// answers a body that is not JSON under `application/json`, `html` an HTML page, `alien` JSON
 /// that is no JSON-RPC message, `stray` the answer to another request, `idless` an error
-/// without the request's id. Its MCP URL.
+/// without the request's id. Its `sse_*` tools answer with an event stream, as the SDKs'
+/// servers do: `sse_fine` a priming event (an id, no data) and the answer, `sse_chatty` a
+/// logging notification before the answer, `sse_broken` data that is not JSON,
+/// `sse_alien` JSON that is no JSON-RPC message, `sse_stray` another request's answer. Its
+/// MCP URL.
 async fn start_garbage_upstream() -> String {
     async fn answer(body: axum::body::Bytes) -> axum::response::Response {
         use axum::response::IntoResponse as _;
@@ -710,6 +714,17 @@ async fn start_garbage_upstream() -> String {
             )
                 .into_response()
         };
+        // An event stream of `events` (each one event's lines).
+        let sse = |events: &[String]| {
+            let body: String = events.iter().map(|e| format!("{e}\n\n")).collect();
+            ([(http::header::CONTENT_TYPE, "text/event-stream")], body).into_response()
+        };
+        let text_answer = |text: &str| {
+            json!({"jsonrpc": "2.0", "id": id, "result": {
+                "content": [{"type": "text", "text": text}]}})
+            .to_string()
+        };
+        let priming = "id: 1\ndata: ".to_string();
         let read_only = json!({"readOnlyHint": true, "destructiveHint": false});
         let schema = json!({"type": "object"});
         match message["method"].as_str().unwrap() {
@@ -721,7 +736,12 @@ async fn start_garbage_upstream() -> String {
                 {"name": "html", "inputSchema": schema, "annotations": read_only},
                 {"name": "alien", "inputSchema": schema, "annotations": read_only},
                 {"name": "stray", "inputSchema": schema, "annotations": read_only},
-                {"name": "idless", "inputSchema": schema, "annotations": read_only}]}})),
+                {"name": "idless", "inputSchema": schema, "annotations": read_only},
+                {"name": "sse_fine", "inputSchema": schema, "annotations": read_only},
+                {"name": "sse_chatty", "inputSchema": schema, "annotations": read_only},
+                {"name": "sse_broken", "inputSchema": schema, "annotations": read_only},
+                {"name": "sse_alien", "inputSchema": schema, "annotations": read_only},
+                {"name": "sse_stray", "inputSchema": schema, "annotations": read_only}]}})),
             _ => match message["params"]["name"].as_str().unwrap_or_default() {
                 "broken" => (
                     [(http::header::CONTENT_TYPE, "application/json")],
@@ -738,6 +758,31 @@ async fn start_garbage_upstream() -> String {
                     "content": [{"type": "text", "text": "not yours"}]}})),
                 "idless" => json(json!({"jsonrpc": "2.0", "error": {
                     "code": -32603, "message": "boom"}})),
+                "sse_fine" => sse(&[
+                    priming,
+                    format!("event: message\nid: 2\ndata: {}", text_answer("fine")),
+                ]),
+                "sse_chatty" => sse(&[
+                    priming,
+                    format!(
+                        "event: message\nid: 2\ndata: {}",
+                        json!({"jsonrpc": "2.0", "method": "notifications/message",
+                            "params": {"level": "info", "data": "working"}})
+                    ),
+                    format!("event: message\nid: 3\ndata: {}", text_answer("chatty")),
+                ]),
+                "sse_broken" => sse(&[priming, "id: 2\ndata: <html>oops</html>".to_string()]),
+                "sse_alien" => sse(&[
+                    priming,
+                    r#"id: 2
+data: {"hello":"world"}"#
+                        .to_string(),
+                ]),
+                "sse_stray" => sse(&[format!(
+                    "id: 2\ndata: {}",
+                    json!({"jsonrpc": "2.0", "id": 9999, "result": {
+                        "content": [{"type": "text", "text": "not yours"}]}})
+                )]),
                 _ => json(json!({"hello": "world"})),
             },
         }
@@ -770,7 +815,7 @@ async fn an_answer_that_is_no_json_rpc_message_is_an_error_result_saying_so() {
         ],
     )
     .await;
-    list_until(&app, &a.token, |n| n.len() == 5).await;
+    list_until(&app, &a.token, |n| n.len() == 10).await;
     for (tool, why) in [
         (
             "junk__broken",
@@ -787,6 +832,15 @@ async fn an_answer_that_is_no_json_rpc_message_is_an_error_result_saying_so() {
             "junk__idless",
             "it answered an error without the request's id: boom",
         ),
+        // The same faults in an event stream: before, rmcp passed the unreadable events over
+        // and reported "the connection to it closed", and waited out the timeout for another
+        // request's answer.
+        (
+            "junk__sse_broken",
+            "its answer was not JSON (expected value at line 1 column 1)",
+        ),
+        ("junk__sse_alien", "its answer was not a JSON-RPC message"),
+        ("junk__sse_stray", "its answer carried another request's id"),
     ] {
         // Answered at once (not after the 2 s timeout), naming the upstream and the fault.
         let started = std::time::Instant::now();
@@ -798,5 +852,12 @@ async fn an_answer_that_is_no_json_rpc_message_is_an_error_result_saying_so() {
             "{tool}"
         );
         assert!(started.elapsed() < Duration::from_secs(2), "{tool}");
+    }
+    // A sound event stream is answered, with or without the upstream's notifications before
+    // the answer (MCP basic/transports: the stream may carry them).
+    for (tool, text) in [("junk__sse_fine", "fine"), ("junk__sse_chatty", "chatty")] {
+        let result = call(&app, &a.token, tool, json!({})).await;
+        assert_ne!(result["isError"], true, "{tool}: {result}");
+        assert_eq!(result["content"][0]["text"], text, "{tool}: {result}");
     }
 }
