@@ -347,12 +347,18 @@ pub fn parse_env(texts: &[String]) -> Result<Vec<EnvPair>, UpstreamInputError> {
 /// Splits `--command 'PROGRAM ARGS…'` as a POSIX shell would split words (quotes and
 /// backslashes; no expansion, no pipes: nothing is run through a shell).
 ///
-/// Errors: empty, unbalanced quotes, or a NUL byte.
+/// Errors: empty, unbalanced quotes, a NUL byte, or a word holding a line break (a quoted
+/// newline: the command is shown as one line, by `upstream list` among others, and
+/// [`command_line`] could not give it back as one; a line break between words only
+/// separates them).
 pub fn parse_command(text: &str) -> Result<Vec<String>, UpstreamInputError> {
     if text.contains('\0') {
         return refuse("invalid --command: it has a NUL byte");
     }
     match shlex::split(text) {
+        Some(words) if words.iter().any(|w| w.contains(['\n', '\r'])) => {
+            refuse("invalid --command: a word holds a line break; give the command on one line")
+        }
         Some(words) if !words.is_empty() && !words[0].is_empty() => Ok(words),
         Some(_) => refuse("invalid --command: name the program to run"),
         None => refuse("invalid --command: unbalanced quotes"),
@@ -597,6 +603,18 @@ mod tests {
         );
         assert!(parse_command("  ").is_err());
         assert!(parse_command("npx 'open").is_err());
+        // A line break inside a word is refused; between words it only separates them.
+        for quoted in ["node 'a\nb'", "node \"a\r\nb\"", "node a'\r'b"] {
+            let error = parse_command(quoted).unwrap_err().0;
+            assert_eq!(
+                error, "invalid --command: a word holds a line break; give the command on one line",
+                "{quoted:?}"
+            );
+        }
+        assert_eq!(
+            parse_command("node\nserver.js").unwrap(),
+            ["node", "server.js"]
+        );
         assert_eq!(parse_timeout("30s").unwrap(), Duration::from_secs(30));
         assert_eq!(
             parse_timeout("1500ms").unwrap(),
