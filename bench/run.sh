@@ -426,8 +426,16 @@ done
 
 say "$ROUNDS interleaved round(s) of ${DURATION}s per target at c$CONNECTIONS ..."
 for round in $(seq 1 "$ROUNDS"); do
+  # Even rounds run the plan backwards, so that no target always runs right after another:
+  # a peer whose cost drifts during the run (server-everything keeps every event it sent in
+  # memory, so it grows and slows) would otherwise always be measured later for one side.
+  ORDER=("${PLAN[@]}")
+  if [ $((round % 2)) -eq 0 ]; then
+    ORDER=()
+    for ((i = ${#PLAN[@]} - 1; i >= 0; i--)); do ORDER+=("${PLAN[i]}"); done
+  fi
   for conns in $CONNECTIONS; do
-    for item in "${PLAN[@]}"; do
+    for item in "${ORDER[@]}"; do
       # shellcheck disable=SC2086
       measure "$round" $item "$conns" "$DURATION"
     done
