@@ -56,6 +56,38 @@ fn command(db: &str, env: &[(&str, &str)], args: &[&str], stdin: Option<&str>) -
 
 /// One MCP request `method` with `params` to the server on `port`, as a 2026-07-28 client
 /// holding `key` sends it (the standard headers, the per-request `_meta`).
+/// An MCP server over plain JSON whose one tool, `say` (read-only), answers a JSON-RPC error
+/// (-32602) whose message repeats the call's arguments, then a line break and a forged log
+/// line. Its MCP URL.
+async fn start_error_echoing_upstream() -> String {
+    async fn answer(body: axum::body::Bytes) -> axum::response::Response {
+        use axum::response::IntoResponse as _;
+        let message: Value = serde_json::from_slice(&body).unwrap();
+        let Some(id) = message.get("id").cloned() else {
+            return StatusCode::ACCEPTED.into_response();
+        };
+        let answer = match message["method"].as_str().unwrap_or_default() {
+            "initialize" => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {
+                "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                "serverInfo": {"name": "parrot", "version": "1"}}}),
+            "tools/list" => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [
+                {"name": "say", "inputSchema": {"type": "object"},
+                 "annotations": {"readOnlyHint": true, "destructiveHint": false}}]}}),
+            _ => serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602,
+                "message": format!("cannot say {}\nINFO gatehouse: FORGED",
+                    message["params"]["arguments"])}}),
+        };
+        axum::Json(answer).into_response()
+    }
+    let router = axum::Router::new().route("/mcp", axum::routing::post(answer));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        axum::serve(listener, router).await.unwrap();
+    });
+    format!("http://127.0.0.1:{port}/mcp")
+}
+
 async fn mcp_request(port: u16, key: &str, method: &str, mut params: Value) -> reqwest::Response {
     params["_meta"] = serde_json::json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -439,6 +471,20 @@ async fn upstream_failures_and_client_mistakes_are_logged_by_gatehouse_alone() {
         &["upstream", "add", "gone", "--url", "http://127.0.0.1:9/mcp"],
         None,
     );
+    // An upstream whose one tool answers a JSON-RPC error repeating the arguments, over two
+    // lines.
+    let echo_url = start_error_echoing_upstream().await;
+    run(
+        &[
+            "upstream",
+            "add",
+            "parrot",
+            "--url",
+            &echo_url,
+            "--trust-definitions",
+        ],
+        None,
+    );
     let (child, port) = start_server(&[
         ("DATABASE_URL", &db),
         ("GATEHOUSE_SECRET_KEY_FILE", key_file),
@@ -462,7 +508,38 @@ async fn upstream_failures_and_client_mistakes_are_logged_by_gatehouse_alone() {
     .await;
     let refused: Value = r.json().await.unwrap();
     assert!(refused["error"]["code"].is_i64(), "{refused}");
+    // The upstream's error repeats the arguments: the caller gets it, the log does not.
+    let mut answered = Value::Null;
+    for _ in 0..50 {
+        let r = mcp_request(
+            port,
+            &key,
+            "tools/call",
+            serde_json::json!({"name": "parrot__say", "arguments": {"note": "private-words-of-dana-2"}}),
+        )
+        .await;
+        answered = r.json().await.unwrap();
+        if answered["result"]["isError"] == true {
+            break;
+        }
+        // Not listed yet: the upstream is picked up within a second or two.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let said = answered["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(said.contains("private-words-of-dana-2"), "{answered}");
     let stderr = stop(child);
+    assert!(!stderr.contains("private-words-of-dana-2"), "{stderr}");
+    assert!(!stderr.contains("FORGED"), "{stderr}");
+    assert!(
+        stderr.lines().any(
+            |l| l.contains("upstream call failed: it answered a JSON-RPC error")
+                && l.contains("parrot")
+                && l.contains("-32602")
+        ),
+        "Gatehouse's line, with the upstream's name and the error's code: {stderr}"
+    );
     assert!(
         !stderr.contains("response error") && !stderr.contains("ErrorData"),
         "rmcp's line for the client's mistake: {stderr}"

@@ -21,9 +21,7 @@ use rmcp::model::{
 };
 
 pub use super::server::Extras;
-use super::server::{
-    ExtrasListing, FAILURE_MEMORY, LIST_TIMEOUT, LISTING_TTL, UpstreamError, UpstreamServer,
-};
+use super::server::{ExtrasListing, FAILURE_MEMORY, LISTING_TTL, UpstreamError, UpstreamServer};
 use crate::domain::upstream::{
     MAX_DESCRIPTION_BYTES, UpstreamName, namespaced_tool, namespaced_uri,
 };
@@ -86,7 +84,7 @@ impl UpstreamServer {
     }
 
     async fn list_extras_bounded(&self) -> Result<Arc<Extras>, UpstreamError> {
-        tokio::time::timeout(LIST_TIMEOUT, self.list_extras())
+        tokio::time::timeout(self.list_timeout(), self.list_extras())
             .await
             .unwrap_or_else(|_| {
                 Err(UpstreamError(format!(
@@ -237,7 +235,11 @@ impl UpstreamServer {
             request(client).await.map_err(|e| match e {
                 rmcp::ServiceError::McpError(error) => rmcp::ErrorData::new(
                     error.code,
-                    format!("upstream {}: {}", self.name(), error.message),
+                    format!(
+                        "upstream {}: {}",
+                        self.name(),
+                        super::failure::upstream_text(&error.message)
+                    ),
                     None,
                 ),
                 other => rmcp::ErrorData::internal_error(

@@ -9,7 +9,7 @@
 //! content type, the answer to another request), or answered with a JSON-RPC error of its own.
 
 use rmcp::service::{ClientInitializeError, ServiceError};
-use rmcp::transport::streamable_http_client::{HttpStatusError, StreamableHttpError};
+use rmcp::transport::streamable_http_client::{HttpStatusError, SseError, StreamableHttpError};
 
 use super::http::HttpError;
 
@@ -17,12 +17,37 @@ use super::http::HttpError;
 /// be short).
 const MAX_DEPTH: usize = 16;
 
+/// The most characters of an upstream's own text (the message of a JSON-RPC error it
+/// answered) that Gatehouse repeats.
+pub const MAX_UPSTREAM_TEXT: usize = 300;
+
+/// An upstream's own text as Gatehouse repeats it (in an `isError` result, an error answer,
+/// `upstream list`, a log line): one line, its control characters (line breaks, terminal
+/// escapes) made spaces, at most [`MAX_UPSTREAM_TEXT`] characters, a cut one ending with `…`.
+/// The text is the upstream's, whatever its size or bytes; this keeps it from forging log
+/// lines or filling a result.
+#[must_use]
+pub fn upstream_text(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .take(MAX_UPSTREAM_TEXT)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if text.chars().nth(MAX_UPSTREAM_TEXT).is_some() {
+        out.push('…');
+    }
+    out
+}
+
 /// One line for a failed handshake (the `initialize` exchange, MCP lifecycle).
 #[must_use]
 pub fn handshake(error: &ClientInitializeError) -> String {
     match error {
         ClientInitializeError::JsonRpcError(data) => {
-            format!("it answered with an error: {}", data.message)
+            format!(
+                "it answered with an error: {}",
+                upstream_text(&data.message)
+            )
         }
         ClientInitializeError::ConnectionClosed(_) => {
             "it closed the connection during the handshake".to_string()
@@ -38,11 +63,11 @@ pub fn handshake(error: &ClientInitializeError) -> String {
 }
 
 /// One line for a failed request after the handshake (`tools/list`, `tools/call`, …). A
-/// JSON-RPC error the upstream answered is given as its own message.
+/// JSON-RPC error the upstream answered is given as its own message ([`upstream_text`]).
 #[must_use]
 pub fn request(error: &ServiceError) -> String {
     match error {
-        ServiceError::McpError(data) => data.message.to_string(),
+        ServiceError::McpError(data) => upstream_text(&data.message),
         ServiceError::TransportSend(error) => cause(error),
         ServiceError::TransportClosed => "the connection to it closed".to_string(),
         ServiceError::Timeout { .. } => "it did not answer in time".to_string(),
@@ -85,6 +110,15 @@ fn cause(error: &(dyn std::error::Error + 'static)) -> String {
         }
         if let Some(HttpError::Unmatched(why)) = e.downcast_ref::<HttpError>() {
             return why.clone();
+        }
+        if let Some(sse) = e.downcast_ref::<SseError>() {
+            return match sse {
+                SseError::Body(body) => match body.downcast_ref::<HttpError>() {
+                    Some(HttpError::TooLarge(max)) => format!("its answer exceeded {max} bytes"),
+                    _ => "the connection to it broke while it answered".to_string(),
+                },
+                malformed => format!("its event stream was malformed ({malformed})"),
+            };
         }
         if let Some(json) = e.downcast_ref::<serde_json::Error>() {
             return match json.classify() {
@@ -180,5 +214,24 @@ mod tests {
             handshake(&ClientInitializeError::ConnectionClosed("eof".into())),
             "it closed the connection during the handshake"
         );
+    }
+
+    #[test]
+    fn an_upstreams_own_text_is_one_bounded_line() {
+        assert_eq!(upstream_text("no such note"), "no such note");
+        assert_eq!(
+            upstream_text("boom\n2026-12-07T00:00:00Z  INFO gatehouse: forged\u{1b}[31m"),
+            "boom 2026-12-07T00:00:00Z  INFO gatehouse: forged [31m"
+        );
+        let long = "é".repeat(MAX_UPSTREAM_TEXT + 1);
+        let cut = upstream_text(&long);
+        assert_eq!(cut.chars().count(), MAX_UPSTREAM_TEXT + 1);
+        assert!(cut.ends_with("é…"));
+        assert_eq!(
+            upstream_text(&long[..2 * MAX_UPSTREAM_TEXT]),
+            long[..2 * MAX_UPSTREAM_TEXT]
+        );
+        let own = ServiceError::McpError(rmcp::ErrorData::invalid_params(long, None));
+        assert_eq!(request(&own), cut);
     }
 }

@@ -125,11 +125,8 @@ fn answers(sent: Option<&RequestId>, answer: &ServerJsonRpcMessage) -> Result<()
         ServerJsonRpcMessage::Error(error) => match &error.id {
             Some(id) if id != sent => stray(),
             Some(_) => Ok(()),
-            // An upstream's own text, kept short.
-            None => unmatched(format!(
-                "it answered an error without the request's id: {}",
-                error.error.message.chars().take(200).collect::<String>()
-            )),
+            // Its message is left out: it is the upstream's text, and this line is logged.
+            None => unmatched("it answered an error without the request's id".to_string()),
         },
         _ => Ok(()),
     }
@@ -151,47 +148,34 @@ fn is_message_event(event: &Sse) -> bool {
 ///   connection is kept for the next call).
 /// - Its first message is a request or a notification of the upstream's, or a control event
 ///   comes first: the stream goes to rmcp, the events read so far first.
-/// - Events without data (an SDK server's priming event) are passed over, and so are events
-///   whose data is no JSON-RPC message, as rmcp passes them over; if the stream then ends
-///   without a message, the answer is the failure to read the last of those ("its answer was
-///   not JSON (…)") rather than a closed connection.
-/// - A stream that fails or ends before any message goes to rmcp as it is (rmcp's own
-///   handling: a reconnection with `Last-Event-ID`, or the end of the request).
+/// - Events without data (an SDK server's priming event) are passed over.
+/// - A stream that ends before any message goes to rmcp as it is (the request ends with the
+///   connection closed: a reconnection with `Last-Event-ID` is not offered, see
+///   `get_stream`).
 ///
-/// Errors: another request's answer, or an error without an id ([`answers`]); nothing but
-/// unreadable data before the end.
+/// Errors, at once, whether or not the stream goes on: data that is no JSON-RPC message (rmcp
+/// would pass it over and wait for the call's timeout), another request's answer or an error
+/// without an id ([`answers`]), a stream that fails before its first message (over the size
+/// bound, malformed, broken).
 async fn first_answer(
     mut events: BoxStream<'static, Result<Sse, SseError>>,
     sent: &RequestId,
     session: Option<String>,
 ) -> Result<StreamableHttpPostResponse, Failure> {
     let mut read = Vec::new();
-    let mut unreadable = None;
     let to_rmcp = |read: Vec<Sse>, rest: BoxStream<'static, Result<Sse, SseError>>| {
         let stream = futures::stream::iter(read.into_iter().map(Ok)).chain(rest);
         StreamableHttpPostResponse::Sse(stream.boxed(), session.clone())
     };
     while let Some(event) = events.next().await {
-        let event = match event {
-            Ok(event) => event,
-            Err(e) => {
-                let failed = futures::stream::once(async move { Err(e) }).boxed();
-                return Ok(to_rmcp(read, failed));
-            }
-        };
+        let event = event.map_err(StreamableHttpError::Sse)?;
         if !is_message_event(&event) {
             read.push(event);
             return Ok(to_rmcp(read, events));
         }
         let message = match event.data.as_deref().map(str::trim) {
             None | Some("") => None,
-            Some(data) => match serde_json::from_str::<ServerJsonRpcMessage>(data) {
-                Ok(message) => Some(message),
-                Err(e) => {
-                    unreadable = Some(e);
-                    None
-                }
-            },
+            Some(data) => Some(serde_json::from_str::<ServerJsonRpcMessage>(data)?),
         };
         match message {
             None => read.push(event),
@@ -208,10 +192,7 @@ async fn first_answer(
             }
         }
     }
-    match unreadable {
-        Some(e) => Err(StreamableHttpError::Deserialize(e)),
-        None => Ok(to_rmcp(read, futures::stream::empty().boxed())),
-    }
+    Ok(to_rmcp(read, futures::stream::empty().boxed()))
 }
 
 /// Reads `response`'s body, failing beyond `max` bytes.

@@ -320,6 +320,12 @@ impl UpstreamServer {
         Duration::from_millis(u64::try_from(self.record.timeout_ms).unwrap_or(30_000))
     }
 
+    /// The longest wait to connect and list (tools, or prompts and resources): its
+    /// `--timeout`, at least a second and at most [`LIST_TIMEOUT`].
+    pub(super) fn list_timeout(&self) -> Duration {
+        LIST_TIMEOUT.min(self.timeout().max(Duration::from_secs(1)))
+    }
+
     /// The connected client, connecting first if there is none (for a stdio upstream:
     /// starting its child, within the restart back-off).
     pub(super) async fn connect(&self) -> Result<Arc<Client>, UpstreamError> {
@@ -355,7 +361,7 @@ impl UpstreamServer {
             ClientCapabilities::default(),
             Implementation::new("gatehouse", env!("CARGO_PKG_VERSION")),
         );
-        let handshake = LIST_TIMEOUT.min(self.timeout().max(Duration::from_secs(1)));
+        let handshake = self.list_timeout();
         let served = if let Some(command) = &self.stdio {
             let now = Instant::now();
             {
@@ -591,8 +597,10 @@ impl UpstreamServer {
         &self,
         bearer: Option<&str>,
     ) -> Result<Arc<Vec<UpstreamTool>>, UpstreamError> {
+        // Connecting and listing together within the one wait.
+        let deadline = tokio::time::Instant::now() + self.list_timeout();
         let client = self.connect_as(bearer).await?;
-        let tools = tokio::time::timeout(LIST_TIMEOUT, client.peer().list_all_tools())
+        let tools = tokio::time::timeout_at(deadline, client.peer().list_all_tools())
             .await
             .map_err(|_| {
                 UpstreamError(format!(
@@ -689,15 +697,18 @@ impl UpstreamServer {
         };
         let timeout = self.timeout();
         let attempt = async {
-            let client = self.connect_as(bearer).await.map_err(|e| (true, e))?;
+            // The error's code when the upstream answered a JSON-RPC error (the connection is
+            // fine), none when the connection failed.
+            let client = self.connect_as(bearer).await.map_err(|e| (None, e))?;
             let mut params = CallToolRequestParams::new(tool.upstream_name.clone());
             params.arguments = arguments;
-            client.peer().call_tool(params).await.map_err(|e| match e {
+            client.peer().call_tool(params).await.map_err(|e| match &e {
                 // The upstream answered with a JSON-RPC error: the connection is fine.
-                rmcp::ServiceError::McpError(error) => {
-                    (false, UpstreamError(error.message.to_string()))
-                }
-                other => (true, UpstreamError(super::failure::request(&other))),
+                rmcp::ServiceError::McpError(error) => (
+                    Some(error.code.0),
+                    UpstreamError(super::failure::request(&e)),
+                ),
+                other => (None, UpstreamError(super::failure::request(other))),
             })
         };
         match tokio::time::timeout(timeout, attempt).await {
@@ -710,11 +721,19 @@ impl UpstreamServer {
                 };
                 (super::result::bound(result, max, self.name()), outcome)
             }
-            Ok(Err((broken, e))) => {
-                if broken {
+            Ok(Err((answered, e))) => {
+                if let Some(code) = answered {
+                    // Its message is the upstream's text, which may repeat the arguments: not
+                    // logged.
+                    tracing::warn!(
+                        upstream = self.name(),
+                        code,
+                        "upstream call failed: it answered a JSON-RPC error"
+                    );
+                } else {
                     self.disconnect().await;
+                    tracing::warn!(upstream = self.name(), error = %e, "upstream call failed");
                 }
-                tracing::warn!(upstream = self.name(), error = %e, "upstream call failed");
                 (
                     failure(format!(
                         "The upstream server {} failed this call: {e}",

@@ -698,8 +698,11 @@ async fn a_call_in_flight_is_answered_when_its_upstream_is_removed() {
 /// without the request's id. Its `sse_*` tools answer with an event stream, as the SDKs'
 /// servers do: `sse_fine` a priming event (an id, no data) and the answer, `sse_chatty` a
 /// logging notification before the answer, `sse_broken` data that is not JSON,
-/// `sse_alien` JSON that is no JSON-RPC message, `sse_stray` another request's answer. Its
-/// MCP URL.
+/// `sse_alien` JSON that is no JSON-RPC message, `sse_stray` another request's answer,
+/// `sse_open_broken` data that is not JSON and then nothing (the stream stays open),
+/// `sse_huge` a stream over the bound of an answer, `sse_bad_utf8` bytes that are not UTF-8.
+/// `loud` answers a JSON-RPC error whose message is long, repeats the arguments and holds a
+/// line break and a terminal escape. Its MCP URL.
 async fn start_garbage_upstream() -> String {
     async fn answer(body: axum::body::Bytes) -> axum::response::Response {
         use axum::response::IntoResponse as _;
@@ -725,6 +728,18 @@ async fn start_garbage_upstream() -> String {
             .to_string()
         };
         let priming = "id: 1\ndata: ".to_string();
+        // An event stream that sends `first` and then stays open without a word.
+        let open = |first: Vec<u8>| {
+            let body = futures::StreamExt::chain(
+                futures::stream::iter([Ok::<_, std::io::Error>(first)]),
+                futures::stream::pending(),
+            );
+            (
+                [(http::header::CONTENT_TYPE, "text/event-stream")],
+                axum::body::Body::from_stream(body),
+            )
+                .into_response()
+        };
         let read_only = json!({"readOnlyHint": true, "destructiveHint": false});
         let schema = json!({"type": "object"});
         match message["method"].as_str().unwrap() {
@@ -741,7 +756,11 @@ async fn start_garbage_upstream() -> String {
                 {"name": "sse_chatty", "inputSchema": schema, "annotations": read_only},
                 {"name": "sse_broken", "inputSchema": schema, "annotations": read_only},
                 {"name": "sse_alien", "inputSchema": schema, "annotations": read_only},
-                {"name": "sse_stray", "inputSchema": schema, "annotations": read_only}]}})),
+                {"name": "sse_stray", "inputSchema": schema, "annotations": read_only},
+                {"name": "sse_open_broken", "inputSchema": schema, "annotations": read_only},
+                {"name": "sse_huge", "inputSchema": schema, "annotations": read_only},
+                {"name": "sse_bad_utf8", "inputSchema": schema, "annotations": read_only},
+                {"name": "loud", "inputSchema": schema, "annotations": read_only}]}})),
             _ => match message["params"]["name"].as_str().unwrap_or_default() {
                 "broken" => (
                     [(http::header::CONTENT_TYPE, "application/json")],
@@ -783,6 +802,13 @@ data: {"hello":"world"}"#
                     json!({"jsonrpc": "2.0", "id": 9999, "result": {
                         "content": [{"type": "text", "text": "not yours"}]}})
                 )]),
+                "sse_open_broken" => open(b"id: 1\ndata: \n\ndata: <html>oops</html>\n\n".to_vec()),
+                "sse_huge" => sse(&[format!("data: {}", "x".repeat(20 << 20))]),
+                "sse_bad_utf8" => open(b"data: \xff\xfe\n\n".to_vec()),
+                "loud" => json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602,
+                    "message": format!(
+                        "bad arguments {}\n2026-12-07T00:00:00Z  INFO gatehouse: forged \u{1b}[31m{}",
+                        message["params"]["arguments"], "!".repeat(5000))}})),
                 _ => json(json!({"hello": "world"})),
             },
         }
@@ -815,7 +841,7 @@ async fn an_answer_that_is_no_json_rpc_message_is_an_error_result_saying_so() {
         ],
     )
     .await;
-    list_until(&app, &a.token, |n| n.len() == 10).await;
+    list_until(&app, &a.token, |n| n.len() == 14).await;
     for (tool, why) in [
         (
             "junk__broken",
@@ -828,9 +854,10 @@ async fn an_answer_that_is_no_json_rpc_message_is_an_error_result_saying_so() {
         ("junk__alien", "its answer was not a JSON-RPC message"),
         // rmcp would leave these unmatched and wait out the timeout.
         ("junk__stray", "its answer carried another request's id"),
+        // The message of such an error is left out: the line is logged too.
         (
             "junk__idless",
-            "it answered an error without the request's id: boom",
+            "it answered an error without the request's id",
         ),
         // The same faults in an event stream: before, rmcp passed the unreadable events over
         // and reported "the connection to it closed", and waited out the timeout for another
@@ -841,6 +868,15 @@ async fn an_answer_that_is_no_json_rpc_message_is_an_error_result_saying_so() {
         ),
         ("junk__sse_alien", "its answer was not a JSON-RPC message"),
         ("junk__sse_stray", "its answer carried another request's id"),
+        // At once, though the stream stays open: rmcp would pass the event over and wait.
+        (
+            "junk__sse_open_broken",
+            "its answer was not JSON (expected value at line 1 column 1)",
+        ),
+        (
+            "junk__sse_bad_utf8",
+            "its event stream was malformed (utf8 parse error: invalid utf-8 sequence of 1 bytes from index 0)",
+        ),
     ] {
         // Answered at once (not after the 2 s timeout), naming the upstream and the fault.
         let started = std::time::Instant::now();
@@ -853,6 +889,29 @@ async fn an_answer_that_is_no_json_rpc_message_is_an_error_result_saying_so() {
         );
         assert!(started.elapsed() < Duration::from_secs(2), "{tool}");
     }
+    // A stream over the bound of an answer (four times GATEHOUSE_MAX_RESULT_BYTES, at least
+    // 1 MiB) ends the call, saying so.
+    let result = call(&app, &a.token, "junk__sse_huge", json!({})).await;
+    let text = error_text(&result);
+    assert!(
+        text.starts_with("The upstream server junk failed this call: its answer exceeded ")
+            && text.ends_with(" bytes"),
+        "{text}"
+    );
+    // An upstream's own error message is passed on as one line of at most 300 characters:
+    // no line break or escape to forge a log line, no unbounded size.
+    let result = call(&app, &a.token, "junk__loud", json!({"q": "ARG-7731"})).await;
+    let text = error_text(&result);
+    let own = text
+        .strip_prefix("The upstream server junk failed this call: ")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        own.starts_with(r#"bad arguments {"q":"ARG-7731"} 2026-12-07"#),
+        "{own}"
+    );
+    assert!(own.contains("forged  [31m!!!"), "{own}");
+    assert_eq!(own.chars().count(), 301, "{own}");
+    assert!(own.ends_with("!…"), "{own}");
     // A sound event stream is answered, with or without the upstream's notifications before
     // the answer (MCP basic/transports: the stream may carry them).
     for (tool, text) in [("junk__sse_fine", "fine"), ("junk__sse_chatty", "chatty")] {
