@@ -920,3 +920,74 @@ async fn an_answer_that_is_no_json_rpc_message_is_an_error_result_saying_so() {
         assert_eq!(result["content"][0]["text"], text, "{tool}: {result}");
     }
 }
+
+/// An MCP server over plain JSON that answers `initialize` and never answers `tools/list`
+/// (the answer's headers come, its body never does). Its MCP URL.
+async fn start_silent_lister() -> String {
+    async fn answer(body: axum::body::Bytes) -> axum::response::Response {
+        use axum::response::IntoResponse as _;
+        let message: Value = serde_json::from_slice(&body).unwrap();
+        let Some(id) = message.get("id").cloned() else {
+            return StatusCode::ACCEPTED.into_response();
+        };
+        if message["method"] == "initialize" {
+            return axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": {
+                "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                "serverInfo": {"name": "mute", "version": "1"}}}))
+            .into_response();
+        }
+        let never = futures::stream::pending::<Result<Vec<u8>, std::io::Error>>();
+        (
+            [(http::header::CONTENT_TYPE, "application/json")],
+            axum::body::Body::from_stream(never),
+        )
+            .into_response()
+    }
+    let router = axum::Router::new().route("/mcp", axum::routing::post(answer));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        axum::serve(listener, router).await.unwrap();
+    });
+    format!("http://127.0.0.1:{port}/mcp")
+}
+
+/// An upstream's first listing is waited for at most its `--timeout` (README: "at most its
+/// `--timeout`, and never more than 10 seconds"); before, `tools/list` waited 10 s for an
+/// upstream added with `--timeout 2s` whose listing never came.
+#[tokio::test]
+async fn a_first_listing_waits_at_most_the_upstreams_timeout() {
+    let url = start_silent_lister().await;
+    let app = spawn_with_key().await;
+    let a = alice(&app).await;
+    cli_ok(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "mute",
+            "--url",
+            &url,
+            "--timeout",
+            "2s",
+            "--trust-definitions",
+        ],
+    )
+    .await;
+    let mut recorded = String::new();
+    for _ in 0..30 {
+        let started = std::time::Instant::now();
+        let listed = list(&app, &a.token).await;
+        let took = started.elapsed();
+        // The built-in tools are listed all the same, without the upstream's.
+        assert!(!names(&listed).is_empty(), "{listed}");
+        assert!(upstream_names(&listed).is_empty(), "{listed}");
+        assert!(took < Duration::from_secs(6), "tools/list took {took:?}");
+        recorded = cli_ok(&app, &["upstream", "list"]).await;
+        if recorded.contains("upstream mute did not list its tools in time") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    panic!("the listing's failure was never recorded: {recorded}");
+}
