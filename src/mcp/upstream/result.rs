@@ -15,6 +15,10 @@
 //!   that it is measured. Only when nothing left to cut makes it fit is the answer an
 //!   `isError` result saying so, with the other blocks that fit and no broken copy.
 //! - `_meta` is dropped; `isError` is kept.
+//!
+//! A result without `resultType` (an upstream of an older revision) gets `"complete"`, which a
+//! 2026-07-28 server must send in every result (MCP 2026-07-28 schema, `Result.resultType`;
+//! rmcp leaves it out again for peers of older revisions).
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
@@ -55,7 +59,10 @@ fn keep_blocks(content: Vec<ContentBlock>, mut budget: usize) -> (Vec<ContentBlo
 
 /// `result` within `max_bytes` of JSON (see the module documentation); `upstream` is named
 /// in the note of a cut result.
-pub fn bound(result: CallToolResult, max_bytes: usize, upstream: &str) -> CallToolResult {
+pub fn bound(mut result: CallToolResult, max_bytes: usize, upstream: &str) -> CallToolResult {
+    if result.result_type.is_none() {
+        result.result_type = Some(rmcp::model::ResultType::COMPLETE);
+    }
     let whole = size(&result);
     if whole <= max_bytes {
         return result;

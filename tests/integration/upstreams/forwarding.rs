@@ -918,6 +918,9 @@ async fn an_answer_that_is_no_json_rpc_message_is_an_error_result_saying_so() {
         let result = call(&app, &a.token, tool, json!({})).await;
         assert_ne!(result["isError"], true, "{tool}: {result}");
         assert_eq!(result["content"][0]["text"], text, "{tool}: {result}");
+        // The upstream's answer has no `resultType`; a 2026-07-28 server sends it in every
+        // result.
+        assert_eq!(result["resultType"], "complete", "{tool}: {result}");
     }
 }
 
