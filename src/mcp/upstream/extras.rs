@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use rmcp::model::{
     GetPromptRequestParams, GetPromptResult, JsonObject, ReadResourceRequestParams,
-    ReadResourceResult, ResourceContents,
+    ReadResourceResult, ResourceContents, ResultType,
 };
 
 pub use super::server::Extras;
@@ -176,9 +176,12 @@ impl UpstreamServer {
     ) -> Result<GetPromptResult, rmcp::ErrorData> {
         let mut params = GetPromptRequestParams::new(prompt.to_string());
         params.arguments = arguments;
-        let result = self
+        let mut result = self
             .forward(|client| async move { client.peer().get_prompt(params).await })
             .await?;
+        // A 2026-07-28 server sends it in every result; an upstream of an older revision does
+        // not (rmcp leaves it out again for peers of older revisions).
+        result.result_type.get_or_insert(ResultType::COMPLETE);
         self.within_bound(result)
     }
 
@@ -193,6 +196,7 @@ impl UpstreamServer {
             .forward(|client| async move { client.peer().read_resource(params).await })
             .await?;
         namespace_contents(self.upstream_name(), &mut result.contents);
+        result.result_type.get_or_insert(ResultType::COMPLETE);
         self.within_bound(result)
     }
 

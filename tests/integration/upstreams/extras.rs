@@ -67,6 +67,8 @@ async fn upstream_prompts_and_resources_are_listed_namespaced_and_forwarded_with
         got["result"]["messages"][0]["content"]["text"], "Say hello to Ada.",
         "{got}"
     );
+    // A 2026-07-28 server sends `resultType` in every result, whatever the upstream sent.
+    assert_eq!(got["result"]["resultType"], "complete", "{got}");
 
     let resources = rpc(&app, &a.token, "resources/list", json!({})).await;
     let uris: Vec<&str> = resources["result"]["resources"]
@@ -83,6 +85,7 @@ async fn upstream_prompts_and_resources_are_listed_namespaced_and_forwarded_with
         "{read}"
     );
     assert_eq!(read["result"]["contents"][0]["uri"], MEMO);
+    assert_eq!(read["result"]["resultType"], "complete", "{read}");
 
     // The upstream's "not found" names the upstream; 2026-07-28 gives a missing resource the
     // code -32602 (rmcp maps the older -32002 for such clients).
