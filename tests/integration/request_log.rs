@@ -79,13 +79,8 @@ async fn start_error_echoing_upstream() -> String {
         };
         axum::Json(answer).into_response()
     }
-    let router = axum::Router::new().route("/mcp", axum::routing::post(answer));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        axum::serve(listener, router).await.unwrap();
-    });
-    format!("http://127.0.0.1:{port}/mcp")
+    crate::upstreams::serve_mcp(axum::Router::new().route("/mcp", axum::routing::post(answer)))
+        .await
 }
 
 async fn mcp_request(port: u16, key: &str, method: &str, mut params: Value) -> reqwest::Response {

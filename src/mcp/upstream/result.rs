@@ -60,9 +60,9 @@ fn keep_blocks(content: Vec<ContentBlock>, mut budget: usize) -> (Vec<ContentBlo
 /// `result` within `max_bytes` of JSON (see the module documentation); `upstream` is named
 /// in the note of a cut result.
 pub fn bound(mut result: CallToolResult, max_bytes: usize, upstream: &str) -> CallToolResult {
-    if result.result_type.is_none() {
-        result.result_type = Some(rmcp::model::ResultType::COMPLETE);
-    }
+    result
+        .result_type
+        .get_or_insert(rmcp::model::ResultType::COMPLETE);
     let whole = size(&result);
     if whole <= max_bytes {
         return result;

@@ -702,13 +702,12 @@ impl UpstreamServer {
             let client = self.connect_as(bearer).await.map_err(|e| (None, e))?;
             let mut params = CallToolRequestParams::new(tool.upstream_name.clone());
             params.arguments = arguments;
-            client.peer().call_tool(params).await.map_err(|e| match &e {
-                // The upstream answered with a JSON-RPC error: the connection is fine.
-                rmcp::ServiceError::McpError(error) => (
-                    Some(error.code.0),
-                    UpstreamError(super::failure::request(&e)),
-                ),
-                other => (None, UpstreamError(super::failure::request(other))),
+            client.peer().call_tool(params).await.map_err(|e| {
+                let code = match &e {
+                    rmcp::ServiceError::McpError(error) => Some(error.code.0),
+                    _ => None,
+                };
+                (code, UpstreamError(super::failure::request(&e)))
             })
         };
         match tokio::time::timeout(timeout, attempt).await {

@@ -115,13 +115,7 @@ pub(crate) async fn start_upstream(seen: Arc<Seen>) -> String {
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        axum::serve(listener, router).await.unwrap();
-    });
-    format!("http://127.0.0.1:{port}/mcp")
+    super::serve_mcp(axum::Router::new().nest_service("/mcp", service)).await
 }
 
 fn names(list: &Value) -> Vec<String> {
@@ -813,13 +807,7 @@ data: {"hello":"world"}"#
             },
         }
     }
-    let router = axum::Router::new().route("/mcp", axum::routing::post(answer));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        axum::serve(listener, router).await.unwrap();
-    });
-    format!("http://127.0.0.1:{port}/mcp")
+    super::serve_mcp(axum::Router::new().route("/mcp", axum::routing::post(answer))).await
 }
 
 #[tokio::test]
@@ -946,13 +934,7 @@ async fn start_silent_lister() -> String {
         )
             .into_response()
     }
-    let router = axum::Router::new().route("/mcp", axum::routing::post(answer));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        axum::serve(listener, router).await.unwrap();
-    });
-    format!("http://127.0.0.1:{port}/mcp")
+    super::serve_mcp(axum::Router::new().route("/mcp", axum::routing::post(answer))).await
 }
 
 /// An upstream's first listing is waited for at most its `--timeout` (README: "at most its

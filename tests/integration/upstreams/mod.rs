@@ -60,6 +60,17 @@ pub(crate) async fn cli(app: &TestApp, args: &[&str]) -> Run {
     .unwrap()
 }
 
+/// Serves `router` on a random port of 127.0.0.1 for the rest of the test; the URL of its
+/// `/mcp` route.
+pub(crate) async fn serve_mcp(router: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        axum::serve(listener, router).await.unwrap();
+    });
+    format!("http://127.0.0.1:{port}/mcp")
+}
+
 /// Runs `gatehouse ARGS…`, which must succeed; its standard output.
 pub(crate) async fn cli_ok(app: &TestApp, args: &[&str]) -> String {
     let run = cli(app, args).await;
