@@ -263,6 +263,9 @@ labels! {
         UpstreamError = "upstream_error",
         /// The upstream server did not answer in time.
         Timeout = "timeout",
+        /// Not sent: the upstream server failed the calls before it in a row and is cooling
+        /// down.
+        CoolingDown = "cooling_down",
         /// The person did not confirm a destructive call.
         Declined = "declined",
         /// A destructive call needs a confirmation the client cannot ask for.
@@ -286,12 +289,13 @@ impl Outcome {
     ];
 
     /// The `outcome` values of the upstream-call counter.
-    pub const UPSTREAM_CALL: [Outcome; 5] = [
+    pub const UPSTREAM_CALL: [Outcome; 6] = [
         Outcome::Success,
         Outcome::ToolError,
         Outcome::UpstreamError,
         Outcome::Timeout,
         Outcome::Busy,
+        Outcome::CoolingDown,
     ];
 
     /// The `outcome` values of the dynamic-registration counter.

@@ -282,6 +282,9 @@ pub fn outcome_words(outcome: &str) -> &'static str {
             "Failed: the upstream server could not be reached or answered with an error"
         }
         Outcome::Timeout => "Failed: the upstream server did not answer in time",
+        Outcome::CoolingDown => {
+            "Not sent: the upstream server failed its last calls and is rested for a few seconds"
+        }
         Outcome::Declined => "Not run: you did not confirm it",
         Outcome::ConfirmationNeeded => {
             "Not run: it needs your confirmation, which this app cannot ask for"

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::model::{
-    GetPromptRequestParams, GetPromptResult, JsonObject, ReadResourceRequestParams,
+    ContentBlock, GetPromptRequestParams, GetPromptResult, JsonObject, ReadResourceRequestParams,
     ReadResourceResult, ResourceContents, ResultType,
 };
 
@@ -36,6 +36,27 @@ fn description_ok(text: Option<&str>) -> bool {
 }
 
 /// `contents` with each URI put back under the upstream's prefix.
+/// Puts the resource URIs that `blocks` (a forwarded tool result's content, a prompt's
+/// messages) carry, in resource links and embedded resources, under the upstream's prefix
+/// ([`namespaced_uri`]): a client reads a resource of an upstream through Gatehouse, by that
+/// URI ([`UpstreamServer::read_resource`]); the upstream's own URI means nothing to it (MCP
+/// server/tools §Resource Links: links point to resources the client may read with
+/// `resources/read`).
+pub(super) fn namespace_blocks<'a>(
+    name: &UpstreamName,
+    blocks: impl IntoIterator<Item = &'a mut ContentBlock>,
+) {
+    for block in blocks {
+        match block {
+            ContentBlock::ResourceLink(link) => link.uri = namespaced_uri(name, &link.uri),
+            ContentBlock::Resource(embedded) => {
+                namespace_contents(name, std::slice::from_mut(&mut embedded.resource));
+            }
+            _ => {}
+        }
+    }
+}
+
 fn namespace_contents(name: &UpstreamName, contents: &mut [ResourceContents]) {
     for content in contents {
         if let ResourceContents::TextResourceContents { uri, .. }
@@ -179,6 +200,10 @@ impl UpstreamServer {
         let mut result = self
             .forward(|client| async move { client.peer().get_prompt(params).await })
             .await?;
+        namespace_blocks(
+            self.upstream_name(),
+            result.messages.iter_mut().map(|m| &mut m.content),
+        );
         // A 2026-07-28 server sends it in every result; an upstream of an older revision does
         // not (rmcp leaves it out again for peers of older revisions).
         result.result_type.get_or_insert(ResultType::COMPLETE);
@@ -221,6 +246,9 @@ impl UpstreamServer {
         F: FnOnce(Arc<super::server::Client>) -> Fut,
         Fut: Future<Output = Result<T, rmcp::ServiceError>>,
     {
+        if let Some(text) = self.cooling_down() {
+            return Err(rmcp::ErrorData::internal_error(text, None));
+        }
         let Some(_permit) = self.call_slot() else {
             return Err(rmcp::ErrorData::internal_error(
                 format!(
@@ -231,37 +259,58 @@ impl UpstreamServer {
             ));
         };
         let timeout = self.call_timeout();
+        // Why the request failed when the connection did (none when the upstream answered).
         let attempt = async {
-            let client = self
-                .connect()
-                .await
-                .map_err(|e| rmcp::ErrorData::internal_error(e.0, None))?;
+            let client = self.connect().await.map_err(|e| {
+                (
+                    Some(format!("a request failed: {}", e.0)),
+                    rmcp::ErrorData::internal_error(e.0, None),
+                )
+            })?;
             request(client).await.map_err(|e| match e {
-                rmcp::ServiceError::McpError(error) => rmcp::ErrorData::new(
-                    error.code,
-                    format!(
-                        "upstream {}: {}",
-                        self.name(),
-                        super::failure::upstream_text(&error.message)
-                    ),
+                rmcp::ServiceError::McpError(error) => (
                     None,
-                ),
-                other => rmcp::ErrorData::internal_error(
-                    format!(
-                        "The upstream server {} failed: {}",
-                        self.name(),
-                        super::failure::request(&other)
+                    rmcp::ErrorData::new(
+                        error.code,
+                        format!(
+                            "upstream {}: {}",
+                            self.name(),
+                            super::failure::upstream_text(&error.message)
+                        ),
+                        None,
                     ),
-                    None,
                 ),
+                other => {
+                    let why = super::failure::request(&other);
+                    (
+                        super::failure::unreachable(&other)
+                            .then(|| format!("a request failed: {why}")),
+                        rmcp::ErrorData::internal_error(
+                            format!("The upstream server {} failed: {why}", self.name()),
+                            None,
+                        ),
+                    )
+                }
             })
         };
         match tokio::time::timeout(timeout, attempt).await {
-            Ok(result) => result,
-            Err(_) => Err(rmcp::ErrorData::internal_error(
-                self.timed_out("request", timeout),
-                None,
-            )),
+            Ok(Ok(result)) => {
+                self.after_request(None).await;
+                Ok(result)
+            }
+            Ok(Err((failed, error))) => {
+                self.after_request(failed).await;
+                Err(error)
+            }
+            Err(_) => {
+                let text = self.timed_out("request", timeout);
+                self.after_request(Some(format!(
+                    "a request got no answer within {} ms",
+                    timeout.as_millis()
+                )))
+                .await;
+                Err(rmcp::ErrorData::internal_error(text, None))
+            }
         }
     }
 }

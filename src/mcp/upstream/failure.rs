@@ -76,8 +76,42 @@ pub fn request(error: &ServiceError) -> String {
     }
 }
 
-/// The innermost cause in `error`'s chain of sources that a person can act on.
-fn cause(error: &(dyn std::error::Error + 'static)) -> String {
+/// Whether a failed request (after the handshake) says that the upstream could not be reached
+/// or gave no answer: the connection could not be made, broke before the answer came or
+/// closed; a proxy in front of it answered that it is down or overloaded (HTTP 502, 503,
+/// 504); or no answer came in time. These count toward its cool-down
+/// ([`super::server::COOL_DOWN_AFTER`]). An answer that came, whatever its shape (another
+/// status, not JSON, another request's id, too large, a JSON-RPC error), does not.
+#[must_use]
+pub fn unreachable(error: &ServiceError) -> bool {
+    let gateway = |status: u16| matches!(status, 502..=504);
+    match error {
+        ServiceError::TransportClosed | ServiceError::Timeout { .. } => true,
+        ServiceError::TransportSend(error) => chain(error).iter().any(|e| {
+            if let Some(StreamableHttpError::<HttpError>::HttpStatus(status)) = e.downcast_ref() {
+                return gateway(status.status);
+            }
+            if let Some(status) = e.downcast_ref::<HttpStatusError>() {
+                return gateway(status.status);
+            }
+            if let Some(SseError::Body(body)) = e.downcast_ref::<SseError>() {
+                return !matches!(
+                    body.downcast_ref::<HttpError>(),
+                    Some(HttpError::TooLarge(_))
+                );
+            }
+            e.downcast_ref::<reqwest::Error>()
+                .is_some_and(|r| r.status().is_none())
+        }),
+        _ => false,
+    }
+}
+
+/// `error` and its sources, outermost first (at most [`MAX_DEPTH`]), with the HTTP client's
+/// error that rmcp keeps out of the chain put back in.
+fn chain<'e>(
+    error: &'e (dyn std::error::Error + 'static),
+) -> Vec<&'e (dyn std::error::Error + 'static)> {
     let mut chain: Vec<&(dyn std::error::Error + 'static)> = Vec::with_capacity(4);
     let mut next = Some(error);
     while let Some(e) = next {
@@ -91,6 +125,12 @@ fn cause(error: &(dyn std::error::Error + 'static)) -> String {
             _ => e.source(),
         };
     }
+    chain
+}
+
+/// The innermost cause in `error`'s chain of sources that a person can act on.
+fn cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let chain = chain(error);
     for e in &chain {
         if let Some(StreamableHttpError::<HttpError>::HttpStatus(status)) = e.downcast_ref() {
             return format!("it answered HTTP {}", status.status);
@@ -194,6 +234,59 @@ mod tests {
         );
         let status = StreamableHttpError::<HttpError>::HttpStatus(HttpStatusError::new(503, None));
         assert_eq!(cause(&status), "it answered HTTP 503");
+    }
+
+    /// Only a request that got no answer counts toward the cool-down: a refused or broken
+    /// connection, a gateway status, a closed transport, a timeout; an answer of any shape
+    /// does not.
+    #[tokio::test]
+    async fn only_a_request_without_an_answer_counts_as_unreachable() {
+        let sent = |error: StreamableHttpError<HttpError>| {
+            ServiceError::TransportSend(rmcp::transport::DynamicTransportError::from_parts(
+                "test",
+                std::any::TypeId::of::<()>(),
+                Box::new(error),
+            ))
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let refused = reqwest::get(format!("http://127.0.0.1:{port}/mcp"))
+            .await
+            .unwrap_err();
+        let status = |code| {
+            sent(StreamableHttpError::HttpStatus(HttpStatusError::new(
+                code, None,
+            )))
+        };
+        assert!(unreachable(&sent(StreamableHttpError::Client(
+            HttpError::Request(refused)
+        ))));
+        for code in [502, 503, 504] {
+            assert!(unreachable(&status(code)), "{code}");
+        }
+        assert!(unreachable(&ServiceError::TransportClosed));
+        assert!(unreachable(&ServiceError::Timeout {
+            timeout: std::time::Duration::from_secs(1)
+        }));
+        for code in [400, 401, 404, 500] {
+            assert!(!unreachable(&status(code)), "{code}");
+        }
+        let not_json = serde_json::from_str::<serde_json::Value>("<html>").unwrap_err();
+        assert!(!unreachable(&sent(StreamableHttpError::Deserialize(
+            not_json
+        ))));
+        assert!(!unreachable(&sent(StreamableHttpError::Client(
+            HttpError::TooLarge(10)
+        ))));
+        assert!(!unreachable(&sent(StreamableHttpError::Client(
+            HttpError::Unmatched("another id".into())
+        ))));
+        assert!(!unreachable(&ServiceError::McpError(
+            rmcp::ErrorData::invalid_params("no such note", None)
+        )));
     }
 
     #[test]

@@ -38,6 +38,17 @@ pub const LISTING_TTL: Duration = Duration::from_secs(30);
 pub const FAILURE_MEMORY: Duration = Duration::from_secs(5);
 /// The longest wait to connect or list, whatever the per-call timeout.
 pub const LIST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Requests in a row that failed (the connection failed, or no answer within `--timeout`)
+/// after which an upstream cools down: for [`COOL_DOWN`] its tool calls, prompt gets and
+/// resource reads are answered at once with an error saying so, never sent, so that an
+/// upstream that is down or hangs costs its callers no wait and gets no load while it
+/// recovers. An answer of any kind (a JSON-RPC error, a tool's `isError` included) counts as
+/// answered and ends the row.
+pub const COOL_DOWN_AFTER: u32 = 5;
+/// How long an upstream cools down after [`COOL_DOWN_AFTER`] failed requests in a row. The
+/// first request after it is sent: its failure starts another cool-down at once, its answer
+/// ends the row.
+pub const COOL_DOWN: Duration = Duration::from_secs(10);
 
 /// An upstream's tool as Gatehouse publishes it.
 #[derive(Debug, Clone)]
@@ -118,6 +129,19 @@ pub struct UpstreamServer {
     pub(super) extras_listing: tokio::sync::Mutex<Option<ExtrasListing>>,
     /// The last error this instance recorded (`None`: none, or cleared).
     noted_error: tokio::sync::Mutex<Option<String>>,
+    /// Its failed requests in a row on this instance, for the cool-down.
+    health: Health,
+}
+
+/// An upstream's failed requests in a row on one instance ([`COOL_DOWN_AFTER`]) and the end of
+/// its cool-down. Requests made with a person's own token (a per-person upstream) are not
+/// counted: one person's refused token says nothing of the upstream for the others.
+#[derive(Debug, Default)]
+struct Health {
+    /// Failed requests in a row.
+    failures: std::sync::atomic::AtomicU32,
+    /// When the current cool-down ends, once one has started.
+    until: std::sync::Mutex<Option<Instant>>,
 }
 
 impl UpstreamServer {
@@ -192,6 +216,7 @@ impl UpstreamServer {
             noted_error: tokio::sync::Mutex::new(
                 record.last_error.as_ref().map(|(e, _)| e.clone()),
             ),
+            health: Health::default(),
             record,
         })
     }
@@ -234,6 +259,55 @@ impl UpstreamServer {
             self.name(),
             timeout.as_millis()
         )
+    }
+
+    /// While the upstream cools down ([`COOL_DOWN_AFTER`], [`COOL_DOWN`]): the text a request
+    /// is answered with instead of being sent. `None` otherwise (one atomic read when it has
+    /// not failed).
+    pub(super) fn cooling_down(&self) -> Option<String> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let failures = self.health.failures.load(Relaxed);
+        if failures < COOL_DOWN_AFTER {
+            return None;
+        }
+        let until = (*lock(&self.health.until))?;
+        let left = until.checked_duration_since(Instant::now())?;
+        Some(format!(
+            "The upstream server {} failed its last {failures} requests in a row; it is not called for another {} s. Retry then.",
+            self.name,
+            left.as_secs().max(1)
+        ))
+    }
+
+    /// Records how a request sent to the upstream ended, for the cool-down and `upstream
+    /// list`: `failed` names why when the connection failed or no answer came in time (then
+    /// it is the upstream's last error, and the [`COOL_DOWN_AFTER`]th such failure in a row
+    /// starts a cool-down, logged); `None` when it answered, which ends the row and clears
+    /// the last error a failed request recorded.
+    pub(super) async fn after_request(&self, failed: Option<String>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        match failed {
+            None => {
+                if self.health.failures.load(Relaxed) != 0
+                    && self.health.failures.swap(0, Relaxed) != 0
+                {
+                    self.note_error(None).await;
+                }
+            }
+            Some(why) => {
+                let failures = self.health.failures.fetch_add(1, Relaxed).saturating_add(1);
+                if failures >= COOL_DOWN_AFTER {
+                    *lock(&self.health.until) = Some(Instant::now() + COOL_DOWN);
+                    tracing::warn!(
+                        upstream = self.name(),
+                        failures,
+                        cool_down_s = COOL_DOWN.as_secs(),
+                        "upstream cooling down: its requests failed in a row"
+                    );
+                }
+                self.note_error(Some(&why)).await;
+            }
+        }
     }
 
     /// Whether `record` has the settings this server was made with (then it is kept, with its
@@ -686,6 +760,10 @@ impl UpstreamServer {
         arguments: Option<JsonObject>,
         bearer: Option<&str>,
     ) -> (CallToolResult, Outcome) {
+        let shared = bearer.is_none();
+        if shared && let Some(text) = self.cooling_down() {
+            return (failure(text), Outcome::CoolingDown);
+        }
         let Ok(_permit) = Arc::clone(&self.calls).try_acquire_owned() else {
             return (
                 failure(format!(
@@ -698,8 +776,9 @@ impl UpstreamServer {
         let timeout = self.timeout();
         let attempt = async {
             // The error's code when the upstream answered a JSON-RPC error (the connection is
-            // fine), none when the connection failed.
-            let client = self.connect_as(bearer).await.map_err(|e| (None, e))?;
+            // fine), none when the connection failed; whether it counts toward the cool-down
+            // (no answer came: [`super::failure::unreachable`]).
+            let client = self.connect_as(bearer).await.map_err(|e| (None, true, e))?;
             let mut params = CallToolRequestParams::new(tool.upstream_name.clone());
             params.arguments = arguments;
             client.peer().call_tool(params).await.map_err(|e| {
@@ -707,11 +786,16 @@ impl UpstreamServer {
                     rmcp::ServiceError::McpError(error) => Some(error.code.0),
                     _ => None,
                 };
-                (code, UpstreamError(super::failure::request(&e)))
+                let counts = super::failure::unreachable(&e);
+                (code, counts, UpstreamError(super::failure::request(&e)))
             })
         };
         match tokio::time::timeout(timeout, attempt).await {
-            Ok(Ok(result)) => {
+            Ok(Ok(mut result)) => {
+                if shared {
+                    self.after_request(None).await;
+                }
+                super::extras::namespace_blocks(&self.name, &mut result.content);
                 let max = self.app.config.max_result_bytes;
                 let outcome = if result.is_error == Some(true) {
                     Outcome::ToolError
@@ -720,7 +804,7 @@ impl UpstreamServer {
                 };
                 (super::result::bound(result, max, self.name()), outcome)
             }
-            Ok(Err((answered, e))) => {
+            Ok(Err((answered, counts, e))) => {
                 if let Some(code) = answered {
                     // Its message is the upstream's text, which may repeat the arguments: not
                     // logged.
@@ -729,9 +813,16 @@ impl UpstreamServer {
                         code,
                         "upstream call failed: it answered a JSON-RPC error"
                     );
+                    if shared {
+                        self.after_request(None).await;
+                    }
                 } else {
                     self.disconnect().await;
                     tracing::warn!(upstream = self.name(), error = %e, "upstream call failed");
+                    if shared {
+                        self.after_request(counts.then(|| format!("a call failed: {e}")))
+                            .await;
+                    }
                 }
                 (
                     failure(format!(
@@ -741,7 +832,17 @@ impl UpstreamServer {
                     Outcome::UpstreamError,
                 )
             }
-            Err(_) => (failure(self.timed_out("call", timeout)), Outcome::Timeout),
+            Err(_) => {
+                let text = self.timed_out("call", timeout);
+                if shared {
+                    self.after_request(Some(format!(
+                        "a call got no answer within {} ms",
+                        timeout.as_millis()
+                    )))
+                    .await;
+                }
+                (failure(text), Outcome::Timeout)
+            }
         }
     }
 }

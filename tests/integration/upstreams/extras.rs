@@ -152,6 +152,32 @@ async fn upstream_prompts_and_resources_are_listed_namespaced_and_forwarded_with
     );
     assert!(rows.iter().all(|r| !r.3.contains("Ada")));
 
+    // Resources an upstream names in a prompt or a tool result (a link, an embedded resource)
+    // carry the URI a client reads through Gatehouse, and that URI reads.
+    assert_eq!(
+        got["result"]["messages"][1]["content"]["type"],
+        "resource_link"
+    );
+    assert_eq!(
+        got["result"]["messages"][1]["content"]["uri"], MEMO,
+        "{got}"
+    );
+    let linked = crate::mcp::call(&app, &a.token, "local__echo", json!({"message": "link"})).await;
+    assert_ne!(linked["isError"], true, "{linked}");
+    assert_eq!(linked["content"][1]["type"], "resource_link", "{linked}");
+    assert_eq!(linked["content"][1]["uri"], MEMO, "{linked}");
+    assert_eq!(linked["content"][2]["resource"]["uri"], MEMO, "{linked}");
+    assert_eq!(
+        linked["content"][2]["resource"]["text"],
+        "remember the milk"
+    );
+    let uri = linked["content"][1]["uri"].as_str().unwrap();
+    let read = rpc(&app, &a.token, "resources/read", json!({"uri": uri})).await;
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "remember the milk",
+        "{read}"
+    );
+
     // Restricted to another account (Bob): gone for Alice, unknown when she asks for it.
     cli_ok(&app, &["upstream", "remove", "local"]).await;
     super::stdio::add_local_upstream_with(&app, &["--accounts", "bob@example.com"]).await;

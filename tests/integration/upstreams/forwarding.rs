@@ -976,3 +976,144 @@ async fn a_first_listing_waits_at_most_the_upstreams_timeout() {
     }
     panic!("the listing's failure was never recorded: {recorded}");
 }
+
+/// An MCP server over plain JSON with one read-only tool, `echo`: while `down` is set, every
+/// `tools/call` is answered HTTP 503 (as a proxy in front of a server that is down answers);
+/// otherwise `{"fail": true}` is answered with a JSON-RPC error and anything else with the
+/// text "up". `calls` counts the `tools/call` requests that reached it. Its MCP URL.
+async fn start_flaky_upstream(
+    down: Arc<std::sync::atomic::AtomicBool>,
+    calls: Arc<AtomicUsize>,
+) -> String {
+    let answer = move |body: axum::body::Bytes| {
+        let (down, calls) = (Arc::clone(&down), Arc::clone(&calls));
+        async move {
+            use axum::response::IntoResponse as _;
+            let message: Value = serde_json::from_slice(&body).unwrap();
+            let Some(id) = message.get("id").cloned() else {
+                return StatusCode::ACCEPTED.into_response();
+            };
+            let answer = match message["method"].as_str().unwrap() {
+                "initialize" => json!({"protocolVersion": "2025-06-18",
+                    "capabilities": {"tools": {}}, "serverInfo": {"name": "flaky", "version": "1"}}),
+                "tools/list" => json!({"tools": [{"name": "echo",
+                    "inputSchema": {"type": "object"},
+                    "annotations": {"readOnlyHint": true, "destructiveHint": false}}]}),
+                _ => {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    if down.load(Ordering::SeqCst) {
+                        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+                    }
+                    if message["params"]["arguments"]["fail"] == true {
+                        return axum::Json(json!({"jsonrpc": "2.0", "id": id,
+                            "error": {"code": -32602, "message": "fail was asked for"}}))
+                        .into_response();
+                    }
+                    json!({"content": [{"type": "text", "text": "up"}]})
+                }
+            };
+            axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": answer})).into_response()
+        }
+    };
+    super::serve_mcp(axum::Router::new().route("/mcp", axum::routing::post(answer))).await
+}
+
+/// An upstream whose calls keep failing for want of an answer cools down (issue: "a cool-down
+/// after repeated failures"): after `COOL_DOWN_AFTER` (5) such failures in a row, calls are
+/// answered at once with an `isError` result saying so and audited `cooling_down`, never
+/// sent; `upstream list` shows the failure as the upstream's last error; after `COOL_DOWN`
+/// (10 s) the next call is sent, and its answer clears the error. Errors the upstream answers
+/// (a JSON-RPC error) are answers: any number of them in a row cools nothing down.
+#[tokio::test]
+async fn an_upstream_that_keeps_failing_cools_down_then_is_called_again() {
+    let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let url = start_flaky_upstream(Arc::clone(&down), Arc::clone(&calls)).await;
+    let app = spawn_with_key().await;
+    let a = alice(&app).await;
+    cli_ok(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "flaky",
+            "--url",
+            &url,
+            "--trust-definitions",
+        ],
+    )
+    .await;
+    list_until(&app, &a.token, |n| n.iter().any(|t| t == "flaky__echo")).await;
+
+    // Answered errors, more than the cool-down's count: each is sent and answered.
+    for i in 0..7 {
+        let result = call(&app, &a.token, "flaky__echo", json!({"fail": true})).await;
+        assert_eq!(result["isError"], true, "{result}");
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("fail was asked for"), "call {i}: {text}");
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 7);
+
+    down.store(true, Ordering::SeqCst);
+    for i in 0..5 {
+        let result = call(&app, &a.token, "flaky__echo", json!({})).await;
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert_eq!(result["isError"], true, "{result}");
+        assert!(text.contains("HTTP 503"), "call {i}: {text}");
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 12);
+
+    // The sixth is not sent.
+    let started = std::time::Instant::now();
+    let result = call(&app, &a.token, "flaky__echo", json!({})).await;
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(
+        text.contains("flaky failed its last 5 requests in a row")
+            && text.contains("it is not called for another"),
+        "{text}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        12,
+        "a call reached it while cooling down"
+    );
+    let listed = cli_ok(&app, &["upstream", "list"]).await;
+    assert!(
+        listed.contains("flaky  http") && listed.contains("unreachable"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains(": a call failed: it answered HTTP 503"),
+        "{listed}"
+    );
+    app.store.flush_audit().await;
+    let outcomes: Vec<String> = sqlx::query(
+        "SELECT outcome FROM audit_events WHERE event = 'tool_call' AND subject = 'flaky__echo' ORDER BY id",
+    )
+    .fetch_all(app.db.pool().await)
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| r.try_get("outcome").unwrap())
+    .collect();
+    assert_eq!(outcomes.len(), 13, "{outcomes:?}");
+    assert!(
+        outcomes[..12].iter().all(|o| o == "upstream_error"),
+        "{outcomes:?}"
+    );
+    assert_eq!(outcomes[12], "cooling_down");
+
+    // Up again; once the cool-down is over, the next call is sent, and its answer clears the
+    // last error.
+    down.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(10_200)).await;
+    let result = call(&app, &a.token, "flaky__echo", json!({})).await;
+    assert_ne!(result["isError"], true, "{result}");
+    assert_eq!(result["content"][0]["text"], "up");
+    assert_eq!(calls.load(Ordering::SeqCst), 13);
+    let listed = cli_ok(&app, &["upstream", "list"]).await;
+    assert!(!listed.contains("last error"), "{listed}");
+    assert!(listed.contains("enabled"), "{listed}");
+}

@@ -2,9 +2,11 @@
 // with no dependencies, run by Gatehouse as a stdio upstream in the integration tests. Its tools
 // show what the child process sees: its environment's names, its working folder, its pid.
 //
-// Tools: echo (read-only), whoami (read-only: env names, cwd, pid), exit (read-only: answers,
+// Tools: echo (read-only; the message "link" is answered with a link to the memo and the memo
+// embedded), whoami (read-only: env names, cwd, pid), exit (read-only: answers,
 // then the process exits with status 3), wipe (destructive: counts its calls); with WITH_SLOW=1
-// in its environment also slow (read-only: answers "late" after 3 s). Prompts: greet.
+// in its environment also slow (read-only: answers "late" after 3 s). Prompts: greet (a text,
+// then a link to the memo).
 // Resources: memo://notes/first.
 import { createInterface } from "node:readline";
 
@@ -46,7 +48,12 @@ function answer(request) {
       return { prompts };
     case "prompts/get":
       if (params.name !== "greet") throw { code: -32602, message: "no such prompt" };
-      return { messages: [{ role: "user", content: { type: "text", text: `Say hello to ${params.arguments?.who}.` } }] };
+      return {
+        messages: [
+          { role: "user", content: { type: "text", text: `Say hello to ${params.arguments?.who}.` } },
+          { role: "user", content: { type: "resource_link", uri: "memo://notes/first", name: "first" } },
+        ],
+      };
     case "resources/list":
       return { resources };
     case "resources/templates/list":
@@ -58,6 +65,16 @@ function answer(request) {
       const args = params.arguments ?? {};
       switch (params.name) {
         case "echo":
+          if (args.message === "link") {
+            // The memo, linked and embedded (MCP server/tools §Resource Links, §Embedded Resources).
+            return {
+              content: [
+                { type: "text", text: "Echo: link" },
+                { type: "resource_link", uri: "memo://notes/first", name: "first", mimeType: "text/plain" },
+                { type: "resource", resource: { uri: "memo://notes/first", mimeType: "text/plain", text: "remember the milk" } },
+              ],
+            };
+          }
           return text(`Echo: ${args.message ?? ""}`);
         case "whoami":
           return text(JSON.stringify({ env: Object.keys(process.env).sort(), cwd: process.cwd(), pid: process.pid }));
