@@ -192,7 +192,10 @@ for (const t of ['gh-sqlite', 'gh-postgres']) {
     const ok = h.added_p50_ms <= 0.5 && h.ratio_to_peer >= 0.9;
     goals.push(
       `- HTTP upstream, ${NAMES[t]}, c16: adds ${h.added_p50_ms} ms at p50 (goal ≤ 0.5) and keeps ` +
-        `${Math.round(h.ratio_to_peer * 100)} % of the direct throughput (goal ≥ 90 %): ${ok ? 'met' : 'NOT met'}`,
+        `${Math.round(h.ratio_to_peer * 100)} % of the direct throughput (goal ≥ 90 %): ${ok ? 'met' : 'NOT met'}` +
+        (process.env.BENCH_UPSTREAM_CPU
+          ? ` (server-everything alone on CPU ${process.env.BENCH_UPSTREAM_CPU}, Gatehouse and wrk on the others)`
+          : ' (server-everything, Gatehouse and wrk sharing every CPU)'),
     );
   }
   const s = find('forward_stdio', 16, t);

@@ -22,6 +22,13 @@
 #   BENCH_WORKLOADS   only these workloads (space-separated: floor tools_call introspection
 #                     refresh forward_http forward_stdio); BENCH_FLOOD_SECONDS=0 skips the
 #                     sign-in flood
+#   BENCH_UPSTREAM_CPU  a CPU number: server-everything, forward_http's upstream, runs alone on
+#                     that CPU, and Gatehouse and wrk on the others (taskset), in the direct
+#                     runs and through Gatehouse alike, as with an upstream on a host of its own:
+#                     Gatehouse's cost is then measured apart from the upstream's CPU (without
+#                     it, on a 2-CPU machine the three share both CPUs, and whatever CPU
+#                     Gatehouse takes is waited for by the single-threaded upstream). Gatehouse
+#                     runs one lane per CPU it may use. Meant for BENCH_WORKLOADS=forward_http
 #
 # The forwarding workloads call server-everything's `echo` (bench/peers/package.json): forward_http
 # directly over Streamable HTTP (target everything) and through Gatehouse as its HTTP upstream
@@ -51,6 +58,16 @@ CONNECTIONS="${BENCH_CONNECTIONS:-2 16}"
 ALL_TARGETS="gh-sqlite gh-postgres oidc sdk-v1 sdk-v2 everything mcp-proxy"
 TARGETS="${BENCH_TARGETS:-$ALL_TARGETS}"
 WORKLOADS="${BENCH_WORKLOADS:-floor tools_call introspection refresh forward_http forward_stdio}"
+# BENCH_UPSTREAM_CPU: server-everything (forward_http's upstream) alone on that CPU, Gatehouse
+# and wrk on the others, as with an upstream on a host of its own (see the header)
+UP_PIN=(); REST_PIN=()
+if [ -n "${BENCH_UPSTREAM_CPU:-}" ]; then
+  cpus="$(nproc)"
+  [[ "$BENCH_UPSTREAM_CPU" =~ ^[0-9]+$ ]] && [ "$BENCH_UPSTREAM_CPU" -lt "$cpus" ] && [ "$cpus" -ge 2 ] \
+    || { echo "bench: BENCH_UPSTREAM_CPU must be one CPU number below $cpus, on a machine of 2 CPUs or more" >&2; exit 2; }
+  rest="$(seq 0 $((cpus - 1)) | grep -vx "$BENCH_UPSTREAM_CPU" | paste -sd, -)"
+  UP_PIN=(taskset -c "$BENCH_UPSTREAM_CPU"); REST_PIN=(taskset -c "$rest")
+fi
 wanted() { [[ " $TARGETS " == *" $1 "* ]]; }
 workload() { [[ " $WORKLOADS " == *" $1 "* ]]; }
 NEED_PEERS=0
@@ -213,7 +230,7 @@ start_gatehouse() { # start_gatehouse NAME DATABASE_URL
   GATEHOUSE_BIND="127.0.0.1:$port" MCP_SERVER_URL="${URL[$name]}/mcp" DATABASE_URL="$db" \
     GATEHOUSE_BOOTSTRAP_EMAIL="$EMAIL" GATEHOUSE_BOOTSTRAP_PASSWORD="$PASSWORD" \
     GATEHOUSE_QUOTA_CALLS_PER_HOUR=0 \
-    "$GATEHOUSE_BIN" serve >"$WORK/$name.log" 2>&1 &
+    "${REST_PIN[@]}" "$GATEHOUSE_BIN" serve >"$WORK/$name.log" 2>&1 &
   PID[$name]=$!
   PIDS+=("$!")
   wait_ready "${URL[$name]}/readyz" 60 || die "$name did not become ready"
@@ -278,7 +295,7 @@ STARTED="$GATEHOUSES"
 declare -A SESSION
 if [ "$FORWARD_HTTP" = 1 ]; then
   port="$(free_port)"
-  PORT="$port" "$NODE" "$EVERYTHING_JS" streamableHttp >"$WORK/everything.log" 2>&1 &
+  PORT="$port" "${UP_PIN[@]}" "$NODE" "$EVERYTHING_JS" streamableHttp >"$WORK/everything.log" 2>&1 &
   PID[everything]=$!; PIDS+=("$!"); URL[everything]="http://127.0.0.1:$port"
   SESSION[everything]="$("$NODE" mcp-echo.mjs session "${URL[everything]}/mcp" 30 2>>"$WORK/everything.log")" \
     || die "server-everything (Streamable HTTP) did not answer echo"
@@ -385,7 +402,7 @@ measure() {
   local out
   out="$(BENCH_MODE="$mode" BENCH_TOKENS="$tokens" BENCH_AUTH="$auth" BENCH_CLIENT="$client" \
     BENCH_TOOL="$tool" BENCH_SESSION="$session" \
-    wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout 10s -s lua/bench.lua "$url" 2>&1)" || die "wrk failed: $out"
+    "${REST_PIN[@]}" wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout 10s -s lua/bench.lua "$url" 2>&1)" || die "wrk failed: $out"
   cpu_sample "$server_pid" >"$WORK/cpu.server.after"
   # shellcheck disable=SC2086
   cpu_sample $( [ -n "$db_pids" ] && postgres_pids ) >"$WORK/cpu.db.after"
@@ -473,8 +490,8 @@ STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p results
 OUT="results/$STAMP-${COMMIT%+changes}-$MODE.json"
 {
-  printf '{"mode":"%s","build":"%s","label":"%s","commit":"%s","date":"%s","duration_s":%s,"rounds":%s,"connections":"%s",' \
-    "$MODE" "$BUILD" "${BENCH_LABEL:-}" "$COMMIT" "$STAMP" "$DURATION" "$ROUNDS" "$CONNECTIONS"
+  printf '{"mode":"%s","build":"%s","label":"%s","commit":"%s","date":"%s","duration_s":%s,"rounds":%s,"connections":"%s","upstream_cpu":"%s",' \
+    "$MODE" "$BUILD" "${BENCH_LABEL:-}" "$COMMIT" "$STAMP" "$DURATION" "$ROUNDS" "$CONNECTIONS" "${BENCH_UPSTREAM_CPU:-}"
   printf '"machine":{"cpus":%s,"loadavg_at_end":"%s","wrk":"%s","node":"%s","postgres":"%s"},' \
     "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(wrk -v 2>&1 | head -n1 | cut -d' ' -f2)" "$("$NODE" --version)" \
     "$(psql -tA "$PG_ADMIN" -c 'show server_version' 2>/dev/null | cut -d' ' -f1)"
@@ -486,5 +503,5 @@ OUT="results/$STAMP-${COMMIT%+changes}-$MODE.json"
   printf '},"runs":['; paste -sd, "$RAW" | tr -d '\n'; printf '],'
   printf '"flood":['; paste -sd, "$FLOOD" | tr -d '\n'; printf ']}\n'
 } >"$WORK/results.json"
-"$NODE" report.mjs "$WORK/results.json" "$OUT"
+BENCH_UPSTREAM_CPU="${BENCH_UPSTREAM_CPU:-}" "$NODE" report.mjs "$WORK/results.json" "$OUT"
 say "results: bench/$OUT"
