@@ -79,7 +79,13 @@ impl UpstreamServer {
         let mut listing = self.extras_listing.lock().await;
         if let Some(l) = listing.as_ref() {
             let fresh = match &l.result {
-                Ok(_) => l.at.elapsed() < LISTING_TTL,
+                Ok(_) => {
+                    l.at.elapsed() < LISTING_TTL
+                        && !self
+                            .changed
+                            .extras
+                            .load(std::sync::atomic::Ordering::Acquire)
+                }
                 Err(_) => l.at.elapsed() < FAILURE_MEMORY,
             };
             if !fresh {
@@ -117,6 +123,10 @@ impl UpstreamServer {
 
     async fn list_extras(&self) -> Result<Arc<Extras>, UpstreamError> {
         let client = self.connect().await?;
+        // As for tools: a change announced from here on marks the listing again.
+        self.changed
+            .extras
+            .store(false, std::sync::atomic::Ordering::Release);
         let peer = client.peer();
         let capabilities = peer
             .peer_info()

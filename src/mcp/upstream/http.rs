@@ -16,8 +16,9 @@
 //! - a JSON body is read up to [`UpstreamHttp::max_body`] bytes, and an SSE response stops
 //!   with an error once that many bytes came, so an endless or huge answer costs one bounded
 //!   call (the per-call timeout bounds a slow one);
-//! - a standalone GET stream is not opened (Gatehouse only calls; `list_changed` is not
-//!   waited for on HTTP, listings are cached for a short time instead).
+//! - a standalone GET stream is not opened (Gatehouse only calls): an upstream's
+//!   `list_changed` notification reaches Gatehouse within the event stream of an answer
+//!   only; otherwise listings are kept for a short time ([`super::server::LISTING_TTL`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -82,7 +82,59 @@ pub struct Approvals {
 pub struct UpstreamError(pub String);
 
 /// The rmcp client of one upstream.
-pub(super) type Client = RunningService<RoleClient, ClientConfig>;
+pub(super) type Client = RunningService<RoleClient, ListChangedHandler>;
+
+/// Which of an upstream's listings it said changed since they were last asked for
+/// (`notifications/tools/list_changed`, `…/prompts/list_changed`,
+/// `…/resources/list_changed`: MCP server/tools, server/prompts, server/resources §List Changed
+/// Notification): a listing so marked is not fresh, whatever its age, and is asked for again.
+#[derive(Debug, Default)]
+pub(super) struct ListChanged {
+    /// The tools changed.
+    pub(super) tools: std::sync::atomic::AtomicBool,
+    /// The prompts or the resources changed.
+    pub(super) extras: std::sync::atomic::AtomicBool,
+}
+
+/// Gatehouse's side of a connection to an upstream (rmcp's client handler): it declares no
+/// client capability, answers the upstream's own requests as rmcp does by default (no
+/// sampling, elicitation or roots), and marks the listings the upstream says changed
+/// ([`ListChanged`]).
+#[derive(Debug, Clone)]
+pub(super) struct ListChangedHandler {
+    info: ClientConfig,
+    changed: Arc<ListChanged>,
+}
+
+impl rmcp::ClientHandler for ListChangedHandler {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        self.changed
+            .tools
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    async fn on_prompt_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.changed
+            .extras
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    async fn on_resource_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.changed
+            .extras
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+}
 
 /// An upstream's prompts, resources and resource templates as Gatehouse publishes them.
 #[derive(Debug, Default)]
@@ -131,6 +183,8 @@ pub struct UpstreamServer {
     noted_error: tokio::sync::Mutex<Option<String>>,
     /// Its failed requests in a row on this instance, for the cool-down.
     health: Health,
+    /// The listings it said changed ([`ListChanged`]).
+    pub(super) changed: Arc<ListChanged>,
 }
 
 /// An upstream's failed requests in a row on one instance ([`COOL_DOWN_AFTER`]) and the end of
@@ -217,6 +271,7 @@ impl UpstreamServer {
                 record.last_error.as_ref().map(|(e, _)| e.clone()),
             ),
             health: Health::default(),
+            changed: Arc::default(),
             record,
         })
     }
@@ -431,10 +486,13 @@ impl UpstreamServer {
     }
 
     async fn handshake(&self, bearer: Option<&str>) -> Result<Client, UpstreamError> {
-        let info = ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("gatehouse", env!("CARGO_PKG_VERSION")),
-        );
+        let info = ListChangedHandler {
+            info: ClientConfig::new(
+                ClientCapabilities::default(),
+                Implementation::new("gatehouse", env!("CARGO_PKG_VERSION")),
+            ),
+            changed: Arc::clone(&self.changed),
+        };
         let handshake = self.list_timeout();
         let served = if let Some(command) = &self.stdio {
             let now = Instant::now();
@@ -574,7 +632,13 @@ impl UpstreamServer {
         let mut listing = self.listing.lock().await;
         if let Some(l) = listing.as_ref() {
             let fresh = match &l.result {
-                Ok(_) => l.at.elapsed() < LISTING_TTL,
+                Ok(_) => {
+                    l.at.elapsed() < LISTING_TTL
+                        && !self
+                            .changed
+                            .tools
+                            .load(std::sync::atomic::Ordering::Acquire)
+                }
                 Err(_) => l.at.elapsed() < FAILURE_MEMORY,
             };
             if fresh {
@@ -674,6 +738,11 @@ impl UpstreamServer {
         // Connecting and listing together within the one wait.
         let deadline = tokio::time::Instant::now() + self.list_timeout();
         let client = self.connect_as(bearer).await?;
+        // A change the upstream announces from here on is not in this listing: it marks the
+        // listing again.
+        self.changed
+            .tools
+            .store(false, std::sync::atomic::Ordering::Release);
         let tools = tokio::time::timeout_at(deadline, client.peer().list_all_tools())
             .await
             .map_err(|_| {

@@ -520,3 +520,55 @@ async fn what_a_stdio_child_started_in_the_background_is_stopped_with_it() {
         "what it left running in its process group is stopped too"
     );
 }
+
+/// An upstream that announces a change of its tools or prompts
+/// (`notifications/tools/list_changed`, `…/prompts/list_changed`) is listed again at once, not
+/// after the 30 s the listing is otherwise kept (issue: "refreshed on the upstream's
+/// `list_changed` notification where it sends one").
+#[tokio::test]
+async fn a_list_changed_notification_refreshes_the_listing_at_once() {
+    let app = spawn_with_key().await;
+    let a = alice(&app).await;
+    add_local_upstream_with(&app, &["--env", "WITH_GROW=1"]).await;
+    list_until(&app, &a.token, |n| n.contains(&"local__grow".to_string())).await;
+    let prompts = |list: &Value| -> Vec<String> {
+        list["result"]["prompts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let before = rpc(&app, &a.token, "prompts/list", json!({})).await;
+    assert!(
+        prompts(&before).contains(&"local__greet".to_string()),
+        "{before}"
+    );
+    assert!(
+        !prompts(&before).contains(&"local__bye".to_string()),
+        "{before}"
+    );
+
+    let result = call(&app, &a.token, "local__grow", json!({})).await;
+    assert_eq!(result["content"][0]["text"], "grown", "{result}");
+    let started = std::time::Instant::now();
+    list_until(&app, &a.token, |n| n.contains(&"local__grown".to_string())).await;
+    let mut listed = Value::Null;
+    while started.elapsed() < Duration::from_secs(10) {
+        listed = rpc(&app, &a.token, "prompts/list", json!({})).await;
+        if prompts(&listed).contains(&"local__bye".to_string()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        prompts(&listed).contains(&"local__bye".to_string()),
+        "{listed}"
+    );
+    // Well within the 30 s a listing is kept: the notification, not the age, made it stale.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "seen after {:?}",
+        started.elapsed()
+    );
+}

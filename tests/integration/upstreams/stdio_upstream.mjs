@@ -5,7 +5,9 @@
 // Tools: echo (read-only; the message "link" is answered with a link to the memo and the memo
 // embedded), whoami (read-only: env names, cwd, pid), exit (read-only: answers,
 // then the process exits with status 3), wipe (destructive: counts its calls); with WITH_SLOW=1
-// in its environment also slow (read-only: answers "late" after 3 s). Prompts: greet (a text,
+// in its environment also slow (read-only: answers "late" after 3 s); with WITH_GROW=1 also grow
+// (read-only: adds the tool grown and the prompt bye, then sends both list_changed
+// notifications). Prompts: greet (a text,
 // then a link to the memo).
 // Resources: memo://notes/first.
 import { createInterface } from "node:readline";
@@ -22,6 +24,9 @@ const tools = [
 if (process.env.WITH_SLOW === "1") {
   tools.push({ name: "slow", description: "Answers after 3 s.", inputSchema: { type: "object" }, annotations: readOnly });
 }
+if (process.env.WITH_GROW === "1") {
+  tools.push({ name: "grow", description: "Adds the tool grown and the prompt bye, and says so.", inputSchema: { type: "object" }, annotations: readOnly });
+}
 let wipes = 0;
 const prompts = [
   { name: "greet", description: "Greets someone.", arguments: [{ name: "who", required: true }] },
@@ -37,7 +42,7 @@ function answer(request) {
     case "initialize":
       return {
         protocolVersion: params.protocolVersion ?? "2025-06-18",
-        capabilities: { tools: {}, prompts: {}, resources: {} },
+        capabilities: { tools: { listChanged: true }, prompts: { listChanged: true }, resources: {} },
         serverInfo: { name: "stdio-test-upstream", version: "1.0.0" },
       };
     case "ping":
@@ -81,6 +86,16 @@ function answer(request) {
         case "wipe":
           wipes += 1;
           return text(`wiped ${args.message ?? ""} (${wipes})`);
+        case "grow":
+          if (!tools.some((t) => t.name === "grown")) {
+            tools.push({ name: "grown", description: "Grown by grow.", inputSchema: { type: "object" }, annotations: readOnly });
+            prompts.push({ name: "bye", description: "Says goodbye." });
+          }
+          setTimeout(() => {
+            send({ jsonrpc: "2.0", method: "notifications/tools/list_changed" });
+            send({ jsonrpc: "2.0", method: "notifications/prompts/list_changed" });
+          }, 10);
+          return text("grown");
         case "exit":
           setTimeout(() => process.exit(3), 50);
           return text("bye");
