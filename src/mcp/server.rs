@@ -561,6 +561,7 @@ impl GatehouseMcp {
         }
         let result = server.get_prompt(own, request.arguments.clone()).await;
         let outcome = upstream_read_outcome(result.as_ref().err());
+        let result = result.map_err(|e| e.error);
         self.mcp.quotas.refund(&principal.account_id, outcome, now);
         record_upstream_read(server.name(), outcome, started);
         self.audit_read(
@@ -623,6 +624,7 @@ impl GatehouseMcp {
         }
         let result = server.read_resource(own).await;
         let outcome = upstream_read_outcome(result.as_ref().err());
+        let result = result.map_err(|e| e.error);
         self.mcp.quotas.refund(&principal.account_id, outcome, now);
         record_upstream_read(server.name(), outcome, started);
         self.audit_read(
@@ -643,13 +645,17 @@ impl GatehouseMcp {
     }
 }
 
-/// The audit outcome of a forwarded read that failed with `error` (`None`: it succeeded).
-fn upstream_read_outcome(error: Option<&ErrorData>) -> Outcome {
+/// The audit outcome of a forwarded read that failed with `error` (`None`: it succeeded): the
+/// one Gatehouse gave it (busy, cooling down, timed out, failed), else by the code of the error
+/// the upstream answered.
+fn upstream_read_outcome(error: Option<&super::upstream::extras::ForwardError>) -> Outcome {
     match error {
         None => Outcome::Success,
-        Some(e) if e.code == ErrorCode::RESOURCE_NOT_FOUND => Outcome::NotFound,
-        Some(e) if e.code == ErrorCode::INVALID_PARAMS => Outcome::InvalidArguments,
-        Some(_) => Outcome::UpstreamError,
+        Some(e) => e.outcome.unwrap_or(match e.error.code {
+            ErrorCode::RESOURCE_NOT_FOUND => Outcome::NotFound,
+            ErrorCode::INVALID_PARAMS => Outcome::InvalidArguments,
+            _ => Outcome::UpstreamError,
+        }),
     }
 }
 

@@ -67,6 +67,27 @@ fn namespace_contents(name: &UpstreamName, contents: &mut [ResourceContents]) {
     }
 }
 
+/// A forwarded prompt get or resource read that failed: the error the client is answered with,
+/// and the outcome it is audited and counted with when Gatehouse knows it (busy, cooling down,
+/// timed out, failed); `None` when the upstream answered the error itself, whose code tells
+/// (not found, invalid parameters, or another upstream error).
+#[derive(Debug)]
+pub struct ForwardError {
+    /// The JSON-RPC error the client gets.
+    pub error: rmcp::ErrorData,
+    /// The audit outcome, when not the upstream's own error's.
+    pub outcome: Option<crate::domain::audit::Outcome>,
+}
+
+impl ForwardError {
+    fn new(outcome: crate::domain::audit::Outcome, text: String) -> ForwardError {
+        ForwardError {
+            error: rmcp::ErrorData::internal_error(text, None),
+            outcome: Some(outcome),
+        }
+    }
+}
+
 impl UpstreamServer {
     /// The upstream's prompts and resources, from the cache while it is fresh.
     ///
@@ -204,7 +225,7 @@ impl UpstreamServer {
         &self,
         prompt: &str,
         arguments: Option<JsonObject>,
-    ) -> Result<GetPromptResult, rmcp::ErrorData> {
+    ) -> Result<GetPromptResult, ForwardError> {
         let mut params = GetPromptRequestParams::new(prompt.to_string());
         params.arguments = arguments;
         let mut result = self
@@ -225,7 +246,7 @@ impl UpstreamServer {
     /// `GATEHOUSE_MAX_RESULT_BYTES`.
     ///
     /// Errors: as [`UpstreamServer::get_prompt`].
-    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, rmcp::ErrorData> {
+    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, ForwardError> {
         let params = ReadResourceRequestParams::new(uri.to_string());
         let mut result = self
             .forward(|client| async move { client.peer().read_resource(params).await })
@@ -235,37 +256,38 @@ impl UpstreamServer {
         self.within_bound(result)
     }
 
-    fn within_bound<T: serde::Serialize>(&self, result: T) -> Result<T, rmcp::ErrorData> {
+    fn within_bound<T: serde::Serialize>(&self, result: T) -> Result<T, ForwardError> {
         let max = self.app().config.max_result_bytes;
         let size = serde_json::to_vec(&result).map_or(usize::MAX, |v| v.len());
         if size > max {
-            return Err(rmcp::ErrorData::internal_error(
+            return Err(ForwardError::new(
+                crate::domain::audit::Outcome::UpstreamError,
                 format!(
                     "The upstream server {} answered {size} bytes, more than the {max} Gatehouse passes on.",
                     self.name()
                 ),
-                None,
             ));
         }
         Ok(result)
     }
 
     /// Runs one request on the upstream within a call slot and the per-call timeout.
-    async fn forward<T, F, Fut>(&self, request: F) -> Result<T, rmcp::ErrorData>
+    async fn forward<T, F, Fut>(&self, request: F) -> Result<T, ForwardError>
     where
         F: FnOnce(Arc<super::server::Client>) -> Fut,
         Fut: Future<Output = Result<T, rmcp::ServiceError>>,
     {
+        use crate::domain::audit::Outcome;
         if let Some(text) = self.cooling_down() {
-            return Err(rmcp::ErrorData::internal_error(text, None));
+            return Err(ForwardError::new(Outcome::CoolingDown, text));
         }
         let Some(_permit) = self.call_slot() else {
-            return Err(rmcp::ErrorData::internal_error(
+            return Err(ForwardError::new(
+                Outcome::Busy,
                 format!(
                     "The upstream server {} is busy; retry shortly.",
                     self.name()
                 ),
-                None,
             ));
         };
         let timeout = self.call_timeout();
@@ -274,30 +296,33 @@ impl UpstreamServer {
             let client = self.connect().await.map_err(|e| {
                 (
                     Some(format!("a request failed: {}", e.0)),
-                    rmcp::ErrorData::internal_error(e.0, None),
+                    ForwardError::new(Outcome::UpstreamError, e.0),
                 )
             })?;
             request(client).await.map_err(|e| match e {
                 rmcp::ServiceError::McpError(error) => (
                     None,
-                    rmcp::ErrorData::new(
-                        error.code,
-                        format!(
-                            "upstream {}: {}",
-                            self.name(),
-                            super::failure::upstream_text(&error.message)
+                    ForwardError {
+                        error: rmcp::ErrorData::new(
+                            error.code,
+                            format!(
+                                "upstream {}: {}",
+                                self.name(),
+                                super::failure::upstream_text(&error.message)
+                            ),
+                            None,
                         ),
-                        None,
-                    ),
+                        outcome: None,
+                    },
                 ),
                 other => {
                     let why = super::failure::request(&other);
                     (
                         super::failure::unreachable(&other)
                             .then(|| format!("a request failed: {why}")),
-                        rmcp::ErrorData::internal_error(
+                        ForwardError::new(
+                            Outcome::UpstreamError,
                             format!("The upstream server {} failed: {why}", self.name()),
-                            None,
                         ),
                     )
                 }
@@ -319,7 +344,7 @@ impl UpstreamServer {
                     timeout.as_millis()
                 )))
                 .await;
-                Err(rmcp::ErrorData::internal_error(text, None))
+                Err(ForwardError::new(Outcome::Timeout, text))
             }
         }
     }

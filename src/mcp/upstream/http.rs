@@ -292,11 +292,25 @@ impl StreamableHttpClient for UpstreamHttp {
             .map(str::to_string);
         let media = media_type(&response);
         if !status.is_success() {
-            // A JSON-RPC error in a failure status is still the answer to the request.
+            // A JSON-RPC error in a failure status is still the answer to the request when it
+            // carries the request's id. Without it (an SDK server answers a session it no
+            // longer knows with 400 and an error whose id is null), it answers no request: the
+            // call fails at once naming the status, where rmcp would wait for the timeout.
+            // Such a 400 to a request that carried a session is taken for the session's end,
+            // as a 404 is (MCP basic/transports §Session Management): rmcp starts a new session
+            // and sends the request once more. The request was refused, not run.
             if media == "application/json" {
                 let body = bounded_body(response, self.max_body).await?;
-                if let Ok(message) = serde_json::from_slice(&body) {
-                    return Ok(StreamableHttpPostResponse::Json(message, session));
+                if let Ok(message) = serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
+                    if answers(sent.as_ref(), &message).is_ok() {
+                        return Ok(StreamableHttpPostResponse::Json(message, session));
+                    }
+                    let idless =
+                        matches!(&message, ServerJsonRpcMessage::Error(e) if e.id.is_none());
+                    if status == reqwest::StatusCode::BAD_REQUEST && session_id.is_some() && idless
+                    {
+                        return Err(StreamableHttpError::SessionExpired);
+                    }
                 }
             }
             let retry_after = None;

@@ -318,15 +318,22 @@ impl UpstreamServer {
 
     /// While the upstream cools down ([`COOL_DOWN_AFTER`], [`COOL_DOWN`]): the text a request
     /// is answered with instead of being sent. `None` otherwise (one atomic read when it has
-    /// not failed).
+    /// not failed), and for the one request that is sent when a cool-down is over.
     pub(super) fn cooling_down(&self) -> Option<String> {
         use std::sync::atomic::Ordering::Relaxed;
         let failures = self.health.failures.load(Relaxed);
         if failures < COOL_DOWN_AFTER {
             return None;
         }
-        let until = (*lock(&self.health.until))?;
-        let left = until.checked_duration_since(Instant::now())?;
+        let now = Instant::now();
+        let mut until = lock(&self.health.until);
+        let Some(left) = until.and_then(|end| end.checked_duration_since(now)) else {
+            // The cool-down is over: this request is sent, alone. The others wait for its
+            // outcome as if the cool-down went on: its answer ends the row, its failure starts
+            // the next cool-down.
+            *until = Some(now + COOL_DOWN);
+            return None;
+        };
         Some(format!(
             "The upstream server {} failed its last {failures} requests in a row; it is not called for another {} s. Retry then.",
             self.name,

@@ -1104,16 +1104,174 @@ async fn an_upstream_that_keeps_failing_cools_down_then_is_called_again() {
         "{outcomes:?}"
     );
     assert_eq!(outcomes[12], "cooling_down");
+    // A resource read is refused the same way, and audited so.
+    let read = rpc(
+        &app,
+        &a.token,
+        "resources/read",
+        json!({"uri": "gatehouse://upstreams/flaky/memo://x"}),
+    )
+    .await;
+    let message = read["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("failed its last 5 requests in a row"),
+        "{read}"
+    );
+    app.store.flush_audit().await;
+    let read_outcome: String = sqlx::query(
+        "SELECT outcome FROM audit_events WHERE event = 'resource_read' ORDER BY id DESC LIMIT 1",
+    )
+    .fetch_one(app.db.pool().await)
+    .await
+    .unwrap()
+    .try_get("outcome")
+    .unwrap();
+    assert_eq!(read_outcome, "cooling_down");
+    assert_eq!(calls.load(Ordering::SeqCst), 12);
 
-    // Up again; once the cool-down is over, the next call is sent, and its answer clears the
+    // Once the cool-down is over, one call is sent, alone: three at once, one reaches the
+    // upstream (still down), the other two are refused; its failure starts the next cool-down.
+    tokio::time::sleep(Duration::from_millis(10_200)).await;
+    let three =
+        futures::future::join_all((0..3).map(|_| call(&app, &a.token, "flaky__echo", json!({}))))
+            .await;
+    assert_eq!(calls.load(Ordering::SeqCst), 13, "{three:?}");
+    let texts: Vec<String> = three.iter().map(error_text).collect();
+    assert_eq!(
+        texts.iter().filter(|t| t.contains("HTTP 503")).count(),
+        1,
+        "{texts:?}"
+    );
+    assert_eq!(
+        texts
+            .iter()
+            .filter(|t| t.contains("it is not called for another"))
+            .count(),
+        2,
+        "{texts:?}"
+    );
+
+    // Up again; once that cool-down is over, the next call is sent, and its answer clears the
     // last error.
     down.store(false, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(10_200)).await;
     let result = call(&app, &a.token, "flaky__echo", json!({})).await;
     assert_ne!(result["isError"], true, "{result}");
     assert_eq!(result["content"][0]["text"], "up");
-    assert_eq!(calls.load(Ordering::SeqCst), 13);
+    assert_eq!(calls.load(Ordering::SeqCst), 14);
     let listed = cli_ok(&app, &["upstream", "list"]).await;
     assert!(!listed.contains("last error"), "{listed}");
     assert!(listed.contains("enabled"), "{listed}");
+}
+
+/// An MCP server over plain JSON with sessions, as the TypeScript SDK's servers keep them:
+/// `initialize` opens session `s<generation>`; a request carrying any other session is answered
+/// HTTP 400 with a JSON-RPC error whose id is null ("Bad Request: No valid session ID
+/// provided"), what server-everything answers after a restart. Tool `echo` answers "up",
+/// tool `idless` answers HTTP 500 with such an error. Its MCP URL.
+async fn start_session_upstream(generation: Arc<AtomicUsize>) -> String {
+    let answer = move |headers: http::HeaderMap, body: axum::body::Bytes| {
+        let generation = Arc::clone(&generation);
+        async move {
+            use axum::response::IntoResponse as _;
+            let message: Value = serde_json::from_slice(&body).unwrap();
+            let current = format!("s{}", generation.load(Ordering::SeqCst));
+            let idless = |status: StatusCode| {
+                (
+                    status,
+                    axum::Json(json!({"jsonrpc": "2.0", "id": null, "error": {
+                        "code": -32000, "message": "Bad Request: No valid session ID provided"}})),
+                )
+                    .into_response()
+            };
+            if message["method"] == "initialize" {
+                let mut response = axum::Json(json!({"jsonrpc": "2.0", "id": message["id"],
+                    "result": {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "sessions", "version": "1"}}}))
+                .into_response();
+                response
+                    .headers_mut()
+                    .insert("mcp-session-id", current.parse().unwrap());
+                return response;
+            }
+            let session = headers.get("mcp-session-id").and_then(|v| v.to_str().ok());
+            if session != Some(current.as_str()) {
+                return idless(StatusCode::BAD_REQUEST);
+            }
+            let Some(id) = message.get("id").cloned() else {
+                return StatusCode::ACCEPTED.into_response();
+            };
+            let result = match message["method"].as_str().unwrap() {
+                "tools/list" => json!({"tools": [
+                    {"name": "echo", "inputSchema": {"type": "object"},
+                     "annotations": {"readOnlyHint": true, "destructiveHint": false}},
+                    {"name": "idless", "inputSchema": {"type": "object"},
+                     "annotations": {"readOnlyHint": true, "destructiveHint": false}}]}),
+                _ if message["params"]["name"] == "idless" => {
+                    return idless(StatusCode::INTERNAL_SERVER_ERROR);
+                }
+                _ => json!({"content": [{"type": "text", "text": "up"}]}),
+            };
+            axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
+        }
+    };
+    super::serve_mcp(axum::Router::new().route("/mcp", axum::routing::post(answer))).await
+}
+
+/// An upstream that forgot the session (restarted) and answers 400 with an error without an id
+/// gets a new session and the call at once, not after the call's timeout; a failure status whose
+/// error carries no id fails the call at once naming the status, and is an answer, never a step
+/// toward the cool-down. Before, both waited out `--timeout` and counted as no answer.
+#[tokio::test]
+async fn an_upstream_that_forgot_its_session_is_called_again_at_once() {
+    let generation = Arc::new(AtomicUsize::new(0));
+    let url = start_session_upstream(Arc::clone(&generation)).await;
+    let app = spawn_with_key().await;
+    let a = alice(&app).await;
+    cli_ok(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "sess",
+            "--url",
+            &url,
+            "--timeout",
+            "5s",
+            "--trust-definitions",
+        ],
+    )
+    .await;
+    list_until(&app, &a.token, |n| n.iter().any(|t| t == "sess__echo")).await;
+    let result = call(&app, &a.token, "sess__echo", json!({})).await;
+    assert_eq!(result["content"][0]["text"], "up", "{result}");
+
+    // The upstream restarts: its sessions are gone.
+    generation.fetch_add(1, Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    let result = call(&app, &a.token, "sess__echo", json!({})).await;
+    assert_ne!(result["isError"], true, "{result}");
+    assert_eq!(result["content"][0]["text"], "up", "{result}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+
+    for _ in 0..6 {
+        let started = std::time::Instant::now();
+        let result = call(&app, &a.token, "sess__idless", json!({})).await;
+        assert_eq!(
+            error_text(&result),
+            "The upstream server sess failed this call: it answered HTTP 500"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    // Six failure statuses in a row, each an answer: no cool-down.
+    let result = call(&app, &a.token, "sess__echo", json!({})).await;
+    assert_eq!(result["content"][0]["text"], "up", "{result}");
 }
