@@ -21,7 +21,7 @@ use rmcp::model::{
 };
 
 pub use super::server::Extras;
-use super::server::{ExtrasListing, FAILURE_MEMORY, LISTING_TTL, UpstreamError, UpstreamServer};
+use super::server::{ExtrasListing, UpstreamError, UpstreamServer, is_fresh};
 use crate::domain::upstream::{
     MAX_DESCRIPTION_BYTES, UpstreamName, namespaced_tool, namespaced_uri,
 };
@@ -35,7 +35,6 @@ fn description_ok(text: Option<&str>) -> bool {
     text.is_none_or(|d| d.len() <= MAX_DESCRIPTION_BYTES)
 }
 
-/// `contents` with each URI put back under the upstream's prefix.
 /// Puts the resource URIs that `blocks` (a forwarded tool result's content, a prompt's
 /// messages) carry, in resource links and embedded resources, under the upstream's prefix
 /// ([`namespaced_uri`]): a client reads a resource of an upstream through Gatehouse, by that
@@ -57,6 +56,7 @@ pub(super) fn namespace_blocks<'a>(
     }
 }
 
+/// `contents` with each URI put back under the upstream's prefix.
 fn namespace_contents(name: &UpstreamName, contents: &mut [ResourceContents]) {
     for content in contents {
         if let ResourceContents::TextResourceContents { uri, .. }
@@ -92,23 +92,14 @@ impl UpstreamServer {
     /// The upstream's prompts and resources, from the cache while it is fresh.
     ///
     /// Errors: the upstream could not be reached or listed (remembered for
-    /// [`FAILURE_MEMORY`]).
+    /// [`super::server::FAILURE_MEMORY`]).
     ///
     /// Only the first listing is waited for; one past its time is answered at once while one
     /// task lists again in the background, as for tools ([`UpstreamServer::tools_as`]).
     pub async fn extras(self: &Arc<Self>) -> Result<Arc<Extras>, UpstreamError> {
         let mut listing = self.extras_listing.lock().await;
         if let Some(l) = listing.as_ref() {
-            let fresh = match &l.result {
-                Ok(_) => {
-                    l.at.elapsed() < LISTING_TTL
-                        && !self
-                            .changed
-                            .extras
-                            .load(std::sync::atomic::Ordering::Acquire)
-                }
-                Err(_) => l.at.elapsed() < FAILURE_MEMORY,
-            };
+            let fresh = is_fresh(l.at, l.result.is_ok(), &self.changed.extras);
             if !fresh {
                 self.refresh_in_background(
                     |s| &s.refreshing_extras,

@@ -215,17 +215,21 @@ fn plain_io(error: &std::io::Error) -> String {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn a_refused_connection_is_named_without_the_sdks_types() {
-        // A port with nothing listening: bound, then released.
+    /// The error of a request to a port with nothing listening (bound, then released).
+    async fn refused() -> reqwest::Error {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let refused = reqwest::get(format!("http://127.0.0.1:{port}/mcp"))
+        reqwest::get(format!("http://127.0.0.1:{port}/mcp"))
             .await
-            .unwrap_err();
+            .unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_named_without_the_sdks_types() {
+        let refused = refused().await;
         let wrapped: StreamableHttpError<HttpError> =
             StreamableHttpError::Client(HttpError::Request(refused));
         assert_eq!(
@@ -248,14 +252,7 @@ mod tests {
                 Box::new(error),
             ))
         };
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let refused = reqwest::get(format!("http://127.0.0.1:{port}/mcp"))
-            .await
-            .unwrap_err();
+        let refused = refused().await;
         let status = |code| {
             sent(StreamableHttpError::HttpStatus(HttpStatusError::new(
                 code, None,

@@ -136,6 +136,17 @@ impl rmcp::ClientHandler for ListChangedHandler {
     }
 }
 
+/// Whether a listing made at `at` may still be served: a listing that succeeded
+/// ([`LISTING_TTL`]) unless the upstream said it `changed` since, a failed one
+/// ([`FAILURE_MEMORY`]) while it is remembered.
+pub(super) fn is_fresh(at: Instant, ok: bool, changed: &std::sync::atomic::AtomicBool) -> bool {
+    if ok {
+        at.elapsed() < LISTING_TTL && !changed.load(std::sync::atomic::Ordering::Acquire)
+    } else {
+        at.elapsed() < FAILURE_MEMORY
+    }
+}
+
 /// An upstream's prompts, resources and resource templates as Gatehouse publishes them.
 #[derive(Debug, Default)]
 pub struct Extras {
@@ -638,16 +649,7 @@ impl UpstreamServer {
     ) -> Result<Arc<Vec<UpstreamTool>>, UpstreamError> {
         let mut listing = self.listing.lock().await;
         if let Some(l) = listing.as_ref() {
-            let fresh = match &l.result {
-                Ok(_) => {
-                    l.at.elapsed() < LISTING_TTL
-                        && !self
-                            .changed
-                            .tools
-                            .load(std::sync::atomic::Ordering::Acquire)
-                }
-                Err(_) => l.at.elapsed() < FAILURE_MEMORY,
-            };
+            let fresh = is_fresh(l.at, l.result.is_ok(), &self.changed.tools);
             if fresh {
                 return l.result.clone();
             }

@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use sqlx::Row;
 
 use super::stdio::add_local_upstream;
 use super::{cli, cli_ok, spawn_with_key};
@@ -224,16 +223,7 @@ async fn a_destructive_upstream_tool_is_hidden_until_allowed_then_each_call_is_c
     );
 
     // Audited: refusals and the confirmed call.
-    app.store.flush_audit().await;
-    let outcomes: Vec<String> = sqlx::query(
-        "SELECT outcome FROM audit_events WHERE event = 'tool_call' AND subject = 'local__wipe' ORDER BY id",
-    )
-    .fetch_all(app.db.pool().await)
-    .await
-    .unwrap()
-    .iter()
-    .map(|r| r.try_get("outcome").unwrap())
-    .collect();
+    let outcomes = super::tool_call_outcomes(&app, "local__wipe").await;
     assert_eq!(
         outcomes,
         [

@@ -1088,16 +1088,7 @@ async fn an_upstream_that_keeps_failing_cools_down_then_is_called_again() {
         listed.contains(": a call failed: it answered HTTP 503"),
         "{listed}"
     );
-    app.store.flush_audit().await;
-    let outcomes: Vec<String> = sqlx::query(
-        "SELECT outcome FROM audit_events WHERE event = 'tool_call' AND subject = 'flaky__echo' ORDER BY id",
-    )
-    .fetch_all(app.db.pool().await)
-    .await
-    .unwrap()
-    .iter()
-    .map(|r| r.try_get("outcome").unwrap())
-    .collect();
+    let outcomes = super::tool_call_outcomes(&app, "flaky__echo").await;
     assert_eq!(outcomes.len(), 13, "{outcomes:?}");
     assert!(
         outcomes[..12].iter().all(|o| o == "upstream_error"),

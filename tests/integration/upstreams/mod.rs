@@ -28,6 +28,23 @@ pub(crate) struct Run {
     pub stderr: String,
 }
 
+/// The outcomes of `app`'s `tool_call` audit rows for tool `subject`, oldest first (queued
+/// rows committed first).
+pub(crate) async fn tool_call_outcomes(app: &TestApp, subject: &str) -> Vec<String> {
+    use sqlx::Row as _;
+    app.store.flush_audit().await;
+    sqlx::query(
+        "SELECT outcome FROM audit_events WHERE event = 'tool_call' AND subject = $1 ORDER BY id",
+    )
+    .bind(subject)
+    .fetch_all(app.db.pool().await)
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| r.try_get("outcome").unwrap())
+    .collect()
+}
+
 /// Starts the server with [`TEST_KEY`].
 pub(crate) async fn spawn_with_key() -> TestApp {
     spawn_app_with(|vars| {
