@@ -41,10 +41,11 @@ pub const REGISTRATIONS: &str = "gatehouse_registrations_total";
 pub const SIGNINS: &str = "gatehouse_signins_total";
 /// Tool calls (labels `tool`, `outcome`).
 pub const TOOL_CALLS: &str = "gatehouse_tool_calls_total";
-/// Calls forwarded to upstream MCP servers (labels `upstream`, `outcome`: `success`,
-/// `tool_error`, `upstream_error`, `timeout`, `busy`).
+/// Calls and reads forwarded to upstream MCP servers (labels `upstream`, `outcome`:
+/// `success`, `tool_error`, `upstream_error`, `timeout`, `busy`, `cooling_down`, …).
 pub const UPSTREAM_CALLS: &str = "gatehouse_upstream_calls_total";
-/// Seconds a forwarded call took (label `upstream`).
+/// Seconds a forwarded call or read took (label `upstream`); those refused as `busy` or
+/// `cooling_down` were never sent and are not in it.
 pub const UPSTREAM_CALL_SECONDS: &str = "gatehouse_upstream_call_seconds";
 /// Listings of an upstream that failed, leaving it out of `tools/list` (label `upstream`).
 pub const UPSTREAM_LIST_FAILURES: &str = "gatehouse_upstream_list_failures_total";
@@ -197,7 +198,7 @@ fn describe_mcp_and_upstreams() {
     describe_histogram!(
         UPSTREAM_CALL_SECONDS,
         metrics::Unit::Seconds,
-        "Time a forwarded tool call took, by upstream."
+        "Time a forwarded tool call, prompt get or resource read took, by upstream; refusals (busy, cooling down) are not counted."
     );
     describe_counter!(
         UPSTREAM_LIST_FAILURES,

@@ -203,7 +203,8 @@ const ADD_LISTING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// Connects to the upstream just added, as a running server would, lists its tools and
 /// records each definition as pending ([`crate::store::Store::record_upstream_tools`]), so
 /// that `upstream approve` has them at once. A stdio upstream's child is started for the
-/// listing and stopped after it. Returns how many definitions were recorded.
+/// listing and stopped after it. Returns how many definitions were recorded, and how many of
+/// them are destructive (listed only once allowed by name).
 ///
 /// Errors: the upstream's failure in plain words (not reachable, no answer in time, an HTTP
 /// status, its own error); the upstream stays added.
@@ -211,7 +212,7 @@ async fn record_definitions(
     config: &Config,
     store: &Store,
     name: &UpstreamName,
-) -> Result<usize, String> {
+) -> Result<(usize, usize), String> {
     let record = match store.upstream(name.as_str()).await {
         Ok(Some(record)) => record,
         Ok(None) => return Err("it was removed meanwhile".into()),
@@ -242,7 +243,11 @@ async fn record_definitions(
         // this command alone, goes too.
         let _ = std::fs::remove_dir_all(crate::mcp::upstream::stdio::working_folder(name.as_str()));
     }
-    Ok(listed?.len())
+    let listed = listed?;
+    Ok((
+        listed.len(),
+        listed.iter().filter(|t| t.destructive).count(),
+    ))
 }
 
 /// Seals `pairs` (name, value) as a JSON array of pairs for `name`'s `what`.
@@ -461,16 +466,26 @@ async fn who_may_use(
 /// What `upstream add` says of the approval of the new upstream `name`'s definitions, having
 /// recorded them (unless `trusted`).
 async fn approval(config: &Config, store: &Store, name: &UpstreamName, trusted: bool) -> String {
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
     if trusted {
-        "its tool definitions are trusted without approval".to_string()
+        let trusted = "its tool definitions are trusted without approval";
+        match record_definitions(config, store, name).await {
+            Ok((0, _)) => format!("{trusted}; it lists no tools now"),
+            Ok((n, 0)) => format!("{trusted}; it lists {n} tool{}", plural(n)),
+            Ok((n, destructive)) => format!(
+                "{trusted}; it lists {n} tool{}, {destructive} of them destructive, which clients see once allowed: gatehouse upstream allow-destructive {name} TOOL",
+                plural(n)
+            ),
+            Err(why) => format!("{trusted}; it could not be listed now ({why})"),
+        }
     } else {
         match record_definitions(config, store, name).await {
-            Ok(0) => format!(
+            Ok((0, _)) => format!(
                 "it lists no tools now; tools it lists later reach clients once approved: gatehouse upstream approve {name}"
             ),
-            Ok(n) => format!(
+            Ok((n, _)) => format!(
                 "{n} tool definition{} recorded; clients see them once approved: gatehouse upstream approve {name} (or on the console's Upstreams page)",
-                if n == 1 { "" } else { "s" }
+                plural(n)
             ),
             Err(why) => format!(
                 "it could not be listed now ({why}); its definitions are recorded when a running server first lists it, and approved then with gatehouse upstream approve {name}"
@@ -639,7 +654,7 @@ fn list(all: &[UpstreamRecord], oauths: &[crate::store::vault::UpstreamOAuth]) -
         out.push('\n');
         if let Some((error, at)) = &u.last_error {
             out.push_str(&format!(
-                "    last error at {}: {error}\n",
+                "    last error (since {}): {error}\n",
                 super::timestamp(*at)
             ));
         }

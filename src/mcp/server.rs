@@ -237,11 +237,7 @@ impl GatehouseMcp {
         let started = Instant::now();
         let (result, outcome) = server.call(tool, request.arguments, bearer).await;
         let elapsed = started.elapsed();
-        let upstream = server.name().to_string();
-        metrics::counter!(crate::metrics::UPSTREAM_CALLS, "upstream" => upstream.clone(), "outcome" => outcome.as_str())
-            .increment(1);
-        metrics::histogram!(crate::metrics::UPSTREAM_CALL_SECONDS, "upstream" => upstream)
-            .record(elapsed.as_secs_f64());
+        record_upstream_request(server.name(), outcome, elapsed);
         self.mcp.quotas.refund(&principal.account_id, outcome, now);
         self.audit_upstream_call(
             principal,
@@ -563,7 +559,7 @@ impl GatehouseMcp {
         let outcome = upstream_read_outcome(result.as_ref().err());
         let result = result.map_err(|e| e.error);
         self.mcp.quotas.refund(&principal.account_id, outcome, now);
-        record_upstream_read(server.name(), outcome, started);
+        record_upstream_request(server.name(), outcome, started.elapsed());
         self.audit_read(
             ctx,
             principal,
@@ -579,6 +575,70 @@ impl GatehouseMcp {
         )
         .await;
         Some(result)
+    }
+
+    /// `completion/complete` of an argument of an upstream's prompt `NAME__PROMPT` or resource
+    /// template `gatehouse://upstreams/NAME/…` that `principal` may use and the upstream
+    /// lists, forwarded with the upstream's own name or URI
+    /// ([`super::upstream::server::UpstreamServer::complete`]); `None` when the reference is
+    /// not one (the built-in completions answer). Counted in the upstream metrics; not
+    /// audited, as built-in completions are not.
+    async fn complete_upstream(
+        &self,
+        principal: &Principal,
+        request: &CompleteRequestParams,
+    ) -> Option<Result<CompleteResult, ErrorData>> {
+        use rmcp::model::Reference;
+        let (upstream, own) = match &request.r#ref {
+            Reference::Prompt(prompt) => split_namespaced(&prompt.name)?,
+            Reference::Resource(template) => split_uri(&template.uri)?,
+            _ => return None,
+        };
+        let server = match self.usable_upstream(principal, upstream.as_str()).await {
+            Ok(Some(server)) => server,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        let listed = server
+            .extras()
+            .await
+            .is_ok_and(|extras| match &request.r#ref {
+                Reference::Prompt(prompt) => extras.prompts.iter().any(|p| p.name == prompt.name),
+                Reference::Resource(template) => extras
+                    .templates
+                    .iter()
+                    .any(|t| t.uri_template == template.uri),
+                _ => false,
+            });
+        if !listed {
+            return None;
+        }
+        if !principal.scopes.satisfies(Scope::McpRead) {
+            return Some(Err(ErrorData::invalid_request(
+                "completion/complete needs the mcp:read scope",
+                None,
+            )));
+        }
+        if request.argument.value.chars().count() > prompts::MAX_COMPLETION_INPUT {
+            return Some(Err(ErrorData::invalid_params(
+                format!(
+                    "The value to complete must be at most {} characters.",
+                    prompts::MAX_COMPLETION_INPUT
+                ),
+                None,
+            )));
+        }
+        let mut forwarded = request.clone();
+        forwarded.meta = None;
+        forwarded.r#ref = match &request.r#ref {
+            Reference::Resource(_) => Reference::for_resource(own),
+            _ => Reference::for_prompt(own),
+        };
+        let started = Instant::now();
+        let result = server.complete(forwarded).await;
+        let outcome = upstream_read_outcome(result.as_ref().err());
+        record_upstream_request(server.name(), outcome, started.elapsed());
+        Some(result.map_err(|e| e.error))
     }
 
     /// `resources/read` of an upstream's resource `gatehouse://upstreams/NAME/URI`; `None`
@@ -626,7 +686,7 @@ impl GatehouseMcp {
         let outcome = upstream_read_outcome(result.as_ref().err());
         let result = result.map_err(|e| e.error);
         self.mcp.quotas.refund(&principal.account_id, outcome, now);
-        record_upstream_read(server.name(), outcome, started);
+        record_upstream_request(server.name(), outcome, started.elapsed());
         self.audit_read(
             ctx,
             principal,
@@ -659,12 +719,18 @@ fn upstream_read_outcome(error: Option<&super::upstream::extras::ForwardError>) 
     }
 }
 
-/// Counts a forwarded read in the upstream call metrics.
-fn record_upstream_read(upstream: &str, outcome: Outcome, started: Instant) {
+/// Counts a forwarded call or read that ended with `outcome` after `elapsed` in the upstream
+/// metrics: [`crate::metrics::UPSTREAM_CALLS`] always, and
+/// [`crate::metrics::UPSTREAM_CALL_SECONDS`] only when it was sent (one refused as busy or
+/// while the upstream cools down took no time of the upstream's and would pull its latency
+/// figures toward zero).
+fn record_upstream_request(upstream: &str, outcome: Outcome, elapsed: std::time::Duration) {
     metrics::counter!(crate::metrics::UPSTREAM_CALLS, "upstream" => upstream.to_string(), "outcome" => outcome.as_str())
         .increment(1);
-    metrics::histogram!(crate::metrics::UPSTREAM_CALL_SECONDS, "upstream" => upstream.to_string())
-        .record(started.elapsed().as_secs_f64());
+    if !matches!(outcome, Outcome::Busy | Outcome::CoolingDown) {
+        metrics::histogram!(crate::metrics::UPSTREAM_CALL_SECONDS, "upstream" => upstream.to_string())
+            .record(elapsed.as_secs_f64());
+    }
 }
 
 /// The audit outcome of a `resources/read` answer.
@@ -1059,6 +1125,9 @@ impl ServerHandler for GatehouseMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         let principal = principal(&ctx)?;
+        if let Some(result) = self.complete_upstream(&principal, &request).await {
+            return result;
+        }
         prompts::complete(&self.mcp.app, &principal, &request).await
     }
 }

@@ -68,7 +68,8 @@ pub struct UpstreamRecord {
     pub accounts: Option<Vec<String>>,
     /// The project ids whose members may use it; `None`: no project condition.
     pub projects: Option<Vec<String>>,
-    /// The last failure seen (no secrets) and when (Unix seconds).
+    /// The last failure seen (no secrets) and since when (Unix seconds): when an instance
+    /// first recorded this text, so the start of a run of the same failure.
     pub last_error: Option<(String, i64)>,
     /// Tools seen on it.
     pub tools_seen: i64,
@@ -533,8 +534,9 @@ impl Store {
         Ok(changes.len() as u64)
     }
 
-    /// Records the last failure seen on upstream `name` (`None`: it answered again). The
-    /// text must name no secret.
+    /// Records the last failure seen on upstream `name` at `now` (`None`: it answered again).
+    /// The text must name no secret. Callers write only when the text changes, so the time
+    /// kept is when this failure began.
     pub async fn set_upstream_error(
         &self,
         name: &str,

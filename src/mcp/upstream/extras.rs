@@ -16,8 +16,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::model::{
-    ContentBlock, GetPromptRequestParams, GetPromptResult, JsonObject, ReadResourceRequestParams,
-    ReadResourceResult, ResourceContents, ResultType,
+    CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock, GetPromptRequestParams,
+    GetPromptResult, JsonObject, ReadResourceRequestParams, ReadResourceResult, ResourceContents,
+    ResultType,
 };
 
 pub use super::server::Extras;
@@ -243,6 +244,39 @@ impl UpstreamServer {
             .forward(|client| async move { client.peer().read_resource(params).await })
             .await?;
         namespace_contents(self.upstream_name(), &mut result.contents);
+        result.result_type.get_or_insert(ResultType::COMPLETE);
+        self.within_bound(result)
+    }
+
+    /// `completion/complete` of an argument of the upstream's prompt or resource template,
+    /// `request` naming it by the upstream's own name or URI, within a call slot and the
+    /// per-call timeout: the upstream's values, at most [`CompletionInfo::MAX_VALUES`] (MCP
+    /// server/utilities/completion), the answer bounded by `GATEHOUSE_MAX_RESULT_BYTES`. An
+    /// upstream whose `initialize` answer declares no `completions` capability is not asked:
+    /// it completes nothing (an empty list), as the spec lets a server answer.
+    ///
+    /// Errors: as [`UpstreamServer::get_prompt`].
+    pub async fn complete(
+        &self,
+        request: CompleteRequestParams,
+    ) -> Result<CompleteResult, ForwardError> {
+        let mut result = self
+            .forward(|client| async move {
+                let declared = client
+                    .peer()
+                    .peer_info()
+                    .is_some_and(|info| info.capabilities.completions.is_some());
+                if !declared {
+                    return Ok(CompleteResult::new(CompletionInfo::default()));
+                }
+                client.peer().complete(request).await
+            })
+            .await?;
+        let values = &mut result.completion.values;
+        if values.len() > CompletionInfo::MAX_VALUES {
+            values.truncate(CompletionInfo::MAX_VALUES);
+            result.completion.has_more = Some(true);
+        }
         result.result_type.get_or_insert(ResultType::COMPLETE);
         self.within_bound(result)
     }

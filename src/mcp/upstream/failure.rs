@@ -72,6 +72,11 @@ pub fn request(error: &ServiceError) -> String {
         ServiceError::TransportClosed => "the connection to it closed".to_string(),
         ServiceError::Timeout { .. } => "it did not answer in time".to_string(),
         ServiceError::Cancelled { .. } => "the request was cancelled".to_string(),
+        // A JSON-RPC answer whose result is not the one MCP's schema gives the request (a
+        // resource link without its `uri`, a tools listing where a tool result belongs).
+        ServiceError::UnexpectedResponse => {
+            "its answer was not a JSON-RPC message MCP's schema allows".to_string()
+        }
         _ => "it did not answer as an MCP server does".to_string(),
     }
 }
@@ -162,9 +167,11 @@ fn cause(error: &(dyn std::error::Error + 'static)) -> String {
         }
         if let Some(json) = e.downcast_ref::<serde_json::Error>() {
             return match json.classify() {
-                // Valid JSON of another shape.
+                // Valid JSON of another shape: no JSON-RPC message, or one whose result or
+                // params break MCP's schema (a resource link without its `uri`). serde's text
+                // names Rust types.
                 serde_json::error::Category::Data => {
-                    "its answer was not a JSON-RPC message".to_string()
+                    "its answer was not a JSON-RPC message MCP's schema allows".to_string()
                 }
                 _ => format!("its answer was not JSON ({json})"),
             };
@@ -179,11 +186,23 @@ fn cause(error: &(dyn std::error::Error + 'static)) -> String {
             if let Some(status) = r.status() {
                 return format!("it answered HTTP {}", status.as_u16());
             }
+            // The system's reason (refused, reset), else the innermost text of the HTTP
+            // stack's own ("connection closed before message completed") unless it names
+            // Rust types.
             let io = chain
                 .iter()
                 .rev()
                 .find_map(|e| e.downcast_ref::<std::io::Error>());
-            let reason = io.map_or_else(String::new, |io| format!(": {}", plain_io(io)));
+            let innermost = chain
+                .last()
+                .filter(|last| !std::ptr::addr_eq(**last, *e))
+                .map(ToString::to_string)
+                .filter(|text| !text.is_empty() && !text.contains("::"));
+            let reason = match (io, innermost) {
+                (Some(io), _) => format!(": {}", plain_io(io)),
+                (None, Some(text)) => format!(": {}", upstream_text(&text)),
+                (None, None) => String::new(),
+            };
             if r.is_connect() {
                 return format!("could not connect to it{reason}");
             }
@@ -225,6 +244,31 @@ mod tests {
         reqwest::get(format!("http://127.0.0.1:{port}/mcp"))
             .await
             .unwrap_err()
+    }
+
+    /// A connection the upstream closes once it has read the request, without answering,
+    /// is named with the HTTP stack's reason, not only "the request to it failed".
+    #[tokio::test]
+    async fn a_connection_closed_before_the_answer_says_so() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            use tokio::io::AsyncReadExt as _;
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = socket.read(&mut buf).await;
+        });
+        let closed = reqwest::get(format!("http://127.0.0.1:{port}/mcp"))
+            .await
+            .unwrap_err();
+        let wrapped: StreamableHttpError<HttpError> =
+            StreamableHttpError::Client(HttpError::Request(closed));
+        let text = cause(&wrapped);
+        assert!(
+            text.starts_with("the request to it failed: ") && !text.contains("::"),
+            "{text}"
+        );
+        assert!(text.contains("closed") || text.contains("reset"), "{text}");
     }
 
     #[tokio::test]

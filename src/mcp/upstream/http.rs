@@ -353,14 +353,20 @@ impl StreamableHttpClient for UpstreamHttp {
         if let Some(token) = auth_header {
             request = request.bearer_auth(token);
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| StreamableHttpError::Client(HttpError::Request(e)))?;
-        if response.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED {
-            return Err(StreamableHttpError::ServerDoesNotSupportDeleteSession);
+        // Ending a session is a courtesy to the upstream: one that cannot be reached has
+        // nothing to end, or ends it itself. The failure is logged here, at debug and without
+        // the session's id (rmcp would log it as an error naming the session, which lets
+        // whoever reads the log use it), and the session counts as ended.
+        match request.send().await {
+            Ok(response) if response.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED => {
+                Err(StreamableHttpError::ServerDoesNotSupportDeleteSession)
+            }
+            Ok(_) => Ok(()),
+            Err(e) => {
+                tracing::debug!(error = %e.without_url(), "an upstream session could not be ended");
+                Ok(())
+            }
         }
-        Ok(())
     }
 
     async fn get_stream(
@@ -372,5 +378,35 @@ impl StreamableHttpClient for UpstreamHttp {
         _custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Failure> {
         Err(StreamableHttpError::ServerDoesNotSupportSse)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ending a session on an upstream that cannot be reached counts as done: rmcp logs the
+    /// failure of `delete_session` as an error with the session's id.
+    #[tokio::test]
+    async fn ending_a_session_on_an_unreachable_upstream_is_no_failure() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let http = UpstreamHttp::new(
+            http::HeaderMap::new(),
+            std::time::Duration::from_secs(2),
+            1024,
+            None,
+        )
+        .unwrap();
+        let ended = http
+            .delete_session(
+                Arc::from(format!("http://127.0.0.1:{port}/mcp")),
+                Arc::from("s1"),
+                None,
+                HashMap::new(),
+            )
+            .await;
+        assert!(ended.is_ok(), "{ended:?}");
     }
 }

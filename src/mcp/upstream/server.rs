@@ -499,6 +499,13 @@ impl UpstreamServer {
             return Ok(Arc::clone(client));
         }
         let client = Arc::new(self.handshake(None).await?);
+        // A new connection may reach another server than the listings were made on (a stdio
+        // child started again, an HTTP server restarted or replaced): they are stale, and the
+        // next use lists again, as after a `list_changed` notification. A listing that made
+        // this connection clears its mark once connected.
+        for changed in [&self.changed.tools, &self.changed.extras] {
+            changed.store(true, std::sync::atomic::Ordering::Release);
+        }
         *slot = Some(Arc::clone(&client));
         Ok(client)
     }
@@ -721,12 +728,26 @@ impl UpstreamServer {
     }
 
     /// What follows a listing that is kept: a failure drops the connection (the next use
-    /// connects again), and the outcome is recorded for `upstream list`.
+    /// connects again), and the outcome is recorded for `upstream list`. A listing that
+    /// succeeds clears the last error only when no run of failed requests is going on: an
+    /// upstream that lists its tools but whose calls time out is still failing, and one that
+    /// cools down shows why ([`UpstreamServer::after_request`] clears it at its next answer).
     async fn after_listing(&self, error: Option<&UpstreamError>) {
-        if error.is_some() {
-            self.disconnect().await;
+        match error {
+            Some(e) => {
+                self.disconnect().await;
+                self.note_error(Some(e.0.as_str())).await;
+            }
+            None if self
+                .health
+                .failures
+                .load(std::sync::atomic::Ordering::Relaxed)
+                == 0 =>
+            {
+                self.note_error(None).await;
+            }
+            None => {}
         }
-        self.note_error(error.map(|e| e.0.as_str())).await;
     }
 
     /// Lists again in the background ([`UpstreamServer::tools_as`]): the cache is locked only

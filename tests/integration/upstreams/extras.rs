@@ -186,3 +186,84 @@ async fn upstream_prompts_and_resources_are_listed_namespaced_and_forwarded_with
     assert!(read["error"].is_object(), "{read}");
     assert!(read["result"].is_null(), "{read}");
 }
+
+/// `completion/complete` of an upstream prompt's or resource template's argument is answered by
+/// the upstream, asked with its own prompt name or URI (before, Gatehouse answered "Unknown
+/// prompt"); a name the upstream does not list stays unknown.
+#[tokio::test]
+async fn upstream_prompt_and_template_arguments_complete_through_the_upstream() {
+    let app = spawn_with_key().await;
+    let a = alice(&app).await;
+    add_local_upstream(&app).await;
+    prompts_until(&app, &a.token, true).await;
+
+    let template = "gatehouse://upstreams/local/memo://notes/{name}";
+    let templates = rpc(&app, &a.token, "resources/templates/list", json!({})).await;
+    assert!(
+        templates["result"]["resourceTemplates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["uriTemplate"] == template),
+        "{templates}"
+    );
+
+    let complete = |reference: Value, name: &str, value: &str| {
+        let params = json!({"ref": reference, "argument": {"name": name, "value": value}});
+        let app = &app;
+        let token = a.token.clone();
+        async move { rpc(app, &token, "completion/complete", params).await }
+    };
+    let who = complete(
+        json!({"type": "ref/prompt", "name": "local__greet"}),
+        "who",
+        "a",
+    )
+    .await;
+    assert_eq!(
+        who["result"]["completion"]["values"],
+        json!(["Ada", "Alan"]),
+        "{who}"
+    );
+    let name = complete(
+        json!({"type": "ref/resource", "uri": template}),
+        "name",
+        "f",
+    )
+    .await;
+    assert_eq!(
+        name["result"]["completion"]["values"],
+        json!(["first"]),
+        "{name}"
+    );
+    // The upstream's own error, naming it.
+    let wrong = complete(
+        json!({"type": "ref/prompt", "name": "local__greet"}),
+        "nobody",
+        "",
+    )
+    .await;
+    assert_eq!(wrong["error"]["code"], -32602, "{wrong}");
+    assert!(
+        wrong["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("upstream local: "),
+        "{wrong}"
+    );
+    // A prompt the upstream does not list is Gatehouse's unknown prompt.
+    let unknown = complete(
+        json!({"type": "ref/prompt", "name": "local__nope"}),
+        "who",
+        "",
+    )
+    .await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Unknown prompt"),
+        "{unknown}"
+    );
+}

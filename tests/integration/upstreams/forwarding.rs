@@ -754,7 +754,8 @@ async fn start_garbage_upstream() -> String {
                 {"name": "sse_open_broken", "inputSchema": schema, "annotations": read_only},
                 {"name": "sse_huge", "inputSchema": schema, "annotations": read_only},
                 {"name": "sse_bad_utf8", "inputSchema": schema, "annotations": read_only},
-                {"name": "loud", "inputSchema": schema, "annotations": read_only}]}})),
+                {"name": "loud", "inputSchema": schema, "annotations": read_only},
+                {"name": "linkless", "inputSchema": schema, "annotations": read_only}]}})),
             _ => match message["params"]["name"].as_str().unwrap_or_default() {
                 "broken" => (
                     [(http::header::CONTENT_TYPE, "application/json")],
@@ -771,6 +772,10 @@ async fn start_garbage_upstream() -> String {
                     "content": [{"type": "text", "text": "not yours"}]}})),
                 "idless" => json(json!({"jsonrpc": "2.0", "error": {
                     "code": -32603, "message": "boom"}})),
+                // A JSON-RPC answer whose result MCP's schema does not allow: a resource link
+                // without its `uri`.
+                "linkless" => json(json!({"jsonrpc": "2.0", "id": id, "result": {
+                    "content": [{"type": "resource_link", "name": "first"}]}})),
                 "sse_fine" => sse(&[
                     priming,
                     format!("event: message\nid: 2\ndata: {}", text_answer("fine")),
@@ -829,7 +834,7 @@ async fn an_answer_that_is_no_json_rpc_message_is_an_error_result_saying_so() {
         ],
     )
     .await;
-    list_until(&app, &a.token, |n| n.len() == 14).await;
+    list_until(&app, &a.token, |n| n.len() == 15).await;
     for (tool, why) in [
         (
             "junk__broken",
@@ -839,7 +844,14 @@ async fn an_answer_that_is_no_json_rpc_message_is_an_error_result_saying_so() {
             "junk__html",
             "it answered text/html, not JSON or an event stream",
         ),
-        ("junk__alien", "its answer was not a JSON-RPC message"),
+        (
+            "junk__alien",
+            "its answer was not a JSON-RPC message MCP's schema allows",
+        ),
+        (
+            "junk__linkless",
+            "its answer was not a JSON-RPC message MCP's schema allows",
+        ),
         // rmcp would leave these unmatched and wait out the timeout.
         ("junk__stray", "its answer carried another request's id"),
         // The message of such an error is left out: the line is logged too.
@@ -854,7 +866,10 @@ async fn an_answer_that_is_no_json_rpc_message_is_an_error_result_saying_so() {
             "junk__sse_broken",
             "its answer was not JSON (expected value at line 1 column 1)",
         ),
-        ("junk__sse_alien", "its answer was not a JSON-RPC message"),
+        (
+            "junk__sse_alien",
+            "its answer was not a JSON-RPC message MCP's schema allows",
+        ),
         ("junk__sse_stray", "its answer carried another request's id"),
         // At once, though the stream stays open: rmcp would pass the event over and wait.
         (
@@ -1153,6 +1168,149 @@ async fn an_upstream_that_keeps_failing_cools_down_then_is_called_again() {
     let listed = cli_ok(&app, &["upstream", "list"]).await;
     assert!(!listed.contains("last error"), "{listed}");
     assert!(listed.contains("enabled"), "{listed}");
+}
+
+/// An MCP server over plain JSON whose tool `stall` announces a change of its tools
+/// (`notifications/tools/list_changed` in the call's event stream) and then never answers;
+/// `lists` counts its `tools/list` requests. Its MCP URL.
+async fn start_stalling_upstream(lists: Arc<AtomicUsize>) -> String {
+    let answer = move |body: axum::body::Bytes| {
+        let lists = Arc::clone(&lists);
+        async move {
+            use axum::response::IntoResponse as _;
+            let message: Value = serde_json::from_slice(&body).unwrap();
+            let Some(id) = message.get("id").cloned() else {
+                return StatusCode::ACCEPTED.into_response();
+            };
+            let answer = match message["method"].as_str().unwrap() {
+                "initialize" => json!({"protocolVersion": "2025-06-18",
+                    "capabilities": {"tools": {"listChanged": true}},
+                    "serverInfo": {"name": "stalls", "version": "1"}}),
+                "tools/list" => {
+                    lists.fetch_add(1, Ordering::SeqCst);
+                    json!({"tools": [{"name": "stall", "inputSchema": {"type": "object"},
+                        "annotations": {"readOnlyHint": true, "destructiveHint": false}}]})
+                }
+                _ => {
+                    let event = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n";
+                    let body = futures::StreamExt::chain(
+                        futures::stream::once(async move {
+                            Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(event))
+                        }),
+                        futures::stream::pending(),
+                    );
+                    return (
+                        [(http::header::CONTENT_TYPE, "text/event-stream")],
+                        axum::body::Body::from_stream(body),
+                    )
+                        .into_response();
+                }
+            };
+            axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": answer})).into_response()
+        }
+    };
+    super::serve_mcp(axum::Router::new().route("/mcp", axum::routing::post(answer))).await
+}
+
+/// An upstream that lists its tools but whose calls get no answer stays failing: a listing
+/// that succeeds while its calls fail in a row (here while it cools down) leaves the last
+/// error in `upstream list`; and the call-seconds histogram counts the calls that were sent,
+/// never those refused while it cools down.
+#[tokio::test]
+async fn a_listing_that_succeeds_while_calls_fail_leaves_the_last_error() {
+    let lists = Arc::new(AtomicUsize::new(0));
+    let url = start_stalling_upstream(Arc::clone(&lists)).await;
+    let app = crate::helpers::spawn_app_with(|vars| {
+        vars.insert("GATEHOUSE_SECRET_KEY".into(), super::TEST_KEY.into());
+        vars.insert("GATEHOUSE_METRICS_BIND".into(), "127.0.0.1:0".into());
+    })
+    .await;
+    let a = alice(&app).await;
+    cli_ok(
+        &app,
+        &[
+            "upstream",
+            "add",
+            "stalls",
+            "--url",
+            &url,
+            "--timeout",
+            "1s",
+            "--trust-definitions",
+        ],
+    )
+    .await;
+    list_until(&app, &a.token, |n| n.iter().any(|t| t == "stalls__stall")).await;
+    let before = lists.load(Ordering::SeqCst);
+
+    // Five calls at once, each announcing a change and then getting no answer: the upstream
+    // cools down.
+    let five =
+        futures::future::join_all((0..5).map(|_| call(&app, &a.token, "stalls__stall", json!({}))))
+            .await;
+    for result in &five {
+        assert!(
+            error_text(result).contains("did not answer within 1000 ms"),
+            "{result}"
+        );
+    }
+    let refused = call(&app, &a.token, "stalls__stall", json!({})).await;
+    assert!(
+        error_text(&refused).contains("failed its last 5 requests in a row"),
+        "{refused}"
+    );
+
+    // The listing is stale (the upstream announced a change): the next lookup (the refused
+    // call's, or this listing's) lists again, and the upstream answers it.
+    list(&app, &a.token).await;
+    let started = std::time::Instant::now();
+    while lists.load(Ordering::SeqCst) == before {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the upstream was not listed again"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let listed = cli_ok(&app, &["upstream", "list"]).await;
+    assert!(
+        listed.contains("stalls  http") && listed.contains("unreachable"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("): a call got no answer within 1000 ms"),
+        "{listed}"
+    );
+
+    let scraped = crate::metrics::scrape(&app).await;
+    let sample = |name: &str, labels: &[&str]| -> f64 {
+        scraped
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}{{")) && labels.iter().all(|x| l.contains(x)))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} {labels:?} in {scraped}"))
+    };
+    assert_eq!(
+        sample(
+            "gatehouse_upstream_calls_total",
+            &["upstream=\"stalls\"", "outcome=\"timeout\""]
+        ),
+        5.0
+    );
+    assert_eq!(
+        sample(
+            "gatehouse_upstream_calls_total",
+            &["upstream=\"stalls\"", "outcome=\"cooling_down\""]
+        ),
+        1.0
+    );
+    assert_eq!(
+        sample(
+            "gatehouse_upstream_call_seconds_count",
+            &["upstream=\"stalls\""]
+        ),
+        5.0
+    );
 }
 
 /// An MCP server over plain JSON with sessions, as the TypeScript SDK's servers keep them:

@@ -23,8 +23,8 @@ pub(crate) async fn add_local_upstream(app: &TestApp) {
     add_local_upstream_with(app, &[]).await;
 }
 
-/// As [`add_local_upstream`], with `more` options of `upstream add`.
-pub(crate) async fn add_local_upstream_with(app: &TestApp, more: &[&str]) {
+/// As [`add_local_upstream`], with `more` options of `upstream add`; what the command printed.
+pub(crate) async fn add_local_upstream_with(app: &TestApp, more: &[&str]) -> String {
     let command = node_upstream_command();
     let mut args = vec![
         "upstream",
@@ -35,7 +35,7 @@ pub(crate) async fn add_local_upstream_with(app: &TestApp, more: &[&str]) {
         "--trust-definitions",
     ];
     args.extend_from_slice(more);
-    cli_ok(app, &args).await;
+    cli_ok(app, &args).await
 }
 
 fn upstream_names(list: &Value) -> Vec<String> {
@@ -571,4 +571,48 @@ async fn a_list_changed_notification_refreshes_the_listing_at_once() {
         "seen after {:?}",
         started.elapsed()
     );
+}
+
+/// A stdio child started again may list other tools than the one before it: the listing is
+/// made again at once after the restart, not after the 30 s a listing is otherwise kept.
+#[tokio::test]
+async fn a_restarted_child_is_listed_again_at_once() {
+    let app = spawn_with_key().await;
+    let a = alice(&app).await;
+    // Trusted, it is listed at once, and the command says what it lists.
+    let added = add_local_upstream_with(&app, &[]).await;
+    assert!(
+        added.contains(
+            "trusted without approval; it lists 4 tools, 1 of them destructive, which clients see once allowed: gatehouse upstream allow-destructive local TOOL"
+        ),
+        "{added}"
+    );
+    list_until(&app, &a.token, |n| n.contains(&"local__echo".to_string())).await;
+    let me = whoami(&app, &a.token).await.expect("whoami answers");
+    let first_pid = me["pid"].as_u64().unwrap();
+    let marker = std::path::Path::new(me["cwd"].as_str().unwrap()).join("grown");
+
+    // It exits, and the process started after it lists `grown` too.
+    let bye = call(&app, &a.token, "local__exit", json!({"grow": true})).await;
+    assert_eq!(bye["content"][0]["text"], "bye", "{bye}");
+    let mut restarted = false;
+    for _ in 0..100 {
+        if let Some(me) = whoami(&app, &a.token).await
+            && me["pid"].as_u64() != Some(first_pid)
+        {
+            restarted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(restarted, "the child was started again");
+    let started = std::time::Instant::now();
+    list_until(&app, &a.token, |n| n.contains(&"local__grown".to_string())).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "listed after {:?}",
+        started.elapsed()
+    );
+    // The folder is removed with the child only when empty.
+    std::fs::remove_file(marker).unwrap();
 }

@@ -4,12 +4,15 @@
 //
 // Tools: echo (read-only; the message "link" is answered with a link to the memo and the memo
 // embedded), whoami (read-only: env names, cwd, pid), exit (read-only: answers,
-// then the process exits with status 3), wipe (destructive: counts its calls); with WITH_SLOW=1
+// then the process exits with status 3; with {"grow": true} the next process started in the same
+// folder also lists the tool grown), wipe (destructive: counts its calls); with WITH_SLOW=1
 // in its environment also slow (read-only: answers "late" after 3 s); with WITH_GROW=1 also grow
 // (read-only: adds the tool grown and the prompt bye, then sends both list_changed
 // notifications). Prompts: greet (a text,
 // then a link to the memo).
-// Resources: memo://notes/first.
+// Resources: memo://notes/first; template memo://notes/{name}. Completions: greet's who (Ada,
+// Alan, Grace), the template's name (first).
+import { existsSync, writeFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 
 const send = (message) => process.stdout.write(JSON.stringify(message) + "\n");
@@ -27,6 +30,9 @@ if (process.env.WITH_SLOW === "1") {
 if (process.env.WITH_GROW === "1") {
   tools.push({ name: "grow", description: "Adds the tool grown and the prompt bye, and says so.", inputSchema: { type: "object" }, annotations: readOnly });
 }
+if (existsSync("grown")) {
+  tools.push({ name: "grown", description: "Listed by a process started after exit with grow.", inputSchema: { type: "object" }, annotations: readOnly });
+}
 let wipes = 0;
 const prompts = [
   { name: "greet", description: "Greets someone.", arguments: [{ name: "who", required: true }] },
@@ -42,7 +48,7 @@ function answer(request) {
     case "initialize":
       return {
         protocolVersion: params.protocolVersion ?? "2025-06-18",
-        capabilities: { tools: { listChanged: true }, prompts: { listChanged: true }, resources: {} },
+        capabilities: { tools: { listChanged: true }, prompts: { listChanged: true }, resources: {}, completions: {} },
         serverInfo: { name: "stdio-test-upstream", version: "1.0.0" },
       };
     case "ping":
@@ -62,7 +68,17 @@ function answer(request) {
     case "resources/list":
       return { resources };
     case "resources/templates/list":
-      return { resourceTemplates: [] };
+      return { resourceTemplates: [{ uriTemplate: "memo://notes/{name}", name: "memo" }] };
+    case "completion/complete": {
+      // Values that start with what was typed (MCP server/utilities/completion).
+      const ref = params.ref ?? {};
+      const from = (values) => ({
+        completion: { values: values.filter((v) => v.toLowerCase().startsWith(String(params.argument?.value ?? "").toLowerCase())) },
+      });
+      if (ref.type === "ref/prompt" && ref.name === "greet" && params.argument?.name === "who") return from(["Ada", "Alan", "Grace"]);
+      if (ref.type === "ref/resource" && ref.uri === "memo://notes/{name}" && params.argument?.name === "name") return from(["first"]);
+      throw { code: -32602, message: `nothing to complete for ${JSON.stringify(ref)}` };
+    }
     case "resources/read":
       if (params.uri !== "memo://notes/first") throw { code: -32002, message: "no such resource" };
       return { contents: [{ uri: params.uri, mimeType: "text/plain", text: "remember the milk" }] };
@@ -97,6 +113,8 @@ function answer(request) {
           }, 10);
           return text("grown");
         case "exit":
+          // Asked to, the next process started in this folder lists one tool more.
+          if (args.grow === true) writeFileSync("grown", "");
           setTimeout(() => process.exit(3), 50);
           return text("bye");
         default:
