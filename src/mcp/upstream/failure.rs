@@ -17,6 +17,10 @@ use super::http::HttpError;
 /// be short).
 const MAX_DEPTH: usize = 16;
 
+/// The words for an answer that is valid JSON of another shape: no JSON-RPC message, or one
+/// whose result or params break MCP's schema (a resource link without its `uri`).
+pub const NOT_MCP: &str = "its answer was not a JSON-RPC message MCP's schema allows";
+
 /// The most characters of an upstream's own text (the message of a JSON-RPC error it
 /// answered) that Gatehouse repeats.
 pub const MAX_UPSTREAM_TEXT: usize = 300;
@@ -74,9 +78,7 @@ pub fn request(error: &ServiceError) -> String {
         ServiceError::Cancelled { .. } => "the request was cancelled".to_string(),
         // A JSON-RPC answer whose result is not the one MCP's schema gives the request (a
         // resource link without its `uri`, a tools listing where a tool result belongs).
-        ServiceError::UnexpectedResponse => {
-            "its answer was not a JSON-RPC message MCP's schema allows".to_string()
-        }
+        ServiceError::UnexpectedResponse => NOT_MCP.to_string(),
         _ => "it did not answer as an MCP server does".to_string(),
     }
 }
@@ -170,9 +172,7 @@ fn cause(error: &(dyn std::error::Error + 'static)) -> String {
                 // Valid JSON of another shape: no JSON-RPC message, or one whose result or
                 // params break MCP's schema (a resource link without its `uri`). serde's text
                 // names Rust types.
-                serde_json::error::Category::Data => {
-                    "its answer was not a JSON-RPC message MCP's schema allows".to_string()
-                }
+                serde_json::error::Category::Data => NOT_MCP.to_string(),
                 _ => format!("its answer was not JSON ({json})"),
             };
         }

@@ -165,7 +165,7 @@ async fn first_answer(
 ) -> Result<StreamableHttpPostResponse, Failure> {
     let mut read = Vec::new();
     let to_rmcp = |read: Vec<Sse>, rest: BoxStream<'static, Result<Sse, SseError>>| {
-        let stream = futures::stream::iter(read.into_iter().map(Ok)).chain(rest);
+        let stream = futures::stream::iter(read.into_iter().map(Ok)).chain(checked(rest, sent));
         StreamableHttpPostResponse::Sse(stream.boxed(), session.clone())
     };
     while let Some(event) = events.next().await {
@@ -194,6 +194,59 @@ async fn first_answer(
         }
     }
     Ok(to_rmcp(read, futures::stream::empty().boxed()))
+}
+
+/// What is wrong with the data of a message event in the stream answering request `sent`:
+/// `None` when it is empty or a JSON-RPC message that may come there; otherwise why not, in
+/// the words of [`super::failure`].
+fn fault(data: Option<&str>, sent: &RequestId) -> Option<String> {
+    let data = data.map(str::trim).filter(|d| !d.is_empty())?;
+    match serde_json::from_str::<ServerJsonRpcMessage>(data) {
+        Err(e) if e.classify() == serde_json::error::Category::Data => {
+            Some(super::failure::NOT_MCP.to_string())
+        }
+        Err(e) => Some(format!("its answer was not JSON ({e})")),
+        Ok(message) => match answers(Some(sent), &message) {
+            Err(StreamableHttpError::Client(HttpError::Unmatched(why))) => Some(why),
+            _ => None,
+        },
+    }
+}
+
+/// The rest of the event stream answering request `sent`, once the upstream's own requests
+/// or notifications came first and the stream goes to rmcp ([`first_answer`]): events pass
+/// on until one carries data that is no JSON-RPC message or answers another request
+/// ([`fault`]). That one is replaced by an error answering `sent` that says so, and the
+/// stream ends there: rmcp would pass such data over and wait for the call's timeout. The
+/// caller gets the upstream's failure at once, as when such data comes first.
+fn checked(
+    rest: BoxStream<'static, Result<Sse, SseError>>,
+    sent: &RequestId,
+) -> BoxStream<'static, Result<Sse, SseError>> {
+    let sent = sent.clone();
+    rest.scan(false, move |ended, event| {
+        if *ended {
+            return futures::future::ready(None);
+        }
+        let why = match &event {
+            Ok(e) if is_message_event(e) => fault(e.data.as_deref(), &sent),
+            _ => None,
+        };
+        let Some(why) = why else {
+            return futures::future::ready(Some(event));
+        };
+        *ended = true;
+        let error = ServerJsonRpcMessage::error(
+            rmcp::ErrorData::internal_error(why, None),
+            Some(sent.clone()),
+        );
+        let replaced = Sse {
+            data: serde_json::to_string(&error).ok(),
+            ..Sse::default()
+        };
+        futures::future::ready(Some(Ok(replaced)))
+    })
+    .boxed()
 }
 
 /// Reads `response`'s body, failing beyond `max` bytes.

@@ -755,7 +755,8 @@ async fn start_garbage_upstream() -> String {
                 {"name": "sse_huge", "inputSchema": schema, "annotations": read_only},
                 {"name": "sse_bad_utf8", "inputSchema": schema, "annotations": read_only},
                 {"name": "loud", "inputSchema": schema, "annotations": read_only},
-                {"name": "linkless", "inputSchema": schema, "annotations": read_only}]}})),
+                {"name": "linkless", "inputSchema": schema, "annotations": read_only},
+                {"name": "sse_chatty_broken", "inputSchema": schema, "annotations": read_only}]}})),
             _ => match message["params"]["name"].as_str().unwrap_or_default() {
                 "broken" => (
                     [(http::header::CONTENT_TYPE, "application/json")],
@@ -790,6 +791,16 @@ async fn start_garbage_upstream() -> String {
                     format!("event: message\nid: 3\ndata: {}", text_answer("chatty")),
                 ]),
                 "sse_broken" => sse(&[priming, "id: 2\ndata: <html>oops</html>".to_string()]),
+                // A notification first (the stream then goes to rmcp), then data that is no
+                // JSON, the stream kept open.
+                "sse_chatty_broken" => open(
+                    format!(
+                        "id: 1\ndata: {}\n\nid: 2\ndata: <html>oops</html>\n\n",
+                        json!({"jsonrpc": "2.0", "method": "notifications/message",
+                            "params": {"level": "info", "data": "working"}})
+                    )
+                    .into_bytes(),
+                ),
                 "sse_alien" => sse(&[
                     priming,
                     r#"id: 2
@@ -834,7 +845,7 @@ async fn an_answer_that_is_no_json_rpc_message_is_an_error_result_saying_so() {
         ],
     )
     .await;
-    list_until(&app, &a.token, |n| n.len() == 15).await;
+    list_until(&app, &a.token, |n| n.len() == 16).await;
     for (tool, why) in [
         (
             "junk__broken",
@@ -874,6 +885,11 @@ async fn an_answer_that_is_no_json_rpc_message_is_an_error_result_saying_so() {
         // At once, though the stream stays open: rmcp would pass the event over and wait.
         (
             "junk__sse_open_broken",
+            "its answer was not JSON (expected value at line 1 column 1)",
+        ),
+        // The same after a notification, once rmcp reads the stream.
+        (
+            "junk__sse_chatty_broken",
             "its answer was not JSON (expected value at line 1 column 1)",
         ),
         (
