@@ -44,21 +44,26 @@ pub fn init(format: LogFormat) {
 /// The directive that silences rmcp's transport workers ([`init`]).
 const QUIET_TRANSPORT_WORKERS: &str = "rmcp::transport::worker=off";
 
+/// The directive that leaves a failed upstream listing out of a command's log
+/// ([`init_for_command`]): `upstream add` says why in its answer.
+const QUIET_LISTING: &str = "gatehouse::upstream::listing=off";
+
 /// The directive that keeps only the errors of rmcp's service loop ([`init`]).
 const QUIET_SERVICE: &str = "rmcp::service=error";
 
 /// As [`init`], for a one-off command (`gatehouse account …`, `upstream …`, `key …`): without
 /// `RUST_LOG` only warnings and errors are logged, so what the command prints is all a person
 /// sees; the audit lines an administrative change also writes at `info` (target
-/// `gatehouse::audit`) show with `RUST_LOG=info`. rmcp's own lines (an upstream that
-/// `upstream add` could not reach: the command says why in its answer) only with `RUST_LOG`.
+/// `gatehouse::audit`) show with `RUST_LOG=info`. rmcp's own lines and Gatehouse's line for a
+/// failed upstream listing (an upstream that `upstream add` could not reach: the command says
+/// why in its answer) only with `RUST_LOG`.
 pub fn init_for_command(format: LogFormat) {
-    let rmcp = if std::env::var_os("RUST_LOG").is_some() {
-        "rmcp=warn"
+    let quiet: &[&'static str] = if std::env::var_os("RUST_LOG").is_some() {
+        &["rmcp=warn"]
     } else {
-        "rmcp=off"
+        &["rmcp=off", QUIET_LISTING]
     };
-    init_at(format, "warn", &[rmcp]);
+    init_at(format, "warn", quiet);
 }
 
 /// Installs the subscriber with `default` as the filter when `RUST_LOG` is not set, and
@@ -120,6 +125,7 @@ mod tests {
             "rmcp=off",
             super::QUIET_TRANSPORT_WORKERS,
             super::QUIET_SERVICE,
+            super::QUIET_LISTING,
         ] {
             assert!(
                 directive

@@ -492,6 +492,12 @@ async fn upstream_failures_and_client_mistakes_are_logged_by_gatehouse_alone() {
         listed["result"]["tools"].as_array().is_some(),
         "the list is answered without the upstream: {listed}"
     );
+    // Nine more listings within a second are answered from the failure remembered for 5 s:
+    // the failure is logged once per attempt to list it, not once per client listing.
+    for _ in 0..9 {
+        let r = mcp_request(port, &key, "tools/list", serde_json::json!({})).await;
+        assert_eq!(r.status(), StatusCode::OK);
+    }
     // A client's mistake (an unknown tool, with an argument): answered with its JSON-RPC
     // error, logged as one request line, and nothing of what it sent reaches the log.
     let r = mcp_request(
@@ -540,11 +546,14 @@ async fn upstream_failures_and_client_mistakes_are_logged_by_gatehouse_alone() {
         "rmcp's line for the client's mistake: {stderr}"
     );
     assert!(!stderr.contains("private-words-of-dana"), "{stderr}");
+    let left_out = stderr
+        .lines()
+        .filter(|l| l.contains("upstream left out of tools/list") && l.contains("gone"))
+        .count();
+    // Once, or twice if a retry fell within the run (it lasts about a second).
     assert!(
-        stderr
-            .lines()
-            .any(|l| l.contains("upstream left out of tools/list") && l.contains("gone")),
-        "Gatehouse's own line, with the upstream's name: {stderr}"
+        (1..=2).contains(&left_out),
+        "Gatehouse's own line, with the upstream's name, once per attempt ({left_out}): {stderr}"
     );
     assert!(
         !stderr.contains("worker quit"),

@@ -224,8 +224,9 @@ impl Upstreams {
                         .filter(|t| scopes.satisfies(t.scope))
                         .map(|t| t.tool.clone()),
                 ),
-                Err(e) => {
-                    tracing::warn!(upstream = server.name(), error = %e, "upstream left out of tools/list");
+                // Logged where the listing failed (once per attempt, not per client listing
+                // that is answered without it).
+                Err(_) => {
                     metrics::counter!(crate::metrics::UPSTREAM_LIST_FAILURES, "upstream" => server.name().to_string())
                         .increment(1);
                 }

@@ -36,6 +36,12 @@ use crate::store::upstreams::{Transport, UpstreamRecord};
 pub const LISTING_TTL: Duration = Duration::from_secs(30);
 /// How long a failed listing or connection is remembered before the next attempt.
 pub const FAILURE_MEMORY: Duration = Duration::from_secs(5);
+
+/// The log target of a failed listing ("upstream left out of tools/list"), logged once per
+/// attempt, so at most once per [`FAILURE_MEMORY`] for an upstream that stays down. A command
+/// (`upstream add`) says the same in its answer and leaves it out of its log
+/// ([`crate::telemetry::init_for_command`]).
+pub const LISTING_LOG: &str = "gatehouse::upstream::listing";
 /// The longest wait to connect or list, whatever the per-call timeout.
 pub const LIST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Requests in a row that failed (the connection failed, or no answer within `--timeout`)
@@ -207,6 +213,8 @@ struct Health {
     failures: std::sync::atomic::AtomicU32,
     /// When the current cool-down ends, once one has started.
     until: std::sync::Mutex<Option<Instant>>,
+    /// The one request sent when a cool-down ended is on its way (its outcome decides).
+    trying: std::sync::atomic::AtomicBool,
 }
 
 impl UpstreamServer {
@@ -343,8 +351,15 @@ impl UpstreamServer {
             // outcome as if the cool-down went on: its answer ends the row, its failure starts
             // the next cool-down.
             *until = Some(now + COOL_DOWN);
+            self.health.trying.store(true, Relaxed);
             return None;
         };
+        if self.health.trying.load(Relaxed) {
+            return Some(format!(
+                "The upstream server {} failed its last {failures} requests in a row; one request is being sent to it now to see whether it answers. Retry in a few seconds.",
+                self.name
+            ));
+        }
         Some(format!(
             "The upstream server {} failed its last {failures} requests in a row; it is not called for another {} s. Retry then.",
             self.name,
@@ -359,6 +374,9 @@ impl UpstreamServer {
     /// the last error a failed request recorded.
     pub(super) async fn after_request(&self, failed: Option<String>) {
         use std::sync::atomic::Ordering::Relaxed;
+        if self.health.trying.load(Relaxed) {
+            self.health.trying.store(false, Relaxed);
+        }
         match failed {
             None => {
                 if self.health.failures.load(Relaxed) != 0
@@ -682,8 +700,11 @@ impl UpstreamServer {
         // tool (the step-up check of each `tools/call` among them) would carry its size,
         // copied whenever the request's future moves, even when the listing is fresh.
         let result = Box::pin(self.list_now(bearer)).await;
-        if self.record.per_person && result.is_err() {
+        if self.record.per_person
+            && let Err(e) = &result
+        {
             // One person's token failing says nothing of the listing for everyone else.
+            tracing::warn!(target: LISTING_LOG, upstream = self.name(), error = %e, "upstream left out of tools/list for a person: the listing with their token failed");
             return result;
         }
         self.after_listing(result.as_ref().err()).await;
@@ -735,6 +756,7 @@ impl UpstreamServer {
     async fn after_listing(&self, error: Option<&UpstreamError>) {
         match error {
             Some(e) => {
+                tracing::warn!(target: LISTING_LOG, upstream = self.name(), error = %e, "upstream left out of tools/list");
                 self.disconnect().await;
                 self.note_error(Some(e.0.as_str())).await;
             }

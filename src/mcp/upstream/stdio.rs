@@ -391,12 +391,14 @@ impl Restarts {
     }
 
     /// The child started last exited (or failed its handshake), seen at `now`: the next start
-    /// waits 0 s, 1 s, 2 s, 4 s, … for exits in a row, up to [`RESTART_BACKOFF_MAX`].
+    /// comes 0 s, 1 s, 2 s, 4 s, … up to [`RESTART_BACKOFF_MAX`] after the start of the child
+    /// that exited, for exits in a row. Counted from its start, not from when its exit was
+    /// seen (the next use, which may come much later): a child found gone at a use long after
+    /// it exited is started at once, and a child that keeps exiting is started at most once
+    /// per wait.
     pub fn exited(&mut self, now: Instant) {
-        let ran = self
-            .started
-            .take()
-            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        let started = self.started.take();
+        let ran = started.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
         if ran >= STABLE_AFTER {
             self.exits = 0;
         }
@@ -405,7 +407,7 @@ impl Restarts {
             n => Duration::from_secs(1u64 << (n - 1).min(6)).min(RESTART_BACKOFF_MAX),
         };
         self.exits = self.exits.saturating_add(1);
-        self.not_before = Some(now + delay);
+        self.not_before = Some(started.unwrap_or(now) + delay);
     }
 
     /// Whether a child is believed running (started and not seen exiting).
@@ -437,6 +439,30 @@ mod tests {
         r.started(now);
         r.exited(now + STABLE_AFTER);
         assert_eq!(r.wait(now + STABLE_AFTER), None, "a stable run starts over");
+    }
+
+    /// The wait counts from the start of the child that exited: one found gone at a use that
+    /// comes later than the wait after its start is started at once; one found gone sooner
+    /// waits the rest.
+    #[test]
+    fn the_wait_counts_from_the_start_of_the_child_that_exited() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut r = Restarts::default();
+        r.started(t0);
+        r.exited(t0 + s(1));
+        assert_eq!(r.wait(t0 + s(1)), None, "the first exit restarts at once");
+        r.started(t0 + s(1));
+        r.exited(t0 + s(2));
+        assert_eq!(r.wait(t0 + s(2)), None, "1 s after its start");
+        // The third child exits half a second after its start; the next use comes 6 s later.
+        r.started(t0 + s(2));
+        r.exited(t0 + s(8));
+        assert_eq!(r.wait(t0 + s(8)), None, "2 s after its start have passed");
+        // The fourth is found gone at once: it waits 4 s from its start.
+        r.started(t0 + s(8));
+        r.exited(t0 + s(9));
+        assert_eq!(r.wait(t0 + s(9)), Some(s(3)));
     }
 
     #[test]

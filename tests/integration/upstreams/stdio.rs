@@ -616,3 +616,37 @@ async fn a_restarted_child_is_listed_again_at_once() {
     // The folder is removed with the child only when empty.
     std::fs::remove_file(marker).unwrap();
 }
+
+/// The restart wait counts from the start of the child that exited, not from the use that
+/// finds it gone: a use that comes after the wait starts the child at once (before, the
+/// first call after a quiet spell was refused "started again in 1 s").
+#[tokio::test]
+async fn a_child_found_gone_after_its_wait_is_started_at_once() {
+    let app = spawn_with_key().await;
+    let a = alice(&app).await;
+    add_local_upstream(&app).await;
+    list_until(&app, &a.token, |n| n.contains(&"local__echo".to_string())).await;
+    let first = whoami(&app, &a.token).await.expect("whoami answers")["pid"].clone();
+    // The first exit: started again at once.
+    let bye = call(&app, &a.token, "local__exit", json!({})).await;
+    assert_eq!(bye["content"][0]["text"], "bye", "{bye}");
+    let mut second = None;
+    for _ in 0..100 {
+        if let Some(me) = whoami(&app, &a.token).await
+            && me["pid"] != first
+        {
+            second = Some(me["pid"].clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let second = second.expect("the child was started again");
+    // The second exit waits 1 s from that child's start; the next use comes later.
+    let bye = call(&app, &a.token, "local__exit", json!({})).await;
+    assert_eq!(bye["content"][0]["text"], "bye", "{bye}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let result = call(&app, &a.token, "local__whoami", json!({})).await;
+    assert_eq!(result["isError"], false, "{result}");
+    let me: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_ne!(me["pid"], second, "{me}");
+}
