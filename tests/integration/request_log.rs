@@ -492,9 +492,9 @@ async fn upstream_failures_and_client_mistakes_are_logged_by_gatehouse_alone() {
         listed["result"]["tools"].as_array().is_some(),
         "the list is answered without the upstream: {listed}"
     );
-    // Nine more listings within a second are answered from the failure remembered for 5 s:
-    // the failure is logged once per attempt to list it, not once per client listing.
-    for _ in 0..9 {
+    // Nineteen more listings, within a second or so, are answered from the failure remembered
+    // for 5 s: the failure is logged once per attempt to list it, not once per client listing.
+    for _ in 0..19 {
         let r = mcp_request(port, &key, "tools/list", serde_json::json!({})).await;
         assert_eq!(r.status(), StatusCode::OK);
     }
@@ -550,9 +550,10 @@ async fn upstream_failures_and_client_mistakes_are_logged_by_gatehouse_alone() {
         .lines()
         .filter(|l| l.contains("upstream left out of tools/list") && l.contains("gone"))
         .count();
-    // Once, or twice if a retry fell within the run (it lasts about a second).
+    // One attempt at most every 5 s over a run of a few seconds (more on a loaded machine),
+    // against one line per listing (20) before.
     assert!(
-        (1..=2).contains(&left_out),
+        (1..=6).contains(&left_out),
         "Gatehouse's own line, with the upstream's name, once per attempt ({left_out}): {stderr}"
     );
     assert!(

@@ -1011,13 +1011,15 @@ async fn a_first_listing_waits_at_most_the_upstreams_timeout() {
 /// An MCP server over plain JSON with one read-only tool, `echo`: while `down` is set, every
 /// `tools/call` is answered HTTP 503 (as a proxy in front of a server that is down answers);
 /// otherwise `{"fail": true}` is answered with a JSON-RPC error and anything else with the
-/// text "up". `calls` counts the `tools/call` requests that reached it. Its MCP URL.
+/// text "up". `calls` counts the `tools/call` requests that reached it; while `slow` is set,
+/// a 503 comes a second late. Its MCP URL.
 async fn start_flaky_upstream(
     down: Arc<std::sync::atomic::AtomicBool>,
     calls: Arc<AtomicUsize>,
+    slow: Arc<std::sync::atomic::AtomicBool>,
 ) -> String {
     let answer = move |body: axum::body::Bytes| {
-        let (down, calls) = (Arc::clone(&down), Arc::clone(&calls));
+        let (down, calls, slow) = (Arc::clone(&down), Arc::clone(&calls), Arc::clone(&slow));
         async move {
             use axum::response::IntoResponse as _;
             let message: Value = serde_json::from_slice(&body).unwrap();
@@ -1033,6 +1035,9 @@ async fn start_flaky_upstream(
                 _ => {
                     calls.fetch_add(1, Ordering::SeqCst);
                     if down.load(Ordering::SeqCst) {
+                        if slow.load(Ordering::SeqCst) {
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
                         return StatusCode::SERVICE_UNAVAILABLE.into_response();
                     }
                     if message["params"]["arguments"]["fail"] == true {
@@ -1059,7 +1064,8 @@ async fn start_flaky_upstream(
 async fn an_upstream_that_keeps_failing_cools_down_then_is_called_again() {
     let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let calls = Arc::new(AtomicUsize::new(0));
-    let url = start_flaky_upstream(Arc::clone(&down), Arc::clone(&calls)).await;
+    let slow = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let url = start_flaky_upstream(Arc::clone(&down), Arc::clone(&calls), Arc::clone(&slow)).await;
     let app = spawn_with_key().await;
     let a = alice(&app).await;
     cli_ok(
@@ -1152,11 +1158,14 @@ async fn an_upstream_that_keeps_failing_cools_down_then_is_called_again() {
     assert_eq!(calls.load(Ordering::SeqCst), 12);
 
     // Once the cool-down is over, one call is sent, alone: three at once, one reaches the
-    // upstream (still down), the other two are refused; its failure starts the next cool-down.
+    // upstream (still down, its 503 a second late), the other two are refused while it is on
+    // its way; its failure starts the next cool-down.
     tokio::time::sleep(Duration::from_millis(10_200)).await;
+    slow.store(true, Ordering::SeqCst);
     let three =
         futures::future::join_all((0..3).map(|_| call(&app, &a.token, "flaky__echo", json!({}))))
             .await;
+    slow.store(false, Ordering::SeqCst);
     assert_eq!(calls.load(Ordering::SeqCst), 13, "{three:?}");
     let texts: Vec<String> = three.iter().map(error_text).collect();
     assert_eq!(
